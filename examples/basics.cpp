@@ -1,0 +1,15 @@
+// Tensors are recorded, not run; sync() compiles the pending graph once and runs it.
+#include <iostream>
+#include <lazytrace/lazytrace.h>
+
+int main() {
+  auto x = lt::tensor({1.0f, 2.0f, 3.0f});
+  auto w = lt::tensor(std::vector<float>{1, 0, 0, 1, 1, 1}, lt::Shape{3, 2});
+  auto y = lt::relu(lt::matmul(x, w) - 2.0f) * 0.5f;  // nothing has run yet
+  std::cout << "pending graph:\n" << lt::debug::to_text({y});
+  lt::sync();
+  std::cout << "y = " << y << "\n";
+  std::cout << "softmax(x) = " << lt::softmax(x) << "\n";
+  std::cout << lt::metrics::report();
+  return 0;
+}

@@ -1,0 +1,30 @@
+#pragma once
+/** The one exception type of the library. Messages start with the operation in brackets. */
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace lazytrace {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+template <typename... Args>
+std::string cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+}  // namespace detail
+
+/** Throws lt::Error("[op] " + pieces...) */
+template <typename... Args>
+[[noreturn]] void fail(const char* op, Args&&... args) {
+  throw Error(detail::cat("[", op, "] ", std::forward<Args>(args)...));
+}
+
+}  // namespace lazytrace

@@ -1,0 +1,16 @@
+#pragma once
+/**
+ * lazytrace: tensor programs traced lazily and compiled once.
+ *
+ *   #include <lazytrace/lazytrace.h>
+ *   auto y = lt::matmul(x, w) + b;   // recorded, not run
+ *   lt::sync();                      // compiled (once per graph structure) and run
+ */
+#include "lazytrace/core/dtype.h"
+#include "lazytrace/core/error.h"
+#include "lazytrace/core/shape.h"
+#include "lazytrace/metrics/metrics.h"
+#include "lazytrace/ops/ops.h"
+#include "lazytrace/trace/tensor.h"
+
+namespace lt = lazytrace;

@@ -1,0 +1,150 @@
+#pragma once
+/**
+ * The public ops. Each checks its inputs, promotes dtypes as PyTorch does, infers the
+ * result shape and records one node; nothing runs until sync().
+ */
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "lazytrace/trace/tensor.h"
+
+namespace lazytrace {
+
+/** A number on one side of an op: its kind (bool, integer, floating) takes part in promotion. */
+class Scalar {
+ public:
+  Scalar(double v)
+      : f_(v), i_(v > -9.2e18 && v < 9.2e18 ? static_cast<int64_t>(v) : 0), kind_(DType::float64) {}
+  Scalar(float v) : Scalar(static_cast<double>(v)) {}
+  Scalar(int v) : f_(v), i_(v), kind_(DType::int64) {}
+  Scalar(long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
+  Scalar(long long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
+  Scalar(unsigned v) : f_(v), i_(v), kind_(DType::int64) {}
+  Scalar(unsigned long v) : f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), kind_(DType::int64) {}
+  Scalar(bool v) : f_(v), i_(v), kind_(DType::bool_) {}
+  double to_double() const { return f_; }
+  int64_t to_int() const { return i_; }
+  /** float64 for a floating value, int64 for an integer, bool for a bool. */
+  DType kind() const { return kind_; }
+
+ private:
+  double f_;
+  int64_t i_;
+  DType kind_;
+};
+
+// ---- creation
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape);
+Tensor tensor(std::initializer_list<float> data);
+Tensor tensor(std::initializer_list<double> data);
+Tensor tensor(std::initializer_list<int> data);  // int64
+Tensor tensor(std::initializer_list<bool> data);
+/** A 0-d tensor (float -> float32, double -> float64, int -> int64, bool -> bool). */
+Tensor scalar(Scalar value);
+Tensor scalar(Scalar value, DType dtype);
+Tensor zeros(const Shape& shape, DType dtype = DType::float32);
+Tensor ones(const Shape& shape, DType dtype = DType::float32);
+Tensor full(const Shape& shape, Scalar value, DType dtype = DType::float32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+/** [start, stop) by step; like torch.arange. */
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::int64);
+Tensor arange(double stop, DType dtype = DType::int64);
+/** Normal(0, 1) and uniform [0, 1) draws from the global counter-based generator. */
+Tensor randn(const Shape& shape, DType dtype = DType::float32);
+Tensor rand(const Shape& shape, DType dtype = DType::float32);
+/** Resets the generator: the same seed gives the same numbers; a new seed never recompiles. */
+void manual_seed(uint64_t seed);
+
+// ---- elementwise
+Tensor neg(const Tensor& t);
+Tensor exp(const Tensor& t);
+Tensor log(const Tensor& t);
+Tensor sin(const Tensor& t);
+Tensor cos(const Tensor& t);
+Tensor tanh(const Tensor& t);
+Tensor sigmoid(const Tensor& t);
+Tensor relu(const Tensor& t);
+/** The exact (erf) GELU, PyTorch's default. */
+Tensor gelu(const Tensor& t);
+Tensor silu(const Tensor& t);
+Tensor sqrt(const Tensor& t);
+Tensor rsqrt(const Tensor& t);
+Tensor abs(const Tensor& t);
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+/** True division: integer inputs give float32. */
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, Scalar b);
+Tensor pow(Scalar a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+/** Elementwise cond ? a : b, broadcasting all three; cond must be bool. */
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor astype(const Tensor& t, DType dtype);
+/** A tensor with the same value (buffers are never written in place, so none is copied). */
+Tensor clone(const Tensor& t);
+
+Tensor operator-(const Tensor& t);
+#define LT_BINARY_OPERATOR(OP)                     \
+  Tensor operator OP(const Tensor& a, const Tensor& b); \
+  Tensor operator OP(const Tensor& a, Scalar b);    \
+  Tensor operator OP(Scalar a, const Tensor& b);
+LT_BINARY_OPERATOR(+)
+LT_BINARY_OPERATOR(-)
+LT_BINARY_OPERATOR(*)
+LT_BINARY_OPERATOR(/)
+LT_BINARY_OPERATOR(==)
+LT_BINARY_OPERATOR(!=)
+LT_BINARY_OPERATOR(<)
+LT_BINARY_OPERATOR(<=)
+LT_BINARY_OPERATOR(>)
+LT_BINARY_OPERATOR(>=)
+#undef LT_BINARY_OPERATOR
+
+// ---- reductions: over all dims, or over `dims` (negative dims count from the end)
+Tensor sum(const Tensor& t);
+Tensor sum(const Tensor& t, std::vector<int> dims, bool keepdim = false);
+Tensor mean(const Tensor& t);
+Tensor mean(const Tensor& t, std::vector<int> dims, bool keepdim = false);
+Tensor amax(const Tensor& t);
+Tensor amax(const Tensor& t, std::vector<int> dims, bool keepdim = false);
+/** Numerically stable (the max is subtracted first). */
+Tensor softmax(const Tensor& t, int dim = -1);
+Tensor log_softmax(const Tensor& t, int dim = -1);
+
+// ---- layout
+/** One dim may be -1 (inferred). */
+Tensor reshape(const Tensor& t, const Shape& shape);
+Tensor transpose(const Tensor& t, int dim0 = -2, int dim1 = -1);
+Tensor permute(const Tensor& t, std::vector<int> perm);
+Tensor broadcast_to(const Tensor& t, const Shape& shape);
+/** Elements start, start+step, ... < stop along dim; negative start/stop count from the end. */
+Tensor slice(const Tensor& t, int dim, int64_t start, int64_t stop, int64_t step = 1);
+/** t[index] along dim, dropping that dim; index must be in range. */
+Tensor select(const Tensor& t, int dim, int64_t index);
+Tensor unsqueeze(const Tensor& t, int dim);
+Tensor squeeze(const Tensor& t, int dim);
+Tensor concat(const std::vector<Tensor>& tensors, int dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
+/** Rows (along dim) picked by a 1-d int32/int64 index; repeats allowed. */
+Tensor index_select(const Tensor& t, int dim, const Tensor& index);
+
+// ---- linear algebra
+/** NumPy matmul: 1-d operands, batch dims broadcast. */
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+}  // namespace lazytrace

@@ -1,0 +1,91 @@
+#pragma once
+/** Tensor: a handle to a lazily computed array. Ops record; sync() computes. */
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "lazytrace/core/dtype.h"
+#include "lazytrace/core/error.h"
+#include "lazytrace/core/shape.h"
+
+namespace lazytrace {
+
+struct TensorImpl;
+
+class Tensor {
+ public:
+  /** An undefined tensor; using it in an op throws lt::Error. */
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int ndim() const { return shape().size(); }
+  int64_t numel() const { return shape().numel(); }
+  /** Size of one dim; negative dims count from the end. */
+  int64_t size(int dim) const;
+  /** True while the tensor's value is a recorded computation not yet run. */
+  bool is_pending() const;
+
+  /** All elements in row-major order, converted to T; materializes the tensor. */
+  template <typename T>
+  std::vector<T> to_vector() const {
+    std::vector<T> out(static_cast<size_t>(numel()));
+    read_into(dtype_of<T>(), out.data(), "to_vector");
+    return out;
+  }
+  /** The value of a one-element tensor, converted to T; materializes the tensor. */
+  template <typename T>
+  T item() const {
+    check_one_element("item");
+    T v{};
+    read_into(dtype_of<T>(), &v, "item");
+    return v;
+  }
+  /** A host-side `if (t)`: materializes a one-element tensor (a footgun inside a step). */
+  explicit operator bool() const { return item<bool>(); }
+
+  /**
+   * Replaces this tensor's contents with src (broadcast and cast to this tensor's shape
+   * and dtype), lazily. Every holder of this tensor sees the new value.
+   */
+  Tensor& copy_(const Tensor& src);
+
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  /** "f32[2, 3]" */
+  std::string type_str() const;
+
+ private:
+  void read_into(DType as, void* out, const char* op) const;
+  void check_one_element(const char* op) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+template <>
+inline std::vector<bool> Tensor::to_vector<bool>() const {
+  std::vector<char> tmp(static_cast<size_t>(numel()));
+  read_into(DType::bool_, tmp.data(), "to_vector");
+  return std::vector<bool>(tmp.begin(), tmp.end());
+}
+
+/** Prints values (materializing the tensor), e.g. "tensor([1, 2], dtype=float32)". */
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/** Computes every live pending tensor in one graph, like torch_xla.sync(). */
+void sync();
+/** Computes only these tensors (and what they need), in one graph. */
+void sync(const std::vector<Tensor>& tensors);
+
+namespace debug {
+/** The pending graph of these tensors as text (one line per node). */
+std::string to_text(const std::vector<Tensor>& tensors);
+/** The pending graph of these tensors in Graphviz DOT. */
+std::string to_dot(const std::vector<Tensor>& tensors);
+/** The compiled kernel list and buffer plan that syncing these tensors would run. */
+std::string to_program(const std::vector<Tensor>& tensors);
+}  // namespace debug
+
+}  // namespace lazytrace

@@ -1,0 +1,85 @@
+#include "backends/cpu/cpu_device.h"
+
+#include <cblas.h>
+
+#include <mutex>
+
+#include "backends/cpu/kernels.h"
+#include "compiler/program.h"
+#include "runtime/thread_pool.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+using compiler::StorageKind;
+
+// Replays a lowered program. The arena is made once; a run allocates only its outputs.
+class CpuExecutable : public runtime::Executable {
+ public:
+  explicit CpuExecutable(compiler::Program p) : prog_(std::move(p)) {
+    if (prog_.arena_bytes > 0) arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+    ctx_.base.resize(prog_.storages.size());
+    for (size_t i = 0; i < prog_.storages.size(); ++i)
+      if (prog_.storages[i].kind == StorageKind::Arena)
+        ctx_.base[i] = static_cast<char*>(arena_ ? arena_->data() : nullptr) + prog_.storages[i].offset;
+  }
+
+  std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,
+                                      const std::vector<runtime::ScalarArg>& scalars) override {
+    std::lock_guard<std::mutex> lock(mu_);  // the arena belongs to one run at a time
+    std::vector<runtime::BufferPtr> outputs(static_cast<size_t>(prog_.num_outputs));
+    for (size_t i = 0; i < prog_.storages.size(); ++i) {
+      const compiler::Storage& st = prog_.storages[i];
+      if (st.kind == StorageKind::Param) {
+        ctx_.base[i] = static_cast<char*>(params[static_cast<size_t>(st.slot)]->data());
+      } else if (st.kind == StorageKind::Output) {
+        outputs[static_cast<size_t>(st.slot)] = runtime::make_buffer(static_cast<size_t>(st.bytes));
+        ctx_.base[i] = static_cast<char*>(outputs[static_cast<size_t>(st.slot)]->data());
+      }
+    }
+    ctx_.scalars = &scalars;
+    for (const compiler::Step& step : prog_.steps) {
+      if (auto* f = std::get_if<compiler::FusedStep>(&step))
+        run_fused(*f, ctx_);
+      else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
+        run_reduce(*r, ctx_);
+      else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
+        run_matmul(*m, ctx_);
+      else if (auto* g = std::get_if<compiler::GatherStep>(&step))
+        run_gather(*g, ctx_);
+    }
+    std::vector<runtime::BufferPtr> results;
+    results.reserve(prog_.results.size());
+    for (const compiler::ResultBinding& b : prog_.results) {
+      const compiler::Storage& st = prog_.storages[static_cast<size_t>(b.storage)];
+      results.push_back(st.kind == StorageKind::Param ? params[static_cast<size_t>(st.slot)]
+                                                      : outputs[static_cast<size_t>(st.slot)]);
+    }
+    return results;
+  }
+
+  std::string describe() const override { return compiler::describe(prog_); }
+  int64_t arena_bytes() const override { return prog_.arena_bytes; }
+
+ private:
+  compiler::Program prog_;
+  runtime::BufferPtr arena_;
+  RunContext ctx_;
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g) {
+  return std::make_shared<CpuExecutable>(compiler::lower(g));
+}
+
+runtime::Device& cpu_device() {
+  static CpuDevice* d = [] {
+    openblas_set_num_threads(runtime::num_threads());
+    return new CpuDevice();
+  }();
+  return *d;
+}
+
+}  // namespace lazytrace::cpu

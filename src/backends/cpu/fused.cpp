@@ -1,0 +1,258 @@
+// The fused elementwise kernel: runs a step's instruction list over tiles of the
+// iteration space, with loads and stores through strided views.
+#include <type_traits>
+
+#include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/math.h"
+#include "backends/cpu/random.h"
+#include "backends/cpu/strided.h"
+#include "runtime/thread_pool.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+using compiler::FusedStep;
+using compiler::Instr;
+using compiler::View;
+using ir::OpKind;
+
+constexpr int64_t kTile = 1024;
+
+template <typename S>
+using compute_t = std::conditional_t<
+    std::is_same_v<S, double>, double,
+    std::conditional_t<std::is_floating_point_v<S> || std::is_same_v<S, Half> ||
+                           std::is_same_v<S, BFloat16>,
+                       float, int64_t>>;
+
+template <typename C>
+C* reg(uint64_t* regs, int r) {
+  return reinterpret_cast<C*>(regs + static_cast<int64_t>(r) * kTile);
+}
+
+template <typename S>
+void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, compute_t<S>* out) {
+  using C = compute_t<S>;
+  if (v.is_scalar()) {
+    runtime::ScalarArg a = ctx.scalar(v);
+    C x = std::is_integral_v<C> ? static_cast<C>(a.i) : static_cast<C>(a.f);
+    for (int64_t j = 0; j < n; ++j) out[j] = x;
+    return;
+  }
+  const S* p = reinterpret_cast<const S*>(ctx.base[v.storage]);
+  int64_t w = 0;
+  for_each_run(v.shape, v.strides.data(), v.offset, start, n,
+               [&](int64_t off, int64_t cnt, int64_t st) {
+                 const S* q = p + off;
+                 if (st == 1)
+                   for (int64_t k = 0; k < cnt; ++k) out[w + k] = convert<C>(q[k]);
+                 else if (st == 0) {
+                   C x = convert<C>(q[0]);
+                   for (int64_t k = 0; k < cnt; ++k) out[w + k] = x;
+                 } else
+                   for (int64_t k = 0; k < cnt; ++k) out[w + k] = convert<C>(q[k * st]);
+                 w += cnt;
+               });
+}
+
+template <typename S>
+void store(const View& v, const RunContext& ctx, int64_t start, int64_t n,
+           const compute_t<S>* in) {
+  S* p = reinterpret_cast<S*>(ctx.base[v.storage]);
+  int64_t r = 0;
+  for_each_run(v.shape, v.strides.data(), v.offset, start, n,
+               [&](int64_t off, int64_t cnt, int64_t st) {
+                 S* q = p + off;
+                 if (st == 1)
+                   for (int64_t k = 0; k < cnt; ++k) q[k] = convert<S>(in[r + k]);
+                 else
+                   for (int64_t k = 0; k < cnt; ++k) q[k * st] = convert<S>(in[r + k]);
+                 r += cnt;
+               });
+}
+
+// Rounds register values to what the node's dtype can hold (f16, bf16, i32, bool).
+void round_to(DType dt, uint64_t* regs, int r, int64_t n) {
+  switch (dt) {
+    case DType::float16: {
+      float* x = reg<float>(regs, r);
+      for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>(Half(x[j]));
+      break;
+    }
+    case DType::bfloat16: {
+      float* x = reg<float>(regs, r);
+      for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>(BFloat16(x[j]));
+      break;
+    }
+    case DType::int32: {
+      int64_t* x = reg<int64_t>(regs, r);
+      for (int64_t j = 0; j < n; ++j) x[j] = static_cast<int32_t>(x[j]);
+      break;
+    }
+    case DType::bool_: {
+      int64_t* x = reg<int64_t>(regs, r);
+      for (int64_t j = 0; j < n; ++j) x[j] = x[j] != 0;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+template <typename T>
+void unary(OpKind op, T* d, const T* a, int64_t n) {
+#define LT_UNARY(K)                                                     \
+  case OpKind::K:                                                       \
+    for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
+    return;
+  switch (op) {
+    LT_UNARY(Neg) LT_UNARY(Exp) LT_UNARY(Log) LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh)
+    LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt)
+    LT_UNARY(Rsqrt) LT_UNARY(Abs)
+    default:
+      return;
+  }
+#undef LT_UNARY
+}
+
+template <typename T>
+void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
+#define LT_BINARY(K)                                                          \
+  case OpKind::K:                                                             \
+    for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], b[j]); \
+    return;
+  switch (op) {
+    LT_BINARY(Add) LT_BINARY(Sub) LT_BINARY(Mul) LT_BINARY(Div) LT_BINARY(Pow)
+    LT_BINARY(Maximum) LT_BINARY(Minimum)
+    default:
+      return;
+  }
+#undef LT_BINARY
+}
+
+template <typename T>
+void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
+#define LT_CMP(K)                                                              \
+  case OpKind::K:                                                              \
+    for (int64_t j = 0; j < n; ++j) d[j] = math::compare(OpKind::K, a[j], b[j]); \
+    return;
+  switch (op) {
+    LT_CMP(Eq) LT_CMP(Ne) LT_CMP(Lt) LT_CMP(Le) LT_CMP(Gt) LT_CMP(Ge)
+    default:
+      return;
+  }
+#undef LT_CMP
+}
+
+void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, int64_t n,
+          const RunContext& ctx) {
+  const Compute out_c = compute_of(ins.dtype), in_c = compute_of(ins.in_dtype);
+  switch (ins.op) {
+    case OpKind::Data: {
+      const View& v = st.loads[ins.load];
+      dispatch(v.dtype, [&](auto tag) {
+        using S = typename decltype(tag)::type;
+        load<S>(v, ctx, start, n, reg<compute_t<S>>(regs, ins.dst));
+      });
+      return;
+    }
+    case OpKind::Iota:
+      dispatch_compute(out_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        C* d = reg<C>(regs, ins.dst);
+        for (int64_t j = 0; j < n; ++j)
+          d[j] = static_cast<C>(ins.f[0] + static_cast<double>(start + j) * ins.f[1]);
+      });
+      break;
+    case OpKind::RandUniform:
+    case OpKind::RandNormal: {
+      const uint64_t seed = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[0])[0]);
+      const uint64_t offset = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[1])[0]);
+      const bool normal = ins.op == OpKind::RandNormal;
+      dispatch_compute(out_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        if constexpr (!std::is_integral_v<C>) {
+          C* d = reg<C>(regs, ins.dst);
+          for (int64_t j = 0; j < n; ++j) {
+            uint64_t c = offset + static_cast<uint64_t>(start + j);
+            d[j] = normal ? cpu::normal<C>(seed, c) : cpu::uniform<C>(seed, c);
+          }
+        }
+      });
+      break;
+    }
+    case OpKind::Cast:
+      dispatch_compute(in_c, [&](auto in_tag) {
+        using A = typename decltype(in_tag)::type;
+        const A* a = reg<A>(regs, ins.src[0]);
+        if (ins.dtype == DType::bool_) {
+          int64_t* d = reg<int64_t>(regs, ins.dst);
+          for (int64_t j = 0; j < n; ++j) d[j] = a[j] != A(0);
+          return;
+        }
+        dispatch_compute(out_c, [&](auto out_tag) {
+          using C = typename decltype(out_tag)::type;
+          C* d = reg<C>(regs, ins.dst);
+          for (int64_t j = 0; j < n; ++j) d[j] = static_cast<C>(a[j]);
+        });
+      });
+      break;
+    case OpKind::Where:
+      dispatch_compute(out_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const int64_t* c = reg<int64_t>(regs, ins.src[0]);
+        const C* a = reg<C>(regs, ins.src[1]);
+        const C* b = reg<C>(regs, ins.src[2]);
+        C* d = reg<C>(regs, ins.dst);
+        for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b[j];
+      });
+      break;
+    default:
+      if (ir::is_compare(ins.op)) {
+        dispatch_compute(in_c, [&](auto tag) {
+          using C = typename decltype(tag)::type;
+          compare<C>(ins.op, reg<int64_t>(regs, ins.dst), reg<C>(regs, ins.src[0]),
+                     reg<C>(regs, ins.src[1]), n);
+        });
+      } else if (ins.src[1] >= 0) {
+        dispatch_compute(out_c, [&](auto tag) {
+          using C = typename decltype(tag)::type;
+          binary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]),
+                    reg<C>(regs, ins.src[1]), n);
+        });
+      } else {
+        dispatch_compute(out_c, [&](auto tag) {
+          using C = typename decltype(tag)::type;
+          unary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), n);
+        });
+      }
+      break;
+  }
+  round_to(ins.dtype, regs, ins.dst, n);
+}
+
+}  // namespace
+
+void run_fused(const FusedStep& st, const RunContext& ctx) {
+  const int64_t total = st.shape.numel();
+  if (total == 0 || st.stores.empty()) return;
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  runtime::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<uint64_t> scratch;
+    size_t need = static_cast<size_t>(std::max(st.num_regs, 1)) * kTile;
+    if (scratch.size() < need) scratch.resize(need);
+    uint64_t* regs = scratch.data();
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t start = t * kTile, n = std::min(kTile, total - start);
+      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx);
+      for (const auto& s : st.stores)
+        dispatch(s.dst.dtype, [&](auto tag) {
+          using S = typename decltype(tag)::type;
+          store<S>(s.dst, ctx, start, n, reg<compute_t<S>>(regs, s.reg));
+        });
+    }
+  });
+}
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,66 @@
+// index_select: gathers slices of a strided view along one dim by an integer index.
+#include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/strided.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+template <typename I>
+std::vector<int64_t> read_index(const compiler::View& v, const RunContext& ctx, int64_t limit) {
+  const I* p = reinterpret_cast<const I*>(ctx.base[v.storage]);
+  std::vector<int64_t> idx(static_cast<size_t>(v.shape[0]));
+  for (int64_t i = 0; i < v.shape[0]; ++i) {
+    int64_t x = static_cast<int64_t>(p[v.offset + i * v.strides[0]]);
+    if (x < -limit || x >= limit)
+      fail("index_select", "index ", x, " at position ", i, " is out of range for a dim of size ",
+           limit, "; indices must be in [", -limit, ", ", limit, ").");
+    idx[i] = x < 0 ? x + limit : x;
+  }
+  return idx;
+}
+
+}  // namespace
+
+void run_gather(const compiler::GatherStep& s, const RunContext& ctx) {
+  const int64_t limit = s.in.shape[s.dim];
+  std::vector<int64_t> idx = s.index.dtype == DType::int32
+                                 ? read_index<int32_t>(s.index, ctx, limit)
+                                 : read_index<int64_t>(s.index, ctx, limit);
+  // Output element (outer, j, inner) reads input (outer, idx[j], inner): a view of the
+  // input whose dim `s.dim` walks the index.
+  dispatch(s.in.dtype, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    const S* in = reinterpret_cast<const S*>(ctx.base[s.in.storage]);
+    S* out = reinterpret_cast<S*>(ctx.base[s.out_storage]);
+    Shape outer, inner;
+    std::vector<int64_t> ostr, istr;
+    for (int d = 0; d < s.in.shape.size(); ++d) {
+      if (d < s.dim) {
+        outer.push_back(s.in.shape[d]);
+        ostr.push_back(s.in.strides[d]);
+      } else if (d > s.dim) {
+        inner.push_back(s.in.shape[d]);
+        istr.push_back(s.in.strides[d]);
+      }
+    }
+    const int64_t no = outer.numel(), ni = inner.numel(), nj = static_cast<int64_t>(idx.size());
+    const int64_t dstride = s.in.strides[s.dim];
+    int64_t w = 0;
+    for (int64_t o = 0; o < no; ++o) {
+      int64_t base = s.in.offset, rem = o;
+      for (int d = outer.size() - 1; d >= 0; --d) {
+        base += (rem % outer[d]) * ostr[d];
+        rem /= outer[d];
+      }
+      for (int64_t j = 0; j < nj; ++j) {
+        for_each_run(inner, istr.data(), base + idx[j] * dstride, 0, ni,
+                     [&](int64_t off, int64_t cnt, int64_t st) {
+                       for (int64_t q = 0; q < cnt; ++q) out[w++] = in[off + q * st];
+                     });
+      }
+    }
+  });
+}
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,119 @@
+// Batched matmul through BLAS (float32, float64; float16 and bfloat16 by way of float32),
+// with a plain loop for integers. Batch dims broadcast by stride 0.
+#include <cblas.h>
+
+#include <type_traits>
+
+#include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+struct Operand {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+  int64_t rs, cs;  // row and column strides
+};
+
+Operand blas_operand(const compiler::View& v) {
+  const int nd = v.shape.size();
+  Operand o{CblasNoTrans, 0, v.strides[nd - 2], v.strides[nd - 1]};
+  if (o.cs == 1) {
+    o.ld = o.rs;
+  } else {
+    o.trans = CblasTrans;
+    o.ld = o.cs;
+  }
+  return o;
+}
+
+// Element offsets of each batch's matrix in a and b.
+void batch_offsets(const compiler::MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
+  const int nb = s.out_shape.size() - 2;
+  oa = s.a.offset;
+  ob = s.b.offset;
+  const int na = s.a.shape.size() - 2, nbb = s.b.shape.size() - 2;
+  for (int d = nb - 1; d >= 0; --d) {
+    int64_t i = bi % s.out_shape[d];
+    bi /= s.out_shape[d];
+    int da = na - nb + d, db = nbb - nb + d;
+    if (da >= 0 && s.a.shape[da] != 1) oa += i * s.a.strides[da];
+    if (db >= 0 && s.b.shape[db] != 1) ob += i * s.b.strides[db];
+  }
+}
+
+template <typename T>
+void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const T* pa,
+          const T* pb, T* pc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m * n; ++i) pc[i] = T(0);
+    return;
+  }
+  auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
+  auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, pa, lda, pb, ldb, 0.0f, pc, static_cast<int>(n));
+  else
+    cblas_dgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0, pa, lda, pb, ldb, 0.0, pc, static_cast<int>(n));
+}
+
+template <typename S>
+void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
+  const int nd = s.out_shape.size();
+  const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
+  const int64_t k = s.a.shape[s.a.shape.size() - 1];
+  int64_t nbatch = 1;
+  for (int d = 0; d < nd - 2; ++d) nbatch *= s.out_shape[d];
+  const S* A = reinterpret_cast<const S*>(ctx.base[s.a.storage]);
+  const S* B = reinterpret_cast<const S*>(ctx.base[s.b.storage]);
+  S* C = reinterpret_cast<S*>(ctx.base[s.out_storage]);
+  const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
+  const int64_t grain = m * n * k >= (1 << 18) ? 1 : std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(m * n * k, 1));
+  runtime::parallel_for(nbatch, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t bi = b0; bi < b1; ++bi) {
+      int64_t offa, offb;
+      batch_offsets(s, bi, offa, offb);
+      S* c = C + bi * m * n;
+      if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+        gemm<S>(oa, ob, m, n, k, A + offa, B + offb, c);
+      } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+        thread_local std::vector<float> fa, fb, fc;
+        fa.resize(static_cast<size_t>(m * k));
+        fb.resize(static_cast<size_t>(k * n));
+        fc.resize(static_cast<size_t>(m * n));
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < k; ++j) fa[i * k + j] = static_cast<float>(A[offa + i * oa.rs + j * oa.cs]);
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[offb + i * ob.rs + j * ob.cs]);
+        Operand ra{CblasNoTrans, k, k, 1}, rb{CblasNoTrans, n, n, 1};
+        gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data());
+        for (int64_t i = 0; i < m * n; ++i) c[i] = S(fc[i]);
+      } else {
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t acc = 0;
+            for (int64_t q = 0; q < k; ++q)
+              acc += static_cast<int64_t>(A[offa + i * oa.rs + q * oa.cs]) *
+                     static_cast<int64_t>(B[offb + q * ob.rs + j * ob.cs]);
+            c[i * n + j] = static_cast<S>(acc);
+          }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {
+  dispatch(s.dtype, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<S, bool>) matmul_typed<S>(s, ctx);
+  });
+}
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,113 @@
+// Reductions (sum, mean, amax) over any set of dims of a strided view.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/strided.h"
+#include "runtime/thread_pool.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+using ir::OpKind;
+
+template <typename S>
+using acc_t = std::conditional_t<std::is_integral_v<S>, int64_t, double>;
+
+template <typename A>
+A init_value(OpKind op) {
+  if (op != OpKind::Amax) return A(0);
+  if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
+  return std::numeric_limits<A>::lowest();
+}
+
+template <typename A>
+inline A combine(OpKind op, A acc, A x) {
+  if (op != OpKind::Amax) return acc + x;
+  if constexpr (std::is_floating_point_v<A>)
+    if (std::isnan(x)) return x;
+  return x > acc ? x : acc;
+}
+
+template <typename S, typename O>
+void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
+  using A = acc_t<S>;
+  const compiler::View& in = s.in;
+  const S* p = reinterpret_cast<const S*>(ctx.base[in.storage]);
+  O* out = reinterpret_cast<O*>(ctx.base[s.out_storage]);
+  Shape kshape, rshape;
+  std::vector<int64_t> kstr, rstr;
+  size_t k = 0;
+  bool inner_reduced = false;
+  for (int d = 0; d < in.shape.size(); ++d) {
+    if (k < s.dims.size() && s.dims[k] == d) {
+      ++k;
+      rshape.push_back(in.shape[d]);
+      rstr.push_back(in.strides[d]);
+      if (in.strides[d] == 1 && in.shape[d] > 1) inner_reduced = true;
+    } else {
+      kshape.push_back(in.shape[d]);
+      kstr.push_back(in.strides[d]);
+    }
+  }
+  const int64_t nout = kshape.numel(), nred = rshape.numel();
+  const OpKind op = s.op;
+  auto finish = [&](A acc) -> O {
+    if (op == OpKind::Mean) return convert<O>(static_cast<double>(acc) / static_cast<double>(nred));
+    return convert<O>(acc);
+  };
+  if (nout == 0) return;
+  if (inner_reduced || kshape.size() == 0) {
+    // each output walks its own reduced elements
+    runtime::parallel_for(nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
+                          [&](int64_t o0, int64_t o1) {
+      for (int64_t o = o0; o < o1; ++o) {
+        int64_t base = in.offset, rem = o;
+        for (int d = kshape.size() - 1; d >= 0; --d) {
+          base += (rem % kshape[d]) * kstr[d];
+          rem /= kshape[d];
+        }
+        A acc = init_value<A>(op);
+        for_each_run(rshape, rstr.data(), base, 0, nred, [&](int64_t off, int64_t cnt, int64_t st) {
+          for (int64_t j = 0; j < cnt; ++j) acc = combine(op, acc, convert<A>(p[off + j * st]));
+        });
+        out[o] = finish(acc);
+      }
+    });
+    return;
+  }
+  // reduced dims are outer: sweep them, accumulating a row of outputs at a time
+  runtime::parallel_for(nout, 4096, [&](int64_t o0, int64_t o1) {
+    thread_local std::vector<A> accs;
+    accs.assign(static_cast<size_t>(o1 - o0), init_value<A>(op));
+    for (int64_t r = 0; r < nred; ++r) {
+      int64_t base = in.offset, rem = r;
+      for (int d = rshape.size() - 1; d >= 0; --d) {
+        base += (rem % rshape[d]) * rstr[d];
+        rem /= rshape[d];
+      }
+      int64_t w = 0;
+      for_each_run(kshape, kstr.data(), base, o0, o1 - o0, [&](int64_t off, int64_t cnt, int64_t st) {
+        for (int64_t j = 0; j < cnt; ++j) accs[w + j] = combine(op, accs[w + j], convert<A>(p[off + j * st]));
+        w += cnt;
+      });
+    }
+    for (int64_t o = o0; o < o1; ++o) out[o] = finish(accs[o - o0]);
+  });
+}
+
+}  // namespace
+
+void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx) {
+  dispatch(s.in.dtype, [&](auto in_tag) {
+    using S = typename decltype(in_tag)::type;
+    dispatch(s.out_dtype, [&](auto out_tag) {
+      using O = typename decltype(out_tag)::type;
+      reduce_typed<S, O>(s, ctx);
+    });
+  });
+}
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,47 @@
+#pragma once
+// CompileCache: executables keyed by graph structure, bounded by LRU.
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "ir/graph.h"
+#include "runtime/device.h"
+
+namespace lazytrace::compiler {
+
+class CompileCache {
+ public:
+  /** Capacity from LAZYTRACE_COMPILE_CACHE_SIZE (default 1024). */
+  CompileCache();
+
+  /**
+   * The executable for `key`; on a miss, `build_graph()` makes the graph, which is
+   * optimized, verified and compiled by `device`.
+   */
+  std::shared_ptr<runtime::Executable> get_or_compile(
+      uint64_t key, runtime::Device& device, const std::function<ir::Graph()>& build_graph);
+
+  size_t size() const;
+  size_t capacity() const { return capacity_; }
+  void set_capacity(size_t n);
+  void clear();
+
+  /** The process-wide cache used by sync(). */
+  static CompileCache& global();
+
+ private:
+  void evict_locked();
+  mutable std::mutex mu_;
+  size_t capacity_;
+  std::list<uint64_t> lru_;  // most recent first
+  struct Entry {
+    std::shared_ptr<runtime::Executable> exe;
+    std::list<uint64_t>::iterator pos;
+  };
+  std::unordered_map<uint64_t, Entry> map_;
+};
+
+}  // namespace lazytrace::compiler

@@ -1,0 +1,497 @@
+// Lowering: layout ops become views, elementwise chains become fused steps (one pass
+// over tiles), and every intermediate storage gets an arena offset.
+#include <algorithm>
+#include <map>
+
+#include "compiler/program.h"
+#include "compiler/views.h"
+#include "lazytrace/core/error.h"
+
+namespace lazytrace::compiler {
+namespace {
+
+using ir::GNode;
+using ir::OpKind;
+
+struct Value {
+  enum Kind { None, AsView, Reg } kind = None;
+  View view;      // AsView; also set for a Reg once it has been stored
+  int group = -1;  // Reg
+  int reg = -1;
+  bool stored = false;
+};
+
+struct Group {
+  FusedStep step;
+  int step_index = -1;  // >= 0 once sealed: its position in the program
+};
+
+class Lowering {
+ public:
+  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) {}
+
+  Program run() {
+    p_.name = g_.name;
+    p_.num_params = static_cast<int>(g_.param_nodes.size());
+    p_.num_scalars = static_cast<int>(g_.scalar_nodes.size());
+    for (size_t i = 0; i < g_.nodes.size(); ++i) lower_node(static_cast<int>(i));
+    bind_results();
+    for (size_t gi = 0; gi < groups_.size(); ++gi) seal(static_cast<int>(gi));
+    for (Step& s : p_.steps)
+      if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
+    plan_arena();
+    return std::move(p_);
+  }
+
+ private:
+  int new_storage(const Shape& shape, DType dt, StorageKind kind = StorageKind::Arena) {
+    Storage s;
+    s.kind = kind;
+    s.bytes = shape.numel() * static_cast<int64_t>(itemsize(dt));
+    if (kind == StorageKind::Output) s.slot = p_.num_outputs++;
+    p_.storages.push_back(s);
+    writers_.emplace_back();
+    return static_cast<int>(p_.storages.size()) - 1;
+  }
+
+  FusedStep& step_of(int gid) {
+    Group& gr = groups_[gid];
+    return gr.step_index >= 0 ? std::get<FusedStep>(p_.steps[gr.step_index]) : gr.step;
+  }
+
+  void seal(int gid) {
+    Group& gr = groups_[gid];
+    if (gr.step_index >= 0) return;
+    gr.step_index = static_cast<int>(p_.steps.size());
+    p_.steps.emplace_back(std::move(gr.step));
+  }
+
+  // Before a storage is read, every open group that writes into it must be placed.
+  void seal_writers(int storage) {
+    if (storage < 0) return;
+    for (int gid : writers_[storage]) seal(gid);
+    writers_[storage].clear();
+  }
+
+  void add_store(int gid, int reg, const View& dst) {
+    step_of(gid).stores.push_back({reg, dst});
+    writers_[dst.storage].push_back(gid);
+  }
+
+  // The node's value as a view that kernels can read; stores and seals its group if
+  // it is still a register.
+  View use_view(int n) {
+    Value& v = vals_[n];
+    if (v.kind == Value::Reg && !v.stored) {
+      const GNode& node = g_.nodes[n];
+      int s = new_storage(node.shape, node.dtype);
+      v.view = contiguous_view(s, node.dtype, node.shape);
+      add_store(v.group, v.reg, v.view);
+      v.stored = true;
+    }
+    seal_writers(v.view.storage);
+    return v.view;
+  }
+
+  // A view backed by memory (a scalar view is written out first).
+  View use_memory_view(int n) {
+    View v = use_view(n);
+    if (!v.is_scalar()) return v;
+    int s = copy_to_new(v, StorageKind::Arena);
+    return contiguous_view(s, v.dtype, v.shape);
+  }
+
+  int new_group(const Shape& shape) {
+    groups_.emplace_back();
+    groups_.back().step.shape = shape;
+    return static_cast<int>(groups_.size()) - 1;
+  }
+
+  int emit(int gid, Instr ins) {
+    FusedStep& st = step_of(gid);
+    ins.dst = st.num_regs++;
+    st.program.push_back(ins);
+    return ins.dst;
+  }
+
+  int load_reg(int gid, const View& v) {
+    FusedStep& st = step_of(gid);
+    st.loads.push_back(broadcast_view(v, st.shape));
+    Instr ins{};
+    ins.op = OpKind::Data;
+    ins.dtype = v.dtype;
+    ins.in_dtype = v.dtype;
+    ins.load = static_cast<int>(st.loads.size()) - 1;
+    return emit(gid, ins);
+  }
+
+  int reg_of(int gid, int n) {
+    Value& v = vals_[n];
+    if (v.kind == Value::Reg && v.group == gid) return v.reg;
+    return load_reg(gid, use_view(n));
+  }
+
+  // Writes a view into a new contiguous storage with a one-load fused step.
+  int copy_to_new(const View& src, StorageKind kind) {
+    int s = new_storage(src.shape, src.dtype, kind);
+    int gid = new_group(src.shape);
+    int r = load_reg(gid, src);
+    add_store(gid, r, contiguous_view(s, src.dtype, src.shape));
+    seal(gid);
+    return s;
+  }
+
+  void lower_node(int i) {
+    const GNode& n = g_.nodes[i];
+    Value& out = vals_[i];
+    switch (ir::op_info(n.op).family) {
+      case ir::OpFamily::Leaf:
+        out.kind = Value::AsView;
+        if (n.op == OpKind::Data) {
+          out.view = contiguous_view(param_storage(n.param, n), n.dtype, n.shape);
+        } else {
+          out.view.dtype = n.dtype;
+          out.view.shape = n.shape;
+          out.view.scalar_slot = n.scalar_is_param ? n.param : -1;
+          out.view.value = n.value;
+          out.view.ivalue = n.ivalue;
+        }
+        return;
+      case ir::OpFamily::Generator:
+      case ir::OpFamily::Elementwise:
+        return lower_elementwise(i);
+      case ir::OpFamily::Layout:
+        return lower_layout(i);
+      case ir::OpFamily::Reduce: {
+        ReduceStep r;
+        r.op = n.op;
+        r.in = use_memory_view(n.inputs[0]);
+        r.dims.assign(n.attrs.begin(), n.attrs.end());
+        r.out_dtype = n.dtype;
+        r.out_storage = new_storage(n.shape, n.dtype);
+        p_.steps.emplace_back(std::move(r));
+        set_storage_value(i, std::get<ReduceStep>(p_.steps.back()).out_storage);
+        return;
+      }
+      case ir::OpFamily::Other:
+        break;
+    }
+    if (n.op == OpKind::Matmul) return lower_matmul(i);
+    if (n.op == OpKind::Concat) return lower_concat(i);
+    if (n.op == OpKind::IndexSelect) {
+      GatherStep gs;
+      gs.in = use_memory_view(n.inputs[0]);
+      gs.index = use_memory_view(n.inputs[1]);
+      gs.dim = static_cast<int>(n.attrs[0]);
+      gs.out_shape = n.shape;
+      gs.out_storage = new_storage(n.shape, n.dtype);
+      p_.steps.emplace_back(std::move(gs));
+      set_storage_value(i, std::get<GatherStep>(p_.steps.back()).out_storage);
+      return;
+    }
+    fail("compile", "no lowering for op ", ir::op_name(n.op));
+  }
+
+  int param_storage(int slot, const GNode& n) {
+    auto it = param_storages_.find(slot);
+    if (it != param_storages_.end()) return it->second;
+    int s = new_storage(n.shape, n.dtype, StorageKind::Param);
+    p_.storages[s].slot = slot;
+    param_storages_[slot] = s;
+    return s;
+  }
+
+  void set_storage_value(int i, int storage) {
+    vals_[i].kind = Value::AsView;
+    vals_[i].view = contiguous_view(storage, g_.nodes[i].dtype, g_.nodes[i].shape);
+  }
+
+  void lower_elementwise(int i) {
+    const GNode& n = g_.nodes[i];
+    int gid = -1;
+    for (int in : n.inputs) {
+      const Value& v = vals_[in];
+      if (v.kind == Value::Reg && groups_[v.group].step_index < 0 && g_.nodes[in].shape == n.shape) {
+        gid = v.group;
+        break;
+      }
+    }
+    if (gid < 0) gid = new_group(n.shape);
+    Instr ins{};
+    ins.op = n.op;
+    ins.dtype = n.dtype;
+    ins.in_dtype = n.inputs.empty() ? n.dtype : g_.nodes[n.inputs.back()].dtype;
+    for (size_t k = 0; k < n.inputs.size(); ++k) ins.src[k] = reg_of(gid, n.inputs[k]);
+    ins.f[0] = n.attrs.f[0];
+    ins.f[1] = n.attrs.f[1];
+    Value& out = vals_[i];
+    out.kind = Value::Reg;
+    out.group = gid;
+    out.reg = emit(gid, ins);
+  }
+
+  void lower_layout(int i) {
+    const GNode& n = g_.nodes[i];
+    int in = n.inputs[0];
+    View v = use_view(in);
+    Value& out = vals_[i];
+    out.kind = Value::AsView;
+    switch (n.op) {
+      case OpKind::Reshape: {
+        auto r = reshape_view(v, n.shape);
+        if (!r) {
+          int s = copy_to_new(v, StorageKind::Arena);
+          r = contiguous_view(s, v.dtype, n.shape);
+        }
+        out.view = *r;
+        return;
+      }
+      case OpKind::Permute:
+        out.view = permute_view(v, n.attrs.begin());
+        return;
+      case OpKind::BroadcastTo:
+        out.view = broadcast_view(v, n.shape);
+        return;
+      case OpKind::Slice:
+        out.view = slice_view(v, static_cast<int>(n.attrs[0]), n.attrs[1], n.attrs[2],
+                              n.shape[static_cast<int>(n.attrs[0])]);
+        return;
+      default:
+        fail("compile", "unknown layout op ", ir::op_name(n.op));
+    }
+  }
+
+  // BLAS reads a matrix with unit stride along one of its two dims.
+  static bool blas_layout(View& v) {
+    int r = v.shape.size() - 2, c = v.shape.size() - 1;
+    if (v.shape[c] == 1) v.strides[c] = 1;
+    if (v.shape[r] == 1) v.strides[r] = v.strides[c] == 1 ? std::max<int64_t>(v.shape[c], 1) : 1;
+    if (v.strides[c] == 1 && v.strides[r] >= std::max<int64_t>(v.shape[c], 1)) return true;
+    if (v.strides[r] == 1 && v.strides[c] >= std::max<int64_t>(v.shape[r], 1)) return true;
+    return false;
+  }
+
+  View matmul_operand(int n, bool is_rhs) {
+    View v = use_memory_view(n);
+    if (v.shape.size() == 1) {  // [k] -> [1, k] (lhs) or [k, 1] (rhs)
+      int64_t k = v.shape[0], s = v.strides[0];
+      v.shape = is_rhs ? Shape{k, 1} : Shape{1, k};
+      v.strides = is_rhs ? std::vector<int64_t>{s, 0} : std::vector<int64_t>{0, s};
+    }
+    View m = v;
+    if (!blas_layout(m)) {
+      int s = copy_to_new(v, StorageKind::Arena);
+      m = contiguous_view(s, v.dtype, v.shape);
+      blas_layout(m);
+    }
+    return m;
+  }
+
+  void lower_matmul(int i) {
+    const GNode& n = g_.nodes[i];
+    MatmulStep ms;
+    ms.a = matmul_operand(n.inputs[0], false);
+    ms.b = matmul_operand(n.inputs[1], true);
+    Shape out;
+    Shape ba, bb;
+    for (int k = 0; k + 2 < ms.a.shape.size(); ++k) ba.push_back(ms.a.shape[k]);
+    for (int k = 0; k + 2 < ms.b.shape.size(); ++k) bb.push_back(ms.b.shape[k]);
+    int nb = std::max(ba.size(), bb.size());
+    for (int k = 0; k < nb; ++k) {
+      int ia = ba.size() - nb + k, ib = bb.size() - nb + k;
+      out.push_back(std::max(ia >= 0 ? ba[ia] : 1, ib >= 0 ? bb[ib] : 1));
+    }
+    out.push_back(ms.a.shape[ms.a.shape.size() - 2]);
+    out.push_back(ms.b.shape.back());
+    ms.out_shape = out;
+    ms.dtype = n.dtype;
+    ms.out_storage = new_storage(n.shape, n.dtype);
+    p_.steps.emplace_back(std::move(ms));
+    set_storage_value(i, std::get<MatmulStep>(p_.steps.back()).out_storage);
+  }
+
+  void lower_concat(int i) {
+    const GNode& n = g_.nodes[i];
+    int dim = static_cast<int>(n.attrs[0]);
+    int s = new_storage(n.shape, n.dtype);
+    View whole = contiguous_view(s, n.dtype, n.shape);
+    int64_t pos = 0;
+    for (int in : n.inputs) {
+      const GNode& src = g_.nodes[in];
+      View part = slice_view(whole, dim, pos, 1, src.shape[dim]);
+      pos += src.shape[dim];
+      if (src.shape.numel() == 0) continue;
+      Value& v = vals_[in];
+      if (v.kind == Value::Reg && groups_[v.group].step_index < 0) {
+        add_store(v.group, v.reg, part);  // the producer writes straight into its slot
+        continue;
+      }
+      int gid = new_group(src.shape);
+      add_store(gid, load_reg(gid, use_view(in)), part);
+      seal(gid);
+    }
+    set_storage_value(i, s);
+  }
+
+  void bind_results() {
+    for (int r : g_.results) {
+      const GNode& n = g_.nodes[r];
+      Value& v = vals_[r];
+      ResultBinding b{-1, n.shape, n.dtype};
+      if (v.kind == Value::Reg && !v.stored) {
+        int s = new_storage(n.shape, n.dtype, StorageKind::Output);
+        v.view = contiguous_view(s, n.dtype, n.shape);
+        v.stored = true;
+        add_store(v.group, v.reg, v.view);
+        b.storage = s;
+      } else {
+        const View& view = v.view;
+        bool whole = !view.is_scalar() && view.is_contiguous() && view.offset == 0 &&
+                     p_.storages[view.storage].bytes ==
+                         n.shape.numel() * static_cast<int64_t>(itemsize(n.dtype));
+        if (whole) {
+          Storage& st = p_.storages[view.storage];
+          if (st.kind == StorageKind::Arena) {
+            st.kind = StorageKind::Output;
+            st.slot = p_.num_outputs++;
+          }
+          b.storage = view.storage;
+        } else {
+          b.storage = copy_to_new(view, StorageKind::Output);
+        }
+      }
+      p_.results.push_back(b);
+    }
+  }
+
+  // Maps each fused step's virtual registers to a few physical ones by liveness, so a
+  // chain of any length needs only a handful of tile registers.
+  static void allocate_registers(FusedStep& st) {
+    const int nv = st.num_regs, end = static_cast<int>(st.program.size());
+    std::vector<int> last_use(nv, -1), phys(nv, -1), free_regs;
+    for (int i = 0; i < end; ++i)
+      for (int v : st.program[i].src)
+        if (v >= 0) last_use[v] = i;
+    for (auto& store : st.stores) last_use[store.reg] = end;
+    int used = 0;
+    for (int i = 0; i < end; ++i) {
+      Instr& ins = st.program[i];
+      const int vsrc[3] = {ins.src[0], ins.src[1], ins.src[2]};
+      for (int k = 0; k < 3; ++k) {
+        int v = vsrc[k];
+        if (v < 0) continue;
+        ins.src[k] = phys[v];
+        bool repeated = false;
+        for (int j = 0; j < k; ++j) repeated |= vsrc[j] == v;
+        // an operand that dies here frees its register for this instruction's result
+        if (!repeated && last_use[v] == i) free_regs.push_back(phys[v]);
+      }
+      int v = ins.dst;
+      int p;
+      if (!free_regs.empty()) {
+        p = free_regs.back();
+        free_regs.pop_back();
+      } else {
+        p = used++;
+      }
+      phys[v] = p;
+      ins.dst = p;
+      if (last_use[v] < 0) free_regs.push_back(p);
+    }
+    for (auto& store : st.stores) store.reg = phys[store.reg];
+    st.num_regs = used;
+  }
+
+  void plan_arena();
+
+  const ir::Graph& g_;
+  Program p_;
+  std::vector<Value> vals_;
+  std::vector<Group> groups_;
+  std::vector<std::vector<int>> writers_;
+  std::map<int, int> param_storages_;
+};
+
+template <typename F>
+void for_each_view(const Step& step, F&& f) {
+  if (auto* s = std::get_if<FusedStep>(&step)) {
+    for (const View& v : s->loads) f(v.storage);
+    for (const auto& st : s->stores) f(st.dst.storage);
+  } else if (auto* r = std::get_if<ReduceStep>(&step)) {
+    f(r->in.storage);
+    f(r->out_storage);
+  } else if (auto* m = std::get_if<MatmulStep>(&step)) {
+    f(m->a.storage);
+    f(m->b.storage);
+    f(m->out_storage);
+  } else if (auto* gs = std::get_if<GatherStep>(&step)) {
+    f(gs->in.storage);
+    f(gs->index.storage);
+    f(gs->out_storage);
+  }
+}
+
+// Liveness-based first-fit placement of arena storages: a storage is placed before the
+// first step that touches it and freed after the last, so steps never overlap their
+// inputs with their outputs.
+void Lowering::plan_arena() {
+  const int ns = static_cast<int>(p_.storages.size());
+  const int nsteps = static_cast<int>(p_.steps.size());
+  std::vector<int> first(ns, nsteps), last(ns, -1);
+  for (int i = 0; i < nsteps; ++i)
+    for_each_view(p_.steps[i], [&](int s) {
+      if (s < 0) return;
+      first[s] = std::min(first[s], i);
+      last[s] = std::max(last[s], i);
+    });
+  std::vector<std::vector<int>> starts(nsteps), ends(nsteps);
+  for (int s = 0; s < ns; ++s)
+    if (p_.storages[s].kind == StorageKind::Arena && last[s] >= 0) {
+      starts[first[s]].push_back(s);
+      ends[last[s]].push_back(s);
+    }
+  std::map<int64_t, int64_t> free_blocks;  // offset -> size
+  int64_t top = 0;
+  auto align = [](int64_t b) { return (std::max<int64_t>(b, 1) + 63) / 64 * 64; };
+  for (int i = 0; i < nsteps; ++i) {
+    for (int s : starts[i]) {
+      int64_t need = align(p_.storages[s].bytes);
+      auto best = free_blocks.end();
+      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
+        if (it->second >= need && (best == free_blocks.end() || it->second < best->second)) best = it;
+      if (best != free_blocks.end()) {
+        p_.storages[s].offset = best->first;
+        int64_t rest = best->second - need, off = best->first + need;
+        free_blocks.erase(best);
+        if (rest > 0) free_blocks[off] = rest;
+      } else {
+        p_.storages[s].offset = top;
+        top += need;
+      }
+    }
+    for (int s : ends[i]) {
+      int64_t off = p_.storages[s].offset, size = align(p_.storages[s].bytes);
+      auto next = free_blocks.find(off + size);
+      if (next != free_blocks.end()) {
+        size += next->second;
+        free_blocks.erase(next);
+      }
+      auto it = free_blocks.lower_bound(off);
+      if (it != free_blocks.begin()) {
+        auto prev = std::prev(it);
+        if (prev->first + prev->second == off) {
+          prev->second += size;
+          continue;
+        }
+      }
+      free_blocks[off] = size;
+    }
+  }
+  p_.arena_bytes = top;
+}
+
+}  // namespace
+
+Program lower(const ir::Graph& g) { return Lowering(g).run(); }
+
+}  // namespace lazytrace::compiler

@@ -1,0 +1,181 @@
+// Graph-to-graph passes run before lowering: algebraic simplification, common
+// subexpression elimination, and dead code elimination.
+#include <sstream>
+#include <unordered_map>
+
+#include "compiler/program.h"
+#include "core/hash.h"
+
+namespace lazytrace::compiler {
+namespace {
+
+using ir::GNode;
+using ir::OpKind;
+
+bool is_const(const ir::Graph& g, int n, double v) {
+  const GNode& s = g.nodes[n];
+  return s.op == OpKind::Scalar && !s.scalar_is_param && s.value == v;
+}
+
+// x + 0, x - 0, x * 1, x / 1 (where the result has x's shape and dtype) are x.
+int simplify(const ir::Graph& g, const GNode& n, const std::vector<int>& in) {
+  if (n.inputs.size() != 2) return -1;
+  auto same = [&](int k) {
+    const GNode& x = g.nodes[n.inputs[k]];
+    return x.shape == n.shape && x.dtype == n.dtype;
+  };
+  int a = n.inputs[0], b = n.inputs[1];
+  switch (n.op) {
+    case OpKind::Add:
+      if (is_const(g, b, 0) && same(0)) return in[0];
+      if (is_const(g, a, 0) && same(1)) return in[1];
+      break;
+    case OpKind::Sub:
+      if (is_const(g, b, 0) && same(0)) return in[0];
+      break;
+    case OpKind::Mul:
+      if (is_const(g, b, 1) && same(0)) return in[0];
+      if (is_const(g, a, 1) && same(1)) return in[1];
+      break;
+    case OpKind::Div:
+      if (is_const(g, b, 1) && same(0)) return in[0];
+      break;
+    default:
+      break;
+  }
+  return -1;
+}
+
+uint64_t node_key(const GNode& n, const std::vector<int>& in) {
+  uint64_t h = hash_mix((static_cast<uint64_t>(n.op) << 8) | static_cast<uint64_t>(n.dtype));
+  for (int64_t d : n.shape) h = hash_combine(h, static_cast<uint64_t>(d));
+  h = hash_combine(h, n.attrs.hash());
+  h = hash_combine(h, hash_double(n.value));
+  h = hash_combine(h, static_cast<uint64_t>(n.param + 1));
+  for (int i : in) h = hash_combine(h, static_cast<uint64_t>(i));
+  return h;
+}
+
+bool same_node(const GNode& a, const GNode& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
+         a.param == b.param && a.value == b.value && a.ivalue == b.ivalue && a.attrs.n == b.attrs.n &&
+         std::equal(a.attrs.begin(), a.attrs.end(), b.attrs.begin()) && a.attrs.flag == b.attrs.flag &&
+         a.attrs.f[0] == b.attrs.f[0] && a.attrs.f[1] == b.attrs.f[1];
+}
+
+}  // namespace
+
+ir::Graph optimize(const ir::Graph& g) {
+  const int n = static_cast<int>(g.nodes.size());
+  // 1. simplify and merge, front to back
+  std::vector<int> remap(n, -1);
+  ir::Graph out;
+  out.name = g.name;
+  out.key = g.key;
+  std::unordered_multimap<uint64_t, int> seen;
+  for (int i = 0; i < n; ++i) {
+    const GNode& node = g.nodes[i];
+    std::vector<int> in;
+    in.reserve(node.inputs.size());
+    for (int x : node.inputs) in.push_back(remap[x]);
+    int s = simplify(g, node, in);
+    if (s >= 0) {
+      remap[i] = s;
+      continue;
+    }
+    GNode copy = node;
+    copy.inputs = in;
+    bool stateful = node.op == OpKind::Data;  // parameters are never merged
+    uint64_t k = node_key(copy, in);
+    int found = -1;
+    if (!stateful) {
+      auto range = seen.equal_range(k);
+      for (auto it = range.first; it != range.second && found < 0; ++it)
+        if (same_node(out.nodes[it->second], copy)) found = it->second;
+    }
+    if (found >= 0) {
+      remap[i] = found;
+      continue;
+    }
+    remap[i] = static_cast<int>(out.nodes.size());
+    seen.emplace(k, remap[i]);
+    out.nodes.push_back(std::move(copy));
+  }
+  for (int r : g.results) out.results.push_back(remap[r]);
+  // 2. drop what no result reaches (parameters stay: their slots are fixed)
+  const int m = static_cast<int>(out.nodes.size());
+  std::vector<char> live(m, 0);
+  for (int r : out.results) live[r] = 1;
+  for (int i = m - 1; i >= 0; --i) {
+    if (out.nodes[i].op == OpKind::Data || (out.nodes[i].op == OpKind::Scalar && out.nodes[i].scalar_is_param))
+      live[i] = 1;
+    if (live[i])
+      for (int x : out.nodes[i].inputs) live[x] = 1;
+  }
+  ir::Graph dce;
+  dce.name = out.name;
+  dce.key = out.key;
+  std::vector<int> pos(m, -1);
+  dce.param_nodes.assign(g.param_nodes.size(), -1);
+  dce.scalar_nodes.assign(g.scalar_nodes.size(), -1);
+  for (int i = 0; i < m; ++i) {
+    if (!live[i]) continue;
+    GNode node = std::move(out.nodes[i]);
+    for (int& x : node.inputs) x = pos[x];
+    pos[i] = static_cast<int>(dce.nodes.size());
+    if (node.op == OpKind::Data) dce.param_nodes[node.param] = pos[i];
+    if (node.op == OpKind::Scalar && node.scalar_is_param) dce.scalar_nodes[node.param] = pos[i];
+    dce.nodes.push_back(std::move(node));
+  }
+  for (int r : out.results) dce.results.push_back(pos[r]);
+  return dce;
+}
+
+std::string describe(const Program& p) {
+  std::ostringstream os;
+  os << "program " << (p.name.empty() ? "main" : p.name) << ": " << p.steps.size() << " steps, "
+     << p.storages.size() << " storages, arena " << p.arena_bytes << " bytes\n";
+  auto view = [](const View& v) {
+    std::ostringstream o;
+    if (v.is_scalar()) {
+      o << "scalar(" << (v.scalar_slot >= 0 ? "param#" + std::to_string(v.scalar_slot)
+                                             : std::to_string(v.value))
+        << ")";
+    } else {
+      o << "s" << v.storage << "+" << v.offset << "{";
+      for (size_t i = 0; i < v.strides.size(); ++i) o << (i ? "," : "") << v.strides[i];
+      o << "}";
+    }
+    return o.str();
+  };
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    os << "  [" << i << "] ";
+    const Step& s = p.steps[i];
+    if (auto* f = std::get_if<FusedStep>(&s)) {
+      os << "fused " << f->shape.str() << " " << f->program.size() << " instrs, " << f->num_regs
+         << " regs; loads";
+      for (const View& v : f->loads) os << " " << view(v);
+      os << "; stores";
+      for (const auto& st : f->stores) os << " r" << st.reg << "->" << view(st.dst);
+    } else if (auto* r = std::get_if<ReduceStep>(&s)) {
+      os << ir::op_name(r->op) << " " << view(r->in) << " -> s" << r->out_storage;
+    } else if (auto* m = std::get_if<MatmulStep>(&s)) {
+      os << "matmul " << view(m->a) << " x " << view(m->b) << " -> s" << m->out_storage << " "
+         << m->out_shape.str();
+    } else if (auto* gs = std::get_if<GatherStep>(&s)) {
+      os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
+    }
+    os << "\n";
+  }
+  for (size_t i = 0; i < p.storages.size(); ++i) {
+    const Storage& st = p.storages[i];
+    static const char* kinds[] = {"param", "arena", "output"};
+    os << "  s" << i << ": " << kinds[static_cast<int>(st.kind)] << " " << st.bytes << " bytes";
+    if (st.kind == StorageKind::Arena) os << " @" << st.offset;
+    if (st.slot >= 0) os << " slot " << st.slot;
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace lazytrace::compiler

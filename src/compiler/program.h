@@ -1,0 +1,109 @@
+#pragma once
+// Program: a graph lowered to a backend-neutral kernel list over planned storage.
+// Layout ops have become strided views, elementwise chains have become fused steps, and
+// every intermediate has an offset in one arena, so a run only binds pointers.
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace lazytrace::compiler {
+
+enum class StorageKind : uint8_t { Param, Arena, Output };
+
+struct Storage {
+  StorageKind kind;
+  int slot = -1;        // Param: parameter slot; Output: output slot
+  int64_t bytes = 0;
+  int64_t offset = 0;   // Arena: byte offset in the arena
+};
+
+/** A strided window onto a storage (or, when storage < 0, a scalar repeated everywhere). */
+struct View {
+  int storage = -1;
+  DType dtype = DType::float32;
+  Shape shape;
+  std::vector<int64_t> strides;  // elements, one per dim of shape
+  int64_t offset = 0;            // elements
+  // scalar source (storage < 0)
+  int scalar_slot = -1;  // >= 0: a scalar parameter
+  double value = 0;
+  int64_t ivalue = 0;
+
+  bool is_scalar() const { return storage < 0; }
+  bool is_contiguous() const;
+};
+
+/** One instruction of a fused elementwise kernel, over registers of one tile. */
+struct Instr {
+  ir::OpKind op;
+  DType dtype;     // result dtype
+  DType in_dtype;  // operands' dtype (where: of operands 1 and 2)
+  int dst = -1;
+  int src[3] = {-1, -1, -1};
+  int load = -1;  // op == Data: index into loads
+  double f[2] = {0, 0};
+};
+
+struct FusedStep {
+  Shape shape;             // iteration space
+  std::vector<View> loads; // broadcast to `shape`
+  std::vector<Instr> program;
+  int num_regs = 0;
+  struct Store {
+    int reg;
+    View dst;  // shape == iteration space
+  };
+  std::vector<Store> stores;
+};
+
+struct ReduceStep {
+  ir::OpKind op;  // Sum, Mean, Amax
+  View in;
+  std::vector<int> dims;  // reduced dims of in.shape, sorted
+  int out_storage;
+  DType out_dtype;
+};
+
+struct MatmulStep {
+  View a, b;  // at least 2-d; batch dims broadcast to out's batch dims
+  int out_storage;
+  Shape out_shape;  // batch..., m, n
+  DType dtype;
+};
+
+struct GatherStep {
+  View in, index;
+  int dim;
+  int out_storage;
+  Shape out_shape;
+};
+
+using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep>;
+
+struct ResultBinding {
+  int storage;  // Param or Output storage
+  Shape shape;
+  DType dtype;
+};
+
+struct Program {
+  std::string name;
+  std::vector<Storage> storages;
+  std::vector<Step> steps;
+  std::vector<ResultBinding> results;
+  int num_params = 0;
+  int num_scalars = 0;
+  int num_outputs = 0;
+  int64_t arena_bytes = 0;
+};
+
+/** Lowers an optimized graph: views, fusion grouping, buffer planning. */
+Program lower(const ir::Graph& g);
+/** Removes dead nodes and merges identical ones (same op, attrs and operands). */
+ir::Graph optimize(const ir::Graph& g);
+/** Human-readable kernel list and plan. */
+std::string describe(const Program& p);
+
+}  // namespace lazytrace::compiler

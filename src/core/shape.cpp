@@ -1,0 +1,54 @@
+#include "lazytrace/core/shape.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace lazytrace {
+
+void Shape::assign(const int64_t* first, const int64_t* last) {
+  // Callers never pass this shape's own storage (operator= checks for self-assignment).
+  int n = static_cast<int>(last - first);
+  ndim_ = n;
+  if (n <= kInline) {
+    heap_.clear();
+    std::copy(first, last, inline_);
+  } else {
+    heap_.assign(first, last);
+  }
+}
+
+void Shape::push_back(int64_t d) {
+  if (ndim_ < kInline) {
+    inline_[ndim_++] = d;
+    return;
+  }
+  if (ndim_ == kInline) heap_.assign(inline_, inline_ + kInline);
+  heap_.push_back(d);
+  ++ndim_;
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int64_t d : *this) n *= d;
+  return n;
+}
+
+std::string Shape::str() const {
+  std::ostringstream os;
+  os << "[";
+  for (int i = 0; i < ndim_; ++i) os << (i ? ", " : "") << (*this)[i];
+  os << "]";
+  return os.str();
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t acc = 1;
+  for (int i = s.size() - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+}  // namespace lazytrace

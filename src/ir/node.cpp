@@ -1,0 +1,126 @@
+#include "ir/node.h"
+
+#include "core/hash.h"
+#include "lazytrace/core/error.h"
+
+namespace lazytrace::ir {
+
+void Attrs::push(int64_t v) {
+  if (n >= kMax) fail("ir", "too many attributes (more than ", kMax, " dims)");
+  ints[n++] = v;
+}
+
+uint64_t Attrs::hash() const {
+  uint64_t h = hash_mix(static_cast<uint64_t>(n) + (flag ? 1000 : 0));
+  for (int i = 0; i < n; ++i) h = hash_combine(h, static_cast<uint64_t>(ints[i]));
+  if (f[0] != 0 || f[1] != 0) h = hash_combine(h, hash_double(f[0]) ^ (hash_double(f[1]) << 1));
+  return h;
+}
+
+namespace {
+
+uint64_t local_hash_of(const Node& n) {
+  uint64_t h = hash_mix((static_cast<uint64_t>(n.op) << 8) | static_cast<uint64_t>(n.dtype));
+  h = hash_combine(h, static_cast<uint64_t>(n.shape.size()));
+  for (int64_t d : n.shape) h = hash_combine(h, static_cast<uint64_t>(d));
+  h = hash_combine(h, n.attrs.hash());
+  if (n.op == OpKind::Scalar) {
+    h = hash_combine(h, n.scalar_is_param ? 0x5ca1a9ULL : hash_double(n.value));
+  }
+  return h;
+}
+
+// Nodes released while another node is being destroyed are queued here instead of
+// being destroyed recursively.
+thread_local std::vector<NodePtr>* t_release_queue = nullptr;
+
+}  // namespace
+
+Node::Node(OpKind op_, DType dtype_, Shape shape_, const NodePtr* operands, int n, Attrs attrs_)
+    : op(op_), dtype(dtype_), shape(std::move(shape_)), attrs(attrs_) {
+  for (int i = 0; i < n; ++i) {
+    if (n_inline_ < kInline)
+      inline_[n_inline_++] = operands[i];
+    else
+      more_.push_back(operands[i]);
+  }
+}
+
+Node::~Node() {
+  if (t_release_queue) {
+    for (int i = 0; i < n_inline_; ++i)
+      if (inline_[i]) t_release_queue->push_back(std::move(inline_[i]));
+    for (auto& o : more_) t_release_queue->push_back(std::move(o));
+    return;
+  }
+  std::vector<NodePtr> queue;
+  t_release_queue = &queue;
+  for (int i = 0; i < n_inline_; ++i)
+    if (inline_[i]) queue.push_back(std::move(inline_[i]));
+  for (auto& o : more_) queue.push_back(std::move(o));
+  while (!queue.empty()) {
+    NodePtr n = std::move(queue.back());
+    queue.pop_back();
+    n.reset();  // may push this node's operands onto the queue
+  }
+  t_release_queue = nullptr;
+}
+
+namespace {
+NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, const NodePtr* operands, int count,
+                       Attrs attrs) {
+  auto n = std::make_shared<Node>(op, dtype, std::move(shape), operands, count, attrs);
+  n->local_hash = local_hash_of(*n);
+  uint64_t h = n->local_hash;
+  for (int i = 0; i < n->num_operands(); ++i) h = hash_combine(h, n->operand(i)->hash);
+  n->hash = h;
+  return n;
+}
+}  // namespace
+
+NodePtr make_node(OpKind op, DType dtype, Shape shape, std::initializer_list<NodePtr> operands,
+                  Attrs attrs) {
+  return make_node_impl(op, dtype, std::move(shape), operands.begin(),
+                        static_cast<int>(operands.size()), attrs);
+}
+
+NodePtr make_node(OpKind op, DType dtype, Shape shape, const std::vector<NodePtr>& operands,
+                  Attrs attrs) {
+  return make_node_impl(op, dtype, std::move(shape), operands.data(),
+                        static_cast<int>(operands.size()), attrs);
+}
+
+NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
+  auto n = std::make_shared<Node>(OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  n->value = value;
+  n->ivalue = ivalue;
+  n->scalar_is_param = !(value == 0.0 || value == 1.0 || value == -1.0);
+  n->local_hash = local_hash_of(*n);
+  n->hash = n->local_hash;
+  return n;
+}
+
+NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
+  auto n = std::make_shared<Node>(OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  n->value = value;
+  n->ivalue = ivalue;
+  n->scalar_is_param = true;
+  n->local_hash = local_hash_of(*n);
+  n->hash = n->local_hash;
+  return n;
+}
+
+NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape) {
+  auto n = std::make_shared<Node>(OpKind::Data, dtype, std::move(shape), nullptr, 0, Attrs{});
+  n->data = std::move(buffer);
+  n->local_hash = local_hash_of(*n);
+  n->hash = n->local_hash;
+  return n;
+}
+
+uint32_t next_walk_epoch() {
+  static thread_local uint32_t epoch = 0;
+  return ++epoch;
+}
+
+}  // namespace lazytrace::ir

@@ -1,0 +1,81 @@
+#pragma once
+// Node: one recorded op. Its shape, dtype and structural hash are fixed when it is made.
+// Nodes are shared (std::shared_ptr) by the tensors and nodes that use them; releasing a
+// long chain is iterative, so 100,000 chained ops free without deep recursion.
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "ir/op.h"
+#include "lazytrace/core/dtype.h"
+#include "lazytrace/core/shape.h"
+
+namespace lazytrace::ir {
+
+struct Node;
+using NodePtr = std::shared_ptr<Node>;
+
+/** Small integer attributes, stored inline. */
+struct Attrs {
+  static constexpr int kMax = 8;
+  std::array<int64_t, kMax> ints{};
+  int n = 0;
+  double f[2] = {0, 0};
+  bool flag = false;  // keepdim for reductions
+  void push(int64_t v);
+  const int64_t* begin() const { return ints.data(); }
+  const int64_t* end() const { return ints.data() + n; }
+  int64_t operator[](int i) const { return ints[i]; }
+  uint64_t hash() const;
+};
+
+struct Node {
+  OpKind op;
+  DType dtype;
+  Shape shape;
+  Attrs attrs;
+  // Scalar nodes: the value (both forms, so int64 values survive exactly).
+  double value = 0;
+  int64_t ivalue = 0;
+  bool scalar_is_param = false;  // a Scalar whose value is a graph parameter
+  // Data nodes: the runtime buffer, opaque to the IR.
+  std::shared_ptr<void> data;
+  uint64_t local_hash = 0;  // op, dtype, shape, attrs (and a hashed scalar's value)
+  uint64_t hash = 0;        // local_hash combined with the operands' hashes
+  // Scratch for graph walks (sync, printers): a walk stamps nodes with its epoch.
+  uint32_t mark = 0;
+  int32_t index = -1;
+
+  int num_operands() const { return static_cast<int>(n_inline_ + more_.size()); }
+  const NodePtr& operand(int i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+
+  Node(OpKind op, DType dtype, Shape shape, const NodePtr* operands, int n, Attrs attrs);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+ private:
+  static constexpr int kInline = 3;
+  std::array<NodePtr, kInline> inline_;
+  int n_inline_ = 0;
+  std::vector<NodePtr> more_;
+};
+
+/** A new op node; its hashes are computed here. */
+NodePtr make_node(OpKind op, DType dtype, Shape shape, std::initializer_list<NodePtr> operands,
+                  Attrs attrs = {});
+NodePtr make_node(OpKind op, DType dtype, Shape shape, const std::vector<NodePtr>& operands,
+                  Attrs attrs = {});
+/** A 0-d constant. 0, 1 and -1 are part of the graph; other values become parameters. */
+NodePtr make_scalar(double value, int64_t ivalue, DType dtype);
+/** A 0-d scalar that is always a graph parameter, whatever its value (seeds, counters). */
+NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype);
+/** A leaf standing for a materialized buffer. */
+NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape);
+
+/** A fresh epoch for marking nodes during a walk. */
+uint32_t next_walk_epoch();
+
+}  // namespace lazytrace::ir

@@ -1,0 +1,99 @@
+// Binary elementwise ops (arithmetic, comparison) and where, with NumPy broadcasting
+// and PyTorch's promotion. Operands are cast to the common dtype here, so the kernels
+// only ever see matching operand dtypes.
+#include "ops/op_helpers.h"
+
+namespace lazytrace {
+namespace {
+
+using ir::OpKind;
+
+struct Operand {
+  const Tensor* t = nullptr;
+  const Scalar* s = nullptr;
+  ops::PromoteArg promote() const { return t ? ops::PromoteArg::of(*t) : ops::PromoteArg::of(*s); }
+  ir::NodePtr node(DType d) const { return t ? ops::node_as(*t, d) : ops::scalar_node(*s, d); }
+  Shape shape() const { return t ? t->shape() : Shape{}; }
+  std::string str() const {
+    return t ? ops::type_of(*t) : std::string("scalar ") + dtype_name(s->kind());
+  }
+};
+
+Tensor binary(OpKind op, Operand a, Operand b) {
+  trace::OpScope scope;
+  const char* name = ir::op_name(op);
+  if (a.t) ops::check_defined(name, *a.t, "self");
+  if (b.t) ops::check_defined(name, *b.t, "other");
+  DType common = ops::result_type({a.promote(), b.promote()});
+  const bool cmp = ir::is_compare(op);
+  if (!cmp && common == DType::bool_) {
+    if (op == OpKind::Sub || op == OpKind::Pow)
+      fail(name, "is not supported between bool operands (", a.str(), ", ", b.str(),
+           "); convert with astype(t, lt::int64) first.");
+    if (op != OpKind::Maximum && op != OpKind::Minimum) common = DType::int64;  // bool -> int in arithmetic
+  }
+  if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
+  Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
+  DType out = cmp ? DType::bool_ : common;
+  return trace::make_pending(ir::make_node(op, out, shape, {a.node(common), b.node(common)}));
+}
+
+Operand T(const Tensor& t) { return {&t, nullptr}; }
+Operand S(const Scalar& s) { return {nullptr, &s}; }
+
+Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
+  trace::OpScope scope;
+  ops::check_defined("where", cond, "condition");
+  if (a.t) ops::check_defined("where", *a.t, "input");
+  if (b.t) ops::check_defined("where", *b.t, "other");
+  if (cond.dtype() != DType::bool_)
+    fail("where", "the condition must be a bool tensor, got ", ops::type_of(cond),
+         "; compare first (t > 0) or convert with astype(t, lt::bool_).");
+  DType common = ops::result_type({a.promote(), b.promote()});
+  Shape shape = ir::broadcast_shapes("where", cond.shape(), a.shape());
+  shape = ir::broadcast_shapes("where", shape, b.shape());
+  return trace::make_pending(ir::make_node(OpKind::Where, common, shape,
+                                           {trace::node_of(cond), a.node(common), b.node(common)}));
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::Add, T(a), T(b)); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpKind::Sub, T(a), T(b)); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::Mul, T(a), T(b)); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(OpKind::Div, T(a), T(b)); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::Pow, T(a), T(b)); }
+Tensor pow(const Tensor& a, Scalar b) { return binary(OpKind::Pow, T(a), S(b)); }
+Tensor pow(Scalar a, const Tensor& b) { return binary(OpKind::Pow, S(a), T(b)); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpKind::Maximum, T(a), T(b)); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpKind::Minimum, T(a), T(b)); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpKind::Eq, T(a), T(b)); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpKind::Ne, T(a), T(b)); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpKind::Lt, T(a), T(b)); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(OpKind::Le, T(a), T(b)); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpKind::Gt, T(a), T(b)); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpKind::Ge, T(a), T(b)); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return where_impl(cond, T(a), T(b));
+}
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) { return where_impl(cond, T(a), S(b)); }
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) { return where_impl(cond, S(a), T(b)); }
+
+#define LT_DEFINE_OPERATOR(OP, KIND)                                                             \
+  Tensor operator OP(const Tensor& a, const Tensor& b) { return binary(OpKind::KIND, T(a), T(b)); } \
+  Tensor operator OP(const Tensor& a, Scalar b) { return binary(OpKind::KIND, T(a), S(b)); }        \
+  Tensor operator OP(Scalar a, const Tensor& b) { return binary(OpKind::KIND, S(a), T(b)); }
+LT_DEFINE_OPERATOR(+, Add)
+LT_DEFINE_OPERATOR(-, Sub)
+LT_DEFINE_OPERATOR(*, Mul)
+LT_DEFINE_OPERATOR(/, Div)
+LT_DEFINE_OPERATOR(==, Eq)
+LT_DEFINE_OPERATOR(!=, Ne)
+LT_DEFINE_OPERATOR(<, Lt)
+LT_DEFINE_OPERATOR(<=, Le)
+LT_DEFINE_OPERATOR(>, Gt)
+LT_DEFINE_OPERATOR(>=, Ge)
+#undef LT_DEFINE_OPERATOR
+
+}  // namespace lazytrace

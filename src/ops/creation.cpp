@@ -1,0 +1,142 @@
+// Creation ops: host data, constants, ranges and random draws.
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/dtype_dispatch.h"
+#include "ops/op_helpers.h"
+
+namespace lazytrace {
+namespace {
+
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t d : shape)
+    if (d < 0)
+      fail(op, "negative dimension ", d, " in shape ", shape.str(), "; sizes must be >= 0.");
+}
+
+template <typename T>
+Tensor from_host(const T* data, size_t n, DType dtype, const Shape& shape) {
+  auto buf = runtime::make_buffer(n * itemsize(dtype));
+  if constexpr (std::is_same_v<T, bool>) {
+    auto* out = static_cast<bool*>(buf->data());
+    for (size_t i = 0; i < n; ++i) out[i] = data[i];
+  } else {
+    std::memcpy(buf->data(), data, n * sizeof(T));
+  }
+  return trace::make_materialized(std::move(buf), dtype, shape);
+}
+
+}  // namespace
+
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape) {
+  check_shape("tensor", shape);
+  if (static_cast<int64_t>(data.size()) != shape.numel())
+    fail("tensor", "got ", data.size(), " values for shape ", shape.str(), ", which holds ",
+         shape.numel(), "; pass exactly one value per element.");
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> is packed: copy one by one
+    auto buf = runtime::make_buffer(data.size());
+    for (size_t i = 0; i < data.size(); ++i) static_cast<bool*>(buf->data())[i] = data[i];
+    return trace::make_materialized(std::move(buf), DType::bool_, shape);
+  } else {
+    return from_host(data.data(), data.size(), dtype_of<T>(), shape);
+  }
+}
+
+template Tensor tensor<float>(const std::vector<float>&, const Shape&);
+template Tensor tensor<double>(const std::vector<double>&, const Shape&);
+template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+
+Tensor tensor(std::initializer_list<float> data) {
+  return from_host(data.begin(), data.size(), DType::float32, Shape{static_cast<int64_t>(data.size())});
+}
+Tensor tensor(std::initializer_list<double> data) {
+  return from_host(data.begin(), data.size(), DType::float64, Shape{static_cast<int64_t>(data.size())});
+}
+Tensor tensor(std::initializer_list<int> data) {
+  std::vector<int64_t> v(data.begin(), data.end());
+  return tensor(v, Shape{static_cast<int64_t>(v.size())});
+}
+Tensor tensor(std::initializer_list<bool> data) {
+  return tensor(std::vector<bool>(data), Shape{static_cast<int64_t>(data.size())});
+}
+
+Tensor scalar(Scalar value, DType dtype) {
+  trace::OpScope scope;
+  return trace::make_pending(ops::scalar_node(value, dtype));
+}
+
+Tensor scalar(Scalar value) {
+  DType d = value.kind();
+  return scalar(value, d);
+}
+
+Tensor full(const Shape& shape, Scalar value, DType dtype) {
+  trace::OpScope scope;
+  check_shape("full", shape);
+  ir::NodePtr s = ops::scalar_node(value, dtype);
+  if (shape.size() == 0) return trace::make_pending(s);
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, {s}));
+}
+
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1, dtype); }
+Tensor zeros_like(const Tensor& t) {
+  ops::check_defined("zeros_like", t);
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  ops::check_defined("ones_like", t);
+  return ones(t.shape(), t.dtype());
+}
+
+Tensor arange(double start, double stop, double step, DType dtype) {
+  trace::OpScope scope;
+  if (step == 0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(stop))
+    fail("arange", "start, stop and step must be finite and step non-zero; got start=", start,
+         ", stop=", stop, ", step=", step, ".");
+  if ((stop - start) * step < 0)
+    fail("arange", "the range [", start, ", ", stop, ") is empty going by step ", step,
+         "; swap start and stop or flip the sign of step.");
+  if (dtype == DType::bool_) fail("arange", "dtype bool is not supported; use int64 or a float dtype.");
+  const auto n = static_cast<int64_t>(std::ceil((stop - start) / step));
+  ir::Attrs a;
+  a.f[0] = start;
+  a.f[1] = step;
+  return trace::make_pending(ir::make_node(ir::OpKind::Iota, dtype, Shape{n}, {}, a));
+}
+
+Tensor arange(double stop, DType dtype) { return arange(0, stop, 1, dtype); }
+
+namespace {
+Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) {
+  trace::OpScope scope;
+  check_shape(name, shape);
+  if (!is_floating(dtype))
+    fail(name, "dtype ", dtype_name(dtype), " is not a floating type; draw floats and convert with astype.");
+  trace::RngState& rng = trace::rng();
+  // seed and offset are always parameters, so a new seed or draw never recompiles
+  auto param = [](uint64_t v) {
+    return ir::make_scalar_param(static_cast<double>(v), static_cast<int64_t>(v), DType::int64);
+  };
+  ir::NodePtr seed = param(rng.seed), offset = param(rng.offset);
+  rng.offset += static_cast<uint64_t>(shape.numel());
+  return trace::make_pending(ir::make_node(op, dtype, shape, {seed, offset}));
+}
+}  // namespace
+
+Tensor randn(const Shape& shape, DType dtype) {
+  return random(ir::OpKind::RandNormal, "randn", shape, dtype);
+}
+Tensor rand(const Shape& shape, DType dtype) {
+  return random(ir::OpKind::RandUniform, "rand", shape, dtype);
+}
+
+void manual_seed(uint64_t seed) {
+  trace::rng().seed = seed;
+  trace::rng().offset = 0;
+}
+
+}  // namespace lazytrace

@@ -1,0 +1,79 @@
+// PyTorch's type promotion (torch.result_type): tensors with dims outrank 0-d tensors,
+// which outrank plain numbers, unless a lower rank brings a higher category
+// (bool < integer < floating).
+#include "ops/op_helpers.h"
+
+namespace lazytrace::ops {
+namespace {
+
+struct Partial {
+  bool set = false;
+  DType t = DType::bool_;
+  void add(DType d) {
+    t = set ? promote_types(t, d) : d;
+    set = true;
+  }
+};
+
+Partial combine(Partial higher, Partial lower) {
+  if (!higher.set) return lower;
+  if (!lower.set) return higher;
+  if (is_floating(higher.t)) return higher;
+  if (higher.t == DType::bool_ || is_floating(lower.t)) {
+    higher.t = promote_types(higher.t, lower.t);
+  }
+  return higher;
+}
+
+}  // namespace
+
+DType result_type(std::initializer_list<PromoteArg> args) {
+  Partial dim, zero, wrapped;
+  for (const PromoteArg& a : args) {
+    switch (a.level) {
+      case PromoteArg::Dim: dim.add(a.dtype); break;
+      case PromoteArg::ZeroDim: zero.add(a.dtype); break;
+      case PromoteArg::Wrapped:
+        // a plain float is the default dtype (float32), a plain integer int64
+        wrapped.add(is_floating(a.dtype) ? DType::float32 : a.dtype);
+        break;
+    }
+  }
+  return combine(dim, combine(zero, wrapped)).t;
+}
+
+void check_defined(const char* op, const Tensor& t, const char* arg) {
+  if (!t.defined())
+    fail(op, "argument '", arg, "' is an undefined (default-constructed) tensor; pass a tensor made "
+             "by an op or lt::tensor().");
+}
+
+ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype) {
+  if (n->dtype == dtype) return n;
+  if (n->op == ir::OpKind::Scalar) {
+    double v = n->value;
+    int64_t iv = n->ivalue;
+    if (dtype == DType::bool_) {
+      v = (v != 0) ? 1 : 0;
+      iv = static_cast<int64_t>(v);
+    } else if (!is_floating(dtype)) {
+      v = static_cast<double>(is_floating(n->dtype) ? static_cast<int64_t>(v) : iv);
+      iv = static_cast<int64_t>(v);
+    }
+    return ir::make_scalar(v, iv, dtype);
+  }
+  return ir::make_node(ir::OpKind::Cast, dtype, n->shape, {n});
+}
+
+ir::NodePtr node_as(const Tensor& t, DType dtype) { return cast_node(trace::node_of(t), dtype); }
+
+ir::NodePtr scalar_node(const Scalar& s, DType dtype) {
+  if (dtype == DType::bool_) {
+    bool b = s.to_double() != 0;
+    return ir::make_scalar(b, b, dtype);
+  }
+  if (is_floating(dtype)) return ir::make_scalar(s.to_double(), s.to_int(), dtype);
+  return ir::make_scalar(static_cast<double>(s.to_int()), s.to_int(), dtype);
+}
+
+}  // namespace lazytrace::ops

@@ -1,0 +1,33 @@
+#pragma once
+// Buffer: an immutable-once-written block of device memory holding one tensor's elements.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace lazytrace::runtime {
+
+class Buffer {
+ public:
+  /** 64-byte aligned, uninitialized. */
+  explicit Buffer(size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+  /** Bytes held by all live buffers (for memory tests and reports). */
+  static int64_t live_bytes();
+
+ private:
+  void* data_;
+  size_t bytes_;
+};
+
+using BufferPtr = std::shared_ptr<Buffer>;
+
+inline BufferPtr make_buffer(size_t bytes) { return std::make_shared<Buffer>(bytes); }
+
+}  // namespace lazytrace::runtime

@@ -1,0 +1,38 @@
+#pragma once
+// The Device and Executable interfaces: a device turns a Graph into an Executable; an
+// executable runs over parameter buffers and scalar values and returns result buffers.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+namespace lazytrace::runtime {
+
+/** A scalar parameter's value, kept in both forms so int64 values stay exact. */
+struct ScalarArg {
+  double f = 0;
+  int64_t i = 0;
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  /** One buffer per graph result; a result may be one of the parameter buffers. */
+  virtual std::vector<BufferPtr> run(const std::vector<BufferPtr>& params,
+                                     const std::vector<ScalarArg>& scalars) = 0;
+  /** Kernel list and buffer plan, for debugging. */
+  virtual std::string describe() const = 0;
+  /** Bytes of scratch memory the executable keeps between runs. */
+  virtual int64_t arena_bytes() const = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const char* name() const = 0;
+  virtual std::shared_ptr<Executable> compile(const ir::Graph& g) = 0;
+};
+
+}  // namespace lazytrace::runtime

@@ -1,0 +1,128 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace lazytrace::runtime {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+struct Job {
+  const std::function<void(int64_t)>* task;
+  int64_t chunks;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> done{0};
+};
+
+class Pool {
+ public:
+  explicit Pool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+  }
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  void run(int64_t chunks, const std::function<void(int64_t)>& task) {
+    std::lock_guard<std::mutex> run_lock(run_mu_);  // one parallel region at a time
+    auto job = std::make_shared<Job>();
+    job->task = &task;
+    job->chunks = chunks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = job;
+      ++generation_;
+    }
+    cv_.notify_all();
+    work(*job);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
+    job_.reset();
+  }
+
+ private:
+  void work(Job& job) {
+    t_in_parallel = true;
+    int64_t finished = 0;
+    for (int64_t c; (c = job.next.fetch_add(1)) < job.chunks;) {
+      (*job.task)(c);
+      ++finished;
+    }
+    t_in_parallel = false;
+    if (finished && job.done.fetch_add(finished) + finished == job.chunks) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_all();
+    }
+  }
+
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      work(*job);
+    }
+  }
+
+  std::vector<std::thread> threads_;
+  std::mutex mu_, run_mu_;
+  std::condition_variable cv_, done_cv_;
+  std::shared_ptr<Job> job_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
+Pool& pool() {
+  static Pool* p = new Pool(num_threads() - 1);  // leaked: workers may outlive static dtors
+  return *p;
+}
+
+}  // namespace
+
+int num_threads() {
+  static int n = [] {
+    if (const char* e = std::getenv("LAZYTRACE_NUM_THREADS")) {
+      int v = std::atoi(e);
+      if (v > 0) return v;
+    }
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return n;
+}
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  int threads = num_threads();
+  grain = std::max<int64_t>(grain, 1);
+  if (threads <= 1 || t_in_parallel || n < 2 * grain) {
+    fn(0, n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, threads * 4);
+  int64_t per = (n + chunks - 1) / chunks;
+  chunks = (n + per - 1) / per;
+  std::function<void(int64_t)> task = [&](int64_t c) {
+    int64_t b = c * per, e = std::min(n, b + per);
+    fn(b, e);
+  };
+  pool().run(chunks, task);
+}
+
+}  // namespace lazytrace::runtime

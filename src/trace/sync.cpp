@@ -1,0 +1,84 @@
+// sync(): gather the pending tensors, find or compile the graph's executable, run it, and
+// cut the pending graph at the results.
+#include "backends/cpu/cpu_device.h"
+#include "compiler/compile_cache.h"
+#include "compiler/program.h"
+#include "ir/graph.h"
+#include "trace/tensor_impl.h"
+
+namespace lazytrace {
+namespace trace {
+std::vector<TensorImpl*> pending_impls();
+}
+
+namespace {
+
+void sync_impls(const std::vector<TensorImpl*>& impls) {
+  std::vector<TensorImpl*> todo;
+  std::vector<ir::Node*> roots;
+  for (TensorImpl* impl : impls)
+    if (impl->pending()) {
+      todo.push_back(impl);
+      roots.push_back(impl->node.get());
+    }
+  if (roots.empty()) return;
+  ir::Walk w = ir::walk(roots);
+  auto exe = compiler::CompileCache::global().get_or_compile(
+      w.key, cpu::cpu_device(), [&] { return ir::build_graph(w, ""); });
+  std::vector<runtime::BufferPtr> params;
+  params.reserve(w.params.size());
+  for (ir::Node* n : w.params) params.push_back(std::static_pointer_cast<runtime::Buffer>(n->data));
+  std::vector<runtime::ScalarArg> scalars;
+  scalars.reserve(w.scalars.size());
+  for (ir::Node* n : w.scalars) scalars.push_back({n->value, n->ivalue});
+  std::vector<runtime::BufferPtr> results;
+  {
+    metrics::ScopedTimer t(metrics::execute_time);
+    results = exe->run(params, scalars);
+  }
+  metrics::execute_count.add();
+  metrics::sync_count.add();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    todo[i]->buffer = std::move(results[i]);
+    todo[i]->unlink();
+  }
+  // Release the recorded ops last: freeing a long chain happens after the results are set.
+  for (TensorImpl* impl : todo) impl->node.reset();
+}
+
+std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
+  std::vector<ir::Node*> roots;
+  for (const Tensor& t : tensors) roots.push_back(trace::node_of(t).get());
+  return roots;
+}
+
+}  // namespace
+
+void sync() { sync_impls(trace::pending_impls()); }
+
+void sync(const std::vector<Tensor>& tensors) {
+  std::vector<TensorImpl*> impls;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");
+    impls.push_back(t.impl().get());
+  }
+  sync_impls(impls);
+}
+
+namespace debug {
+
+std::string to_text(const std::vector<Tensor>& tensors) {
+  return ir::to_text(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
+}
+
+std::string to_dot(const std::vector<Tensor>& tensors) {
+  return ir::to_dot(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
+}
+
+std::string to_program(const std::vector<Tensor>& tensors) {
+  ir::Graph g = compiler::optimize(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
+  return compiler::describe(compiler::lower(g));
+}
+
+}  // namespace debug
+}  // namespace lazytrace
