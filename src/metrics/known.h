@@ -17,6 +17,7 @@ extern Counter cache_evictions;   // executables dropped by the LRU bound
 extern Timer trace_time;
 extern Timer compile_time;
 extern Timer execute_time;
+extern Timer kernel_time;  // inside kernels only: ExecuteTime minus this is host overhead
 extern Timer transfer_to_host_time;
 
 }  // namespace lazytrace::metrics

@@ -172,5 +172,6 @@ Counter cache_evictions("CacheEvictions");
 Timer trace_time("TraceTime");
 Timer compile_time("CompileTime");
 Timer execute_time("ExecuteTime");
+Timer kernel_time("KernelTime");
 Timer transfer_to_host_time("TransferToHostTime");
 }  // namespace lazytrace::metrics

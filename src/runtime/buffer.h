@@ -20,6 +20,8 @@ class Buffer {
 
   /** Bytes held by all live buffers (for memory tests and reports). */
   static int64_t live_bytes();
+  /** Buffers allocated since the process started. */
+  static int64_t allocations();
 
  private:
   void* data_;

@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "compiler/program.h"
+#include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -38,15 +39,18 @@ class CpuExecutable : public runtime::Executable {
       }
     }
     ctx_.scalars = &scalars;
-    for (const compiler::Step& step : prog_.steps) {
-      if (auto* f = std::get_if<compiler::FusedStep>(&step))
-        run_fused(*f, ctx_);
-      else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
-        run_reduce(*r, ctx_);
-      else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
-        run_matmul(*m, ctx_);
-      else if (auto* g = std::get_if<compiler::GatherStep>(&step))
-        run_gather(*g, ctx_);
+    {
+      metrics::ScopedTimer kernels(metrics::kernel_time);
+      for (const compiler::Step& step : prog_.steps) {
+        if (auto* f = std::get_if<compiler::FusedStep>(&step))
+          run_fused(*f, ctx_);
+        else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
+          run_reduce(*r, ctx_);
+        else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
+          run_matmul(*m, ctx_);
+        else if (auto* g = std::get_if<compiler::GatherStep>(&step))
+          run_gather(*g, ctx_);
+      }
     }
     std::vector<runtime::BufferPtr> results;
     results.reserve(prog_.results.size());

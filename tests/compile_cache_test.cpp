@@ -1,0 +1,151 @@
+// The compile cache: a repeated step compiles once; scalars and data never recompile; a
+// new shape compiles once more; the cache is bounded.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <lazytrace/lazytrace.h>
+
+#include "backends/cpu/cpu_device.h"
+#include "compiler/compile_cache.h"
+
+namespace {
+
+int64_t counter(const char* name) { return lt::metrics::counter(name); }
+
+struct Mlp {
+  lt::Tensor w1, b1, w2, b2, w3, b3;
+  explicit Mlp(int64_t in) {
+    lt::manual_seed(1);
+    w1 = lt::randn({in, 32}) * 0.2f;
+    b1 = lt::zeros({32});
+    w2 = lt::randn({32, 32}) * 0.2f;
+    b2 = lt::zeros({32});
+    w3 = lt::randn({32, 4}) * 0.2f;
+    b3 = lt::zeros({4});
+    lt::sync();
+  }
+  lt::Tensor operator()(const lt::Tensor& x, float scale) const {
+    auto h = lt::relu(lt::matmul(x, w1) + b1);
+    h = lt::gelu(lt::matmul(h, w2) + b2) * scale;
+    return lt::softmax(lt::matmul(h, w3) + b3, -1);
+  }
+};
+
+std::vector<float> reference_mlp(const Mlp& m, const std::vector<float>& x, int64_t rows,
+                                 int64_t in, float scale) {
+  auto w1 = m.w1.to_vector<float>(), w2 = m.w2.to_vector<float>(), w3 = m.w3.to_vector<float>();
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> h1(32), h2(32), o(4);
+    for (int j = 0; j < 32; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < in; ++k) s += x[r * in + k] * w1[k * 32 + j];
+      h1[j] = s > 0 ? s : 0;
+    }
+    for (int j = 0; j < 32; ++j) {
+      double s = 0;
+      for (int k = 0; k < 32; ++k) s += h1[k] * w2[k * 32 + j];
+      h2[j] = 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))) * scale;
+    }
+    double mx = -1e300, z = 0;
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int k = 0; k < 32; ++k) s += h2[k] * w3[k * 4 + j];
+      o[j] = s;
+      mx = std::max(mx, s);
+    }
+    for (double& v : o) z += (v = std::exp(v - mx));
+    for (double v : o) out.push_back(static_cast<float>(v / z));
+  }
+  return out;
+}
+
+TEST(CompileCache, RepeatedStepCompilesOnce) {
+  Mlp mlp(16);
+  lt::metrics::reset();
+  for (int step = 0; step < 10; ++step) {
+    auto x = lt::randn({8, 16});
+    auto y = mlp(x, 1.5f);
+    lt::sync();
+    auto ref = reference_mlp(mlp, x.to_vector<float>(), 8, 16, 1.5f);
+    auto got = y.to_vector<float>();
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5) << i;
+  }
+  EXPECT_EQ(counter("CompileCount"), 1);
+  EXPECT_EQ(counter("CacheHit"), 9);
+}
+
+TEST(CompileCache, ChangingAScalarEveryStepDoesNotRecompile) {
+  Mlp mlp(16);
+  auto x = lt::randn({8, 16});
+  lt::sync();
+  (void)mlp(x, 0.3f).to_vector<float>();
+  lt::metrics::reset();
+  for (int step = 0; step < 10; ++step) {
+    float scale = 0.1f + 0.37f * static_cast<float>(step + 1);
+    auto got = mlp(x, scale).to_vector<float>();
+    auto ref = reference_mlp(mlp, x.to_vector<float>(), 8, 16, scale);
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5);
+  }
+  EXPECT_EQ(counter("CompileCount"), 0);
+}
+
+TEST(CompileCache, NewInputShapeCompilesOnceMore) {
+  Mlp mlp(16);
+  lt::metrics::reset();
+  for (int rows : {8, 8, 3, 3, 8, 3}) (void)mlp(lt::randn({rows, 16}), 1.0f).to_vector<float>();
+  EXPECT_EQ(counter("CompileCount"), 2);
+  EXPECT_EQ(counter("CacheHit"), 4);
+}
+
+TEST(CompileCache, CacheHitAllocatesOnlyItsOutputs) {
+  auto x = lt::randn({64, 64});
+  auto w = lt::randn({64, 64});
+  lt::sync();
+  auto step = [&] {
+    auto h = lt::tanh(lt::matmul(x, w)) * 2.0f;
+    auto y = lt::sum(h * h, {1});
+    auto z = lt::matmul(h, w) + 1.5f;
+    lt::sync({y, z});
+    return std::pair{y, z};
+  };
+  step();
+  int64_t before = lt::runtime::Buffer::allocations();
+  auto [y, z] = step();
+  EXPECT_EQ(lt::runtime::Buffer::allocations() - before, 2);  // y and z
+}
+
+TEST(CompileCache, IsBoundedLeastRecentlyUsedFirst) {
+  setenv("LAZYTRACE_COMPILE_CACHE_SIZE", "3", 1);
+  lt::compiler::CompileCache cache;
+  unsetenv("LAZYTRACE_COMPILE_CACHE_SIZE");
+  EXPECT_EQ(cache.capacity(), 3u);
+  lt::metrics::reset();
+  auto compile = [&](uint64_t key) {
+    return cache.get_or_compile(key, lt::cpu::cpu_device(), [] {
+      lt::ir::Graph g;
+      lt::ir::GNode n;
+      n.op = lt::ir::OpKind::Scalar;
+      n.dtype = lt::float32;
+      n.value = 1;
+      g.nodes.push_back(n);
+      g.results.push_back(0);
+      return g;
+    });
+  };
+  for (uint64_t k : {1, 2, 3}) compile(k);
+  compile(1);  // 1 is now the most recent; 2 the least
+  compile(4);  // evicts 2
+  EXPECT_EQ(cache.size(), 3u);
+  EXPECT_EQ(counter("CacheEvictions"), 1);
+  lt::metrics::reset();
+  compile(1);
+  compile(3);
+  compile(4);
+  EXPECT_EQ(counter("CacheHit"), 3);
+  compile(2);
+  EXPECT_EQ(counter("CompileCount"), 1);
+}
+
+}  // namespace

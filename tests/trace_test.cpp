@@ -1,0 +1,149 @@
+// Lazy recording and sync(): nothing runs until asked, sync computes every live pending
+// tensor in one graph, dead tensors are not computed, and data never enters the hash.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <lazytrace/lazytrace.h>
+
+namespace {
+
+int64_t counter(const char* name) { return lt::metrics::counter(name); }
+
+TEST(Trace, RecordingThousandOpsExecutesNothing) {
+  lt::metrics::reset();
+  auto x = lt::tensor({1.0f, 2.0f});
+  lt::Tensor y = x;
+  for (int i = 0; i < 1000; ++i) y = y * 1.001f + 0.5f;
+  EXPECT_EQ(counter("ExecuteCount"), 0);
+  EXPECT_EQ(counter("CompileCount"), 0);
+  EXPECT_GE(counter("TraceCount"), 2000);
+  EXPECT_TRUE(y.is_pending());
+  lt::sync();
+  EXPECT_EQ(counter("ExecuteCount"), 1);
+  EXPECT_FALSE(y.is_pending());
+  double ref = 1.0;
+  for (int i = 0; i < 1000; ++i) ref = static_cast<float>(static_cast<float>(ref * 1.001f) + 0.5f);
+  EXPECT_NEAR(y.to_vector<float>()[0], ref, 1e-3 * ref);
+}
+
+TEST(Trace, SyncComputesEveryLivePendingTensorInOneGraph) {
+  auto x = lt::tensor({1.0f, 2.0f, 3.0f});
+  auto a = x * 2.0f;
+  auto b = lt::exp(x);
+  auto c = lt::sum(a);
+  lt::metrics::reset();
+  lt::sync();
+  EXPECT_EQ(counter("ExecuteCount"), 1);
+  EXPECT_FALSE(a.is_pending());
+  EXPECT_FALSE(b.is_pending());
+  EXPECT_FALSE(c.is_pending());
+  EXPECT_EQ(c.item<float>(), 12.0f);
+  EXPECT_EQ(counter("ExecuteCount"), 1);  // reading a materialized tensor runs nothing
+}
+
+TEST(Trace, DeadTensorsAreNotComputed) {
+  auto x = lt::tensor({1.0f, 2.0f, 3.0f});
+  {
+    auto a = x * 3.0f;
+    lt::sync();  // compiles the graph of `a` alone
+  }
+  lt::metrics::reset();
+  auto a = x * 4.0f;
+  {
+    auto dead = lt::exp(x) + lt::sin(x);  // dropped before sync
+  }
+  lt::sync();
+  // the same structure as the first graph: a cache hit, so `dead` was not part of it
+  EXPECT_EQ(counter("CacheHit"), 1);
+  EXPECT_EQ(counter("CompileCount"), 0);
+  EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{4, 8, 12}));
+}
+
+TEST(Trace, SyncOfSomeTensorsLeavesTheOthersPending) {
+  auto x = lt::tensor({1.0f, 2.0f});
+  auto a = x + 1.0f;
+  auto b = a * 2.0f;
+  lt::sync({a});
+  EXPECT_FALSE(a.is_pending());
+  EXPECT_TRUE(b.is_pending());
+  EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{4, 6}));
+}
+
+TEST(Trace, DataNeverEntersTheGraphHash) {
+  auto step = [](const lt::Tensor& x) { return lt::tanh(x) * 3.0f; };
+  auto r0 = step(lt::tensor({1.0f, 2.0f}));
+  lt::sync();
+  lt::metrics::reset();
+  auto r1 = step(lt::tensor({-5.0f, 7.0f}));
+  lt::sync();
+  EXPECT_EQ(counter("CompileCount"), 0);
+  EXPECT_EQ(counter("CacheHit"), 1);
+  EXPECT_NEAR(r1.to_vector<float>()[0], 3 * std::tanh(-5.0f), 1e-6);
+}
+
+TEST(Trace, ScalarsOtherThanZeroAndOneAreParameters) {
+  auto x = lt::tensor({1.0f, 2.0f});
+  (void)(x * 0.25f).to_vector<float>();
+  lt::metrics::reset();
+  for (int i = 0; i < 5; ++i) {
+    auto y = x * (0.5f + static_cast<float>(i));
+    EXPECT_EQ(y.to_vector<float>()[1], 2.0f * (0.5f + static_cast<float>(i)));
+  }
+  EXPECT_EQ(counter("CompileCount"), 0);
+  // 1 is part of the graph: x * 1 is a different (simplified) program
+  auto y1 = x * 1.0f;
+  EXPECT_EQ(y1.to_vector<float>(), (std::vector<float>{1, 2}));
+  EXPECT_EQ(counter("CompileCount"), 1);
+}
+
+TEST(Trace, SameValueDifferentBuffersIsADifferentGraphFromOneBufferTwice) {
+  auto a = lt::tensor({1.0f, 2.0f});
+  auto b = lt::tensor({3.0f, 4.0f});
+  auto s1 = a + a;
+  auto s2 = a + b;
+  lt::sync({s1});
+  lt::sync({s2});
+  EXPECT_EQ(s1.to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(s2.to_vector<float>(), (std::vector<float>{4, 6}));
+}
+
+TEST(Trace, CopyIntoATensorIsSeenByEveryHolder) {
+  auto w = lt::zeros({3});
+  lt::Tensor alias = w;  // the same tensor
+  w.copy_(lt::tensor({1.0f, 2.0f, 3.0f}));
+  EXPECT_EQ(alias.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  w.copy_(w * 2.0f);
+  EXPECT_EQ(alias.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  auto c = lt::clone(w);
+  w.copy_(lt::scalar(7.0f));  // broadcast
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{7, 7, 7}));
+  auto i = lt::zeros({2}, lt::int32);
+  i.copy_(lt::tensor({1.7f, -2.2f}));  // cast to the destination dtype
+  EXPECT_EQ(i.dtype(), lt::int32);
+  EXPECT_EQ(i.to_vector<int32_t>(), (std::vector<int32_t>{1, -2}));
+}
+
+TEST(Trace, ReadingConvertsToTheRequestedType) {
+  auto t = lt::tensor(std::vector<int64_t>{1, -2, 3}, {3});
+  EXPECT_EQ(t.to_vector<double>(), (std::vector<double>{1, -2, 3}));
+  EXPECT_EQ(lt::sum(t).item<int64_t>(), 2);
+  EXPECT_EQ((t > 0).to_vector<bool>(), (std::vector<bool>{true, false, true}));
+}
+
+TEST(Trace, RandomNumbersAreReproducibleAndNewSeedsDoNotRecompile) {
+  lt::manual_seed(123);
+  auto a = lt::randn({1000}).to_vector<float>();
+  lt::manual_seed(123);
+  auto b = lt::randn({1000}).to_vector<float>();
+  EXPECT_EQ(a, b);
+  lt::metrics::reset();
+  lt::manual_seed(7);
+  auto c = lt::randn({1000}).to_vector<float>();
+  EXPECT_NE(a, c);
+  auto d = lt::randn({1000}).to_vector<float>();  // the next draw differs too
+  EXPECT_NE(c, d);
+  EXPECT_EQ(counter("CompileCount"), 0);
+}
+
+}  // namespace
