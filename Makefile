@@ -24,7 +24,7 @@ demo: build
 
 bench:
 	@scripts/install-deps.sh --bench
-	@cmake -S . -B $(BUILD)-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_BENCH=ON -DLAZYTRACE_BUILD_TESTS=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD)-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_BENCH=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-bench -j $(JOBS)
 	@scripts/run-bench.sh $(BUILD)-bench
 

@@ -1,0 +1,226 @@
+// Kernel-level cost of lazytrace against its baselines.
+//
+//   BM_Matmul_Lazytrace / BM_Matmul_RawSgemm   decoder projections, GFLOP/s (target: >= 0.9x)
+//   BM_FusedChain8_4M / BM_Unfused8_4M         8 elementwise ops over 4M floats: one graph
+//                                              against one graph (one sync) per op; the
+//                                              "Cheap" pair: arithmetic ops only
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <lazytrace/lazytrace.h>
+
+#include "runtime/thread_pool.h"
+
+namespace {
+
+int64_t metric(const char* name) {
+  return lt::metrics::counter(name);
+}
+int64_t timer(const char* name) {
+  return lt::metrics::timer_ns(name);
+}
+
+// ---------------------------------------------------------------------------------------
+// Matmul at decoder shapes. Args: tokens, hidden, inter, down. down = 0 is the up
+// projection (tokens x hidden @ hidden x inter), down = 1 the down projection
+// (tokens x inter @ inter x hidden).
+struct Gemm {
+  int64_t m, k, n;
+};
+
+Gemm gemm_of(const benchmark::State& state) {
+  const int64_t tokens = state.range(0), hidden = state.range(1), inter = state.range(2);
+  return state.range(3) == 0 ? Gemm{tokens, hidden, inter} : Gemm{tokens, inter, hidden};
+}
+
+void decoder_shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens", "hidden", "inter", "down"});
+  for (int64_t hidden : {128, 256})
+    for (int64_t inter : {1024, 2048})
+      for (int64_t down : {0, 1})
+        for (int64_t tokens : {16, 64, 256, 512}) b->Args({tokens, hidden, inter, down});
+}
+
+void set_gemm_counters(benchmark::State& state, const Gemm& g) {
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(g.m * g.n * g.k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = lt::runtime::num_threads();
+}
+
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
+
+// 64-byte aligned like lazytrace's buffers, filled with N(0, 1) values.
+AlignedFloats random_floats(int64_t n, uint32_t seed) {
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
+  AlignedFloats p(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  for (int64_t i = 0; i < n; ++i) p[i] = dist(gen);
+  return p;
+}
+
+// Inputs materialized before timing; each iteration records one matmul and syncs it, a
+// compile-cache hit after the warm-up. The result (a fresh output buffer each run, as in
+// real use) is released at the end of the iteration, inside the timing.
+void BM_Matmul_Lazytrace(benchmark::State& state) {
+  const Gemm g = gemm_of(state);
+  lt::manual_seed(0);
+  lt::Tensor a = lt::randn({g.m, g.k});
+  lt::Tensor b = lt::randn({g.k, g.n});
+  lt::sync({a, b});
+  {  // warm-up: compile (cache miss) and a correctness spot check against raw sgemm
+    lt::Tensor c = lt::matmul(a, b);
+    lt::sync({c});
+    const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+    const std::vector<float> vc = c.to_vector<float>();
+    std::vector<float> ref(vc.size());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(g.m),
+                static_cast<int>(g.n), static_cast<int>(g.k), 1.0f, va.data(),
+                static_cast<int>(g.k), vb.data(), static_cast<int>(g.n), 0.0f, ref.data(),
+                static_cast<int>(g.n));
+    for (size_t i = 0; i < ref.size(); ++i)
+      if (std::abs(ref[i] - vc[i]) > 1e-3f * (1.0f + std::abs(ref[i]))) {
+        state.SkipWithError("lazytrace matmul differs from cblas_sgemm");
+        return;
+      }
+  }
+  const int64_t miss0 = metric("CacheMiss");
+  for (auto _ : state) {
+    auto c = lt::matmul(a, b);
+    lt::sync({c});
+    benchmark::DoNotOptimize(c.impl().get());
+  }
+  if (metric("CacheMiss") != miss0) state.SkipWithError("the matmul graph recompiled in the loop");
+  set_gemm_counters(state, g);
+}
+BENCHMARK(BM_Matmul_Lazytrace)->Apply(decoder_shapes)->UseRealTime();
+
+// cblas_sgemm on preallocated buffers, with OpenBLAS on the thread count lazytrace uses.
+void BM_Matmul_RawSgemm(benchmark::State& state) {
+  const Gemm g = gemm_of(state);
+  openblas_set_num_threads(lt::runtime::num_threads());
+  AlignedFloats a = random_floats(g.m * g.k, 1), b = random_floats(g.k * g.n, 2);
+  AlignedFloats c = random_floats(g.m * g.n, 3);  // touched, so no first-use page faults
+  const int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.get(), k, b.get(), n,
+                0.0f, c.get(), n);
+    benchmark::ClobberMemory();
+  }
+  set_gemm_counters(state, g);
+}
+BENCHMARK(BM_Matmul_RawSgemm)->Apply(decoder_shapes)->UseRealTime();
+
+// ---------------------------------------------------------------------------------------
+// 8 elementwise ops over 4M floats (16 MiB), fused (record all 8, one sync: one graph, one
+// kernel) against unfused (a sync after every op: 8 graphs, each its own kernel reading and
+// writing 16 MiB). All graphs are compile-cache hits inside the timing.
+//
+// The main chain is mul, add, tanh, mul, sub, sigmoid, mul (by x), relu. Its two
+// transcendentals cost far more per element than the memory traffic that fusion saves, so
+// the "Cheap" pair runs 8 arithmetic ops (mul, add, relu, mul, sub, abs, mul by x, add):
+// memory-bound, which is where fusion should show.
+constexpr int64_t kElems = int64_t{4} << 20;
+constexpr int kChain = 8;
+
+lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x) {
+  switch (i) {
+    case 0:
+      return y * 1.5f;
+    case 1:
+      return y + 0.25f;
+    case 2:
+      return lt::tanh(y);
+    case 3:
+      return y * 2.0f;
+    case 4:
+      return y - 0.5f;
+    case 5:
+      return lt::sigmoid(y);
+    case 6:
+      return y * x;
+    default:
+      return lt::relu(y);
+  }
+}
+
+lt::Tensor cheap_op(int i, const lt::Tensor& y, const lt::Tensor& x) {
+  switch (i) {
+    case 0:
+      return y * 1.5f;
+    case 1:
+      return y + 0.25f;
+    case 2:
+      return lt::relu(y);
+    case 3:
+      return y * 2.0f;
+    case 4:
+      return y - 0.5f;
+    case 5:
+      return lt::abs(y);
+    case 6:
+      return y * x;
+    default:
+      return y + 0.125f;
+  }
+}
+
+void chain_bench(benchmark::State& state, bool fused, bool cheap) {
+  lt::manual_seed(0);
+  lt::Tensor x = lt::randn({kElems});
+  lt::sync({x});
+  auto run_chain = [&] {
+    lt::Tensor y = x;
+    for (int i = 0; i < kChain; ++i) {
+      y = cheap ? cheap_op(i, y, x) : chain_op(i, y, x);
+      if (!fused) lt::sync({y});  // each op its own graph
+    }
+    if (fused) lt::sync({y});  // all eight in one graph
+    return y;
+  };
+  for (int i = 0; i < 2; ++i) run_chain();  // compiles (cache misses) and warms the heap
+  const int64_t miss0 = metric("CacheMiss");
+  const int64_t exec0 = metric("ExecuteCount");
+  const int64_t kern0 = timer("KernelTime");
+  for (auto _ : state) {
+    lt::Tensor y = run_chain();
+    benchmark::DoNotOptimize(y.impl().get());
+  }
+  if (metric("CacheMiss") != miss0) state.SkipWithError("a graph recompiled in the loop");
+  const auto iters = static_cast<double>(state.iterations());
+  state.counters["graphs_per_iter"] = static_cast<double>(metric("ExecuteCount") - exec0) / iters;
+  state.counters["kernel_ms"] = static_cast<double>(timer("KernelTime") - kern0) / 1e6 / iters;
+  state.counters["threads"] = lt::runtime::num_threads();
+  state.SetItemsProcessed(state.iterations() * kElems);
+}
+
+void BM_FusedChain8_4M(benchmark::State& state) {
+  chain_bench(state, true, false);
+}
+void BM_Unfused8_4M(benchmark::State& state) {
+  chain_bench(state, false, false);
+}
+void BM_FusedChain8Cheap_4M(benchmark::State& state) {
+  chain_bench(state, true, true);
+}
+void BM_Unfused8Cheap_4M(benchmark::State& state) {
+  chain_bench(state, false, true);
+}
+BENCHMARK(BM_FusedChain8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Unfused8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedChain8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Unfused8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
