@@ -23,7 +23,8 @@ struct Value {
 
 struct Group {
   FusedStep step;
-  int step_index = -1;  // >= 0 once sealed: its position in the program
+  int step_index = -1;              // >= 0 once sealed: its position in the program
+  std::map<int, int> loaded;        // node -> register it was loaded into (one load per value)
 };
 
 class Lowering {
@@ -128,7 +129,9 @@ class Lowering {
   int reg_of(int gid, int n) {
     Value& v = vals_[n];
     if (v.kind == Value::Reg && v.group == gid) return v.reg;
-    return load_reg(gid, use_view(n));
+    auto [it, fresh] = groups_[gid].loaded.try_emplace(n, -1);
+    if (fresh) it->second = load_reg(gid, use_view(n));
+    return it->second;
   }
 
   // Writes a view into a new contiguous storage with a one-load fused step.

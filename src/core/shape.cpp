@@ -5,18 +5,6 @@
 
 namespace lazytrace {
 
-void Shape::assign(const int64_t* first, const int64_t* last) {
-  // Callers never pass this shape's own storage (operator= checks for self-assignment).
-  int n = static_cast<int>(last - first);
-  ndim_ = n;
-  if (n <= kInline) {
-    heap_.clear();
-    std::copy(first, last, inline_);
-  } else {
-    heap_.assign(first, last);
-  }
-}
-
 void Shape::push_back(int64_t d) {
   if (ndim_ < kInline) {
     inline_[ndim_++] = d;

@@ -12,6 +12,8 @@ Walk walk(const std::vector<Node*>& roots) {
     int next;
   };
   std::vector<Frame> stack;
+  stack.reserve(64);
+  w.order.reserve(256);
   uint64_t key = 0x1a2b3c4d5e6f7788ULL;
   for (Node* root : roots) {
     if (root->mark != epoch) {

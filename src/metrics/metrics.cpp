@@ -7,9 +7,6 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 namespace lazytrace::metrics {
 namespace {
@@ -54,14 +51,6 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-int64_t ticks() {
-#if defined(__x86_64__)
-  return static_cast<int64_t>(__rdtsc());
-#else
-  return now_ns();
-#endif
 }
 
 namespace {

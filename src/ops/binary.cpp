@@ -26,12 +26,11 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   if (b.t) ops::check_defined(name, *b.t, "other");
   DType common = ops::result_type({a.promote(), b.promote()});
   const bool cmp = ir::is_compare(op);
-  if (!cmp && common == DType::bool_) {
-    if (op == OpKind::Sub || op == OpKind::Pow)
-      fail(name, "is not supported between bool operands (", a.str(), ", ", b.str(),
-           "); convert with astype(t, lt::int64) first.");
-    if (op != OpKind::Maximum && op != OpKind::Minimum) common = DType::int64;  // bool -> int in arithmetic
-  }
+  // As in PyTorch: bool + bool is a logical or and bool * bool an and (the result stays
+  // bool); bool with an integer counts in that integer type (promotion does that).
+  if (!cmp && common == DType::bool_ && (op == OpKind::Sub || op == OpKind::Pow))
+    fail(name, "is not supported between bool operands (", a.str(), ", ", b.str(),
+         "); convert with astype(t, lt::int64) first.");
   if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out = cmp ? DType::bool_ : common;

@@ -19,8 +19,17 @@ class Shape {
     assign(v.data(), v.data() + v.size());
   }
   Shape(const Shape& o) { assign(o.begin(), o.end()); }
+  Shape(Shape&& o) noexcept : ndim_(o.ndim_), heap_(std::move(o.heap_)) {
+    for (int i = 0; i < kInline; ++i) inline_[i] = o.inline_[i];
+  }
   Shape& operator=(const Shape& o) {
     if (this != &o) assign(o.begin(), o.end());
+    return *this;
+  }
+  Shape& operator=(Shape&& o) noexcept {
+    ndim_ = o.ndim_;
+    heap_ = std::move(o.heap_);
+    for (int i = 0; i < kInline; ++i) inline_[i] = o.inline_[i];
     return *this;
   }
 
@@ -51,7 +60,17 @@ class Shape {
   friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
 
  private:
-  void assign(const int64_t* first, const int64_t* last);
+  // Never given this shape's own storage (operator= checks for self-assignment).
+  void assign(const int64_t* first, const int64_t* last) {
+    int n = static_cast<int>(last - first);
+    ndim_ = n;
+    if (n <= kInline) {
+      if (!heap_.empty()) heap_.clear();
+      for (int i = 0; i < n; ++i) inline_[i] = first[i];
+    } else {
+      heap_.assign(first, last);
+    }
+  }
   int64_t inline_[kInline] = {};
   int ndim_ = 0;
   std::vector<int64_t> heap_;

@@ -7,6 +7,9 @@
  * TransferToHostTime (read with metrics::timer_ns or as counters "<Timer>Ns").
  */
 #include <atomic>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,7 +75,13 @@ class ScopedTimer {
 /** Monotonic nanoseconds. */
 int64_t now_ns();
 /** A cheap monotonic tick count (the CPU timestamp counter where there is one). */
-int64_t ticks();
+inline int64_t ticks() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  return now_ns();
+#endif
+}
 /** Nanoseconds per tick, calibrated against now_ns(). */
 double ns_per_tick();
 

@@ -16,7 +16,7 @@ class Scalar {
  public:
   Scalar(double v)
       : f_(v), i_(v > -9.2e18 && v < 9.2e18 ? static_cast<int64_t>(v) : 0), kind_(DType::float64) {}
-  Scalar(float v) : Scalar(static_cast<double>(v)) {}
+  Scalar(float v) : Scalar(static_cast<double>(v)) { kind_ = DType::float32; }
   Scalar(int v) : f_(v), i_(v), kind_(DType::int64) {}
   Scalar(long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
   Scalar(long long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
@@ -25,7 +25,7 @@ class Scalar {
   Scalar(bool v) : f_(v), i_(v), kind_(DType::bool_) {}
   double to_double() const { return f_; }
   int64_t to_int() const { return i_; }
-  /** float64 for a floating value, int64 for an integer, bool for a bool. */
+  /** float32 (a float) or float64 (a double), int64 for an integer, bool for a bool. */
   DType kind() const { return kind_; }
 
  private:

@@ -80,7 +80,9 @@ std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g) {
 
 runtime::Device& cpu_device() {
   static CpuDevice* d = [] {
-    openblas_set_num_threads(runtime::num_threads());
+    // BLAS runs on one thread per call; run_matmul spreads blocks over the thread pool,
+    // so OpenBLAS's own workers never spin beside the pool's.
+    openblas_set_num_threads(1);
     return new CpuDevice();
   }();
   return *d;

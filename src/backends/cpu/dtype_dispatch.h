@@ -59,8 +59,11 @@ decltype(auto) dispatch_compute(Compute c, F&& f) {
 /** Element conversion between storage and compute types. */
 template <typename To, typename From>
 inline To convert(From v) {
-  if constexpr (std::is_same_v<To, bool>)
+  if constexpr (std::is_same_v<To, bool> &&
+                (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>))
     return static_cast<float>(v) != 0.0f;
+  else if constexpr (std::is_same_v<To, bool>)
+    return v != From(0);
   else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>)
     return static_cast<To>(static_cast<float>(v));
   else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>)

@@ -155,7 +155,8 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
         using S = typename decltype(tag)::type;
         load<S>(v, ctx, start, n, reg<compute_t<S>>(regs, ins.dst));
       });
-      return;
+      if (!v.is_scalar()) return;  // stored values already fit their dtype; constants may not
+      break;
     }
     case OpKind::Iota:
       dispatch_compute(out_c, [&](auto tag) {
@@ -170,13 +171,17 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       const uint64_t seed = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[0])[0]);
       const uint64_t offset = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[1])[0]);
       const bool normal = ins.op == OpKind::RandNormal;
+      const int bits = ins.dtype == DType::float64   ? 53
+                       : ins.dtype == DType::float16 ? 11
+                       : ins.dtype == DType::bfloat16 ? 8
+                                                      : 24;
       dispatch_compute(out_c, [&](auto tag) {
         using C = typename decltype(tag)::type;
         if constexpr (!std::is_integral_v<C>) {
           C* d = reg<C>(regs, ins.dst);
           for (int64_t j = 0; j < n; ++j) {
             uint64_t c = offset + static_cast<uint64_t>(start + j);
-            d[j] = normal ? cpu::normal<C>(seed, c) : cpu::uniform<C>(seed, c);
+            d[j] = normal ? cpu::normal<C>(seed, c) : cpu::uniform<C>(seed, c, bits);
           }
         }
       });

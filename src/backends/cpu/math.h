@@ -24,7 +24,7 @@ inline T unary(ir::OpKind op, T x) {
     case K::Cos: return std::cos(x);
     case K::Tanh: return std::tanh(x);
     case K::Sigmoid: return sigmoid(x);
-    case K::Relu: return x > T(0) ? x : T(0);
+    case K::Relu: return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
     case K::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
     case K::Silu: return x * sigmoid(x);
     case K::Sqrt: return std::sqrt(x);

@@ -46,20 +46,52 @@ void batch_offsets(const compiler::MatmulStep& s, int64_t bi, int64_t& oa, int64
 
 template <typename T>
 void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const T* pa,
-          const T* pb, T* pc) {
+          const T* pb, T* pc, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < m * n; ++i) pc[i] = T(0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) pc[i * ldc + j] = T(0);
     return;
   }
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
   auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
   if constexpr (std::is_same_v<T, float>)
     cblas_sgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, pa, lda, pb, ldb, 0.0f, pc, static_cast<int>(n));
+                static_cast<int>(k), 1.0f, pa, lda, pb, ldb, 0.0f, pc, static_cast<int>(ldc));
   else
     cblas_dgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0, pa, lda, pb, ldb, 0.0, pc, static_cast<int>(n));
+                static_cast<int>(k), 1.0, pa, lda, pb, ldb, 0.0, pc, static_cast<int>(ldc));
+}
+
+// One block: C[rm, rn] (row stride ldc) = A[rm, k] B[k, rn].
+template <typename S>
+void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, int64_t k,
+                    const S* A, const S* B, S* c, int64_t ldc) {
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
+    gemm<S>(oa, ob, m, n, k, A, B, c, ldc);
+  } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+    thread_local std::vector<float> fa, fb, fc;
+    fa.resize(static_cast<size_t>(m * k));
+    fb.resize(static_cast<size_t>(k * n));
+    fc.resize(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j) fa[i * k + j] = static_cast<float>(A[i * oa.rs + j * oa.cs]);
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[i * ob.rs + j * ob.cs]);
+    Operand ra{CblasNoTrans, k, k, 1}, rb{CblasNoTrans, n, n, 1};
+    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = S(fc[i * n + j]);
+  } else {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t acc = 0;
+        for (int64_t q = 0; q < k; ++q)
+          acc += static_cast<int64_t>(A[i * oa.rs + q * oa.cs]) *
+                 static_cast<int64_t>(B[q * ob.rs + j * ob.cs]);
+        c[i * ldc + j] = static_cast<S>(acc);
+      }
+  }
 }
 
 template <typename S>
@@ -73,36 +105,29 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
   const S* B = reinterpret_cast<const S*>(ctx.base[s.b.storage]);
   S* C = reinterpret_cast<S*>(ctx.base[s.out_storage]);
   const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
-  const int64_t grain = m * n * k >= (1 << 18) ? 1 : std::max<int64_t>(1, (1 << 18) / std::max<int64_t>(m * n * k, 1));
-  runtime::parallel_for(nbatch, grain, [&](int64_t b0, int64_t b1) {
-    for (int64_t bi = b0; bi < b1; ++bi) {
+  // BLAS runs single-threaded (cpu_device sets it); the cores are shared out here, over
+  // batches, or over row (or column) blocks of one large product, on the one thread pool.
+  const int threads = runtime::num_threads();
+  const bool big = m * n * k >= (int64_t{1} << 17);
+  const int64_t split = (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1;
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  const int64_t block = (extent + split - 1) / std::max<int64_t>(split, 1);
+  const int64_t grain = big ? 1 : std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(m * n * k, 1));
+  runtime::parallel_for(nbatch * split, grain, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t bi = w / split, part = w % split;
+      const int64_t lo = std::min(extent, part * block), hi = std::min(extent, lo + block);
+      if (lo >= hi) continue;
       int64_t offa, offb;
       batch_offsets(s, bi, offa, offb);
-      S* c = C + bi * m * n;
-      if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
-        gemm<S>(oa, ob, m, n, k, A + offa, B + offb, c);
-      } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
-        thread_local std::vector<float> fa, fb, fc;
-        fa.resize(static_cast<size_t>(m * k));
-        fb.resize(static_cast<size_t>(k * n));
-        fc.resize(static_cast<size_t>(m * n));
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < k; ++j) fa[i * k + j] = static_cast<float>(A[offa + i * oa.rs + j * oa.cs]);
-        for (int64_t i = 0; i < k; ++i)
-          for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[offb + i * ob.rs + j * ob.cs]);
-        Operand ra{CblasNoTrans, k, k, 1}, rb{CblasNoTrans, n, n, 1};
-        gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data());
-        for (int64_t i = 0; i < m * n; ++i) c[i] = S(fc[i]);
-      } else {
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            int64_t acc = 0;
-            for (int64_t q = 0; q < k; ++q)
-              acc += static_cast<int64_t>(A[offa + i * oa.rs + q * oa.cs]) *
-                     static_cast<int64_t>(B[offb + q * ob.rs + j * ob.cs]);
-            c[i * n + j] = static_cast<S>(acc);
-          }
-      }
+      const int64_t rm = by_rows ? hi - lo : m, rn = by_rows ? n : hi - lo;
+      if (by_rows)
+        offa += lo * oa.rs;
+      else
+        offb += lo * ob.cs;
+      S* c = C + bi * m * n + (by_rows ? lo * n : lo);
+      multiply_block<S>(oa, ob, rm, rn, k, A + offa, B + offb, c, n);
     }
   });
 }

@@ -29,16 +29,19 @@ struct Philox {
   }
 };
 
-/** U[0, 1) with 24 random bits (float) or 53 (double). */
+/**
+ * U[0, 1) with `bits` random bits (53 for double, 24 for float, 11 for float16, 8 for
+ * bfloat16), so every draw is exact in the result dtype and never rounds up to 1.
+ */
 template <typename T>
-inline T uniform(uint64_t seed, uint64_t counter) {
+inline T uniform(uint64_t seed, uint64_t counter, int bits) {
   uint32_t r[4];
   Philox::generate(seed, counter, r);
-  if constexpr (sizeof(T) == 8)
-    return static_cast<T>((static_cast<uint64_t>(r[0]) << 21) | (r[1] >> 11)) *
-           static_cast<T>(1.0 / 9007199254740992.0);
-  else
-    return static_cast<T>(r[0] >> 8) * static_cast<T>(1.0 / 16777216.0);
+  if (bits > 32) {
+    const uint64_t x = (static_cast<uint64_t>(r[0]) << 21) | (r[1] >> 11);
+    return static_cast<T>(static_cast<double>(x) * (1.0 / 9007199254740992.0));
+  }
+  return static_cast<T>(static_cast<double>(r[0] >> (32 - bits)) * std::ldexp(1.0, -bits));
 }
 
 /** N(0, 1) by Box-Muller over two uniforms of the same counter. */
