@@ -18,6 +18,12 @@ inline uint64_t hash_combine(uint64_t seed, uint64_t v) {
   return hash_mix(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
 }
 
+/** One cheap absorbing step for word-by-word hashing on hot paths (finish with hash_mix). */
+inline uint64_t hash_step(uint64_t h, uint64_t w) {
+  h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+
 inline uint64_t hash_double(double d) {
   uint64_t u;
   std::memcpy(&u, &d, sizeof u);

@@ -1,6 +1,7 @@
 #include "ir/node.h"
 
 #include "core/hash.h"
+#include "core/pool.h"
 #include "lazytrace/core/error.h"
 
 namespace lazytrace::ir {
@@ -11,23 +12,24 @@ void Attrs::push(int64_t v) {
 }
 
 uint64_t Attrs::hash() const {
-  uint64_t h = hash_mix(static_cast<uint64_t>(n) + (flag ? 1000 : 0));
-  for (int i = 0; i < n; ++i) h = hash_combine(h, static_cast<uint64_t>(ints[i]));
-  if (f[0] != 0 || f[1] != 0) h = hash_combine(h, hash_double(f[0]) ^ (hash_double(f[1]) << 1));
+  uint64_t h = hash_step(0xcbf29ce484222325ULL, static_cast<uint64_t>(n) | (flag ? 0x100 : 0));
+  for (int i = 0; i < n; ++i) h = hash_step(h, static_cast<uint64_t>(ints[i]));
+  if (f[0] != 0 || f[1] != 0) h = hash_step(hash_step(h, hash_double(f[0])), hash_double(f[1]));
   return h;
 }
 
 namespace {
 
 uint64_t local_hash_of(const Node& n) {
-  uint64_t h = hash_mix((static_cast<uint64_t>(n.op) << 8) | static_cast<uint64_t>(n.dtype));
-  h = hash_combine(h, static_cast<uint64_t>(n.shape.size()));
-  for (int64_t d : n.shape) h = hash_combine(h, static_cast<uint64_t>(d));
-  h = hash_combine(h, n.attrs.hash());
-  if (n.op == OpKind::Scalar) {
-    h = hash_combine(h, n.scalar_is_param ? 0x5ca1a9ULL : hash_double(n.value));
-  }
-  return h;
+  uint64_t h = hash_step(0x84222325cbf29ce4ULL, (static_cast<uint64_t>(n.op) << 8) |
+                                                    static_cast<uint64_t>(n.dtype) |
+                                                    (static_cast<uint64_t>(n.shape.size()) << 16));
+  for (int64_t d : n.shape) h = hash_step(h, static_cast<uint64_t>(d));
+  if (n.attrs.n || n.attrs.flag || n.attrs.f[0] != 0 || n.attrs.f[1] != 0)
+    h = hash_step(h, n.attrs.hash());
+  if (n.op == OpKind::Scalar)
+    h = hash_step(h, n.scalar_is_param ? 0x5ca1a9ULL : hash_double(n.value));
+  return hash_mix(h);
 }
 
 // Nodes released while another node is being destroyed are queued here instead of
@@ -36,13 +38,13 @@ thread_local std::vector<NodePtr>* t_release_queue = nullptr;
 
 }  // namespace
 
-Node::Node(OpKind op_, DType dtype_, Shape shape_, const NodePtr* operands, int n, Attrs attrs_)
+Node::Node(OpKind op_, DType dtype_, Shape shape_, NodePtr* operands, int n, Attrs attrs_)
     : op(op_), dtype(dtype_), shape(std::move(shape_)), attrs(attrs_) {
   for (int i = 0; i < n; ++i) {
     if (n_inline_ < kInline)
-      inline_[n_inline_++] = operands[i];
+      inline_[n_inline_++] = std::move(operands[i]);
     else
-      more_.push_back(operands[i]);
+      more_.push_back(std::move(operands[i]));
   }
 }
 
@@ -67,9 +69,9 @@ Node::~Node() {
 }
 
 namespace {
-NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, const NodePtr* operands, int count,
+NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, NodePtr* operands, int count,
                        Attrs attrs) {
-  auto n = std::make_shared<Node>(op, dtype, std::move(shape), operands, count, attrs);
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), op, dtype, std::move(shape), operands, count, attrs);
   n->local_hash = local_hash_of(*n);
   uint64_t h = n->local_hash;
   for (int i = 0; i < n->num_operands(); ++i) h = hash_combine(h, n->operand(i)->hash);
@@ -78,20 +80,29 @@ NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, const NodePtr* opera
 }
 }  // namespace
 
-NodePtr make_node(OpKind op, DType dtype, Shape shape, std::initializer_list<NodePtr> operands,
-                  Attrs attrs) {
-  return make_node_impl(op, dtype, std::move(shape), operands.begin(),
-                        static_cast<int>(operands.size()), attrs);
+NodePtr make_node(OpKind op, DType dtype, Shape shape, Attrs attrs) {
+  return make_node_impl(op, dtype, std::move(shape), nullptr, 0, attrs);
 }
-
-NodePtr make_node(OpKind op, DType dtype, Shape shape, const std::vector<NodePtr>& operands,
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, Attrs attrs) {
+  return make_node_impl(op, dtype, std::move(shape), &a, 1, attrs);
+}
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, Attrs attrs) {
+  NodePtr ops[2] = {std::move(a), std::move(b)};
+  return make_node_impl(op, dtype, std::move(shape), ops, 2, attrs);
+}
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, NodePtr c,
+                  Attrs attrs) {
+  NodePtr ops[3] = {std::move(a), std::move(b), std::move(c)};
+  return make_node_impl(op, dtype, std::move(shape), ops, 3, attrs);
+}
+NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> operands,
                   Attrs attrs) {
   return make_node_impl(op, dtype, std::move(shape), operands.data(),
                         static_cast<int>(operands.size()), attrs);
 }
 
 NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
-  auto n = std::make_shared<Node>(OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
   n->value = value;
   n->ivalue = ivalue;
   n->scalar_is_param = !(value == 0.0 || value == 1.0 || value == -1.0);
@@ -101,7 +112,7 @@ NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
 }
 
 NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
-  auto n = std::make_shared<Node>(OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
   n->value = value;
   n->ivalue = ivalue;
   n->scalar_is_param = true;
@@ -111,7 +122,7 @@ NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
 }
 
 NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape) {
-  auto n = std::make_shared<Node>(OpKind::Data, dtype, std::move(shape), nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Data, dtype, std::move(shape), nullptr, 0, Attrs{});
   n->data = std::move(buffer);
   n->local_hash = local_hash_of(*n);
   n->hash = n->local_hash;

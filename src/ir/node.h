@@ -4,7 +4,6 @@
 // long chain is iterative, so 100,000 chained ops free without deep recursion.
 #include <array>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -51,7 +50,8 @@ struct Node {
   int num_operands() const { return static_cast<int>(n_inline_ + more_.size()); }
   const NodePtr& operand(int i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
 
-  Node(OpKind op, DType dtype, Shape shape, const NodePtr* operands, int n, Attrs attrs);
+  /** Moves the operands in. */
+  Node(OpKind op, DType dtype, Shape shape, NodePtr* operands, int n, Attrs attrs);
   ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -63,10 +63,13 @@ struct Node {
   std::vector<NodePtr> more_;
 };
 
-/** A new op node; its hashes are computed here. */
-NodePtr make_node(OpKind op, DType dtype, Shape shape, std::initializer_list<NodePtr> operands,
+/** A new op node; its hashes are computed here. Operands passed by value are moved in. */
+NodePtr make_node(OpKind op, DType dtype, Shape shape, Attrs attrs = {});
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, Attrs attrs = {});
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, Attrs attrs = {});
+NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, NodePtr c,
                   Attrs attrs = {});
-NodePtr make_node(OpKind op, DType dtype, Shape shape, const std::vector<NodePtr>& operands,
+NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> operands,
                   Attrs attrs = {});
 /** A 0-d constant. 0, 1 and -1 are part of the graph; other values become parameters. */
 NodePtr make_scalar(double value, int64_t ivalue, DType dtype);

@@ -34,7 +34,7 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out = cmp ? DType::bool_ : common;
-  return trace::make_pending(ir::make_node(op, out, shape, {a.node(common), b.node(common)}));
+  return trace::make_pending(ir::make_node(op, out, std::move(shape), a.node(common), b.node(common)));
 }
 
 Operand T(const Tensor& t) { return {&t, nullptr}; }
@@ -52,7 +52,7 @@ Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   Shape shape = ir::broadcast_shapes("where", cond.shape(), a.shape());
   shape = ir::broadcast_shapes("where", shape, b.shape());
   return trace::make_pending(ir::make_node(OpKind::Where, common, shape,
-                                           {trace::node_of(cond), a.node(common), b.node(common)}));
+                                           trace::node_of(cond), a.node(common), b.node(common)));
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ Tensor full(const Shape& shape, Scalar value, DType dtype) {
   check_shape("full", shape);
   ir::NodePtr s = ops::scalar_node(value, dtype);
   if (shape.size() == 0) return trace::make_pending(s);
-  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, {s}));
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));
 }
 
 Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0, dtype); }
@@ -105,7 +105,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   ir::Attrs a;
   a.f[0] = start;
   a.f[1] = step;
-  return trace::make_pending(ir::make_node(ir::OpKind::Iota, dtype, Shape{n}, {}, a));
+  return trace::make_pending(ir::make_node(ir::OpKind::Iota, dtype, Shape{n}, a));
 }
 
 Tensor arange(double stop, DType dtype) { return arange(0, stop, 1, dtype); }
@@ -123,7 +123,7 @@ Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) 
   };
   ir::NodePtr seed = param(rng.seed), offset = param(rng.offset);
   rng.offset += static_cast<uint64_t>(shape.numel());
-  return trace::make_pending(ir::make_node(op, dtype, shape, {seed, offset}));
+  return trace::make_pending(ir::make_node(op, dtype, shape, seed, offset));
 }
 }  // namespace
 

@@ -10,7 +10,7 @@ namespace {
 using ir::OpKind;
 
 Tensor layout(OpKind op, const Tensor& t, Shape shape, ir::Attrs a = {}) {
-  return trace::make_pending(ir::make_node(op, t.dtype(), std::move(shape), {trace::node_of(t)}, a));
+  return trace::make_pending(ir::make_node(op, t.dtype(), std::move(shape), trace::node_of(t), a));
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int dim) {
   for (const Tensor& t : tensors) ins.push_back(ops::node_as(t, common));
   ir::Attrs a;
   a.push(dim);
-  return trace::make_pending(ir::make_node(OpKind::Concat, common, out, ins, a));
+  return trace::make_pending(ir::make_node(OpKind::Concat, common, out, std::move(ins), a));
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int dim) {
@@ -152,7 +152,7 @@ Tensor index_select(const Tensor& t, int dim, const Tensor& index) {
   ir::Attrs a;
   a.push(dim);
   return trace::make_pending(
-      ir::make_node(OpKind::IndexSelect, t.dtype(), out, {trace::node_of(t), trace::node_of(index)}, a));
+      ir::make_node(OpKind::IndexSelect, t.dtype(), out, trace::node_of(t), trace::node_of(index), a));
 }
 
 }  // namespace lazytrace

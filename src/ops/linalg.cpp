@@ -13,7 +13,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
          "); convert with astype first.");
   Shape out = ir::matmul_shape(a.shape(), b.shape());
   return trace::make_pending(
-      ir::make_node(ir::OpKind::Matmul, common, out, {ops::node_as(a, common), ops::node_as(b, common)}));
+      ir::make_node(ir::OpKind::Matmul, common, out, ops::node_as(a, common), ops::node_as(b, common)));
 }
 
 }  // namespace lazytrace

@@ -62,7 +62,7 @@ ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype) {
     }
     return ir::make_scalar(v, iv, dtype);
   }
-  return ir::make_node(ir::OpKind::Cast, dtype, n->shape, {n});
+  return ir::make_node(ir::OpKind::Cast, dtype, n->shape, n);
 }
 
 ir::NodePtr node_as(const Tensor& t, DType dtype) { return cast_node(trace::node_of(t), dtype); }

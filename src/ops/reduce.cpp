@@ -25,7 +25,7 @@ Tensor reduce(OpKind op, const Tensor& t, std::vector<int> dims, bool keepdim, b
   ir::Attrs a;
   for (int d : dims) a.push(d);
   a.flag = keepdim;
-  return trace::make_pending(ir::make_node(op, dt, out, {trace::node_of(t)}, a));
+  return trace::make_pending(ir::make_node(op, dt, out, trace::node_of(t), a));
 }
 
 void check_softmax_input(const char* name, const Tensor& t) {

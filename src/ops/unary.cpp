@@ -21,7 +21,7 @@ Tensor unary(OpKind op, const Tensor& t, Domain domain) {
   if (domain == Domain::Signed && dt == DType::bool_)
     fail(name, "is not defined for bool tensors (got ", ops::type_of(t),
          "); convert first with astype(t, lt::int64) or astype(t, lt::float32).");
-  return trace::make_pending(ir::make_node(op, dt, t.shape(), {ops::node_as(t, dt)}));
+  return trace::make_pending(ir::make_node(op, dt, t.shape(), ops::node_as(t, dt)));
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   ops::check_defined("copy_", src, "src");
   ir::check_broadcast_to("copy_", src.shape(), shape());
   ir::NodePtr n = ops::node_as(src, dtype());
-  if (n->shape != shape()) n = ir::make_node(ir::OpKind::BroadcastTo, dtype(), shape(), {n});
+  if (n->shape != shape()) n = ir::make_node(ir::OpKind::BroadcastTo, dtype(), shape(), std::move(n));
   if (n->op == ir::OpKind::Data) {  // already a buffer: share it
     impl_->buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
     impl_->node = n;

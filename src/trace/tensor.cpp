@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "backends/cpu/dtype_dispatch.h"
+#include "core/pool.h"
 #include "trace/tensor_impl.h"
 
 namespace lazytrace {
@@ -52,7 +53,7 @@ std::vector<TensorImpl*> pending_impls() {
 }
 
 Tensor make_pending(ir::NodePtr node) {
-  auto impl = std::make_shared<TensorImpl>(node->shape, node->dtype);
+  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), node->shape, node->dtype);
   impl->node = std::move(node);
   impl->link();
   metrics::trace_count.add();
