@@ -42,7 +42,7 @@ class Pool {
     {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = job;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
     work(*job);
@@ -69,23 +69,34 @@ class Pool {
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      // Kernels of one step come back to back: spin a little before sleeping, so the
+      // next one starts without a futex wake-up (tens of microseconds on a VM).
+      for (int i = 0; i < kSpin && generation_.load(std::memory_order_acquire) == seen; ++i)
+        cpu_relax();
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+        cv_.wait(lock, [&] { return stop_ || (generation_.load() != seen && job_ != nullptr); });
         if (stop_) return;
-        seen = generation_;
+        seen = generation_.load();
         job = job_;
       }
       work(*job);
     }
   }
 
+  static void cpu_relax() {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  static constexpr int kSpin = 20000;  // about 0.1 ms of pause instructions
+
   std::vector<std::thread> threads_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
   std::shared_ptr<Job> job_;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
 };
 

@@ -110,7 +110,7 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
   const int threads = runtime::num_threads();
   const bool big = m * n * k >= (int64_t{1} << 17);
   const int64_t split = (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1;
-  const bool by_rows = m >= n;
+  const bool by_rows = m >= 64 * split || m >= n;  // row blocks keep B whole; prefer them
   const int64_t extent = by_rows ? m : n;
   const int64_t block = (extent + split - 1) / std::max<int64_t>(split, 1);
   const int64_t grain = big ? 1 : std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(m * n * k, 1));
