@@ -3,14 +3,66 @@
 // tiles; nothing else computes elementwise results.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "ir/op.h"
 
 namespace lazytrace::cpu::math {
 
+/**
+ * exp for float32 without a libm call, so loops over it vectorize: Cody-Waite range
+ * reduction and Cephes' degree-6 polynomial (relative error about 1e-7).
+ */
+inline float exp_f32(float x) {
+  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  const float t = xc * 1.44269504088896341f;
+  int n = static_cast<int>(t);
+  n -= (t < static_cast<float>(n)) ? 1 : 0;  // floor, without a call
+  const float fn = static_cast<float>(n);
+  float r = xc - fn * 0.693359375f;
+  r += fn * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = p * r * r + r + 1.0f;
+  uint32_t bits = static_cast<uint32_t>(n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  y *= scale;
+  y = x > 88.72283f ? HUGE_VALF : (x < -87.33654f ? 0.0f : y);
+  return x != x ? x : y;
+}
+
+/** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
+inline float tanh_f32(float x) {
+  const float ax = x < 0 ? -x : x;
+  const float z = x * x;
+  float small = -5.70498872745e-3f;
+  small = small * z + 2.06390887954e-2f;
+  small = small * z - 5.37397155531e-2f;
+  small = small * z + 1.33314422036e-1f;
+  small = small * z - 3.33332819422e-1f;
+  small = small * z * x + x;
+  float big = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  big = x < 0 ? -big : big;
+  return ax < 0.625f ? small : big;
+}
+
+template <typename T>
+inline T exp(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_f32(x);
+  else
+    return std::exp(x);
+}
+
 template <typename T>
 inline T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  return T(1) / (T(1) + math::exp(-x));
 }
 
 template <typename T>
@@ -18,11 +70,15 @@ inline T unary(ir::OpKind op, T x) {
   using K = ir::OpKind;
   switch (op) {
     case K::Neg: return -x;
-    case K::Exp: return std::exp(x);
+    case K::Exp: return math::exp(x);
     case K::Log: return std::log(x);
     case K::Sin: return std::sin(x);
     case K::Cos: return std::cos(x);
-    case K::Tanh: return std::tanh(x);
+    case K::Tanh:
+      if constexpr (std::is_same_v<T, float>)
+        return tanh_f32(x);
+      else
+        return std::tanh(x);
     case K::Sigmoid: return sigmoid(x);
     case K::Relu: return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
     case K::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
