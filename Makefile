@@ -26,7 +26,7 @@ bench:
 	@scripts/install-deps.sh --bench
 	@cmake -S . -B $(BUILD)-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_BENCH=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-bench -j $(JOBS)
-	@scripts/run-bench.sh $(BUILD)-bench
+	@scripts/run-bench.sh $(BUILD)-bench -- --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
