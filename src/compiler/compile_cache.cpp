@@ -1,5 +1,6 @@
 #include "compiler/compile_cache.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,9 +17,9 @@ void save_graph(const ir::Graph& g) {
   if (!dir || !*dir) return;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  static int counter = 0;
+  static std::atomic<int> counter{0};
   char name[96];
-  std::snprintf(name, sizeof name, "graph_%04d_%016llx", counter++,
+  std::snprintf(name, sizeof name, "graph_%04d_%016llx", counter.fetch_add(1),
                 static_cast<unsigned long long>(g.key));
   std::string base = std::string(dir) + "/" + (g.name.empty() ? "" : g.name + "_") + name;
   std::ofstream(base + ".txt") << ir::to_text(g);

@@ -5,6 +5,7 @@
 
 #include "compiler/program.h"
 #include "compiler/views.h"
+#include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
 
 namespace lazytrace::compiler {
@@ -23,8 +24,9 @@ struct Value {
 
 struct Group {
   FusedStep step;
-  int step_index = -1;              // >= 0 once sealed: its position in the program
-  std::map<int, int> loaded;        // node -> register it was loaded into (one load per value)
+  int step_index = -1;        // >= 0 once sealed: its position in the program; -2: merged away
+  std::map<int, int> loaded;  // node -> register it was loaded into (one load per value)
+  std::vector<int> members;   // nodes whose value is a register of this group
 };
 
 class Lowering {
@@ -37,7 +39,8 @@ class Lowering {
     p_.num_scalars = static_cast<int>(g_.scalar_nodes.size());
     for (size_t i = 0; i < g_.nodes.size(); ++i) lower_node(static_cast<int>(i));
     bind_results();
-    for (size_t gi = 0; gi < groups_.size(); ++gi) seal(static_cast<int>(gi));
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      if (groups_[gi].step_index != -2) seal(static_cast<int>(gi));
     for (Step& s : p_.steps)
       if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
     plan_arena();
@@ -211,15 +214,25 @@ class Lowering {
 
   void lower_elementwise(int i) {
     const GNode& n = g_.nodes[i];
-    int gid = -1;
-    for (int in : n.inputs) {
+    auto joinable = [&](int in) {
       const Value& v = vals_[in];
-      if (v.kind == Value::Reg && groups_[v.group].step_index < 0 && g_.nodes[in].shape == n.shape) {
-        gid = v.group;
+      return v.kind == Value::Reg && groups_[v.group].step_index < 0 && g_.nodes[in].shape == n.shape;
+    };
+    // Inputs that will be loaded are resolved first: reading them may place (seal) a group,
+    // e.g. one that writes a concat this node reads, and a placed group takes no new members.
+    for (int in : n.inputs)
+      if (!joinable(in)) use_view(in);
+    int gid = -1;
+    for (int in : n.inputs)
+      if (joinable(in)) {
+        gid = vals_[in].group;
         break;
       }
-    }
     if (gid < 0) gid = new_group(n.shape);
+    // Other open groups of the same shape feeding this node join it too: nothing outside
+    // reads them yet, so their instructions can run in the same pass.
+    for (int in : n.inputs)
+      if (joinable(in) && vals_[in].group != gid) merge(gid, vals_[in].group);
     Instr ins{};
     ins.op = n.op;
     ins.dtype = n.dtype;
@@ -231,6 +244,36 @@ class Lowering {
     out.kind = Value::Reg;
     out.group = gid;
     out.reg = emit(gid, ins);
+    groups_[gid].members.push_back(i);
+  }
+
+  // Appends open group `from` to open group `into` (registers and loads renumbered).
+  void merge(int into, int from) {
+    Group& a = groups_[into];
+    Group& b = groups_[from];
+    const int reg_base = a.step.num_regs, load_base = static_cast<int>(a.step.loads.size());
+    for (View& v : b.step.loads) a.step.loads.push_back(std::move(v));
+    for (Instr ins : b.step.program) {
+      ins.dst += reg_base;
+      for (int& r : ins.src)
+        if (r >= 0) r += reg_base;
+      if (ins.load >= 0) ins.load += load_base;
+      a.step.program.push_back(ins);
+    }
+    a.step.num_regs += b.step.num_regs;
+    for (auto& st : b.step.stores) {
+      a.step.stores.push_back({st.reg + reg_base, st.dst});
+      for (int& w : writers_[st.dst.storage])
+        if (w == from) w = into;
+    }
+    for (auto& [node, reg] : b.loaded) a.loaded.try_emplace(node, reg + reg_base);
+    for (int m : b.members) {
+      vals_[m].group = into;
+      vals_[m].reg += reg_base;
+      a.members.push_back(m);
+    }
+    b = Group{};
+    b.step_index = -2;
   }
 
   void lower_layout(int i) {
@@ -295,22 +338,16 @@ class Lowering {
     MatmulStep ms;
     ms.a = matmul_operand(n.inputs[0], false);
     ms.b = matmul_operand(n.inputs[1], true);
-    Shape out;
-    Shape ba, bb;
-    for (int k = 0; k + 2 < ms.a.shape.size(); ++k) ba.push_back(ms.a.shape[k]);
-    for (int k = 0; k + 2 < ms.b.shape.size(); ++k) bb.push_back(ms.b.shape[k]);
-    int nb = std::max(ba.size(), bb.size());
-    for (int k = 0; k < nb; ++k) {
-      int ia = ba.size() - nb + k, ib = bb.size() - nb + k;
-      out.push_back(std::max(ia >= 0 ? ba[ia] : 1, ib >= 0 ? bb[ib] : 1));
-    }
+    Shape ba(ms.a.shape.begin(), ms.a.shape.end() - 2), bb(ms.b.shape.begin(), ms.b.shape.end() - 2);
+    Shape out = ir::broadcast_shapes("matmul", ba, bb);
     out.push_back(ms.a.shape[ms.a.shape.size() - 2]);
     out.push_back(ms.b.shape.back());
     ms.out_shape = out;
     ms.dtype = n.dtype;
     ms.out_storage = new_storage(n.shape, n.dtype);
-    p_.steps.emplace_back(std::move(ms));
-    set_storage_value(i, std::get<MatmulStep>(p_.steps.back()).out_storage);
+    const int storage = ms.out_storage;
+    if (out.numel() > 0) p_.steps.emplace_back(std::move(ms));  // an empty product has no work
+    set_storage_value(i, storage);
   }
 
   void lower_concat(int i) {

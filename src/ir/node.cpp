@@ -1,5 +1,7 @@
 #include "ir/node.h"
 
+#include <atomic>
+
 #include "core/hash.h"
 #include "core/pool.h"
 #include "lazytrace/core/error.h"
@@ -130,8 +132,9 @@ NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape) {
 }
 
 uint32_t next_walk_epoch() {
-  static thread_local uint32_t epoch = 0;
-  return ++epoch;
+  // One counter for all threads: nodes are shared, so a stamp must never repeat.
+  static std::atomic<uint32_t> epoch{0};
+  return epoch.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 }  // namespace lazytrace::ir

@@ -23,6 +23,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 }
 
 void check_broadcast_to(const char* op, const Shape& from, const Shape& to) {
+  for (int64_t d : to)
+    if (d < 0) fail(op, "negative size ", d, " in target shape ", to.str(), "; sizes must be >= 0.");
   if (from.size() > to.size())
     fail(op, "cannot broadcast shape ", from.str(), " to ", to.str(),
          ": the target has fewer dimensions. Reduce or reshape the input first.");
@@ -147,7 +149,7 @@ Shape slice_shape(const Shape& in, int& dim, int64_t& start, int64_t& stop, int6
   start = std::clamp<int64_t>(start, 0, n);
   stop = std::clamp<int64_t>(stop, start, n);
   Shape out = in;
-  out[dim] = (stop - start + step - 1) / step;
+  out[dim] = stop == start ? 0 : 1 + (stop - start - 1) / step;
   return out;
 }
 

@@ -2,7 +2,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/dtype_dispatch.h"
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -116,13 +115,12 @@ Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) 
   check_shape(name, shape);
   if (!is_floating(dtype))
     fail(name, "dtype ", dtype_name(dtype), " is not a floating type; draw floats and convert with astype.");
-  trace::RngState& rng = trace::rng();
+  const trace::RngDraw draw = trace::draw_random(static_cast<uint64_t>(shape.numel()));
   // seed and offset are always parameters, so a new seed or draw never recompiles
   auto param = [](uint64_t v) {
     return ir::make_scalar_param(static_cast<double>(v), static_cast<int64_t>(v), DType::int64);
   };
-  ir::NodePtr seed = param(rng.seed), offset = param(rng.offset);
-  rng.offset += static_cast<uint64_t>(shape.numel());
+  ir::NodePtr seed = param(draw.seed), offset = param(draw.offset);
   return trace::make_pending(ir::make_node(op, dtype, shape, seed, offset));
 }
 }  // namespace
@@ -135,8 +133,7 @@ Tensor rand(const Shape& shape, DType dtype) {
 }
 
 void manual_seed(uint64_t seed) {
-  trace::rng().seed = seed;
-  trace::rng().offset = 0;
+  trace::seed_random(seed);
 }
 
 }  // namespace lazytrace

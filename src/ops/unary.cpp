@@ -56,21 +56,4 @@ Tensor clone(const Tensor& t) {
   return trace::make_pending(impl.node);
 }
 
-Tensor& Tensor::copy_(const Tensor& src) {
-  trace::OpScope scope;
-  ops::check_defined("copy_", *this, "self");
-  ops::check_defined("copy_", src, "src");
-  ir::check_broadcast_to("copy_", src.shape(), shape());
-  ir::NodePtr n = ops::node_as(src, dtype());
-  if (n->shape != shape()) n = ir::make_node(ir::OpKind::BroadcastTo, dtype(), shape(), std::move(n));
-  if (n->op == ir::OpKind::Data) {  // already a buffer: share it
-    impl_->buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
-    impl_->node = n;
-    impl_->unlink();
-    return *this;
-  }
-  trace::set_pending(*impl_, std::move(n));
-  return *this;
-}
-
 }  // namespace lazytrace

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,6 +19,8 @@ struct Job {
   int64_t chunks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
+  std::mutex error_mu;
+  std::exception_ptr error;  // the first exception a chunk threw; rethrown by run()
 };
 
 class Pool {
@@ -46,9 +49,12 @@ class Pool {
     }
     cv_.notify_all();
     work(*job);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
-    job_.reset();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
+      job_.reset();
+    }
+    if (job->error) std::rethrow_exception(job->error);
   }
 
  private:
@@ -56,7 +62,12 @@ class Pool {
     t_in_parallel = true;
     int64_t finished = 0;
     for (int64_t c; (c = job.next.fetch_add(1)) < job.chunks;) {
-      (*job.task)(c);
+      try {
+        (*job.task)(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(job.error_mu);
+        if (!job.error) job.error = std::current_exception();
+      }
       ++finished;
     }
     t_in_parallel = false;

@@ -1,5 +1,7 @@
 // sync(): gather the pending tensors, find or compile the graph's executable, run it, and
 // cut the pending graph at the results.
+#include <mutex>
+
 #include "backends/cpu/cpu_device.h"
 #include "compiler/compile_cache.h"
 #include "compiler/program.h"
@@ -7,18 +9,18 @@
 #include "trace/tensor_impl.h"
 
 namespace lazytrace {
-namespace trace {
-std::vector<TensorImpl*> pending_impls();
-}
-
 namespace {
 
-void sync_impls(const std::vector<TensorImpl*>& impls) {
+// Walks stamp scratch fields on shared nodes, so one graph is gathered at a time.
+std::mutex g_walk_mutex;
+
+void sync_impls(const std::vector<std::shared_ptr<TensorImpl>>& impls) {
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   std::vector<TensorImpl*> todo;
   std::vector<ir::Node*> roots;
-  for (TensorImpl* impl : impls)
+  for (const auto& impl : impls)
     if (impl->pending()) {
-      todo.push_back(impl);
+      todo.push_back(impl.get());
       roots.push_back(impl->node.get());
     }
   if (roots.empty()) return;
@@ -54,13 +56,13 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-void sync() { sync_impls(trace::pending_impls()); }
+void sync() { sync_impls(trace::pending_tensors()); }
 
 void sync(const std::vector<Tensor>& tensors) {
-  std::vector<TensorImpl*> impls;
+  std::vector<std::shared_ptr<TensorImpl>> impls;
   for (const Tensor& t : tensors) {
     if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");
-    impls.push_back(t.impl().get());
+    impls.push_back(t.impl());
   }
   sync_impls(impls);
 }
@@ -68,14 +70,17 @@ void sync(const std::vector<Tensor>& tensors) {
 namespace debug {
 
 std::string to_text(const std::vector<Tensor>& tensors) {
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   return ir::to_text(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
 }
 
 std::string to_dot(const std::vector<Tensor>& tensors) {
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   return ir::to_dot(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
 }
 
 std::string to_program(const std::vector<Tensor>& tensors) {
+  std::unique_lock<std::mutex> lock(g_walk_mutex);
   ir::Graph g = compiler::optimize(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
   return compiler::describe(compiler::lower(g));
 }

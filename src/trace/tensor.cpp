@@ -1,17 +1,16 @@
 #include <cstring>
+#include <atomic>
 #include <functional>
+#include <mutex>
 #include <sstream>
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "core/pool.h"
+#include "ir/shape_rules.h"
 #include "trace/tensor_impl.h"
 
 namespace lazytrace {
 namespace {
-
-// Live pending tensors of this thread, as an intrusive list: linking and unlinking are a
-// few pointer writes, with no lock and no allocation.
-thread_local TensorImpl* t_pending_head = nullptr;
 
 TensorImpl& impl_of(const Tensor& t, const char* op) {
   if (!t.defined()) fail(op, "the tensor is undefined (default-constructed); assign it first.");
@@ -20,35 +19,69 @@ TensorImpl& impl_of(const Tensor& t, const char* op) {
 
 }  // namespace
 
+// The live pending tensors recorded by one thread: an intrusive list, so linking and
+// unlinking are a few pointer writes and no allocation. A tiny spin lock guards it, since
+// a tensor may be dropped or synced on another thread than the one that recorded it.
+struct PendingList {
+  std::atomic_flag busy = ATOMIC_FLAG_INIT;
+  TensorImpl* head = nullptr;
+  void lock() {
+    while (busy.test_and_set(std::memory_order_acquire)) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+  void unlock() { busy.clear(std::memory_order_release); }
+};
+
+namespace {
+PendingList& my_list() {
+  // Never freed: tensors recorded by a thread that has ended may still point at it.
+  static thread_local PendingList* list = new PendingList();
+  return *list;
+}
+}  // namespace
+
 TensorImpl::~TensorImpl() { unlink(); }
 
 void TensorImpl::link() {
-  if (linked) return;
-  next = t_pending_head;
+  if (owner) return;
+  PendingList& list = my_list();
+  list.lock();
+  next = list.head;
   prev = nullptr;
   if (next) next->prev = this;
-  t_pending_head = this;
-  linked = true;
+  list.head = this;
+  owner = &list;
+  list.unlock();
 }
 
 void TensorImpl::unlink() {
-  if (!linked) return;
+  PendingList* list = owner;
+  if (!list) return;
+  list->lock();
   if (prev)
     prev->next = next;
   else
-    t_pending_head = next;
+    list->head = next;
   if (next) next->prev = prev;
   prev = next = nullptr;
-  linked = false;
+  owner = nullptr;
+  list->unlock();
 }
 
 namespace trace {
 
 thread_local int OpScope::depth_ = 0;
 
-std::vector<TensorImpl*> pending_impls() {
-  std::vector<TensorImpl*> out;
-  for (TensorImpl* p = t_pending_head; p; p = p->next) out.push_back(p);
+std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {
+  std::vector<std::shared_ptr<TensorImpl>> out;
+  PendingList& list = my_list();
+  list.lock();
+  for (TensorImpl* p = list.head; p; p = p->next)
+    if (auto alive = p->weak_from_this().lock()) out.push_back(std::move(alive));  // not one being destroyed
+  list.unlock();
   return out;
 }
 
@@ -85,9 +118,30 @@ const runtime::BufferPtr& materialize(const Tensor& t) {
   return impl.buffer;
 }
 
-RngState& rng() {
-  static RngState state;
-  return state;
+namespace {
+struct Rng {
+  std::mutex mu;
+  uint64_t seed = 0, offset = 0;
+};
+Rng& rng() {
+  static Rng r;
+  return r;
+}
+}  // namespace
+
+RngDraw draw_random(uint64_t n) {
+  Rng& r = rng();
+  std::lock_guard<std::mutex> lock(r.mu);
+  RngDraw d{r.seed, r.offset};
+  r.offset += n;
+  return d;
+}
+
+void seed_random(uint64_t seed) {
+  Rng& r = rng();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.seed = seed;
+  r.offset = 0;
 }
 
 }  // namespace trace
@@ -132,6 +186,28 @@ void Tensor::read_into(DType as, void* out, const char* op) const {
       for (int64_t i = 0; i < n; ++i) dst[i] = cpu::convert<D>(src[i]);
     });
   });
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  trace::OpScope scope;
+  TensorImpl& self = impl_of(*this, "copy_");
+  if (!src.defined())
+    fail("copy_", "argument 'src' is an undefined (default-constructed) tensor; pass a tensor.");
+  ir::check_broadcast_to("copy_", src.shape(), self.shape);
+  ir::NodePtr n = trace::node_of(src);
+  if (n->dtype != self.dtype) {
+    Shape s = n->shape;
+    n = ir::make_node(ir::OpKind::Cast, self.dtype, std::move(s), std::move(n));
+  }
+  if (n->shape != self.shape) n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
+  if (n->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
+    self.buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
+    self.node = std::move(n);
+    self.unlink();
+    return *this;
+  }
+  trace::set_pending(self, std::move(n));
+  return *this;
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

@@ -2,6 +2,7 @@
 // TensorImpl and the recording interface that ops/ uses: make a pending tensor from a
 // node, get the node of any tensor, time the recording.
 #include <memory>
+#include <vector>
 
 #include "ir/node.h"
 #include "lazytrace/trace/tensor.h"
@@ -10,17 +11,20 @@
 
 namespace lazytrace {
 
-struct TensorImpl {
+struct PendingList;
+
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   Shape shape;
   DType dtype;
   // Pending: the op that computes this tensor. Materialized: null, or the cached Data
   // node that stands for `buffer` in later graphs.
   ir::NodePtr node;
   runtime::BufferPtr buffer;
-  // Link in the list of live pending tensors that sync() computes.
+  // Link in the list of live pending tensors that sync() computes: the list of the thread
+  // that recorded the tensor (`owner`), which any thread may unlink it from.
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
-  bool linked = false;
+  PendingList* owner = nullptr;
 
   TensorImpl(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
   ~TensorImpl();
@@ -34,6 +38,8 @@ struct TensorImpl {
 
 namespace trace {
 
+/** This thread's live pending tensors (the ones still alive), for sync(). */
+std::vector<std::shared_ptr<TensorImpl>> pending_tensors();
 /** A new pending tensor computed by `node`. */
 Tensor make_pending(ir::NodePtr node);
 /** Sets an existing tensor to be computed by `node` (copy_). */
@@ -45,16 +51,18 @@ const ir::NodePtr& node_of(const Tensor& t);
 /** The tensor's buffer, computing it first if it is pending. */
 const runtime::BufferPtr& materialize(const Tensor& t);
 
-/** The random generator's state; each random op takes numel counters. */
-struct RngState {
-  uint64_t seed = 0;
-  uint64_t offset = 0;
+/** The global generator's (seed, first counter) for a draw of n numbers; advances it by n. */
+struct RngDraw {
+  uint64_t seed;
+  uint64_t offset;
 };
-RngState& rng();
+RngDraw draw_random(uint64_t n);
+/** Restarts the generator at counter 0 of a new seed. */
+void seed_random(uint64_t seed);
 
 /**
- * Marks the recording of one public op: counts it and adds its time to TraceTime.
- * Nested ops (an op built from others) count and time only at the outermost level.
+ * Marks the recording of one public op and adds its time to TraceTime; an op built from
+ * others (softmax) is timed once, at the outermost level. TraceCount counts nodes recorded.
  */
 class OpScope {
  public:

@@ -16,8 +16,6 @@ inline constexpr DType int32 = DType::int32;
 inline constexpr DType int64 = DType::int64;
 inline constexpr DType bool_ = DType::bool_;
 
-inline constexpr int kNumDTypes = 7;
-
 /** Bytes per element as stored (float16 and bfloat16 take 2). */
 size_t itemsize(DType t);
 /** "float32", "bfloat16", ... */

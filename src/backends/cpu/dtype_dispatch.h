@@ -8,16 +8,6 @@
 
 namespace lazytrace::cpu {
 
-template <DType D>
-struct Storage;
-template <> struct Storage<DType::float32> { using type = float; using compute = float; };
-template <> struct Storage<DType::float64> { using type = double; using compute = double; };
-template <> struct Storage<DType::float16> { using type = Half; using compute = float; };
-template <> struct Storage<DType::bfloat16> { using type = BFloat16; using compute = float; };
-template <> struct Storage<DType::int32> { using type = int32_t; using compute = int64_t; };
-template <> struct Storage<DType::int64> { using type = int64_t; using compute = int64_t; };
-template <> struct Storage<DType::bool_> { using type = bool; using compute = int64_t; };
-
 template <typename T>
 struct Tag {
   using type = T;

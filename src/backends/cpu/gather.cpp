@@ -48,11 +48,7 @@ void run_gather(const compiler::GatherStep& s, const RunContext& ctx) {
     const int64_t dstride = s.in.strides[s.dim];
     int64_t w = 0;
     for (int64_t o = 0; o < no; ++o) {
-      int64_t base = s.in.offset, rem = o;
-      for (int d = outer.size() - 1; d >= 0; --d) {
-        base += (rem % outer[d]) * ostr[d];
-        rem /= outer[d];
-      }
+      const int64_t base = offset_of(o, outer, ostr.data(), s.in.offset);
       for (int64_t j = 0; j < nj; ++j) {
         for_each_run(inner, istr.data(), base + idx[j] * dstride, 0, ni,
                      [&](int64_t off, int64_t cnt, int64_t st) {

@@ -64,11 +64,7 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
     runtime::parallel_for(nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
                           [&](int64_t o0, int64_t o1) {
       for (int64_t o = o0; o < o1; ++o) {
-        int64_t base = in.offset, rem = o;
-        for (int d = kshape.size() - 1; d >= 0; --d) {
-          base += (rem % kshape[d]) * kstr[d];
-          rem /= kshape[d];
-        }
+        const int64_t base = offset_of(o, kshape, kstr.data(), in.offset);
         A acc = init_value<A>(op);
         for_each_run(rshape, rstr.data(), base, 0, nred, [&](int64_t off, int64_t cnt, int64_t st) {
           for (int64_t j = 0; j < cnt; ++j) acc = combine(op, acc, convert<A>(p[off + j * st]));
@@ -83,11 +79,7 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
     thread_local std::vector<A> accs;
     accs.assign(static_cast<size_t>(o1 - o0), init_value<A>(op));
     for (int64_t r = 0; r < nred; ++r) {
-      int64_t base = in.offset, rem = r;
-      for (int d = rshape.size() - 1; d >= 0; --d) {
-        base += (rem % rshape[d]) * rstr[d];
-        rem /= rshape[d];
-      }
+      const int64_t base = offset_of(r, rshape, rstr.data(), in.offset);
       int64_t w = 0;
       for_each_run(kshape, kstr.data(), base, o0, o1 - o0, [&](int64_t off, int64_t cnt, int64_t st) {
         for (int64_t j = 0; j < cnt; ++j) accs[w + j] = combine(op, accs[w + j], convert<A>(p[off + j * st]));

@@ -13,9 +13,19 @@ namespace lazytrace::cpu {
  * consecutive elements along the last dim it calls f(offset, count, stride), where
  * offset is in elements from `base` and stride is the last dim's stride.
  */
+/** Element offset (from `base`) of row-major position `linear` in a strided view. */
+inline int64_t offset_of(int64_t linear, const Shape& shape, const int64_t* strides, int64_t base) {
+  for (int d = shape.size() - 1; d >= 0; --d) {
+    base += (linear % shape[d]) * strides[d];
+    linear /= shape[d];
+  }
+  return base;
+}
+
 template <typename F>
 void for_each_run(const Shape& shape, const int64_t* strides, int64_t base, int64_t start,
                   int64_t n, F&& f) {
+  if (n <= 0) return;
   const int nd = shape.size();
   if (nd == 0) {
     if (n > 0) f(base, int64_t{1}, int64_t{0});
