@@ -123,7 +123,7 @@ TEST(CompileCache, IsBoundedLeastRecentlyUsedFirst) {
   EXPECT_EQ(cache.capacity(), 3u);
   lt::metrics::reset();
   auto compile = [&](uint64_t key) {
-    return cache.get_or_compile(key, lt::cpu::cpu_device(), [] {
+    return cache.get_or_compile(key, {0, 0, 1, 1}, lt::cpu::cpu_device(), [] {
       lt::ir::Graph g;
       lt::ir::GNode n;
       n.op = lt::ir::OpKind::Scalar;
@@ -146,6 +146,19 @@ TEST(CompileCache, IsBoundedLeastRecentlyUsedFirst) {
   EXPECT_EQ(counter("CacheHit"), 3);
   compile(2);
   EXPECT_EQ(counter("CompileCount"), 1);
+  // the same key with another argument count is a (hash) collision: compiled anew
+  auto other = cache.get_or_compile(1, {0, 0, 2, 1}, lt::cpu::cpu_device(), [] {
+    lt::ir::Graph g;
+    lt::ir::GNode n;
+    n.op = lt::ir::OpKind::Scalar;
+    n.dtype = lt::float32;
+    n.value = 1;
+    g.nodes.push_back(n);
+    g.results = {0, 0};
+    return g;
+  });
+  EXPECT_EQ(counter("CompileCount"), 2);
+  EXPECT_EQ(other->run({}, {}).size(), 2u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <lazytrace/lazytrace.h>
 
 namespace {
@@ -67,6 +68,19 @@ TEST(Trace, SyncOfSomeTensorsLeavesTheOthersPending) {
   EXPECT_FALSE(a.is_pending());
   EXPECT_TRUE(b.is_pending());
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>{4, 6}));
+}
+
+TEST(Trace, SyncCutsThePendingGraphAtWhatItComputed) {
+  auto x = lt::tensor({1.0f, 2.0f});
+  auto a = lt::exp(x) + 1.0f;
+  auto b = a * 2.0f;
+  auto c = lt::clone(a);  // shares a's recorded op
+  lt::sync({a});
+  std::string text = lt::debug::to_text({b});
+  EXPECT_EQ(text.find("exp"), std::string::npos) << text;  // b reads a's buffer
+  EXPECT_FALSE(c.is_pending());                             // the shared op was computed
+  EXPECT_EQ(c.to_vector<float>(), a.to_vector<float>());
+  EXPECT_NEAR(b.to_vector<float>()[1], 2 * (std::exp(2.0f) + 1), 1e-4);
 }
 
 TEST(Trace, DataNeverEntersTheGraphHash) {

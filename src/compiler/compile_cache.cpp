@@ -37,10 +37,17 @@ CompileCache::CompileCache() {
 }
 
 std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
-    uint64_t key, runtime::Device& device, const std::function<ir::Graph()>& build_graph) {
+    uint64_t key, const GraphShape& shape, runtime::Device& device,
+    const std::function<ir::Graph()>& build_graph) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);
+    // a 64-bit key could collide: an entry that takes other arguments is not this graph
+    if (it != map_.end() && !(it->second.shape == shape)) {
+      lru_.erase(it->second.pos);
+      map_.erase(it);
+      it = map_.end();
+    }
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.pos);
       metrics::cache_hit.add();
@@ -60,9 +67,13 @@ std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(key);
-  if (it != map_.end()) return it->second.exe;
+  if (it != map_.end() && it->second.shape == shape) return it->second.exe;
+  if (it != map_.end()) {
+    lru_.erase(it->second.pos);
+    map_.erase(it);
+  }
   lru_.push_front(key);
-  map_[key] = Entry{exe, lru_.begin()};
+  map_[key] = Entry{exe, shape, lru_.begin()};
   evict_locked();
   return exe;
 }

@@ -12,6 +12,12 @@
 
 namespace lazytrace::compiler {
 
+/** What an executable's caller must supply; checked on every hit as a guard on the key. */
+struct GraphShape {
+  size_t params = 0, scalars = 0, results = 0, nodes = 0;
+  bool operator==(const GraphShape&) const = default;
+};
+
 class CompileCache {
  public:
   /** Capacity from LAZYTRACE_COMPILE_CACHE_SIZE (default 1024). */
@@ -22,7 +28,8 @@ class CompileCache {
    * optimized, verified and compiled by `device`.
    */
   std::shared_ptr<runtime::Executable> get_or_compile(
-      uint64_t key, runtime::Device& device, const std::function<ir::Graph()>& build_graph);
+      uint64_t key, const GraphShape& shape, runtime::Device& device,
+      const std::function<ir::Graph()>& build_graph);
 
   size_t size() const;
   size_t capacity() const { return capacity_; }
@@ -39,6 +46,7 @@ class CompileCache {
   std::list<uint64_t> lru_;  // most recent first
   struct Entry {
     std::shared_ptr<runtime::Executable> exe;
+    GraphShape shape;
     std::list<uint64_t>::iterator pos;
   };
   std::unordered_map<uint64_t, Entry> map_;

@@ -103,6 +103,22 @@ NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> oper
                         static_cast<int>(operands.size()), attrs);
 }
 
+void Node::become_data(std::shared_ptr<void> buffer) {
+  std::vector<NodePtr> released;  // destroyed at the end, iteratively, like any chain
+  for (int i = 0; i < n_inline_; ++i) released.push_back(std::move(inline_[i]));
+  for (auto& o : more_) released.push_back(std::move(o));
+  n_inline_ = 0;
+  more_.clear();
+  op = OpKind::Data;
+  attrs = Attrs{};
+  value = 0;
+  ivalue = 0;
+  scalar_is_param = false;
+  data = std::move(buffer);
+  local_hash = local_hash_of(*this);
+  hash = local_hash;
+}
+
 NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
   auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
   n->value = value;

@@ -56,6 +56,13 @@ struct Node {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
+  /**
+   * Turns a computed op into a leaf for its result buffer, in place, releasing its
+   * operands: every pending op that uses it now reads the buffer instead of recomputing
+   * it (the pending graph is cut at what sync() computed).
+   */
+  void become_data(std::shared_ptr<void> buffer);
+
  private:
   static constexpr int kInline = 3;
   std::array<NodePtr, kInline> inline_;

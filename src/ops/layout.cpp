@@ -20,9 +20,9 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
   ops::check_defined("reshape", t);
   Shape out = ir::reshape_shape(t.shape(), shape.vec());
   if (out == t.shape()) return t;
-  const TensorImpl& impl = *t.impl();
+  TensorImpl& impl = *t.impl();
   if (!impl.pending())  // a materialized buffer is already contiguous: share it
-    return trace::make_materialized(impl.buffer, impl.dtype, out);
+    return trace::make_materialized(impl.materialized(), impl.dtype, out);
   return layout(OpKind::Reshape, t, out);
 }
 

@@ -50,8 +50,8 @@ Tensor astype(const Tensor& t, DType dtype) {
 
 Tensor clone(const Tensor& t) {
   ops::check_defined("clone", t);
-  const TensorImpl& impl = *t.impl();
-  if (!impl.pending()) return trace::make_materialized(impl.buffer, impl.dtype, impl.shape);
+  TensorImpl& impl = *t.impl();
+  if (!impl.pending()) return trace::make_materialized(impl.materialized(), impl.dtype, impl.shape);
   trace::OpScope scope;
   return trace::make_pending(impl.node);
 }

@@ -25,8 +25,10 @@ void sync_impls(const std::vector<std::shared_ptr<TensorImpl>>& impls) {
     }
   if (roots.empty()) return;
   ir::Walk w = ir::walk(roots);
+  const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
+                                   w.order.size()};
   auto exe = compiler::CompileCache::global().get_or_compile(
-      w.key, cpu::cpu_device(), [&] { return ir::build_graph(w, ""); });
+      w.key, shape, cpu::cpu_device(), [&] { return ir::build_graph(w, ""); });
   std::vector<runtime::BufferPtr> params;
   params.reserve(w.params.size());
   for (ir::Node* n : w.params) params.push_back(std::static_pointer_cast<runtime::Buffer>(n->data));
@@ -40,12 +42,14 @@ void sync_impls(const std::vector<std::shared_ptr<TensorImpl>>& impls) {
   }
   metrics::execute_count.add();
   metrics::sync_count.add();
+  // Cut the pending graph: each computed op becomes a leaf for its buffer, so tensors
+  // still pending that use it (after a partial sync) read it instead of recomputing it.
   for (size_t i = 0; i < todo.size(); ++i) {
-    todo[i]->buffer = std::move(results[i]);
-    todo[i]->unlink();
+    TensorImpl& impl = *todo[i];
+    impl.buffer = results[i];
+    impl.unlink();
+    if (impl.node->op != ir::OpKind::Data) impl.node->become_data(results[i]);
   }
-  // Release the recorded ops last: freeing a long chain happens after the results are set.
-  for (TensorImpl* impl : todo) impl->node.reset();
 }
 
 std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {

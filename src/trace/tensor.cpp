@@ -115,7 +115,7 @@ const ir::NodePtr& node_of(const Tensor& t) {
 const runtime::BufferPtr& materialize(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
   if (impl.pending()) sync({t});
-  return impl.buffer;
+  return impl.materialized();
 }
 
 namespace {

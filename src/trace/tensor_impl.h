@@ -32,6 +32,12 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   TensorImpl& operator=(const TensorImpl&) = delete;
 
   bool pending() const { return node && node->op != ir::OpKind::Data; }
+  /** The buffer of a materialized tensor (also one whose shared op another sync computed). */
+  const runtime::BufferPtr& materialized() {
+    if (!buffer && node && node->op == ir::OpKind::Data)
+      buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+    return buffer;
+  }
   void link();
   void unlink();
 };
