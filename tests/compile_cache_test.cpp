@@ -168,6 +168,7 @@ namespace {
 // Regression: a weak node hash once let iota:i64[5] and iota:i32[4] share an executable
 // (the dtype and the dim cancelled out), returning int64 bytes read as int32.
 TEST(CompileCache, NearlyIdenticalGraphsNeverShareAnExecutable) {
+  lt::metrics::reset();
   EXPECT_EQ(lt::arange(5).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(lt::arange(4, lt::int32).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3}));
   auto x = lt::tensor({1.0f, 2.0f, 3.0f});
