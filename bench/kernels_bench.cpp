@@ -121,7 +121,6 @@ void BM_Matmul_RawSgemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Matmul_RawSgemm)->Apply(decoder_shapes)->UseRealTime();
 
-
 // ---------------------------------------------------------------------------------------
 // 8 elementwise ops over 4M floats (16 MiB), fused (record all 8, one sync: one graph, one
 // kernel) against unfused (a sync after every op: 8 graphs, each its own kernel reading and

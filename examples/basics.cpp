@@ -1,6 +1,6 @@
 // Tensors are recorded, not run; sync() compiles the pending graph once and runs it.
-#include <iostream>
 #include <lazytrace/lazytrace.h>
+#include <iostream>
 
 int main() {
   auto x = lt::tensor({1.0f, 2.0f, 3.0f});

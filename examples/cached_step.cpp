@@ -1,7 +1,7 @@
 // A repeated step compiles once: ten steps of a small MLP on fresh data, with a scale
 // that changes every step, give one compile and nine cache hits.
-#include <cstdio>
 #include <lazytrace/lazytrace.h>
+#include <cstdio>
 
 int main() {
   lt::manual_seed(0);
@@ -23,6 +23,7 @@ int main() {
   std::printf("CompileCount %lld (the step, and the mean read), CacheHit %lld\n",
               static_cast<long long>(lt::metrics::counter("CompileCount")),
               static_cast<long long>(lt::metrics::counter("CacheHit")));
-  std::printf("%s", lt::debug::to_program({lt::gelu(lt::matmul(lt::randn({32, 64}), w1)) * 2.5f}).c_str());
+  std::printf(
+      "%s", lt::debug::to_program({lt::gelu(lt::matmul(lt::randn({32, 64}), w1)) * 2.5f}).c_str());
   return lt::metrics::counter("CompileCount") == 2 ? 0 : 1;
 }

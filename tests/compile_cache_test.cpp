@@ -2,16 +2,18 @@
 // new shape compiles once more; the cache is bounded.
 #include <gtest/gtest.h>
 
+#include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <cstdlib>
-#include <lazytrace/lazytrace.h>
 
 #include "backends/cpu/cpu_device.h"
 #include "compiler/compile_cache.h"
 
 namespace {
 
-int64_t counter(const char* name) { return lt::metrics::counter(name); }
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
 
 struct Mlp {
   lt::Tensor w1, b1, w2, b2, w3, b3;

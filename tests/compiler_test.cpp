@@ -1,9 +1,9 @@
 // The compiler's plan: fusion, views, buffer planning, and the edge cases that once broke it.
 #include <gtest/gtest.h>
 
+#include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <cstdint>
-#include <lazytrace/lazytrace.h>
 #include <string>
 
 namespace {
@@ -63,7 +63,8 @@ TEST(Compiler, ConcatWithAnEmptyPartnerThenElementwise) {
   auto c = lt::concat({lt::zeros({0, 3}), a});
   auto b = a * c;
   auto got = b.to_vector<float>();
-  for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[i], std::exp(2.0 * (i + 1)), 1e-3 * std::exp(2.0 * (i + 1)));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_NEAR(got[i], std::exp(2.0 * (i + 1)), 1e-3 * std::exp(2.0 * (i + 1)));
 }
 
 // Regression: an empty batch dim made matmul write past its output.
@@ -87,7 +88,7 @@ TEST(Compiler, ReductionsAndGathersOverEmptyTensors) {
 TEST(Compiler, ResultsThatAreViewsOfInputsShareOrCopyCorrectly) {
   auto x = lt::tensor(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
   auto same = lt::reshape(x * 1.0f, {3, 2});  // x*1 simplifies to x: a reshape of a parameter
-  auto t = lt::transpose(x);                   // a strided view: copied into its own buffer
+  auto t = lt::transpose(x);                  // a strided view: copied into its own buffer
   lt::sync();
   EXPECT_EQ(same.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));

@@ -1,8 +1,8 @@
 // Every user mistake is an lt::Error that names the op, the shapes or dtypes, and a fix.
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <lazytrace/lazytrace.h>
+#include <functional>
 
 namespace {
 
@@ -12,39 +12,56 @@ void expect_error(const std::function<void()>& f, std::initializer_list<const ch
     f();
   } catch (const lt::Error& e) {
     std::string msg = e.what();
-    for (const char* p : pieces) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const char* p : pieces)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
     return;
   }
   ADD_FAILURE() << "no lt::Error thrown";
 }
 
-lt::Tensor f32(lt::Shape s) { return lt::zeros(s); }
+lt::Tensor f32(lt::Shape s) {
+  return lt::zeros(s);
+}
 
 TEST(Errors, BroadcastMismatch) {
   expect_error([] { (void)(f32({2, 3}) + f32({4})); }, {"[add]", "[2, 3]", "[4]", "broadcast"});
   expect_error([] { (void)lt::mul(f32({2, 3}), f32({3, 2})); }, {"[mul]", "[3, 2]"});
   expect_error([] { (void)lt::where(f32({2}) > 0, f32({3}), f32({2})); }, {"[where]"});
-  expect_error([] { (void)lt::broadcast_to(f32({3}), {2, 4}); }, {"[broadcast_to]", "[3]", "[2, 4]"});
+  expect_error(
+      [] {
+        (void)lt::broadcast_to(f32({3}), {2, 4});
+      },
+      {"[broadcast_to]", "[3]", "[2, 4]"});
 }
 
 TEST(Errors, Matmul) {
-  expect_error([] { (void)lt::matmul(f32({2, 3}), f32({4, 5})); },
-               {"[matmul]", "[2, 3]", "[4, 5]", "not aligned"});
+  expect_error(
+      [] {
+        (void)lt::matmul(f32({2, 3}), f32({4, 5}));
+      },
+      {"[matmul]", "[2, 3]", "[4, 5]", "not aligned"});
   expect_error([] { (void)lt::matmul(f32({2, 2, 3}), f32({3, 3, 4})); }, {"[matmul]", "broadcast"});
   expect_error([] { (void)lt::matmul(f32({}), f32({3})); }, {"[matmul]", "at least 1 dimension"});
   expect_error([] { (void)lt::matmul(f32({2}) > 0, f32({2}) > 0); }, {"[matmul]", "bool"});
 }
 
 TEST(Errors, ConcatAndStack) {
-  expect_error([] { (void)lt::concat({f32({2, 3}), f32({2, 4})}, 0); },
-               {"[concat]", "[2, 4]", "[2, 3]", "dim 0"});
+  expect_error(
+      [] {
+        (void)lt::concat({f32({2, 3}), f32({2, 4})}, 0);
+      },
+      {"[concat]", "[2, 4]", "[2, 3]", "dim 0"});
   expect_error([] { (void)lt::concat({}, 0); }, {"[concat]", "at least one"});
   expect_error([] { (void)lt::concat({f32({2}), f32({2})}, 1); }, {"[concat]", "out of range"});
   expect_error([] { (void)lt::stack({f32({2}), f32({3})}); }, {"[stack]", "[3]", "same shape"});
 }
 
 TEST(Errors, Reshape) {
-  expect_error([] { (void)lt::reshape(f32({2, 3}), {4, 2}); }, {"[reshape]", "[2, 3]", "[4, 2]", "6"});
+  expect_error(
+      [] {
+        (void)lt::reshape(f32({2, 3}), {4, 2});
+      },
+      {"[reshape]", "[2, 3]", "[4, 2]", "6"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {-1, -1}); }, {"[reshape]", "only one"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {4, -1}); }, {"[reshape]", "divide"});
   expect_error([] { (void)lt::squeeze(f32({2, 3}), 0); }, {"[squeeze]", "size 2"});
@@ -59,7 +76,11 @@ TEST(Errors, BadDims) {
   expect_error([] { (void)lt::permute(f32({2, 3}), {0, 0}); }, {"[permute]", "twice"});
   expect_error([] { (void)lt::slice(f32({2, 3}), 2, 0, 1); }, {"[slice]", "dim 2"});
   expect_error([] { (void)lt::slice(f32({2, 3}), 1, 0, 1, 0); }, {"[slice]", "step"});
-  expect_error([] { (void)lt::index_select(f32({2, 3}), 2, lt::tensor({0})); }, {"[index_select]", "dim 2"});
+  expect_error(
+      [] {
+        (void)lt::index_select(f32({2, 3}), 2, lt::tensor({0}));
+      },
+      {"[index_select]", "dim 2"});
   expect_error([] { (void)f32({2, 3}).size(2); }, {"[size]", "dim 2"});
   expect_error([] { (void)lt::amax(f32({0, 3}), {0}); }, {"[amax]", "size 0"});
 }
@@ -67,8 +88,10 @@ TEST(Errors, BadDims) {
 TEST(Errors, BadDtypes) {
   expect_error([] { (void)lt::mean(lt::tensor({1, 2, 3})); }, {"[mean]", "i64[3]", "astype"});
   expect_error([] { (void)lt::softmax(lt::tensor({1, 2})); }, {"[softmax]", "i64[2]"});
-  expect_error([] { (void)lt::where(f32({2}), f32({2}), f32({2})); }, {"[where]", "bool", "f32[2]"});
-  expect_error([] { (void)lt::index_select(f32({3}), 0, lt::tensor({0.0f})); }, {"[index_select]", "int32 or int64"});
+  expect_error([] { (void)lt::where(f32({2}), f32({2}), f32({2})); },
+               {"[where]", "bool", "f32[2]"});
+  expect_error([] { (void)lt::index_select(f32({3}), 0, lt::tensor({0.0f})); },
+               {"[index_select]", "int32 or int64"});
   expect_error([] { (void)lt::neg(f32({2}) > 0); }, {"[neg]", "bool"});
   expect_error([] { (void)((f32({2}) > 0) - (f32({2}) > 0)); }, {"[sub]", "bool"});
   expect_error([] { (void)lt::randn({2}, lt::int32); }, {"[randn]", "int32"});
@@ -79,18 +102,30 @@ TEST(Errors, ReadingOutOfRange) {
   expect_error([] { (void)lt::select(f32({2, 3}), 1, 3); }, {"[select]", "index 3", "size 3"});
   expect_error([] { (void)lt::select(f32({2, 3}), 0, -3); }, {"[select]", "index -3"});
   expect_error([] { (void)f32({2, 3}).item<float>(); }, {"[item]", "[2, 3]", "6 elements"});
-  expect_error([] { (void)lt::index_select(lt::tensor({1.0f, 2.0f}), 0, lt::tensor({0, 2})).to_vector<float>(); },
-               {"[index_select]", "index 2", "size 2"});
+  expect_error(
+      [] {
+        (void)lt::index_select(lt::tensor({1.0f, 2.0f}), 0, lt::tensor({0, 2})).to_vector<float>();
+      },
+      {"[index_select]", "index 2", "size 2"});
 }
 
 TEST(Errors, CreationAndUndefined) {
-  expect_error([] { (void)lt::tensor(std::vector<float>{1, 2, 3}, {2, 2}); }, {"[tensor]", "3 values", "[2, 2]"});
+  expect_error(
+      [] {
+        (void)lt::tensor(std::vector<float>{1, 2, 3}, {2, 2});
+      },
+      {"[tensor]", "3 values", "[2, 2]"});
   expect_error([] { (void)lt::zeros({2, -1}); }, {"[full]", "negative"});
   expect_error([] { (void)lt::arange(0, 5, 0); }, {"[arange]", "step"});
   expect_error([] { (void)lt::arange(5, 0, 1); }, {"[arange]", "empty"});
   expect_error([] { (void)(lt::Tensor() + 1.0f); }, {"[add]", "undefined"});
   expect_error([] { (void)lt::Tensor().shape(); }, {"[shape]", "undefined"});
-  expect_error([] { lt::Tensor t = f32({3}); t.copy_(f32({4})); }, {"[copy_]", "[4]", "[3]"});
+  expect_error(
+      [] {
+        lt::Tensor t = f32({3});
+        t.copy_(f32({4}));
+      },
+      {"[copy_]", "[4]", "[3]"});
 }
 
 TEST(Errors, AFailedSyncLeavesTensorsUsable) {

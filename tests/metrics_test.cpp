@@ -1,9 +1,9 @@
 // Insight: the metrics report, graph printers and graph dumps.
 #include <gtest/gtest.h>
 
+#include <lazytrace/lazytrace.h>
 #include <cstdlib>
 #include <filesystem>
-#include <lazytrace/lazytrace.h>
 
 namespace {
 

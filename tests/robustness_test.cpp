@@ -1,9 +1,9 @@
 // Long chains and many steps: no stack overflow, no memory growth.
 #include <gtest/gtest.h>
 
+#include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <fstream>
-#include <lazytrace/lazytrace.h>
 #include <string>
 
 #include "runtime/buffer.h"

@@ -2,13 +2,15 @@
 // tensor in one graph, dead tensors are not computed, and data never enters the hash.
 #include <gtest/gtest.h>
 
+#include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <string>
-#include <lazytrace/lazytrace.h>
 
 namespace {
 
-int64_t counter(const char* name) { return lt::metrics::counter(name); }
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
 
 TEST(Trace, RecordingThousandOpsExecutesNothing) {
   lt::metrics::reset();
@@ -78,7 +80,7 @@ TEST(Trace, SyncCutsThePendingGraphAtWhatItComputed) {
   lt::sync({a});
   std::string text = lt::debug::to_text({b});
   EXPECT_EQ(text.find("exp"), std::string::npos) << text;  // b reads a's buffer
-  EXPECT_FALSE(c.is_pending());                             // the shared op was computed
+  EXPECT_FALSE(c.is_pending());                            // the shared op was computed
   EXPECT_EQ(c.to_vector<float>(), a.to_vector<float>());
   EXPECT_NEAR(b.to_vector<float>()[1], 2 * (std::exp(2.0f) + 1), 1e-4);
 }

@@ -6,7 +6,9 @@
 
 namespace {
 
-int64_t counter(const char* name) { return lt::metrics::counter(name); }
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
 
 // A host-side `if` on a tensor needs its value now: it syncs in the middle of a step.
 TEST(Footguns, HostIfOnATensorForcesASync) {

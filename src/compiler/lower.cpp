@@ -16,7 +16,7 @@ using ir::OpKind;
 
 struct Value {
   enum Kind { None, AsView, Reg } kind = None;
-  View view;      // AsView; also set for a Reg once it has been stored
+  View view;       // AsView; also set for a Reg once it has been stored
   int group = -1;  // Reg
   int reg = -1;
   bool stored = false;
@@ -216,7 +216,8 @@ class Lowering {
     const GNode& n = g_.nodes[i];
     auto joinable = [&](int in) {
       const Value& v = vals_[in];
-      return v.kind == Value::Reg && groups_[v.group].step_index < 0 && g_.nodes[in].shape == n.shape;
+      return v.kind == Value::Reg && groups_[v.group].step_index < 0 &&
+             g_.nodes[in].shape == n.shape;
     };
     // Inputs that will be loaded are resolved first: reading them may place (seal) a group,
     // e.g. one that writes a concat this node reads, and a placed group takes no new members.
@@ -338,7 +339,8 @@ class Lowering {
     MatmulStep ms;
     ms.a = matmul_operand(n.inputs[0], false);
     ms.b = matmul_operand(n.inputs[1], true);
-    Shape ba(ms.a.shape.begin(), ms.a.shape.end() - 2), bb(ms.b.shape.begin(), ms.b.shape.end() - 2);
+    Shape ba(ms.a.shape.begin(), ms.a.shape.end() - 2),
+        bb(ms.b.shape.begin(), ms.b.shape.end() - 2);
     Shape out = ir::broadcast_shapes("matmul", ba, bb);
     out.push_back(ms.a.shape[ms.a.shape.size() - 2]);
     out.push_back(ms.b.shape.back());
@@ -507,7 +509,8 @@ void Lowering::plan_arena() {
       int64_t need = align(p_.storages[s].bytes);
       auto best = free_blocks.end();
       for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
-        if (it->second >= need && (best == free_blocks.end() || it->second < best->second)) best = it;
+        if (it->second >= need && (best == free_blocks.end() || it->second < best->second))
+          best = it;
       if (best != free_blocks.end()) {
         p_.storages[s].offset = best->first;
         int64_t rest = best->second - need, off = best->first + need;
@@ -541,6 +544,8 @@ void Lowering::plan_arena() {
 
 }  // namespace
 
-Program lower(const ir::Graph& g) { return Lowering(g).run(); }
+Program lower(const ir::Graph& g) {
+  return Lowering(g).run();
+}
 
 }  // namespace lazytrace::compiler

@@ -58,9 +58,10 @@ uint64_t node_key(const GNode& n, const std::vector<int>& in) {
 
 bool same_node(const GNode& a, const GNode& b) {
   return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
-         a.param == b.param && a.value == b.value && a.ivalue == b.ivalue && a.attrs.n == b.attrs.n &&
-         std::equal(a.attrs.begin(), a.attrs.end(), b.attrs.begin()) && a.attrs.flag == b.attrs.flag &&
-         a.attrs.f[0] == b.attrs.f[0] && a.attrs.f[1] == b.attrs.f[1];
+         a.param == b.param && a.value == b.value && a.ivalue == b.ivalue &&
+         a.attrs.n == b.attrs.n && std::equal(a.attrs.begin(), a.attrs.end(), b.attrs.begin()) &&
+         a.attrs.flag == b.attrs.flag && a.attrs.f[0] == b.attrs.f[0] &&
+         a.attrs.f[1] == b.attrs.f[1];
 }
 
 }  // namespace
@@ -107,7 +108,8 @@ ir::Graph optimize(const ir::Graph& g) {
   std::vector<char> live(m, 0);
   for (int r : out.results) live[r] = 1;
   for (int i = m - 1; i >= 0; --i) {
-    if (out.nodes[i].op == OpKind::Data || (out.nodes[i].op == OpKind::Scalar && out.nodes[i].scalar_is_param))
+    if (out.nodes[i].op == OpKind::Data ||
+        (out.nodes[i].op == OpKind::Scalar && out.nodes[i].scalar_is_param))
       live[i] = 1;
     if (live[i])
       for (int x : out.nodes[i].inputs) live[x] = 1;
@@ -138,8 +140,8 @@ std::string describe(const Program& p) {
   auto view = [](const View& v) {
     std::ostringstream o;
     if (v.is_scalar()) {
-      o << "scalar(" << (v.scalar_slot >= 0 ? "param#" + std::to_string(v.scalar_slot)
-                                             : std::to_string(v.value))
+      o << "scalar("
+        << (v.scalar_slot >= 0 ? "param#" + std::to_string(v.scalar_slot) : std::to_string(v.value))
         << ")";
     } else {
       o << "s" << v.storage << "+" << v.offset << "{";

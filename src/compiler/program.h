@@ -14,9 +14,9 @@ enum class StorageKind : uint8_t { Param, Arena, Output };
 
 struct Storage {
   StorageKind kind;
-  int slot = -1;        // Param: parameter slot; Output: output slot
+  int slot = -1;  // Param: parameter slot; Output: output slot
   int64_t bytes = 0;
-  int64_t offset = 0;   // Arena: byte offset in the arena
+  int64_t offset = 0;  // Arena: byte offset in the arena
 };
 
 /** A strided window onto a storage (or, when storage < 0, a scalar repeated everywhere). */
@@ -47,8 +47,8 @@ struct Instr {
 };
 
 struct FusedStep {
-  Shape shape;             // iteration space
-  std::vector<View> loads; // broadcast to `shape`
+  Shape shape;              // iteration space
+  std::vector<View> loads;  // broadcast to `shape`
   std::vector<Instr> program;
   int num_regs = 0;
   struct Store {

@@ -4,13 +4,20 @@ namespace lazytrace {
 
 size_t itemsize(DType t) {
   switch (t) {
-    case DType::float32: return 4;
-    case DType::float64: return 8;
-    case DType::float16: return 2;
-    case DType::bfloat16: return 2;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
-    case DType::bool_: return 1;
+    case DType::float32:
+      return 4;
+    case DType::float64:
+      return 8;
+    case DType::float16:
+      return 2;
+    case DType::bfloat16:
+      return 2;
+    case DType::int32:
+      return 4;
+    case DType::int64:
+      return 8;
+    case DType::bool_:
+      return 1;
   }
   return 0;
 }

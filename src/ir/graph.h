@@ -24,10 +24,10 @@ struct GNode {
 struct Graph {
   std::string name;
   uint64_t key = 0;
-  std::vector<GNode> nodes;      // topological order
-  std::vector<int> results;      // node index of each result
-  std::vector<int> param_nodes;  // node index of each buffer parameter, in slot order
-  std::vector<int> scalar_nodes; // node index of each scalar parameter, in slot order
+  std::vector<GNode> nodes;       // topological order
+  std::vector<int> results;       // node index of each result
+  std::vector<int> param_nodes;   // node index of each buffer parameter, in slot order
+  std::vector<int> scalar_nodes;  // node index of each scalar parameter, in slot order
 };
 
 /** The pending nodes reachable from some roots, in topological order. */

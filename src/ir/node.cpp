@@ -73,7 +73,8 @@ Node::~Node() {
 namespace {
 NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, NodePtr* operands, int count,
                        Attrs attrs) {
-  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), op, dtype, std::move(shape), operands, count, attrs);
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), op, dtype, std::move(shape), operands,
+                                      count, attrs);
   n->local_hash = local_hash_of(*n);
   uint64_t h = n->local_hash;
   for (int i = 0; i < n->num_operands(); ++i) h = hash_combine(h, n->operand(i)->hash);
@@ -97,8 +98,7 @@ NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, Nod
   NodePtr ops[3] = {std::move(a), std::move(b), std::move(c)};
   return make_node_impl(op, dtype, std::move(shape), ops, 3, attrs);
 }
-NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> operands,
-                  Attrs attrs) {
+NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs) {
   return make_node_impl(op, dtype, std::move(shape), operands.data(),
                         static_cast<int>(operands.size()), attrs);
 }
@@ -120,7 +120,8 @@ void Node::become_data(std::shared_ptr<void> buffer) {
 }
 
 NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
-  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{},
+                                      nullptr, 0, Attrs{});
   n->value = value;
   n->ivalue = ivalue;
   n->scalar_is_param = !(value == 0.0 || value == 1.0 || value == -1.0);
@@ -130,7 +131,8 @@ NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
 }
 
 NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
-  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{}, nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Scalar, dtype, Shape{},
+                                      nullptr, 0, Attrs{});
   n->value = value;
   n->ivalue = ivalue;
   n->scalar_is_param = true;
@@ -140,7 +142,8 @@ NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
 }
 
 NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape) {
-  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Data, dtype, std::move(shape), nullptr, 0, Attrs{});
+  auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Data, dtype, std::move(shape),
+                                      nullptr, 0, Attrs{});
   n->data = std::move(buffer);
   n->local_hash = local_hash_of(*n);
   n->hash = n->local_hash;

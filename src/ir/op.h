@@ -7,15 +7,40 @@ namespace lazytrace::ir {
 
 enum class OpKind : uint8_t {
   // leaves
-  Data,        // a materialized buffer: a graph parameter
-  Scalar,      // a 0-d constant; values other than 0 and +-1 are scalar parameters
-  Iota,        // arange: attrs f[0] start, f[1] step
-  RandUniform, // operands: seed, offset (int64 scalars); U[0, 1)
-  RandNormal,  // operands: seed, offset; N(0, 1)
+  Data,         // a materialized buffer: a graph parameter
+  Scalar,       // a 0-d constant; values other than 0 and +-1 are scalar parameters
+  Iota,         // arange: attrs f[0] start, f[1] step
+  RandUniform,  // operands: seed, offset (int64 scalars); U[0, 1)
+  RandNormal,   // operands: seed, offset; N(0, 1)
   // elementwise unary
-  Neg, Exp, Log, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, Silu, Sqrt, Rsqrt, Abs, Cast,
+  Neg,
+  Exp,
+  Log,
+  Sin,
+  Cos,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  Silu,
+  Sqrt,
+  Rsqrt,
+  Abs,
+  Cast,
   // elementwise binary
-  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
   // elementwise ternary
   Where,
   // layout: views of their operand
@@ -24,7 +49,9 @@ enum class OpKind : uint8_t {
   BroadcastTo,  // to the node's shape
   Slice,        // attrs ints: dim, start, step
   // reductions: attrs ints: the reduced dims (sorted); keepdim in `flag`
-  Sum, Mean, Amax,
+  Sum,
+  Mean,
+  Amax,
   // others
   Matmul,       // batched, with broadcast batch dims
   Concat,       // attrs ints: dim
@@ -41,11 +68,23 @@ struct OpInfo {
 };
 
 const OpInfo& op_info(OpKind k);
-inline const char* op_name(OpKind k) { return op_info(k).name; }
-inline bool is_elementwise(OpKind k) { return op_info(k).family == OpFamily::Elementwise; }
-inline bool is_layout(OpKind k) { return op_info(k).family == OpFamily::Layout; }
-inline bool is_reduce(OpKind k) { return op_info(k).family == OpFamily::Reduce; }
-inline bool is_generator(OpKind k) { return op_info(k).family == OpFamily::Generator; }
-inline bool is_compare(OpKind k) { return k >= OpKind::Eq && k <= OpKind::Ge; }
+inline const char* op_name(OpKind k) {
+  return op_info(k).name;
+}
+inline bool is_elementwise(OpKind k) {
+  return op_info(k).family == OpFamily::Elementwise;
+}
+inline bool is_layout(OpKind k) {
+  return op_info(k).family == OpFamily::Layout;
+}
+inline bool is_reduce(OpKind k) {
+  return op_info(k).family == OpFamily::Reduce;
+}
+inline bool is_generator(OpKind k) {
+  return op_info(k).family == OpFamily::Generator;
+}
+inline bool is_compare(OpKind k) {
+  return k >= OpKind::Eq && k <= OpKind::Ge;
+}
 
 }  // namespace lazytrace::ir

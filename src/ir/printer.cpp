@@ -5,7 +5,9 @@
 namespace lazytrace::ir {
 namespace {
 
-std::string type_str(const GNode& n) { return std::string(dtype_short(n.dtype)) + n.shape.str(); }
+std::string type_str(const GNode& n) {
+  return std::string(dtype_short(n.dtype)) + n.shape.str();
+}
 
 std::string attr_str(const GNode& n) {
   std::ostringstream os;
@@ -54,7 +56,8 @@ std::string to_dot(const Graph& g) {
     const GNode& n = g.nodes[i];
     std::string a = attr_str(n);
     os << "  n" << i << " [label=\"%" << i << " " << op_name(n.op) << (a.empty() ? "" : " ") << a
-       << "\\n" << type_str(n) << "\"";
+       << "\\n"
+       << type_str(n) << "\"";
     if (n.op == OpKind::Data || n.op == OpKind::Scalar) os << ", style=filled, fillcolor=lightgrey";
     os << "];\n";
     for (int in : n.inputs) os << "  n" << in << " -> n" << i << ";\n";

@@ -24,15 +24,16 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 
 void check_broadcast_to(const char* op, const Shape& from, const Shape& to) {
   for (int64_t d : to)
-    if (d < 0) fail(op, "negative size ", d, " in target shape ", to.str(), "; sizes must be >= 0.");
+    if (d < 0)
+      fail(op, "negative size ", d, " in target shape ", to.str(), "; sizes must be >= 0.");
   if (from.size() > to.size())
     fail(op, "cannot broadcast shape ", from.str(), " to ", to.str(),
          ": the target has fewer dimensions. Reduce or reshape the input first.");
   int off = to.size() - from.size();
   for (int i = 0; i < from.size(); ++i)
     if (from[i] != 1 && from[i] != to[off + i])
-      fail(op, "cannot broadcast shape ", from.str(), " to ", to.str(), ": dimension ", i,
-           " is ", from[i], " and must be 1 or ", to[off + i], ".");
+      fail(op, "cannot broadcast shape ", from.str(), " to ", to.str(), ": dimension ", i, " is ",
+           from[i], " and must be 1 or ", to[off + i], ".");
 }
 
 int normalize_dim(const char* op, int64_t dim, int ndim, const Shape& shape) {
@@ -49,7 +50,8 @@ Shape reduce_shape(const char* op, const Shape& in, std::vector<int>& dims, bool
   if (dims.empty()) {
     for (int i = 0; i < nd; ++i) dims.push_back(i);
   } else {
-    for (int& d : dims) d = nd == 0 ? normalize_dim(op, d, 0, in) * 0 : normalize_dim(op, d, nd, in);
+    for (int& d : dims)
+      d = nd == 0 ? normalize_dim(op, d, 0, in) * 0 : normalize_dim(op, d, nd, in);
     std::sort(dims.begin(), dims.end());
     for (size_t i = 1; i < dims.size(); ++i)
       if (dims[i] == dims[i - 1])
@@ -78,9 +80,9 @@ Shape matmul_shape(const Shape& a, const Shape& b) {
   int64_t k_b = b.size() == 1 ? b[0] : b[b.size() - 2];
   if (k_a != k_b)
     fail("matmul", "shapes ", a.str(), " and ", b.str(),
-         " are not aligned: the last dim of the first (", k_a,
-         ") must equal the ", (b.size() == 1 ? "only" : "second-to-last"), " dim of the second (",
-         k_b, "). Transpose an operand or check the layer sizes.");
+         " are not aligned: the last dim of the first (", k_a, ") must equal the ",
+         (b.size() == 1 ? "only" : "second-to-last"), " dim of the second (", k_b,
+         "). Transpose an operand or check the layer sizes.");
   Shape batch_a, batch_b;
   for (int i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
   for (int i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
@@ -110,12 +112,12 @@ Shape reshape_shape(const Shape& in, const std::vector<int64_t>& target) {
   int64_t n = in.numel();
   if (infer >= 0) {
     if (known == 0 || n % known != 0)
-      fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ",
-           Shape(target).str(), ": the known sizes do not divide the element count.");
+      fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ", Shape(target).str(),
+           ": the known sizes do not divide the element count.");
     out[infer] = n / known;
   } else if (known != n) {
-    fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ",
-         Shape(target).str(), " (", known, " elements); the element counts must match.");
+    fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ", Shape(target).str(),
+         " (", known, " elements); the element counts must match.");
   }
   return out;
 }
@@ -166,8 +168,8 @@ Shape concat_shape(const std::vector<Shape>& ins, int& dim) {
     for (int i = 0; ok && i < s.size(); ++i)
       if (i != dim && s[i] != first[i]) ok = false;
     if (!ok)
-      fail("concat", "tensor ", t, " has shape ", s.str(), " but tensor 0 has shape ",
-           first.str(), "; all dims except dim ", dim, " must match.");
+      fail("concat", "tensor ", t, " has shape ", s.str(), " but tensor 0 has shape ", first.str(),
+           "; all dims except dim ", dim, " must match.");
     total += s[dim];
   }
   out[dim] = total;

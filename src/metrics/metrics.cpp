@@ -82,7 +82,9 @@ int64_t Timer::total_ns() const {
 }
 
 ScopedTimer::ScopedTimer(Timer& t) : timer_(t), start_(now_ns()) {}
-ScopedTimer::~ScopedTimer() { timer_.add_ns(now_ns() - start_); }
+ScopedTimer::~ScopedTimer() {
+  timer_.add_ns(now_ns() - start_);
+}
 
 int64_t counter(const std::string& name) {
   auto& r = registry();

@@ -34,11 +34,16 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out = cmp ? DType::bool_ : common;
-  return trace::make_pending(ir::make_node(op, out, std::move(shape), a.node(common), b.node(common)));
+  return trace::make_pending(
+      ir::make_node(op, out, std::move(shape), a.node(common), b.node(common)));
 }
 
-Operand T(const Tensor& t) { return {&t, nullptr}; }
-Operand S(const Scalar& s) { return {nullptr, &s}; }
+Operand T(const Tensor& t) {
+  return {&t, nullptr};
+}
+Operand S(const Scalar& s) {
+  return {nullptr, &s};
+}
 
 Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   trace::OpScope scope;
@@ -51,38 +56,78 @@ Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   DType common = ops::result_type({a.promote(), b.promote()});
   Shape shape = ir::broadcast_shapes("where", cond.shape(), a.shape());
   shape = ir::broadcast_shapes("where", shape, b.shape());
-  return trace::make_pending(ir::make_node(OpKind::Where, common, shape,
-                                           trace::node_of(cond), a.node(common), b.node(common)));
+  return trace::make_pending(ir::make_node(OpKind::Where, common, shape, trace::node_of(cond),
+                                           a.node(common), b.node(common)));
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(OpKind::Add, T(a), T(b)); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(OpKind::Sub, T(a), T(b)); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(OpKind::Mul, T(a), T(b)); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(OpKind::Div, T(a), T(b)); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(OpKind::Pow, T(a), T(b)); }
-Tensor pow(const Tensor& a, Scalar b) { return binary(OpKind::Pow, T(a), S(b)); }
-Tensor pow(Scalar a, const Tensor& b) { return binary(OpKind::Pow, S(a), T(b)); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(OpKind::Maximum, T(a), T(b)); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(OpKind::Minimum, T(a), T(b)); }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary(OpKind::Eq, T(a), T(b)); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary(OpKind::Ne, T(a), T(b)); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary(OpKind::Lt, T(a), T(b)); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary(OpKind::Le, T(a), T(b)); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary(OpKind::Gt, T(a), T(b)); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary(OpKind::Ge, T(a), T(b)); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Add, T(a), T(b));
+}
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Sub, T(a), T(b));
+}
+Tensor mul(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Mul, T(a), T(b));
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Div, T(a), T(b));
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Pow, T(a), T(b));
+}
+Tensor pow(const Tensor& a, Scalar b) {
+  return binary(OpKind::Pow, T(a), S(b));
+}
+Tensor pow(Scalar a, const Tensor& b) {
+  return binary(OpKind::Pow, S(a), T(b));
+}
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Maximum, T(a), T(b));
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Minimum, T(a), T(b));
+}
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Eq, T(a), T(b));
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Ne, T(a), T(b));
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Lt, T(a), T(b));
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Le, T(a), T(b));
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Gt, T(a), T(b));
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Ge, T(a), T(b));
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return where_impl(cond, T(a), T(b));
 }
-Tensor where(const Tensor& cond, const Tensor& a, Scalar b) { return where_impl(cond, T(a), S(b)); }
-Tensor where(const Tensor& cond, Scalar a, const Tensor& b) { return where_impl(cond, S(a), T(b)); }
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
+  return where_impl(cond, T(a), S(b));
+}
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
+  return where_impl(cond, S(a), T(b));
+}
 
-#define LT_DEFINE_OPERATOR(OP, KIND)                                                             \
-  Tensor operator OP(const Tensor& a, const Tensor& b) { return binary(OpKind::KIND, T(a), T(b)); } \
-  Tensor operator OP(const Tensor& a, Scalar b) { return binary(OpKind::KIND, T(a), S(b)); }        \
-  Tensor operator OP(Scalar a, const Tensor& b) { return binary(OpKind::KIND, S(a), T(b)); }
+#define LT_DEFINE_OPERATOR(OP, KIND)                     \
+  Tensor operator OP(const Tensor& a, const Tensor& b) { \
+    return binary(OpKind::KIND, T(a), T(b));             \
+  }                                                      \
+  Tensor operator OP(const Tensor& a, Scalar b) {        \
+    return binary(OpKind::KIND, T(a), S(b));             \
+  }                                                      \
+  Tensor operator OP(Scalar a, const Tensor& b) {        \
+    return binary(OpKind::KIND, S(a), T(b));             \
+  }
 LT_DEFINE_OPERATOR(+, Add)
 LT_DEFINE_OPERATOR(-, Sub)
 LT_DEFINE_OPERATOR(*, Mul)

@@ -49,10 +49,12 @@ template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
 
 Tensor tensor(std::initializer_list<float> data) {
-  return from_host(data.begin(), data.size(), DType::float32, Shape{static_cast<int64_t>(data.size())});
+  return from_host(data.begin(), data.size(), DType::float32,
+                   Shape{static_cast<int64_t>(data.size())});
 }
 Tensor tensor(std::initializer_list<double> data) {
-  return from_host(data.begin(), data.size(), DType::float64, Shape{static_cast<int64_t>(data.size())});
+  return from_host(data.begin(), data.size(), DType::float64,
+                   Shape{static_cast<int64_t>(data.size())});
 }
 Tensor tensor(std::initializer_list<int> data) {
   std::vector<int64_t> v(data.begin(), data.end());
@@ -80,8 +82,12 @@ Tensor full(const Shape& shape, Scalar value, DType dtype) {
   return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));
 }
 
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) {
+  return full(shape, 0, dtype);
+}
+Tensor ones(const Shape& shape, DType dtype) {
+  return full(shape, 1, dtype);
+}
 Tensor zeros_like(const Tensor& t) {
   ops::check_defined("zeros_like", t);
   return zeros(t.shape(), t.dtype());
@@ -99,7 +105,8 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   if ((stop - start) * step < 0)
     fail("arange", "the range [", start, ", ", stop, ") is empty going by step ", step,
          "; swap start and stop or flip the sign of step.");
-  if (dtype == DType::bool_) fail("arange", "dtype bool is not supported; use int64 or a float dtype.");
+  if (dtype == DType::bool_)
+    fail("arange", "dtype bool is not supported; use int64 or a float dtype.");
   const auto n = static_cast<int64_t>(std::ceil((stop - start) / step));
   ir::Attrs a;
   a.f[0] = start;
@@ -107,14 +114,17 @@ Tensor arange(double start, double stop, double step, DType dtype) {
   return trace::make_pending(ir::make_node(ir::OpKind::Iota, dtype, Shape{n}, a));
 }
 
-Tensor arange(double stop, DType dtype) { return arange(0, stop, 1, dtype); }
+Tensor arange(double stop, DType dtype) {
+  return arange(0, stop, 1, dtype);
+}
 
 namespace {
 Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) {
   trace::OpScope scope;
   check_shape(name, shape);
   if (!is_floating(dtype))
-    fail(name, "dtype ", dtype_name(dtype), " is not a floating type; draw floats and convert with astype.");
+    fail(name, "dtype ", dtype_name(dtype),
+         " is not a floating type; draw floats and convert with astype.");
   const trace::RngDraw draw = trace::draw_random(static_cast<uint64_t>(shape.numel()));
   // seed and offset are always parameters, so a new seed or draw never recompiles
   auto param = [](uint64_t v) {

@@ -130,8 +130,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     ops::check_defined("stack", tensors[i], "tensors");
     if (tensors[i].shape() != tensors[0].shape())
-      fail("stack", "tensor ", i, " has shape ", tensors[i].shape().str(), " but tensor 0 has shape ",
-           tensors[0].shape().str(), "; stacked tensors must all have the same shape.");
+      fail("stack", "tensor ", i, " has shape ", tensors[i].shape().str(),
+           " but tensor 0 has shape ", tensors[0].shape().str(),
+           "; stacked tensors must all have the same shape.");
   }
   dim = ir::normalize_dim("stack", dim, tensors[0].ndim() + 1, tensors[0].shape());
   std::vector<Tensor> parts;
@@ -151,8 +152,8 @@ Tensor index_select(const Tensor& t, int dim, const Tensor& index) {
     fail("index_select", "cannot pick from dim ", dim, " of size 0 (shape ", t.shape().str(), ").");
   ir::Attrs a;
   a.push(dim);
-  return trace::make_pending(
-      ir::make_node(OpKind::IndexSelect, t.dtype(), out, trace::node_of(t), trace::node_of(index), a));
+  return trace::make_pending(ir::make_node(OpKind::IndexSelect, t.dtype(), out, trace::node_of(t),
+                                           trace::node_of(index), a));
 }
 
 }  // namespace lazytrace

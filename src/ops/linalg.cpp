@@ -12,8 +12,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     fail("matmul", "is not defined for bool tensors (", ops::type_of(a), ", ", ops::type_of(b),
          "); convert with astype first.");
   Shape out = ir::matmul_shape(a.shape(), b.shape());
-  return trace::make_pending(
-      ir::make_node(ir::OpKind::Matmul, common, out, ops::node_as(a, common), ops::node_as(b, common)));
+  return trace::make_pending(ir::make_node(ir::OpKind::Matmul, common, out, ops::node_as(a, common),
+                                           ops::node_as(b, common)));
 }
 
 }  // namespace lazytrace

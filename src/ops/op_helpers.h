@@ -30,6 +30,8 @@ ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype);
 ir::NodePtr scalar_node(const Scalar& s, DType dtype);
 
 /** "f32[2, 3]" for messages. */
-inline std::string type_of(const Tensor& t) { return t.type_str(); }
+inline std::string type_of(const Tensor& t) {
+  return t.type_str();
+}
 
 }  // namespace lazytrace::ops

@@ -31,8 +31,12 @@ DType result_type(std::initializer_list<PromoteArg> args) {
   Partial dim, zero, wrapped;
   for (const PromoteArg& a : args) {
     switch (a.level) {
-      case PromoteArg::Dim: dim.add(a.dtype); break;
-      case PromoteArg::ZeroDim: zero.add(a.dtype); break;
+      case PromoteArg::Dim:
+        dim.add(a.dtype);
+        break;
+      case PromoteArg::ZeroDim:
+        zero.add(a.dtype);
+        break;
       case PromoteArg::Wrapped:
         // a plain float is the default dtype (float32), a plain integer int64
         wrapped.add(is_floating(a.dtype) ? DType::float32 : a.dtype);
@@ -44,8 +48,9 @@ DType result_type(std::initializer_list<PromoteArg> args) {
 
 void check_defined(const char* op, const Tensor& t, const char* arg) {
   if (!t.defined())
-    fail(op, "argument '", arg, "' is an undefined (default-constructed) tensor; pass a tensor made "
-             "by an op or lt::tensor().");
+    fail(op, "argument '", arg,
+         "' is an undefined (default-constructed) tensor; pass a tensor made "
+         "by an op or lt::tensor().");
 }
 
 ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype) {
@@ -65,7 +70,9 @@ ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype) {
   return ir::make_node(ir::OpKind::Cast, dtype, n->shape, n);
 }
 
-ir::NodePtr node_as(const Tensor& t, DType dtype) { return cast_node(trace::node_of(t), dtype); }
+ir::NodePtr node_as(const Tensor& t, DType dtype) {
+  return cast_node(trace::node_of(t), dtype);
+}
 
 ir::NodePtr scalar_node(const Scalar& s, DType dtype) {
   if (dtype == DType::bool_) {

@@ -37,15 +37,21 @@ void check_softmax_input(const char* name, const Tensor& t) {
 
 }  // namespace
 
-Tensor sum(const Tensor& t) { return reduce(OpKind::Sum, t, {}, false, true); }
+Tensor sum(const Tensor& t) {
+  return reduce(OpKind::Sum, t, {}, false, true);
+}
 Tensor sum(const Tensor& t, std::vector<int> dims, bool keepdim) {
   return reduce(OpKind::Sum, t, std::move(dims), keepdim, false);
 }
-Tensor mean(const Tensor& t) { return reduce(OpKind::Mean, t, {}, false, true); }
+Tensor mean(const Tensor& t) {
+  return reduce(OpKind::Mean, t, {}, false, true);
+}
 Tensor mean(const Tensor& t, std::vector<int> dims, bool keepdim) {
   return reduce(OpKind::Mean, t, std::move(dims), keepdim, false);
 }
-Tensor amax(const Tensor& t) { return reduce(OpKind::Amax, t, {}, false, true); }
+Tensor amax(const Tensor& t) {
+  return reduce(OpKind::Amax, t, {}, false, true);
+}
 Tensor amax(const Tensor& t, std::vector<int> dims, bool keepdim) {
   return reduce(OpKind::Amax, t, std::move(dims), keepdim, false);
 }

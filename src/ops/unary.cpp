@@ -26,20 +26,48 @@ Tensor unary(OpKind op, const Tensor& t, Domain domain) {
 
 }  // namespace
 
-Tensor neg(const Tensor& t) { return unary(OpKind::Neg, t, Domain::Signed); }
-Tensor exp(const Tensor& t) { return unary(OpKind::Exp, t, Domain::Float); }
-Tensor log(const Tensor& t) { return unary(OpKind::Log, t, Domain::Float); }
-Tensor sin(const Tensor& t) { return unary(OpKind::Sin, t, Domain::Float); }
-Tensor cos(const Tensor& t) { return unary(OpKind::Cos, t, Domain::Float); }
-Tensor tanh(const Tensor& t) { return unary(OpKind::Tanh, t, Domain::Float); }
-Tensor sigmoid(const Tensor& t) { return unary(OpKind::Sigmoid, t, Domain::Float); }
-Tensor relu(const Tensor& t) { return unary(OpKind::Relu, t, Domain::Signed); }
-Tensor gelu(const Tensor& t) { return unary(OpKind::Gelu, t, Domain::Float); }
-Tensor silu(const Tensor& t) { return unary(OpKind::Silu, t, Domain::Float); }
-Tensor sqrt(const Tensor& t) { return unary(OpKind::Sqrt, t, Domain::Float); }
-Tensor rsqrt(const Tensor& t) { return unary(OpKind::Rsqrt, t, Domain::Float); }
-Tensor abs(const Tensor& t) { return unary(OpKind::Abs, t, Domain::Signed); }
-Tensor operator-(const Tensor& t) { return neg(t); }
+Tensor neg(const Tensor& t) {
+  return unary(OpKind::Neg, t, Domain::Signed);
+}
+Tensor exp(const Tensor& t) {
+  return unary(OpKind::Exp, t, Domain::Float);
+}
+Tensor log(const Tensor& t) {
+  return unary(OpKind::Log, t, Domain::Float);
+}
+Tensor sin(const Tensor& t) {
+  return unary(OpKind::Sin, t, Domain::Float);
+}
+Tensor cos(const Tensor& t) {
+  return unary(OpKind::Cos, t, Domain::Float);
+}
+Tensor tanh(const Tensor& t) {
+  return unary(OpKind::Tanh, t, Domain::Float);
+}
+Tensor sigmoid(const Tensor& t) {
+  return unary(OpKind::Sigmoid, t, Domain::Float);
+}
+Tensor relu(const Tensor& t) {
+  return unary(OpKind::Relu, t, Domain::Signed);
+}
+Tensor gelu(const Tensor& t) {
+  return unary(OpKind::Gelu, t, Domain::Float);
+}
+Tensor silu(const Tensor& t) {
+  return unary(OpKind::Silu, t, Domain::Float);
+}
+Tensor sqrt(const Tensor& t) {
+  return unary(OpKind::Sqrt, t, Domain::Float);
+}
+Tensor rsqrt(const Tensor& t) {
+  return unary(OpKind::Rsqrt, t, Domain::Float);
+}
+Tensor abs(const Tensor& t) {
+  return unary(OpKind::Abs, t, Domain::Signed);
+}
+Tensor operator-(const Tensor& t) {
+  return neg(t);
+}
 
 Tensor astype(const Tensor& t, DType dtype) {
   trace::OpScope scope;

@@ -58,7 +58,8 @@ class BlockCache {
  private:
   BlockCache() {
     size_t mb = 1024;
-    if (const char* e = std::getenv("LAZYTRACE_BUFFER_CACHE_MB")) mb = std::strtoull(e, nullptr, 10);
+    if (const char* e = std::getenv("LAZYTRACE_BUFFER_CACHE_MB"))
+      mb = std::strtoull(e, nullptr, 10);
     limit_ = mb << 20;
   }
   std::mutex mu_;
@@ -80,8 +81,12 @@ Buffer::~Buffer() {
   g_live_bytes.fetch_sub(static_cast<int64_t>(bytes_), std::memory_order_relaxed);
 }
 
-int64_t Buffer::allocations() { return g_allocations.load(std::memory_order_relaxed); }
+int64_t Buffer::allocations() {
+  return g_allocations.load(std::memory_order_relaxed);
+}
 
-int64_t Buffer::live_bytes() { return g_live_bytes.load(std::memory_order_relaxed); }
+int64_t Buffer::live_bytes() {
+  return g_live_bytes.load(std::memory_order_relaxed);
+}
 
 }  // namespace lazytrace::runtime

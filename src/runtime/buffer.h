@@ -30,6 +30,8 @@ class Buffer {
 
 using BufferPtr = std::shared_ptr<Buffer>;
 
-inline BufferPtr make_buffer(size_t bytes) { return std::make_shared<Buffer>(bytes); }
+inline BufferPtr make_buffer(size_t bytes) {
+  return std::make_shared<Buffer>(bytes);
+}
 
 }  // namespace lazytrace::runtime

@@ -60,7 +60,9 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-void sync() { sync_impls(trace::pending_tensors()); }
+void sync() {
+  sync_impls(trace::pending_tensors());
+}
 
 void sync(const std::vector<Tensor>& tensors) {
   std::vector<std::shared_ptr<TensorImpl>> impls;

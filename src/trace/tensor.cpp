@@ -1,5 +1,5 @@
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -32,7 +32,9 @@ struct PendingList {
 #endif
     }
   }
-  void unlock() { busy.clear(std::memory_order_release); }
+  void unlock() {
+    busy.clear(std::memory_order_release);
+  }
 };
 
 namespace {
@@ -43,7 +45,9 @@ PendingList& my_list() {
 }
 }  // namespace
 
-TensorImpl::~TensorImpl() { unlink(); }
+TensorImpl::~TensorImpl() {
+  unlink();
+}
 
 void TensorImpl::link() {
   if (owner) return;
@@ -80,13 +84,15 @@ std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {
   PendingList& list = my_list();
   list.lock();
   for (TensorImpl* p = list.head; p; p = p->next)
-    if (auto alive = p->weak_from_this().lock()) out.push_back(std::move(alive));  // not one being destroyed
+    if (auto alive = p->weak_from_this().lock())
+      out.push_back(std::move(alive));  // not one being destroyed
   list.unlock();
   return out;
 }
 
 Tensor make_pending(ir::NodePtr node) {
-  auto impl = std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), node->shape, node->dtype);
+  auto impl =
+      std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), node->shape, node->dtype);
   impl->node = std::move(node);
   impl->link();
   metrics::trace_count.add();
@@ -146,16 +152,22 @@ void seed_random(uint64_t seed) {
 
 }  // namespace trace
 
-const Shape& Tensor::shape() const { return impl_of(*this, "shape").shape; }
-DType Tensor::dtype() const { return impl_of(*this, "dtype").dtype; }
-bool Tensor::is_pending() const { return impl_of(*this, "is_pending").pending(); }
+const Shape& Tensor::shape() const {
+  return impl_of(*this, "shape").shape;
+}
+DType Tensor::dtype() const {
+  return impl_of(*this, "dtype").dtype;
+}
+bool Tensor::is_pending() const {
+  return impl_of(*this, "is_pending").pending();
+}
 
 int64_t Tensor::size(int dim) const {
   const Shape& s = shape();
   int nd = s.size();
   if (dim < -nd || dim >= nd)
-    fail("size", "dim ", dim, " is out of range for a tensor of shape ", s.str(), "; expected a dim in [",
-         -nd, ", ", nd - 1, "].");
+    fail("size", "dim ", dim, " is out of range for a tensor of shape ", s.str(),
+         "; expected a dim in [", -nd, ", ", nd - 1, "].");
   return s[dim < 0 ? dim + nd : dim];
 }
 
@@ -199,7 +211,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
     Shape s = n->shape;
     n = ir::make_node(ir::OpKind::Cast, self.dtype, std::move(s), std::move(n));
   }
-  if (n->shape != self.shape) n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
+  if (n->shape != self.shape)
+    n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
   if (n->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
     self.buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
     self.node = std::move(n);

@@ -22,8 +22,12 @@ size_t itemsize(DType t);
 const char* dtype_name(DType t);
 /** "f32", "bf16", "i64", "bool": the short form used in graph dumps and errors. */
 const char* dtype_short(DType t);
-inline bool is_floating(DType t) { return t <= DType::bfloat16; }
-inline bool is_integral(DType t) { return t == DType::int32 || t == DType::int64; }
+inline bool is_floating(DType t) {
+  return t <= DType::bfloat16;
+}
+inline bool is_integral(DType t) {
+  return t == DType::int32 || t == DType::int64;
+}
 
 /** torch.promote_types: the smallest type both a and b convert to. */
 DType promote_types(DType a, DType b);
@@ -32,14 +36,24 @@ DType promote_types(DType a, DType b);
 template <typename T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<float>() { return DType::float32; }
+constexpr DType dtype_of<float>() {
+  return DType::float32;
+}
 template <>
-constexpr DType dtype_of<double>() { return DType::float64; }
+constexpr DType dtype_of<double>() {
+  return DType::float64;
+}
 template <>
-constexpr DType dtype_of<int32_t>() { return DType::int32; }
+constexpr DType dtype_of<int32_t>() {
+  return DType::int32;
+}
 template <>
-constexpr DType dtype_of<int64_t>() { return DType::int64; }
+constexpr DType dtype_of<int64_t>() {
+  return DType::int64;
+}
 template <>
-constexpr DType dtype_of<bool>() { return DType::bool_; }
+constexpr DType dtype_of<bool>() {
+  return DType::bool_;
+}
 
 }  // namespace lazytrace

@@ -33,7 +33,8 @@ struct Half {
     uint32_t x = float_to_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
-    if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
+    if (ax >= 0x7f800000u)
+      return static_cast<uint16_t>(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0));
     if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
     if (ax < 0x38800000u) {  // subnormal or zero in half
       float v = bits_to_float(ax) + 0.5f;

@@ -12,7 +12,9 @@ class Shape {
   static constexpr int kInline = 6;
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.end()); }
-  explicit Shape(const std::vector<int64_t>& dims) { assign(dims.data(), dims.data() + dims.size()); }
+  explicit Shape(const std::vector<int64_t>& dims) {
+    assign(dims.data(), dims.data() + dims.size());
+  }
   template <typename It>
   Shape(It first, It last) {
     std::vector<int64_t> v(first, last);

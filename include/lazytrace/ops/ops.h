@@ -21,7 +21,8 @@ class Scalar {
   Scalar(long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
   Scalar(long long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
   Scalar(unsigned v) : f_(v), i_(v), kind_(DType::int64) {}
-  Scalar(unsigned long v) : f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), kind_(DType::int64) {}
+  Scalar(unsigned long v)
+      : f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), kind_(DType::int64) {}
   Scalar(bool v) : f_(v), i_(v), kind_(DType::bool_) {}
   double to_double() const { return f_; }
   int64_t to_int() const { return i_; }
@@ -99,9 +100,9 @@ Tensor astype(const Tensor& t, DType dtype);
 Tensor clone(const Tensor& t);
 
 Tensor operator-(const Tensor& t);
-#define LT_BINARY_OPERATOR(OP)                     \
+#define LT_BINARY_OPERATOR(OP)                          \
   Tensor operator OP(const Tensor& a, const Tensor& b); \
-  Tensor operator OP(const Tensor& a, Scalar b);    \
+  Tensor operator OP(const Tensor& a, Scalar b);        \
   Tensor operator OP(Scalar a, const Tensor& b);
 LT_BINARY_OPERATOR(+)
 LT_BINARY_OPERATOR(-)

@@ -18,11 +18,13 @@ using compiler::StorageKind;
 class CpuExecutable : public runtime::Executable {
  public:
   explicit CpuExecutable(compiler::Program p) : prog_(std::move(p)) {
-    if (prog_.arena_bytes > 0) arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+    if (prog_.arena_bytes > 0)
+      arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
     ctx_.base.resize(prog_.storages.size());
     for (size_t i = 0; i < prog_.storages.size(); ++i)
       if (prog_.storages[i].kind == StorageKind::Arena)
-        ctx_.base[i] = static_cast<char*>(arena_ ? arena_->data() : nullptr) + prog_.storages[i].offset;
+        ctx_.base[i] =
+            static_cast<char*>(arena_ ? arena_->data() : nullptr) + prog_.storages[i].offset;
   }
 
   std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,

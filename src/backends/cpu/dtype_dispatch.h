@@ -17,13 +17,20 @@ struct Tag {
 template <typename F>
 decltype(auto) dispatch(DType d, F&& f) {
   switch (d) {
-    case DType::float32: return f(Tag<float>{});
-    case DType::float64: return f(Tag<double>{});
-    case DType::float16: return f(Tag<Half>{});
-    case DType::bfloat16: return f(Tag<BFloat16>{});
-    case DType::int32: return f(Tag<int32_t>{});
-    case DType::int64: return f(Tag<int64_t>{});
-    case DType::bool_: return f(Tag<bool>{});
+    case DType::float32:
+      return f(Tag<float>{});
+    case DType::float64:
+      return f(Tag<double>{});
+    case DType::float16:
+      return f(Tag<Half>{});
+    case DType::bfloat16:
+      return f(Tag<BFloat16>{});
+    case DType::int32:
+      return f(Tag<int32_t>{});
+    case DType::int64:
+      return f(Tag<int64_t>{});
+    case DType::bool_:
+      return f(Tag<bool>{});
   }
   fail("cpu", "unknown dtype");
 }
@@ -39,9 +46,12 @@ inline Compute compute_of(DType d) {
 template <typename F>
 decltype(auto) dispatch_compute(Compute c, F&& f) {
   switch (c) {
-    case Compute::F32: return f(Tag<float>{});
-    case Compute::F64: return f(Tag<double>{});
-    case Compute::I64: return f(Tag<int64_t>{});
+    case Compute::F32:
+      return f(Tag<float>{});
+    case Compute::F64:
+      return f(Tag<double>{});
+    case Compute::I64:
+      return f(Tag<int64_t>{});
   }
   return f(Tag<float>{});
 }

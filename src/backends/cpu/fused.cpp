@@ -20,11 +20,11 @@ using ir::OpKind;
 constexpr int64_t kTile = 1024;
 
 template <typename S>
-using compute_t = std::conditional_t<
-    std::is_same_v<S, double>, double,
-    std::conditional_t<std::is_floating_point_v<S> || std::is_same_v<S, Half> ||
-                           std::is_same_v<S, BFloat16>,
-                       float, int64_t>>;
+using compute_t =
+    std::conditional_t<std::is_same_v<S, double>, double,
+                       std::conditional_t<std::is_floating_point_v<S> || std::is_same_v<S, Half> ||
+                                              std::is_same_v<S, BFloat16>,
+                                          float, int64_t>>;
 
 template <typename C>
 C* reg(uint64_t* regs, int r) {
@@ -57,8 +57,7 @@ void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, comput
 }
 
 template <typename S>
-void store(const View& v, const RunContext& ctx, int64_t start, int64_t n,
-           const compute_t<S>* in) {
+void store(const View& v, const RunContext& ctx, int64_t start, int64_t n, const compute_t<S>* in) {
   S* p = reinterpret_cast<S*>(ctx.base[v.storage]);
   int64_t r = 0;
   for_each_run(v.shape, v.strides.data(), v.offset, start, n,
@@ -102,45 +101,41 @@ void round_to(DType dt, uint64_t* regs, int r, int64_t n) {
 
 template <typename T>
 void unary(OpKind op, T* d, const T* a, int64_t n) {
-#define LT_UNARY(K)                                                     \
-  case OpKind::K:                                                       \
+#define LT_UNARY(K)                                                      \
+  case OpKind::K:                                                        \
     for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
     return;
   switch (op) {
-    LT_UNARY(Neg) LT_UNARY(Exp) LT_UNARY(Log) LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh)
-    LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt)
-    LT_UNARY(Rsqrt) LT_UNARY(Abs)
-    default:
-      return;
+    LT_UNARY(Neg)
+    LT_UNARY(Exp) LT_UNARY(Log) LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid)
+        LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt)
+            LT_UNARY(Abs) default : return;
   }
 #undef LT_UNARY
 }
 
 template <typename T>
 void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
-#define LT_BINARY(K)                                                          \
-  case OpKind::K:                                                             \
+#define LT_BINARY(K)                                                            \
+  case OpKind::K:                                                               \
     for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], b[j]); \
     return;
   switch (op) {
-    LT_BINARY(Add) LT_BINARY(Sub) LT_BINARY(Mul) LT_BINARY(Div) LT_BINARY(Pow)
-    LT_BINARY(Maximum) LT_BINARY(Minimum)
-    default:
-      return;
+    LT_BINARY(Add)
+    LT_BINARY(Sub) LT_BINARY(Mul) LT_BINARY(Div) LT_BINARY(Pow) LT_BINARY(Maximum)
+        LT_BINARY(Minimum) default : return;
   }
 #undef LT_BINARY
 }
 
 template <typename T>
 void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
-#define LT_CMP(K)                                                              \
-  case OpKind::K:                                                              \
+#define LT_CMP(K)                                                                \
+  case OpKind::K:                                                                \
     for (int64_t j = 0; j < n; ++j) d[j] = math::compare(OpKind::K, a[j], b[j]); \
     return;
   switch (op) {
-    LT_CMP(Eq) LT_CMP(Ne) LT_CMP(Lt) LT_CMP(Le) LT_CMP(Gt) LT_CMP(Ge)
-    default:
-      return;
+    LT_CMP(Eq) LT_CMP(Ne) LT_CMP(Lt) LT_CMP(Le) LT_CMP(Gt) LT_CMP(Ge) default : return;
   }
 #undef LT_CMP
 }
@@ -171,8 +166,8 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       const uint64_t seed = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[0])[0]);
       const uint64_t offset = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[1])[0]);
       const bool normal = ins.op == OpKind::RandNormal;
-      const int bits = ins.dtype == DType::float64   ? 53
-                       : ins.dtype == DType::float16 ? 11
+      const int bits = ins.dtype == DType::float64    ? 53
+                       : ins.dtype == DType::float16  ? 11
                        : ins.dtype == DType::bfloat16 ? 8
                                                       : 24;
       dispatch_compute(out_c, [&](auto tag) {

@@ -69,24 +69,37 @@ template <typename T>
 inline T unary(ir::OpKind op, T x) {
   using K = ir::OpKind;
   switch (op) {
-    case K::Neg: return -x;
-    case K::Exp: return math::exp(x);
-    case K::Log: return std::log(x);
-    case K::Sin: return std::sin(x);
-    case K::Cos: return std::cos(x);
+    case K::Neg:
+      return -x;
+    case K::Exp:
+      return math::exp(x);
+    case K::Log:
+      return std::log(x);
+    case K::Sin:
+      return std::sin(x);
+    case K::Cos:
+      return std::cos(x);
     case K::Tanh:
       if constexpr (std::is_same_v<T, float>)
         return tanh_f32(x);
       else
         return std::tanh(x);
-    case K::Sigmoid: return sigmoid(x);
-    case K::Relu: return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
-    case K::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    case K::Silu: return x * sigmoid(x);
-    case K::Sqrt: return std::sqrt(x);
-    case K::Rsqrt: return T(1) / std::sqrt(x);
-    case K::Abs: return x < T(0) ? -x : x;
-    default: return x;
+    case K::Sigmoid:
+      return sigmoid(x);
+    case K::Relu:
+      return (x > T(0) || x != x) ? x : T(0);  // NaN stays NaN, as in PyTorch
+    case K::Gelu:
+      return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    case K::Silu:
+      return x * sigmoid(x);
+    case K::Sqrt:
+      return std::sqrt(x);
+    case K::Rsqrt:
+      return T(1) / std::sqrt(x);
+    case K::Abs:
+      return x < T(0) ? -x : x;
+    default:
+      return x;
   }
 }
 
@@ -110,10 +123,14 @@ template <typename T>
 inline T binary(ir::OpKind op, T a, T b) {
   using K = ir::OpKind;
   switch (op) {
-    case K::Add: return a + b;
-    case K::Sub: return a - b;
-    case K::Mul: return a * b;
-    case K::Div: return a / b;
+    case K::Add:
+      return a + b;
+    case K::Sub:
+      return a - b;
+    case K::Mul:
+      return a * b;
+    case K::Div:
+      return a / b;
     case K::Pow:
       if constexpr (std::is_integral_v<T>)
         return static_cast<T>(ipow(a, b));
@@ -127,7 +144,8 @@ inline T binary(ir::OpKind op, T a, T b) {
       if constexpr (!std::is_integral_v<T>)
         if (std::isnan(a) || std::isnan(b)) return a + b;
       return a < b ? a : b;
-    default: return a;
+    default:
+      return a;
   }
 }
 
@@ -135,13 +153,20 @@ template <typename T>
 inline bool compare(ir::OpKind op, T a, T b) {
   using K = ir::OpKind;
   switch (op) {
-    case K::Eq: return a == b;
-    case K::Ne: return a != b;
-    case K::Lt: return a < b;
-    case K::Le: return a <= b;
-    case K::Gt: return a > b;
-    case K::Ge: return a >= b;
-    default: return false;
+    case K::Eq:
+      return a == b;
+    case K::Ne:
+      return a != b;
+    case K::Lt:
+      return a < b;
+    case K::Le:
+      return a <= b;
+    case K::Gt:
+      return a > b;
+    case K::Ge:
+      return a >= b;
+    default:
+      return false;
   }
 }
 

@@ -113,7 +113,8 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
   const bool by_rows = m >= 64 * split || m >= n;  // row blocks keep B whole; prefer them
   const int64_t extent = by_rows ? m : n;
   const int64_t block = (extent + split - 1) / std::max<int64_t>(split, 1);
-  const int64_t grain = big ? 1 : std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(m * n * k, 1));
+  const int64_t grain =
+      big ? 1 : std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(m * n * k, 1));
   runtime::parallel_for(nbatch * split, grain, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) {
       const int64_t bi = w / split, part = w % split;

@@ -63,15 +63,17 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
     // each output walks its own reduced elements
     runtime::parallel_for(nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
                           [&](int64_t o0, int64_t o1) {
-      for (int64_t o = o0; o < o1; ++o) {
-        const int64_t base = offset_of(o, kshape, kstr.data(), in.offset);
-        A acc = init_value<A>(op);
-        for_each_run(rshape, rstr.data(), base, 0, nred, [&](int64_t off, int64_t cnt, int64_t st) {
-          for (int64_t j = 0; j < cnt; ++j) acc = combine(op, acc, convert<A>(p[off + j * st]));
-        });
-        out[o] = finish(acc);
-      }
-    });
+                            for (int64_t o = o0; o < o1; ++o) {
+                              const int64_t base = offset_of(o, kshape, kstr.data(), in.offset);
+                              A acc = init_value<A>(op);
+                              for_each_run(rshape, rstr.data(), base, 0, nred,
+                                           [&](int64_t off, int64_t cnt, int64_t st) {
+                                             for (int64_t j = 0; j < cnt; ++j)
+                                               acc = combine(op, acc, convert<A>(p[off + j * st]));
+                                           });
+                              out[o] = finish(acc);
+                            }
+                          });
     return;
   }
   // reduced dims are outer: sweep them, accumulating a row of outputs at a time
@@ -81,10 +83,12 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
     for (int64_t r = 0; r < nred; ++r) {
       const int64_t base = offset_of(r, rshape, rstr.data(), in.offset);
       int64_t w = 0;
-      for_each_run(kshape, kstr.data(), base, o0, o1 - o0, [&](int64_t off, int64_t cnt, int64_t st) {
-        for (int64_t j = 0; j < cnt; ++j) accs[w + j] = combine(op, accs[w + j], convert<A>(p[off + j * st]));
-        w += cnt;
-      });
+      for_each_run(kshape, kstr.data(), base, o0, o1 - o0,
+                   [&](int64_t off, int64_t cnt, int64_t st) {
+                     for (int64_t j = 0; j < cnt; ++j)
+                       accs[w + j] = combine(op, accs[w + j], convert<A>(p[off + j * st]));
+                     w += cnt;
+                   });
     }
     for (int64_t o = o0; o < o1; ++o) out[o] = finish(accs[o - o0]);
   });
