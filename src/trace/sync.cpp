@@ -14,13 +14,13 @@ namespace {
 // Walks stamp scratch fields on shared nodes, so one graph is gathered at a time.
 std::mutex g_walk_mutex;
 
-void sync_impls(const std::vector<std::shared_ptr<TensorImpl>>& impls) {
-  std::lock_guard<std::mutex> lock(g_walk_mutex);
+// Runs with g_walk_mutex held.
+void sync_impls(const std::vector<TensorImpl*>& impls) {
   std::vector<TensorImpl*> todo;
   std::vector<ir::Node*> roots;
-  for (const auto& impl : impls)
+  for (TensorImpl* impl : impls)
     if (impl->pending()) {
-      todo.push_back(impl.get());
+      todo.push_back(impl);
       roots.push_back(impl->node.get());
     }
   if (roots.empty()) return;
@@ -65,11 +65,12 @@ void sync() {
 }
 
 void sync(const std::vector<Tensor>& tensors) {
-  std::vector<std::shared_ptr<TensorImpl>> impls;
+  std::vector<TensorImpl*> impls;  // the caller's handles keep these alive
   for (const Tensor& t : tensors) {
     if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");
-    impls.push_back(t.impl());
+    impls.push_back(t.impl().get());
   }
+  std::lock_guard<std::mutex> lock(g_walk_mutex);
   sync_impls(impls);
 }
 

@@ -19,30 +19,57 @@ TensorImpl& impl_of(const Tensor& t, const char* op) {
 
 }  // namespace
 
-// The live pending tensors recorded by one thread: an intrusive list, so linking and
-// unlinking are a few pointer writes and no allocation. A tiny spin lock guards it, since
-// a tensor may be dropped or synced on another thread than the one that recorded it.
+// The live pending tensors recorded by one thread: an intrusive list that only that
+// thread touches, so linking and unlinking are a few pointer writes, with no lock and no
+// allocation. A tensor whose last handle dies on another thread is handed back through
+// `released` (a lock-free stack) and destroyed by its own thread at its next op or sync.
 struct PendingList {
-  std::atomic_flag busy = ATOMIC_FLAG_INIT;
   TensorImpl* head = nullptr;
-  void lock() {
-    while (busy.test_and_set(std::memory_order_acquire)) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
-    }
-  }
-  void unlock() {
-    busy.clear(std::memory_order_release);
-  }
+  std::atomic<TensorImpl*> released{nullptr};
 };
 
 namespace {
+
 PendingList& my_list() {
   // Never freed: tensors recorded by a thread that has ended may still point at it.
   static thread_local PendingList* list = new PendingList();
   return *list;
 }
+
+void destroy_impl(TensorImpl* p) {
+  p->~TensorImpl();
+  BlockPool<sizeof(TensorImpl)>::deallocate(p);
+}
+
+void drain_released(PendingList& list) {
+  for (TensorImpl* p = list.released.exchange(nullptr, std::memory_order_acquire); p;) {
+    TensorImpl* next = p->next_released;
+    destroy_impl(p);
+    p = next;
+  }
+}
+
+struct ImplDeleter {
+  void operator()(TensorImpl* p) const {
+    PendingList* list = p->owner;
+    if (list && list != &my_list()) {
+      TensorImpl* head = list->released.load(std::memory_order_relaxed);
+      do {
+        p->next_released = head;
+      } while (!list->released.compare_exchange_weak(head, p, std::memory_order_release,
+                                                     std::memory_order_relaxed));
+      return;
+    }
+    destroy_impl(p);
+  }
+};
+
+std::shared_ptr<TensorImpl> new_impl(Shape shape, DType dtype) {
+  void* mem = BlockPool<sizeof(TensorImpl)>::allocate();
+  auto* p = new (mem) TensorImpl(std::move(shape), dtype);
+  return std::shared_ptr<TensorImpl>(p, ImplDeleter{}, PoolAllocator<TensorImpl>());
+}
+
 }  // namespace
 
 TensorImpl::~TensorImpl() {
@@ -52,47 +79,48 @@ TensorImpl::~TensorImpl() {
 void TensorImpl::link() {
   if (owner) return;
   PendingList& list = my_list();
-  list.lock();
+  if (list.released.load(std::memory_order_relaxed)) drain_released(list);
   next = list.head;
   prev = nullptr;
   if (next) next->prev = this;
   list.head = this;
   owner = &list;
-  list.unlock();
 }
 
 void TensorImpl::unlink() {
-  PendingList* list = owner;
-  if (!list) return;
-  list->lock();
+  // Only the owning thread edits its list; it drops entries that are no longer pending
+  // when it next gathers them.
+  if (!owner || owner != &my_list()) return;
   if (prev)
     prev->next = next;
   else
-    list->head = next;
+    owner->head = next;
   if (next) next->prev = prev;
   prev = next = nullptr;
   owner = nullptr;
-  list->unlock();
 }
 
 namespace trace {
 
 thread_local int OpScope::depth_ = 0;
 
-std::vector<std::shared_ptr<TensorImpl>> pending_tensors() {
-  std::vector<std::shared_ptr<TensorImpl>> out;
+std::vector<TensorImpl*> pending_tensors() {
+  std::vector<TensorImpl*> out;
   PendingList& list = my_list();
-  list.lock();
-  for (TensorImpl* p = list.head; p; p = p->next)
-    if (auto alive = p->weak_from_this().lock())
-      out.push_back(std::move(alive));  // not one being destroyed
-  list.unlock();
+  drain_released(list);
+  for (TensorImpl* p = list.head; p;) {
+    TensorImpl* next = p->next;
+    if (!p->pending())
+      p->unlink();  // computed by a sync on another thread
+    else
+      out.push_back(p);
+    p = next;
+  }
   return out;
 }
 
 Tensor make_pending(ir::NodePtr node) {
-  auto impl =
-      std::allocate_shared<TensorImpl>(PoolAllocator<TensorImpl>(), node->shape, node->dtype);
+  auto impl = new_impl(node->shape, node->dtype);
   impl->node = std::move(node);
   impl->link();
   metrics::trace_count.add();
@@ -107,7 +135,7 @@ void set_pending(TensorImpl& impl, ir::NodePtr node) {
 }
 
 Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape) {
-  auto impl = std::make_shared<TensorImpl>(std::move(shape), dtype);
+  auto impl = new_impl(std::move(shape), dtype);
   impl->buffer = std::move(buffer);
   return Tensor(std::move(impl));
 }

@@ -13,7 +13,7 @@ namespace lazytrace {
 
 struct PendingList;
 
-struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
+struct TensorImpl {
   Shape shape;
   DType dtype;
   // Pending: the op that computes this tensor. Materialized: null, or the cached Data
@@ -21,10 +21,11 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   ir::NodePtr node;
   runtime::BufferPtr buffer;
   // Link in the list of live pending tensors that sync() computes: the list of the thread
-  // that recorded the tensor (`owner`), which any thread may unlink it from.
+  // that recorded the tensor (`owner`); only that thread edits it.
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
   PendingList* owner = nullptr;
+  TensorImpl* next_released = nullptr;  // while waiting to be destroyed by the owner thread
 
   TensorImpl(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
   ~TensorImpl();
@@ -44,8 +45,12 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
 
 namespace trace {
 
-/** This thread's live pending tensors (the ones still alive), for sync(). */
-std::vector<std::shared_ptr<TensorImpl>> pending_tensors();
+/**
+ * This thread's live pending tensors, for sync(); call with the graph lock held. The
+ * pointers stay valid through the sync: only this thread destroys its list's tensors
+ * (a handle dropped elsewhere hands its tensor back instead of destroying it).
+ */
+std::vector<TensorImpl*> pending_tensors();
 /** A new pending tensor computed by `node`. */
 Tensor make_pending(ir::NodePtr node);
 /** Sets an existing tensor to be computed by `node` (copy_). */
