@@ -239,8 +239,10 @@ class Lowering {
     ins.dtype = n.dtype;
     ins.in_dtype = n.inputs.empty() ? n.dtype : g_.nodes[n.inputs.back()].dtype;
     for (size_t k = 0; k < n.inputs.size(); ++k) ins.src[k] = reg_of(gid, n.inputs[k]);
-    ins.f[0] = n.attrs.f[0];
-    ins.f[1] = n.attrs.f[1];
+    if (n.op == OpKind::Iota) {
+      ins.f[0] = n.attrs.get_double(0);
+      ins.f[1] = n.attrs.get_double(1);
+    }
     Value& out = vals_[i];
     out.kind = Value::Reg;
     out.group = gid;

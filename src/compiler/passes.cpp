@@ -60,8 +60,7 @@ bool same_node(const GNode& a, const GNode& b) {
   return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
          a.param == b.param && a.value == b.value && a.ivalue == b.ivalue &&
          a.attrs.n == b.attrs.n && std::equal(a.attrs.begin(), a.attrs.end(), b.attrs.begin()) &&
-         a.attrs.flag == b.attrs.flag && a.attrs.f[0] == b.attrs.f[0] &&
-         a.attrs.f[1] == b.attrs.f[1];
+         a.attrs.flag == b.attrs.flag;
 }
 
 }  // namespace

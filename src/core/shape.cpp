@@ -10,8 +10,10 @@ void Shape::push_back(int64_t d) {
     inline_[ndim_++] = d;
     return;
   }
-  if (ndim_ == kInline) heap_.assign(inline_, inline_ + kInline);
-  heap_.push_back(d);
+  std::unique_ptr<int64_t[]> grown(new int64_t[static_cast<size_t>(ndim_ + 1)]);
+  std::copy(begin(), end(), grown.get());
+  grown[static_cast<size_t>(ndim_)] = d;
+  heap_ = std::move(grown);
   ++ndim_;
 }
 

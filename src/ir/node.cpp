@@ -16,7 +16,6 @@ void Attrs::push(int64_t v) {
 uint64_t Attrs::hash() const {
   uint64_t h = hash_step(0xcbf29ce484222325ULL, static_cast<uint64_t>(n) | (flag ? 0x100 : 0));
   for (int i = 0; i < n; ++i) h = hash_step(h, static_cast<uint64_t>(ints[i]));
-  if (f[0] != 0 || f[1] != 0) h = hash_step(hash_step(h, hash_double(f[0])), hash_double(f[1]));
   return h;
 }
 
@@ -27,8 +26,7 @@ uint64_t local_hash_of(const Node& n) {
                                                     static_cast<uint64_t>(n.dtype) |
                                                     (static_cast<uint64_t>(n.shape.size()) << 16));
   for (int64_t d : n.shape) h = hash_step(h, static_cast<uint64_t>(d));
-  if (n.attrs.n || n.attrs.flag || n.attrs.f[0] != 0 || n.attrs.f[1] != 0)
-    h = hash_step(h, n.attrs.hash());
+  if (n.attrs.n || n.attrs.flag) h = hash_step(h, n.attrs.hash());
   if (n.op == OpKind::Scalar)
     h = hash_step(h, n.scalar_is_param ? 0x5ca1a9ULL : hash_double(n.value));
   return hash_mix(h);
@@ -45,23 +43,28 @@ Node::Node(OpKind op_, DType dtype_, Shape shape_, NodePtr* operands, int n, Att
   for (int i = 0; i < n; ++i) {
     if (n_inline_ < kInline)
       inline_[n_inline_++] = std::move(operands[i]);
-    else
-      more_.push_back(std::move(operands[i]));
+    else {
+      if (!more_) more_ = std::make_unique<std::vector<NodePtr>>();
+      more_->push_back(std::move(operands[i]));
+    }
   }
 }
 
 Node::~Node() {
+  if (n_inline_ == 0) return;  // a leaf: nothing to release
   if (t_release_queue) {
     for (int i = 0; i < n_inline_; ++i)
       if (inline_[i]) t_release_queue->push_back(std::move(inline_[i]));
-    for (auto& o : more_) t_release_queue->push_back(std::move(o));
+    if (more_)
+      for (auto& o : *more_) t_release_queue->push_back(std::move(o));
     return;
   }
   std::vector<NodePtr> queue;
   t_release_queue = &queue;
   for (int i = 0; i < n_inline_; ++i)
     if (inline_[i]) queue.push_back(std::move(inline_[i]));
-  for (auto& o : more_) queue.push_back(std::move(o));
+  if (more_)
+    for (auto& o : *more_) queue.push_back(std::move(o));
   while (!queue.empty()) {
     NodePtr n = std::move(queue.back());
     queue.pop_back();
@@ -106,9 +109,10 @@ NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> oper
 void Node::become_data(std::shared_ptr<void> buffer) {
   std::vector<NodePtr> released;  // destroyed at the end, iteratively, like any chain
   for (int i = 0; i < n_inline_; ++i) released.push_back(std::move(inline_[i]));
-  for (auto& o : more_) released.push_back(std::move(o));
+  if (more_)
+    for (auto& o : *more_) released.push_back(std::move(o));
   n_inline_ = 0;
-  more_.clear();
+  more_.reset();
   op = OpKind::Data;
   attrs = Attrs{};
   value = 0;

@@ -4,6 +4,7 @@
 // long chain is iterative, so 100,000 chained ops free without deep recursion.
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -16,14 +17,23 @@ namespace lazytrace::ir {
 struct Node;
 using NodePtr = std::shared_ptr<Node>;
 
-/** Small integer attributes, stored inline. */
+/** Small integer attributes, stored inline (a double is stored by its bits). */
 struct Attrs {
   static constexpr int kMax = 8;
   std::array<int64_t, kMax> ints{};
-  int n = 0;
-  double f[2] = {0, 0};
+  uint8_t n = 0;
   bool flag = false;  // keepdim for reductions
   void push(int64_t v);
+  void push_double(double v) {
+    int64_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    push(bits);
+  }
+  double get_double(int i) const {
+    double v;
+    std::memcpy(&v, &ints[static_cast<size_t>(i)], sizeof v);
+    return v;
+  }
   const int64_t* begin() const { return ints.data(); }
   const int64_t* end() const { return ints.data() + n; }
   int64_t operator[](int i) const { return ints[i]; }
@@ -47,8 +57,10 @@ struct Node {
   uint32_t mark = 0;
   int32_t index = -1;
 
-  int num_operands() const { return static_cast<int>(n_inline_ + more_.size()); }
-  const NodePtr& operand(int i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  int num_operands() const { return n_inline_ + (more_ ? static_cast<int>(more_->size()) : 0); }
+  const NodePtr& operand(int i) const {
+    return i < kInline ? inline_[i] : (*more_)[static_cast<size_t>(i - kInline)];
+  }
 
   /** Moves the operands in. */
   Node(OpKind op, DType dtype, Shape shape, NodePtr* operands, int n, Attrs attrs);
@@ -67,7 +79,7 @@ struct Node {
   static constexpr int kInline = 3;
   std::array<NodePtr, kInline> inline_;
   int n_inline_ = 0;
-  std::vector<NodePtr> more_;
+  std::unique_ptr<std::vector<NodePtr>> more_;  // operands past the third (concat)
 };
 
 /** A new op node; its hashes are computed here. Operands passed by value are moved in. */

@@ -9,7 +9,7 @@ enum class OpKind : uint8_t {
   // leaves
   Data,         // a materialized buffer: a graph parameter
   Scalar,       // a 0-d constant; values other than 0 and +-1 are scalar parameters
-  Iota,         // arange: attrs f[0] start, f[1] step
+  Iota,         // arange: attrs (as doubles) start, step
   RandUniform,  // operands: seed, offset (int64 scalars); U[0, 1)
   RandNormal,   // operands: seed, offset; N(0, 1)
   // elementwise unary

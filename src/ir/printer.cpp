@@ -19,7 +19,7 @@ std::string attr_str(const GNode& n) {
   } else if (n.op == OpKind::Data) {
     os << "param#" << n.param;
   } else if (n.op == OpKind::Iota) {
-    os << "start=" << n.attrs.f[0] << ", step=" << n.attrs.f[1];
+    os << "start=" << n.attrs.get_double(0) << ", step=" << n.attrs.get_double(1);
   } else if (n.attrs.n > 0) {
     os << "{";
     for (int i = 0; i < n.attrs.n; ++i) os << (i ? "," : "") << n.attrs[i];

@@ -109,8 +109,8 @@ Tensor arange(double start, double stop, double step, DType dtype) {
     fail("arange", "dtype bool is not supported; use int64 or a float dtype.");
   const auto n = static_cast<int64_t>(std::ceil((stop - start) / step));
   ir::Attrs a;
-  a.f[0] = start;
-  a.f[1] = step;
+  a.push_double(start);
+  a.push_double(step);
   return trace::make_pending(ir::make_node(ir::OpKind::Iota, dtype, Shape{n}, a));
 }
 

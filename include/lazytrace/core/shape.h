@@ -2,6 +2,7 @@
 /** Shape: the dimensions of a tensor, stored inline up to six dimensions. */
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,15 +24,18 @@ class Shape {
   Shape(const Shape& o) { assign(o.begin(), o.end()); }
   Shape(Shape&& o) noexcept : ndim_(o.ndim_), heap_(std::move(o.heap_)) {
     for (int i = 0; i < kInline; ++i) inline_[i] = o.inline_[i];
+    o.ndim_ = 0;
   }
   Shape& operator=(const Shape& o) {
     if (this != &o) assign(o.begin(), o.end());
     return *this;
   }
   Shape& operator=(Shape&& o) noexcept {
+    if (this == &o) return *this;
     ndim_ = o.ndim_;
     heap_ = std::move(o.heap_);
     for (int i = 0; i < kInline; ++i) inline_[i] = o.inline_[i];
+    o.ndim_ = 0;
     return *this;
   }
 
@@ -42,8 +46,8 @@ class Shape {
   int64_t& operator[](int i) { return data()[i]; }
   const int64_t* begin() const { return data(); }
   const int64_t* end() const { return data() + ndim_; }
-  const int64_t* data() const { return ndim_ <= kInline ? inline_ : heap_.data(); }
-  int64_t* data() { return ndim_ <= kInline ? inline_ : heap_.data(); }
+  const int64_t* data() const { return ndim_ <= kInline ? inline_ : heap_.get(); }
+  int64_t* data() { return ndim_ <= kInline ? inline_ : heap_.get(); }
   int64_t back() const { return data()[ndim_ - 1]; }
   void push_back(int64_t d);
   std::vector<int64_t> vec() const { return std::vector<int64_t>(begin(), end()); }
@@ -67,15 +71,16 @@ class Shape {
     int n = static_cast<int>(last - first);
     ndim_ = n;
     if (n <= kInline) {
-      if (!heap_.empty()) heap_.clear();
+      if (heap_) heap_.reset();
       for (int i = 0; i < n; ++i) inline_[i] = first[i];
     } else {
-      heap_.assign(first, last);
+      heap_.reset(new int64_t[static_cast<size_t>(n)]);
+      for (int i = 0; i < n; ++i) heap_[static_cast<size_t>(i)] = first[i];
     }
   }
   int64_t inline_[kInline] = {};
   int ndim_ = 0;
-  std::vector<int64_t> heap_;
+  std::unique_ptr<int64_t[]> heap_;  // dims when there are more than kInline
 };
 
 /** Row-major strides (in elements) of a contiguous tensor of this shape. */

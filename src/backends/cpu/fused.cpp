@@ -108,8 +108,9 @@ void unary(OpKind op, T* d, const T* a, int64_t n) {
   switch (op) {
     LT_UNARY(Neg)
     LT_UNARY(Exp)
-    LT_UNARY(Log) LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu)
-        LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) default : return;
+    LT_UNARY(Log)
+    LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu)
+        LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) default : return;
   }
 #undef LT_UNARY
 }
@@ -123,8 +124,8 @@ void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
   switch (op) {
     LT_BINARY(Add)
     LT_BINARY(Sub)
-    LT_BINARY(Mul) LT_BINARY(Div) LT_BINARY(Pow) LT_BINARY(Maximum) LT_BINARY(Minimum) default
-        : return;
+    LT_BINARY(Mul)
+    LT_BINARY(Div) LT_BINARY(Pow) LT_BINARY(Maximum) LT_BINARY(Minimum) default : return;
   }
 #undef LT_BINARY
 }
