@@ -16,6 +16,7 @@
 
 #include <lazytrace/lazytrace.h>
 
+#include "gemm_shapes.h"
 #include "runtime/thread_pool.h"
 
 namespace {
@@ -27,47 +28,11 @@ int64_t timer(const char* name) {
   return lt::metrics::timer_ns(name);
 }
 
-// ---------------------------------------------------------------------------------------
-// Matmul at decoder shapes. Args: tokens, hidden, inter, down. down = 0 is the up
-// projection (tokens x hidden @ hidden x inter), down = 1 the down projection
-// (tokens x inter @ inter x hidden).
-struct Gemm {
-  int64_t m, k, n;
-};
-
-Gemm gemm_of(const benchmark::State& state) {
-  const int64_t tokens = state.range(0), hidden = state.range(1), inter = state.range(2);
-  return state.range(3) == 0 ? Gemm{tokens, hidden, inter} : Gemm{tokens, inter, hidden};
-}
-
-void decoder_shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"tokens", "hidden", "inter", "down"});
-  for (int64_t hidden : {128, 256})
-    for (int64_t inter : {1024, 2048})
-      for (int64_t down : {0, 1})
-        for (int64_t tokens : {16, 64, 256, 512}) b->Args({tokens, hidden, inter, down});
-}
-
-void set_gemm_counters(benchmark::State& state, const Gemm& g) {
-  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(g.m * g.n * g.k),
-                                                benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["threads"] = lt::runtime::num_threads();
-}
-
-struct FreeDeleter {
-  void operator()(float* p) const { std::free(p); }
-};
-using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
-
-// 64-byte aligned like lazytrace's buffers, filled with N(0, 1) values.
-AlignedFloats random_floats(int64_t n, uint32_t seed) {
-  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-  AlignedFloats p(static_cast<float*>(std::aligned_alloc(64, bytes)));
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist;
-  for (int64_t i = 0; i < n; ++i) p[i] = dist(gen);
-  return p;
-}
+using bench::AlignedFloats;
+using bench::decoder_shapes;
+using bench::Gemm;
+using bench::gemm_of;
+using bench::random_floats;
 
 // Inputs materialized before timing; each iteration records one matmul and syncs it, a
 // compile-cache hit after the warm-up. The result (a fresh output buffer each run, as in

@@ -124,17 +124,20 @@ TEST(CompileCache, IsBoundedLeastRecentlyUsedFirst) {
   unsetenv("LAZYTRACE_COMPILE_CACHE_SIZE");
   EXPECT_EQ(cache.capacity(), 3u);
   lt::metrics::reset();
+  // a graph of one constant, returned `results` times
+  auto constant_graph = [](size_t results) {
+    lt::ir::Graph g;
+    lt::ir::GNode n;
+    n.op = lt::ir::OpKind::Scalar;
+    n.dtype = lt::float32;
+    n.value = 1;
+    g.nodes.push_back(n);
+    g.results.assign(results, 0);
+    return g;
+  };
   auto compile = [&](uint64_t key) {
-    return cache.get_or_compile(key, {0, 0, 1, 1}, lt::cpu::cpu_device(), [] {
-      lt::ir::Graph g;
-      lt::ir::GNode n;
-      n.op = lt::ir::OpKind::Scalar;
-      n.dtype = lt::float32;
-      n.value = 1;
-      g.nodes.push_back(n);
-      g.results.push_back(0);
-      return g;
-    });
+    return cache.get_or_compile(key, {0, 0, 1, 1}, lt::cpu::cpu_device(),
+                                [&] { return constant_graph(1); });
   };
   for (uint64_t k : {1, 2, 3}) compile(k);
   compile(1);  // 1 is now the most recent; 2 the least
@@ -149,16 +152,8 @@ TEST(CompileCache, IsBoundedLeastRecentlyUsedFirst) {
   compile(2);
   EXPECT_EQ(counter("CompileCount"), 1);
   // the same key with another argument count is a (hash) collision: compiled anew
-  auto other = cache.get_or_compile(1, {0, 0, 2, 1}, lt::cpu::cpu_device(), [] {
-    lt::ir::Graph g;
-    lt::ir::GNode n;
-    n.op = lt::ir::OpKind::Scalar;
-    n.dtype = lt::float32;
-    n.value = 1;
-    g.nodes.push_back(n);
-    g.results = {0, 0};
-    return g;
-  });
+  auto other = cache.get_or_compile(1, {0, 0, 2, 1}, lt::cpu::cpu_device(),
+                                    [&] { return constant_graph(2); });
   EXPECT_EQ(counter("CompileCount"), 2);
   EXPECT_EQ(other->run({}, {}).size(), 2u);
 }
