@@ -34,6 +34,12 @@ using bench::Gemm;
 using bench::gemm_of;
 using bench::random_floats;
 
+void set_gemm_counters(benchmark::State& state, const Gemm& g) {
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(g.m * g.n * g.k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = lt::runtime::num_threads();
+}
+
 // Inputs materialized before timing; each iteration records one matmul and syncs it, a
 // compile-cache hit after the warm-up. The result (a fresh output buffer each run, as in
 // real use) is released at the end of the iteration, inside the timing.
