@@ -20,7 +20,7 @@ Tensor from_host(const T* data, size_t n, DType dtype, const Shape& shape) {
     auto* out = static_cast<bool*>(buf->data());
     for (size_t i = 0; i < n; ++i) out[i] = data[i];
   } else {
-    std::memcpy(buf->data(), data, n * sizeof(T));
+    if (n > 0) std::memcpy(buf->data(), data, n * sizeof(T));  // an empty vector may have no data
   }
   return trace::make_materialized(std::move(buf), dtype, shape);
 }
