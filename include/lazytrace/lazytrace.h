@@ -6,6 +6,7 @@
  *   auto y = lt::matmul(x, w) + b;   // recorded, not run
  *   lt::sync();                      // compiled (once per graph structure) and run
  */
+#include "lazytrace/autograd/autograd.h"
 #include "lazytrace/core/dtype.h"
 #include "lazytrace/core/error.h"
 #include "lazytrace/core/shape.h"

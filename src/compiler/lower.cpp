@@ -184,10 +184,11 @@ class Lowering {
     }
     if (n.op == OpKind::Matmul) return lower_matmul(i);
     if (n.op == OpKind::Concat) return lower_concat(i);
-    if (n.op == OpKind::IndexSelect) {
+    if (n.op == OpKind::IndexSelect || n.op == OpKind::IndexAdd) {
       GatherStep gs;
       gs.in = use_memory_view(n.inputs[0]);
       gs.index = use_memory_view(n.inputs[1]);
+      if (n.op == OpKind::IndexAdd) gs.source = use_memory_view(n.inputs[2]);
       gs.dim = static_cast<int>(n.attrs[0]);
       gs.out_shape = n.shape;
       gs.out_storage = new_storage(n.shape, n.dtype);
@@ -480,6 +481,7 @@ void for_each_view(const Step& step, F&& f) {
   } else if (auto* gs = std::get_if<GatherStep>(&step)) {
     f(gs->in.storage);
     f(gs->index.storage);
+    if (gs->source) f(gs->source->storage);
     f(gs->out_storage);
   }
 }

@@ -164,7 +164,11 @@ std::string describe(const Program& p) {
       os << "matmul " << view(m->a) << " x " << view(m->b) << " -> s" << m->out_storage << " "
          << m->out_shape.str();
     } else if (auto* gs = std::get_if<GatherStep>(&s)) {
-      os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
+      if (gs->source)
+        os << "index_add " << view(gs->in) << "[" << view(gs->index) << "] += " << view(*gs->source)
+           << " -> s" << gs->out_storage;
+      else
+        os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
     }
     os << "\n";
   }

@@ -2,6 +2,7 @@
 // Program: a graph lowered to a backend-neutral kernel list over planned storage.
 // Layout ops have become strided views, elementwise chains have become fused steps, and
 // every intermediate has an offset in one arena, so a run only binds pointers.
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -73,8 +74,11 @@ struct MatmulStep {
   DType dtype;
 };
 
+// index_select (out = in[index] along dim), or index_add (out = in, then
+// out[index[j]] += source[j] along dim, in order) when `source` is set.
 struct GatherStep {
   View in, index;
+  std::optional<View> source;
   int dim;
   int out_storage;
   Shape out_shape;

@@ -25,6 +25,7 @@ const OpInfo& op_info(OpKind k) {
       {"sqrt", F::Elementwise, 1},
       {"rsqrt", F::Elementwise, 1},
       {"abs", F::Elementwise, 1},
+      {"erf", F::Elementwise, 1},
       {"cast", F::Elementwise, 1},
       {"add", F::Elementwise, 2},
       {"sub", F::Elementwise, 2},
@@ -50,6 +51,7 @@ const OpInfo& op_info(OpKind k) {
       {"matmul", F::Other, 2},
       {"concat", F::Other, -1},
       {"index_select", F::Other, 2},
+      {"index_add", F::Other, 3},
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(k)];

@@ -26,6 +26,7 @@ enum class OpKind : uint8_t {
   Sqrt,
   Rsqrt,
   Abs,
+  Erf,
   Cast,
   // elementwise binary
   Add,
@@ -56,6 +57,7 @@ enum class OpKind : uint8_t {
   Matmul,       // batched, with broadcast batch dims
   Concat,       // attrs ints: dim
   IndexSelect,  // attrs ints: dim; operands: input, int index vector
+  IndexAdd,     // attrs ints: dim; operands: input, int index vector, source
   kCount
 };
 

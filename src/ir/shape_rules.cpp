@@ -187,4 +187,17 @@ Shape index_select_shape(const Shape& in, int& dim, const Shape& index) {
   return out;
 }
 
+void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape& source) {
+  const char* op = "index_add";
+  if (index.size() != 1)
+    fail(op, "the index must be 1-d, got shape ", index.str(), "; flatten it with reshape({-1}).");
+  if (in.size() == 0) fail(op, "cannot index a 0-d tensor.");
+  dim = normalize_dim(op, dim, in.size(), in);
+  Shape want = in;
+  want[dim] = index[0];
+  if (source != want)
+    fail(op, "source has shape ", source.str(), " but adding along dim ", dim, " of ", in.str(),
+         " with ", index[0], " indices needs shape ", want.str(), ".");
+}
+
 }  // namespace lazytrace::ir

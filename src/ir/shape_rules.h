@@ -25,5 +25,7 @@ Shape permute_shape(const Shape& in, std::vector<int>& perm);
 Shape slice_shape(const Shape& in, int& dim, int64_t& start, int64_t& stop, int64_t step);
 Shape concat_shape(const std::vector<Shape>& ins, int& dim);
 Shape index_select_shape(const Shape& in, int& dim, const Shape& index);
+/** index_add: source must be `in` with dim `dim` resized to the index length. */
+void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape& source);
 
 }  // namespace lazytrace::ir

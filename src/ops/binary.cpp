@@ -1,6 +1,6 @@
 // Binary elementwise ops (arithmetic, comparison) and where, with NumPy broadcasting
-// and PyTorch's promotion. Operands are cast to the common dtype here, so the kernels
-// only ever see matching operand dtypes.
+// and PyTorch's promotion, each with its VJP rule. Operands are cast to the common dtype
+// here, so the kernels only ever see matching operand dtypes.
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -17,7 +17,39 @@ struct Operand {
   std::string str() const {
     return t ? ops::type_of(*t) : std::string("scalar ") + dtype_name(s->kind());
   }
+  /** As the VJP sees it: in the computing dtype; a number becomes a 0-d constant. */
+  Tensor value(DType d) const {
+    if (t && t->dtype() == d) return *t;
+    NoGradGuard no_grad;  // the cast is for the rule's arithmetic, not part of the tape
+    return t ? astype(*t, d) : scalar(*s, d);
+  }
 };
+
+// The gradients of out = op(a, b) for both operands, given g = d(loss)/d(out).
+std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const Tensor& a, const Tensor& b,
+                                     const Tensor& out) {
+  switch (op) {
+    case OpKind::Add:
+      return {g, g};
+    case OpKind::Sub:
+      return {g, -g};
+    case OpKind::Mul:
+      return {g * b, g * a};
+    case OpKind::Div:
+      return {g / b, -(g * out) / b};
+    case OpKind::Pow:  // as PyTorch: 0 where the exponent is 0, or the base 0 and b >= 0
+      return {where(b == 0, 0, g * (b * pow(a, b - 1))),
+              where((a == 0) * (b >= 0), 0, g * (out * log(a)))};
+    case OpKind::Maximum:
+    case OpKind::Minimum: {  // a tie splits the gradient evenly, as in PyTorch
+      Tensor a_wins = op == OpKind::Maximum ? a > b : a < b;
+      Tensor half = where(a == b, g * 0.5, 0);
+      return {where(a_wins, g, half), where(a_wins + (a == b), half, g)};
+    }
+    default:
+      fail(ir::op_name(op), "has no gradient rule.");
+  }
+}
 
 Tensor binary(OpKind op, Operand a, Operand b) {
   trace::OpScope scope;
@@ -33,9 +65,17 @@ Tensor binary(OpKind op, Operand a, Operand b) {
          "); convert with astype(t, lt::int64) first.");
   if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
-  DType out = cmp ? DType::bool_ : common;
-  return trace::make_pending(
-      ir::make_node(op, out, std::move(shape), a.node(common), b.node(common)));
+  DType out_dtype = cmp ? DType::bool_ : common;
+  Tensor out = trace::make_pending(
+      ir::make_node(op, out_dtype, std::move(shape), a.node(common), b.node(common)));
+  if (!cmp && ops::needs_grad(a.t, b.t))
+    ops::record_grad(out, name, {a.t, b.t},
+                     [op, ta = a.value(common), tb = b.value(common),
+                      y = ops::SavedResult(out)](const Tensor& g) {
+                       auto [ga, gb] = binary_vjp(op, g, ta, tb, y.get());
+                       return std::vector<Tensor>{ga, gb};
+                     });
+  return out;
 }
 
 Operand T(const Tensor& t) {
@@ -56,8 +96,13 @@ Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   DType common = ops::result_type({a.promote(), b.promote()});
   Shape shape = ir::broadcast_shapes("where", cond.shape(), a.shape());
   shape = ir::broadcast_shapes("where", shape, b.shape());
-  return trace::make_pending(ir::make_node(OpKind::Where, common, shape, trace::node_of(cond),
-                                           a.node(common), b.node(common)));
+  Tensor out = trace::make_pending(ir::make_node(OpKind::Where, common, shape, trace::node_of(cond),
+                                                 a.node(common), b.node(common)));
+  if (ops::needs_grad(a.t, b.t))
+    ops::record_grad(out, "where", {nullptr, a.t, b.t}, [c = cond](const Tensor& g) {
+      return std::vector<Tensor>{Tensor(), where(c, g, 0), where(c, 0, g)};
+    });
+  return out;
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
-// Layout ops: reshape, permute, broadcast, slice, concat, stack, index_select. The
-// compiler turns the first four into strided views; nothing is copied for them.
+// Layout ops: reshape, permute, broadcast, slice, concat, stack, index_select and
+// index_add, each with its VJP rule (composite ops such as select and stack get theirs
+// from their parts). The compiler turns the first four into strided views; nothing is
+// copied for them.
 #include <numeric>
 
 #include "ops/op_helpers.h"
@@ -13,6 +15,25 @@ Tensor layout(OpKind op, const Tensor& t, Shape shape, ir::Attrs a = {}) {
   return trace::make_pending(ir::make_node(op, t.dtype(), std::move(shape), trace::node_of(t), a));
 }
 
+// The gradient of a slice: g in the sliced positions, zeros elsewhere. A contiguous slice
+// pads with zeros by concat; a strided one adds g at its positions.
+Tensor slice_backward(const Tensor& g, const Shape& in, int dim, int64_t start, int64_t step) {
+  const int64_t len = g.shape()[dim];
+  if (step == 1) {
+    std::vector<Tensor> parts;
+    Shape before = in, after = in;
+    before[dim] = start;
+    after[dim] = in[dim] - start - len;
+    if (before[dim] > 0) parts.push_back(zeros(before, g.dtype()));
+    parts.push_back(g);
+    if (after[dim] > 0) parts.push_back(zeros(after, g.dtype()));
+    return concat(parts, dim);
+  }
+  Tensor positions = arange(static_cast<double>(start), static_cast<double>(start + len * step),
+                            static_cast<double>(step));
+  return index_add(zeros(in, g.dtype()), dim, positions, g);
+}
+
 }  // namespace
 
 Tensor reshape(const Tensor& t, const Shape& shape) {
@@ -21,9 +42,14 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
   Shape out = ir::reshape_shape(t.shape(), shape.vec());
   if (out == t.shape()) return t;
   TensorImpl& impl = *t.impl();
-  if (!impl.pending())  // a materialized buffer is already contiguous: share it
-    return trace::make_materialized(impl.materialized(), impl.dtype, out);
-  return layout(OpKind::Reshape, t, out);
+  Tensor result = impl.pending() ? layout(OpKind::Reshape, t, out)
+                                 // a materialized buffer is already contiguous: share it
+                                 : trace::make_materialized(impl.materialized(), impl.dtype, out);
+  if (ops::needs_grad(t))
+    ops::record_grad(result, "reshape", {&t}, [in = t.shape()](const Tensor& g) {
+      return std::vector<Tensor>{reshape(g, in)};
+    });
+  return result;
 }
 
 Tensor permute(const Tensor& t, std::vector<int> perm) {
@@ -35,7 +61,18 @@ Tensor permute(const Tensor& t, std::vector<int> perm) {
   if (identity) return t;
   ir::Attrs a;
   for (int p : perm) a.push(p);
-  return layout(OpKind::Permute, t, out, a);
+  Tensor result = layout(OpKind::Permute, t, out, a);
+  if (ops::needs_grad(t)) {
+    std::vector<int> inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      int p = perm[i] < 0 ? perm[i] + t.ndim() : perm[i];
+      inverse[static_cast<size_t>(p)] = static_cast<int>(i);
+    }
+    ops::record_grad(result, "permute", {&t}, [inverse](const Tensor& g) {
+      return std::vector<Tensor>{permute(g, inverse)};
+    });
+  }
+  return result;
 }
 
 Tensor transpose(const Tensor& t, int dim0, int dim1) {
@@ -56,7 +93,12 @@ Tensor broadcast_to(const Tensor& t, const Shape& shape) {
   ops::check_defined("broadcast_to", t);
   ir::check_broadcast_to("broadcast_to", t.shape(), shape);
   if (shape == t.shape()) return t;
-  return layout(OpKind::BroadcastTo, t, shape);
+  Tensor result = layout(OpKind::BroadcastTo, t, shape);
+  // record_grad sums the gradient back to t's shape
+  if (ops::needs_grad(t))
+    ops::record_grad(result, "broadcast_to", {&t},
+                     [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return result;
 }
 
 Tensor slice(const Tensor& t, int dim, int64_t start, int64_t stop, int64_t step) {
@@ -68,7 +110,17 @@ Tensor slice(const Tensor& t, int dim, int64_t start, int64_t stop, int64_t step
   a.push(dim);
   a.push(start);
   a.push(step);
-  return layout(OpKind::Slice, t, out, a);
+  Tensor result = layout(OpKind::Slice, t, out, a);
+  if (ops::needs_grad(t)) {
+    // the normalized dim and start, as the shape rule resolved them
+    dim = ir::normalize_dim("slice", dim, t.ndim(), t.shape());
+    const int64_t n = t.shape()[dim];
+    if (start < 0) start = std::max<int64_t>(start + n, 0);
+    ops::record_grad(result, "slice", {&t}, [=, in = t.shape()](const Tensor& g) {
+      return std::vector<Tensor>{slice_backward(g, in, dim, start, step)};
+    });
+  }
+  return result;
 }
 
 Tensor select(const Tensor& t, int dim, int64_t index) {
@@ -121,7 +173,29 @@ Tensor concat(const std::vector<Tensor>& tensors, int dim) {
   for (const Tensor& t : tensors) ins.push_back(ops::node_as(t, common));
   ir::Attrs a;
   a.push(dim);
-  return trace::make_pending(ir::make_node(OpKind::Concat, common, out, std::move(ins), a));
+  Tensor result =
+      trace::make_pending(ir::make_node(OpKind::Concat, common, out, std::move(ins), a));
+  bool any = false;
+  for (const Tensor& t : tensors) any |= ops::needs_grad(t);
+  if (any) {
+    dim = ir::normalize_dim("concat", dim, out.size(), out);
+    std::vector<int64_t> sizes;
+    std::vector<const Tensor*> inputs;
+    for (const Tensor& t : tensors) {
+      sizes.push_back(t.shape()[dim]);
+      inputs.push_back(&t);
+    }
+    ops::record_grad(result, "concat", inputs, [dim, sizes](const Tensor& g) {
+      std::vector<Tensor> grads;
+      int64_t at = 0;
+      for (int64_t n : sizes) {
+        grads.push_back(slice(g, dim, at, at + n));
+        at += n;
+      }
+      return grads;
+    });
+  }
+  return result;
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int dim) {
@@ -152,8 +226,40 @@ Tensor index_select(const Tensor& t, int dim, const Tensor& index) {
     fail("index_select", "cannot pick from dim ", dim, " of size 0 (shape ", t.shape().str(), ").");
   ir::Attrs a;
   a.push(dim);
-  return trace::make_pending(ir::make_node(OpKind::IndexSelect, t.dtype(), out, trace::node_of(t),
-                                           trace::node_of(index), a));
+  Tensor result = trace::make_pending(ir::make_node(OpKind::IndexSelect, t.dtype(), out,
+                                                    trace::node_of(t), trace::node_of(index), a));
+  if (ops::needs_grad(t))
+    ops::record_grad(
+        result, "index_select", {&t, nullptr}, [dim, index, in = t.shape()](const Tensor& g) {
+          return std::vector<Tensor>{index_add(zeros(in, g.dtype()), dim, index, g), Tensor()};
+        });
+  return result;
+}
+
+Tensor index_add(const Tensor& t, int dim, const Tensor& index, const Tensor& source) {
+  trace::OpScope scope;
+  ops::check_defined("index_add", t);
+  ops::check_defined("index_add", index, "index");
+  ops::check_defined("index_add", source, "source");
+  if (index.dtype() != DType::int32 && index.dtype() != DType::int64)
+    fail("index_add", "the index must be int32 or int64, got ", ops::type_of(index),
+         "; convert it with astype(index, lt::int64).");
+  if (t.dtype() == DType::bool_)
+    fail("index_add", "is not defined for bool tensors (got ", ops::type_of(t),
+         "); convert with astype first.");
+  ir::check_index_add(t.shape(), dim, index.shape(), source.shape());
+  if (source.numel() > 0 && t.shape()[dim] == 0)
+    fail("index_add", "cannot add into dim ", dim, " of size 0 (shape ", t.shape().str(), ").");
+  ir::Attrs a;
+  a.push(dim);
+  Tensor result =
+      trace::make_pending(ir::make_node(OpKind::IndexAdd, t.dtype(), t.shape(), trace::node_of(t),
+                                        trace::node_of(index), ops::node_as(source, t.dtype()), a));
+  if (ops::needs_grad(t, source))
+    ops::record_grad(result, "index_add", {&t, nullptr, &source}, [dim, index](const Tensor& g) {
+      return std::vector<Tensor>{g, Tensor(), index_select(g, dim, index)};
+    });
+  return result;
 }
 
 }  // namespace lazytrace

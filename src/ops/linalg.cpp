@@ -1,7 +1,28 @@
-// matmul: NumPy semantics, batch dims broadcast; the backend calls BLAS.
+// matmul: NumPy semantics, batch dims broadcast; the backend calls BLAS. Its VJP is two
+// more matmuls.
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
+namespace {
+
+// d(loss)/da and d(loss)/db for out = a @ b, in shapes a and b would have as matrices (a
+// 1-d a is a row [1, k], a 1-d b a column [k, 1]); record_grad sums broadcast batch dims.
+std::vector<Tensor> matmul_vjp(const Tensor& g, const Tensor& a, const Tensor& b) {
+  const bool a_vec = a.ndim() == 1, b_vec = b.ndim() == 1;
+  Tensor a2 = a_vec ? unsqueeze(a, 0) : a;
+  Tensor b2 = b_vec ? unsqueeze(b, -1) : b;
+  Tensor g2 = g;
+  if (a_vec) g2 = unsqueeze(g2, g2.ndim() - (b_vec ? 0 : 1));
+  if (b_vec) g2 = unsqueeze(g2, -1);
+  Tensor ga = matmul(g2, transpose(b2, -1, -2));
+  Tensor gb = matmul(transpose(a2, -1, -2), g2);
+  // back to the operands' own ranks: sum batch dims first, then drop the added dim
+  if (a_vec) ga = reshape(ops::sum_to(ga, a2.shape()), a.shape());
+  if (b_vec) gb = reshape(ops::sum_to(gb, b2.shape()), b.shape());
+  return {ga, gb};
+}
+
+}  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   trace::OpScope scope;
@@ -11,9 +32,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (common == DType::bool_)
     fail("matmul", "is not defined for bool tensors (", ops::type_of(a), ", ", ops::type_of(b),
          "); convert with astype first.");
-  Shape out = ir::matmul_shape(a.shape(), b.shape());
-  return trace::make_pending(ir::make_node(ir::OpKind::Matmul, common, out, ops::node_as(a, common),
-                                           ops::node_as(b, common)));
+  Shape shape = ir::matmul_shape(a.shape(), b.shape());
+  Tensor out = trace::make_pending(ir::make_node(ir::OpKind::Matmul, common, shape,
+                                                 ops::node_as(a, common), ops::node_as(b, common)));
+  if (ops::needs_grad(a, b))
+    ops::record_grad(out, "matmul", {&a, &b}, [a, b, common](const Tensor& g) {
+      return matmul_vjp(g, astype(a, common), astype(b, common));
+    });
+  return out;
 }
 
 }  // namespace lazytrace

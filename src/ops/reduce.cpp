@@ -1,4 +1,7 @@
-// Reductions over any dims with keepdim, and the softmax family built from them.
+// Reductions over any dims with keepdim, and the softmax family built from them, each
+// with its VJP rule.
+#include <algorithm>
+
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -25,7 +28,25 @@ Tensor reduce(OpKind op, const Tensor& t, std::vector<int> dims, bool keepdim, b
   ir::Attrs a;
   for (int d : dims) a.push(d);
   a.flag = keepdim;
-  return trace::make_pending(ir::make_node(op, dt, out, trace::node_of(t), a));
+  Tensor result = trace::make_pending(ir::make_node(op, dt, out, trace::node_of(t), a));
+  if (ops::needs_grad(t)) {
+    // the result with the reduced dims kept (size 1), so it broadcasts against t
+    Shape kept = t.shape();
+    for (int d = 0; d < kept.size(); ++d)
+      if (dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end()) kept[d] = 1;
+    ops::record_grad(
+        result, name, {&t}, [op, x = t, kept, dims, y = ops::SavedResult(result)](const Tensor& g) {
+          Tensor gk = broadcast_to(reshape(g, kept), x.shape());
+          if (op == OpKind::Sum) return std::vector<Tensor>{gk};
+          if (op == OpKind::Mean)
+            return std::vector<Tensor>{gk * (static_cast<double>(kept.numel()) / x.numel())};
+          // amax: the gradient goes to the maxima, split evenly among ties
+          Tensor is_max = astype(x == reshape(y.get(), kept), x.dtype());
+          Tensor ties = dims.empty() ? reshape(sum(is_max), kept) : sum(is_max, dims, true);
+          return std::vector<Tensor>{gk * is_max / ties};
+        });
+  }
+  return result;
 }
 
 void check_softmax_input(const char* name, const Tensor& t) {
@@ -56,20 +77,50 @@ Tensor amax(const Tensor& t, std::vector<int> dims, bool keepdim) {
   return reduce(OpKind::Amax, t, std::move(dims), keepdim, false);
 }
 
+// softmax and log_softmax record one VJP each instead of the rules of their parts: a
+// shorter tape, and no gradient through the max that is subtracted for stability.
 Tensor softmax(const Tensor& t, int dim) {
   trace::OpScope scope;
   check_softmax_input("softmax", t);
   ir::normalize_dim("softmax", dim, t.ndim(), t.shape());
-  Tensor e = exp(t - amax(t, {dim}, true));
-  return e / sum(e, {dim}, true);
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    Tensor e = exp(t - amax(t, {dim}, true));
+    y = e / sum(e, {dim}, true);
+  }
+  if (ops::needs_grad(t))
+    ops::record_grad(y, "softmax", {&t}, [dim, s = ops::SavedResult(y)](const Tensor& g) {
+      Tensor yv = s.get();
+      return std::vector<Tensor>{yv * (g - sum(g * yv, {dim}, true))};
+    });
+  return y;
 }
 
 Tensor log_softmax(const Tensor& t, int dim) {
   trace::OpScope scope;
   check_softmax_input("log_softmax", t);
   ir::normalize_dim("log_softmax", dim, t.ndim(), t.shape());
-  Tensor shifted = t - amax(t, {dim}, true);
-  return shifted - log(sum(exp(shifted), {dim}, true));
+  Tensor y;
+  {
+    NoGradGuard no_grad;
+    Tensor shifted = t - amax(t, {dim}, true);
+    y = shifted - log(sum(exp(shifted), {dim}, true));
+  }
+  if (ops::needs_grad(t))
+    ops::record_grad(y, "log_softmax", {&t}, [dim, s = ops::SavedResult(y)](const Tensor& g) {
+      return std::vector<Tensor>{g - exp(s.get()) * sum(g, {dim}, true)};
+    });
+  return y;
+}
+
+Tensor ops::sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const int lead = g.ndim() - shape.size();
+  std::vector<int> dims;
+  for (int d = 0; d < g.ndim(); ++d)
+    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) dims.push_back(d);
+  return reshape(sum(g, dims, true), shape);
 }
 
 }  // namespace lazytrace

@@ -1,4 +1,7 @@
-// Unary elementwise ops.
+// Unary elementwise ops, each with its VJP rule.
+#include <cmath>
+#include <numbers>
+
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -12,6 +15,48 @@ enum class Domain {
   Any,
 };
 
+// d(op(x))/dx times g, given the input x (in the computing dtype) and the result y.
+Tensor unary_vjp(OpKind op, const Tensor& g, const Tensor& x, const Tensor& y) {
+  constexpr double kInvSqrt2 = 0.70710678118654752440;
+  switch (op) {
+    case OpKind::Neg:
+      return -g;
+    case OpKind::Exp:
+      return g * y;
+    case OpKind::Log:
+      return g / x;
+    case OpKind::Sin:
+      return g * cos(x);
+    case OpKind::Cos:
+      return -(g * sin(x));
+    case OpKind::Tanh:
+      return g * (1 - y * y);
+    case OpKind::Sigmoid:
+      return g * (y * (1 - y));
+    case OpKind::Relu:
+      return where(x > 0, g, 0);
+    case OpKind::Gelu: {  // Phi(x) + x * phi(x)
+      Tensor cdf = 0.5 * (1 + erf(x * kInvSqrt2));
+      Tensor pdf = exp(-0.5 * (x * x)) * (kInvSqrt2 / std::sqrt(std::numbers::pi));
+      return g * (cdf + x * pdf);
+    }
+    case OpKind::Erf:
+      return g * (exp(-(x * x)) * (2 / std::sqrt(std::numbers::pi)));
+    case OpKind::Silu: {
+      Tensor s = sigmoid(x);
+      return g * (s * (1 + x * (1 - s)));
+    }
+    case OpKind::Sqrt:
+      return g / (2 * y);
+    case OpKind::Rsqrt:
+      return g * (-0.5 * (y * y * y));
+    case OpKind::Abs:
+      return where(x > 0, g, where(x < 0, -g, 0));
+    default:
+      fail(ir::op_name(op), "has no gradient rule.");
+  }
+}
+
 Tensor unary(OpKind op, const Tensor& t, Domain domain) {
   trace::OpScope scope;
   const char* name = ir::op_name(op);
@@ -21,7 +66,12 @@ Tensor unary(OpKind op, const Tensor& t, Domain domain) {
   if (domain == Domain::Signed && dt == DType::bool_)
     fail(name, "is not defined for bool tensors (got ", ops::type_of(t),
          "); convert first with astype(t, lt::int64) or astype(t, lt::float32).");
-  return trace::make_pending(ir::make_node(op, dt, t.shape(), ops::node_as(t, dt)));
+  Tensor out = trace::make_pending(ir::make_node(op, dt, t.shape(), ops::node_as(t, dt)));
+  if (ops::needs_grad(t))
+    ops::record_grad(out, name, {&t}, [op, x = t, y = ops::SavedResult(out)](const Tensor& g) {
+      return std::vector<Tensor>{unary_vjp(op, g, x, y.get())};
+    });
+  return out;
 }
 
 }  // namespace
@@ -65,6 +115,9 @@ Tensor rsqrt(const Tensor& t) {
 Tensor abs(const Tensor& t) {
   return unary(OpKind::Abs, t, Domain::Signed);
 }
+Tensor erf(const Tensor& t) {
+  return unary(OpKind::Erf, t, Domain::Float);
+}
 Tensor operator-(const Tensor& t) {
   return neg(t);
 }
@@ -73,15 +126,19 @@ Tensor astype(const Tensor& t, DType dtype) {
   trace::OpScope scope;
   ops::check_defined("astype", t);
   if (t.dtype() == dtype) return t;
-  return trace::make_pending(ops::node_as(t, dtype));
+  Tensor out = trace::make_pending(ops::node_as(t, dtype));
+  // the gradient is cast back to t's dtype by record_grad
+  if (ops::needs_grad(t))
+    ops::record_grad(out, "astype", {&t}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
 }
 
 Tensor clone(const Tensor& t) {
   ops::check_defined("clone", t);
-  TensorImpl& impl = *t.impl();
-  if (!impl.pending()) return trace::make_materialized(impl.materialized(), impl.dtype, impl.shape);
-  trace::OpScope scope;
-  return trace::make_pending(impl.node);
+  Tensor out = t.detach();
+  if (ops::needs_grad(t))
+    ops::record_grad(out, "clone", {&t}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return out;
 }
 
 }  // namespace lazytrace

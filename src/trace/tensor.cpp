@@ -140,6 +140,14 @@ Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape) {
   return Tensor(std::move(impl));
 }
 
+Tensor tensor_of(ir::NodePtr node) {
+  if (node->op != ir::OpKind::Data) return make_pending(std::move(node));
+  auto impl = new_impl(node->shape, node->dtype);
+  impl->buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+  impl->node = std::move(node);
+  return Tensor(std::move(impl));
+}
+
 const ir::NodePtr& node_of(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
   if (!impl.node) impl.node = ir::make_data(impl.buffer, impl.dtype, impl.shape);
@@ -226,29 +234,6 @@ void Tensor::read_into(DType as, void* out, const char* op) const {
       for (int64_t i = 0; i < n; ++i) dst[i] = cpu::convert<D>(src[i]);
     });
   });
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  trace::OpScope scope;
-  TensorImpl& self = impl_of(*this, "copy_");
-  if (!src.defined())
-    fail("copy_", "argument 'src' is an undefined (default-constructed) tensor; pass a tensor.");
-  ir::check_broadcast_to("copy_", src.shape(), self.shape);
-  ir::NodePtr n = trace::node_of(src);
-  if (n->dtype != self.dtype) {
-    Shape s = n->shape;
-    n = ir::make_node(ir::OpKind::Cast, self.dtype, std::move(s), std::move(n));
-  }
-  if (n->shape != self.shape)
-    n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
-  if (n->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
-    self.buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
-    self.node = std::move(n);
-    self.unlink();
-    return *this;
-  }
-  trace::set_pending(self, std::move(n));
-  return *this;
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

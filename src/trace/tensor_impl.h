@@ -12,6 +12,9 @@
 namespace lazytrace {
 
 struct PendingList;
+namespace autograd {
+struct Meta;  // the autograd layer's per-tensor state, opaque here
+}
 
 struct TensorImpl {
   Shape shape;
@@ -20,6 +23,8 @@ struct TensorImpl {
   // node that stands for `buffer` in later graphs.
   ir::NodePtr node;
   runtime::BufferPtr buffer;
+  // Gradient history (requires_grad, grad_fn, grad); null for most tensors.
+  std::shared_ptr<autograd::Meta> autograd;
   // Link in the list of live pending tensors that sync() computes: the list of the thread
   // that recorded the tensor (`owner`); only that thread edits it.
   TensorImpl* prev = nullptr;
@@ -55,6 +60,8 @@ std::vector<TensorImpl*> pending_tensors();
 Tensor make_pending(ir::NodePtr node);
 /** Sets an existing tensor to be computed by `node` (copy_). */
 void set_pending(TensorImpl& impl, ir::NodePtr node);
+/** A tensor for `node`: materialized if it is a Data node (computed by a sync), else pending. */
+Tensor tensor_of(ir::NodePtr node);
 /** A materialized tensor over `buffer`. */
 Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape);
 /** The node standing for a tensor's value: its op if pending, else a Data node. */

@@ -74,6 +74,8 @@ Tensor silu(const Tensor& t);
 Tensor sqrt(const Tensor& t);
 Tensor rsqrt(const Tensor& t);
 Tensor abs(const Tensor& t);
+/** The error function. */
+Tensor erf(const Tensor& t);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -143,6 +145,11 @@ Tensor concat(const std::vector<Tensor>& tensors, int dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int dim = 0);
 /** Rows (along dim) picked by a 1-d int32/int64 index; repeats allowed. */
 Tensor index_select(const Tensor& t, int dim, const Tensor& index);
+/**
+ * t with source's slices added at `index` along dim (repeats accumulate), like
+ * torch.index_add; source has t's shape with dim resized to the index length.
+ */
+Tensor index_add(const Tensor& t, int dim, const Tensor& index, const Tensor& source);
 
 // ---- linear algebra
 /** NumPy matmul: 1-d operands, batch dims broadcast. */

@@ -54,6 +54,31 @@ class Tensor {
    */
   Tensor& copy_(const Tensor& src);
 
+  // ---- autograd (PyTorch's semantics; defined in src/autograd/)
+  /**
+   * Makes this leaf tensor record the ops that use it, so backward() can fill grad().
+   * Only floating tensors can require grad.
+   */
+  Tensor& requires_grad_(bool requires_grad = true);
+  bool requires_grad() const;
+  /** True for a tensor made by the user (not by an op that recorded a gradient rule). */
+  bool is_leaf() const;
+  /**
+   * Accumulates d(this)/d(leaf) into grad() of every leaf this tensor depends on. Without
+   * an argument the tensor must have one element (a loss); otherwise `grad` is the
+   * gradient flowing into this tensor (its shape). The gradients are lazy tensors: the
+   * backward pass is recorded like the forward and runs at the next sync. The graph is
+   * freed as it is used unless retain_graph is true.
+   */
+  void backward() const;
+  void backward(const Tensor& grad, bool retain_graph = false) const;
+  /** The accumulated gradient of a leaf (undefined until a backward reaches it). */
+  Tensor grad() const;
+  /** Replaces the accumulated gradient; an undefined tensor clears it (zero_grad). */
+  void set_grad(const Tensor& grad);
+  /** The same value with no gradient history; never requires grad. */
+  Tensor detach() const;
+
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
   /** "f32[2, 3]" */
   std::string type_str() const;

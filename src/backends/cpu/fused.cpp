@@ -110,7 +110,7 @@ void unary(OpKind op, T* d, const T* a, int64_t n) {
     LT_UNARY(Exp)
     LT_UNARY(Log)
     LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu)
-        LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) default : return;
+        LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default : return;
   }
 #undef LT_UNARY
 }

@@ -98,6 +98,8 @@ inline T unary(ir::OpKind op, T x) {
       return T(1) / std::sqrt(x);
     case K::Abs:
       return x < T(0) ? -x : x;
+    case K::Erf:
+      return std::erf(x);
     default:
       return x;
   }

@@ -1,0 +1,53 @@
+#pragma once
+/** Reverse-mode autograd: grad mode guards and the functional gradient. */
+#include <vector>
+
+#include "lazytrace/trace/tensor.h"
+
+namespace lazytrace {
+
+/** While alive, ops on this thread record no gradient history (like torch.no_grad()). */
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** While alive, ops on this thread record gradient history again (torch.enable_grad()). */
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/** Whether ops on this thread record gradient history. */
+bool is_grad_enabled();
+
+namespace autograd {
+
+struct GradOptions {
+  bool retain_graph = false;  // keep the tape for another backward
+  bool create_graph = false;  // record the backward ops too (gradients of gradients)
+};
+
+/**
+ * d(outputs)/d(inputs), like torch.autograd.grad: returns one gradient per input
+ * without touching any grad(). `grad_outputs` holds one gradient per output (empty: each
+ * output must have one element and gets 1). An input the outputs do not depend on gets
+ * zeros.
+ */
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
+
+}  // namespace autograd
+}  // namespace lazytrace

@@ -1,0 +1,355 @@
+// The backward engine and the autograd methods of Tensor. A backward pass runs each
+// Function's VJP once all gradients flowing into it are summed, in dependency order; the
+// VJPs record ops like any other code, so the whole backward pass is one lazy graph.
+#include <unordered_map>
+
+#include "autograd/tape.h"
+
+namespace lazytrace {
+namespace autograd {
+namespace {
+
+thread_local bool g_grad_enabled = true;
+
+Meta& meta_of(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<Meta>();
+  return *m;
+}
+
+// a + b for two gradients of one tensor (same shape and dtype): recorded at the IR level,
+// because ops/ sits below this layer.
+Tensor add_grads(const Tensor& a, const Tensor& b) {
+  trace::OpScope scope;
+  return trace::make_pending(
+      ir::make_node(ir::OpKind::Add, a.dtype(), a.shape(), trace::node_of(a), trace::node_of(b)));
+}
+
+// A new handle on g's value, so that a stored gradient never aliases a tensor the caller
+// holds (copy_ on one must not change the other).
+Tensor fresh(const Tensor& g) {
+  TensorImpl& impl = *g.impl();
+  if (!impl.pending()) return trace::make_materialized(impl.materialized(), impl.dtype, impl.shape);
+  return trace::make_pending(impl.node);
+}
+
+Tensor ones_for(const Tensor& t) {
+  trace::OpScope scope;
+  ir::NodePtr one = ir::make_scalar(1, 1, t.dtype());
+  if (t.ndim() == 0) return trace::make_pending(std::move(one));
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, t.dtype(), t.shape(), one));
+}
+
+Tensor zeros_for(const Tensor& t) {
+  trace::OpScope scope;
+  ir::NodePtr zero = ir::make_scalar(0, 0, t.dtype());
+  if (t.ndim() == 0) return trace::make_pending(std::move(zero));
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, t.dtype(), t.shape(), zero));
+}
+
+void check_grad_shape(const char* op, const Tensor& t, const Tensor& g, size_t i) {
+  if (!g.defined())
+    fail(op, "gradient ", i, " is undefined; pass a tensor of shape ", t.shape().str(), ".");
+  if (g.shape() != t.shape())
+    fail(op, "gradient ", i, " has shape ", g.shape().str(), " but its tensor has shape ",
+         t.shape().str(), "; the gradient must match the tensor's shape.");
+}
+
+Tensor as_dtype(const Tensor& g, DType d) {
+  if (g.dtype() == d) return g;
+  trace::OpScope scope;
+  return trace::make_pending(ir::make_node(ir::OpKind::Cast, d, g.shape(), trace::node_of(g)));
+}
+
+/**
+ * Runs reverse mode from `roots` (a tensor and the gradient flowing into it). With
+ * `capture` empty, gradients reaching leaves accumulate into their grad(); otherwise
+ * they are returned for the captured edges only and no grad() changes.
+ */
+class Engine {
+ public:
+  Engine(const char* op, bool retain, bool create) : op_(op), retain_(retain), create_(create) {}
+
+  std::vector<Tensor> run(const std::vector<std::pair<Edge, Tensor>>& roots,
+                          const std::vector<Edge>& capture) {
+    for (size_t i = 0; i < capture.size(); ++i) {
+      if (capture[i].fn) captured_fn_[capture[i].fn.get()] = i;
+      if (capture[i].leaf) captured_leaf_[capture[i].leaf.get()] = i;
+    }
+    capturing_ = !capture.empty();
+    results_.resize(capture.size());
+    count_dependencies(roots);
+    std::vector<Function*> ready;
+    for (const auto& [edge, g] : roots) deliver(edge, g, ready);
+    std::unique_ptr<NoGradGuard> no_grad;
+    if (!create_) no_grad = std::make_unique<NoGradGuard>();
+    while (!ready.empty()) {
+      Function* f = ready.back();
+      ready.pop_back();
+      auto pg = pending_grad_.find(f);
+      if (pg == pending_grad_.end()) {  // no gradient reached it: only release its inputs
+        for (const Edge& e : f->inputs)
+          if (e.fn) release(e.fn.get(), ready);
+        continue;
+      }
+      Tensor g = std::move(pg->second);
+      pending_grad_.erase(pg);
+      if (!f->vjp)
+        fail(op_, "the graph behind '", f->name,
+             "' was already freed by an earlier backward; pass retain_graph = true to the "
+             "first backward to go through the graph again.");
+      auto cf = captured_fn_.find(f);
+      if (cf != captured_fn_.end()) results_[cf->second] = g;
+      std::vector<Tensor> grads = f->vjp(g);
+      if (!retain_) f->vjp = nullptr;
+      for (size_t i = 0; i < f->inputs.size(); ++i) {
+        const Edge& e = f->inputs[i];
+        if (i < grads.size() && grads[i].defined() && e.defined())
+          deliver(e, grads[i], ready);
+        else if (e.fn)
+          release(e.fn.get(), ready);
+      }
+    }
+    return std::move(results_);
+  }
+
+ private:
+  void count_dependencies(const std::vector<std::pair<Edge, Tensor>>& roots) {
+    // the roots' edges count as dependencies, as if one Function fed them all
+    std::vector<Function*> stack;
+    for (const auto& r : roots) {
+      if (!r.first.fn) continue;
+      auto [it, fresh_fn] = deps_.emplace(r.first.fn.get(), 0);
+      ++it->second;
+      if (fresh_fn) stack.push_back(r.first.fn.get());
+    }
+    while (!stack.empty()) {
+      Function* f = stack.back();
+      stack.pop_back();
+      for (const Edge& e : f->inputs) {
+        if (!e.fn) continue;
+        auto [it, fresh_fn] = deps_.emplace(e.fn.get(), 0);
+        ++it->second;
+        if (fresh_fn) stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  void deliver(const Edge& e, const Tensor& g, std::vector<Function*>& ready) {
+    if (e.leaf) {
+      auto cl = captured_leaf_.find(e.leaf.get());
+      if (capturing_) {
+        if (cl != captured_leaf_.end()) {
+          Tensor& r = results_[cl->second];
+          r = r.defined() ? add_grads(r, g) : g;
+        }
+        return;
+      }
+      Tensor& acc = e.leaf->grad;
+      acc = acc.defined() ? add_grads(acc, g) : fresh(g);
+      return;
+    }
+    Function* f = e.fn.get();
+    Tensor& acc = pending_grad_[f];
+    acc = acc.defined() ? add_grads(acc, g) : g;
+    release(f, ready);
+  }
+
+  void release(Function* f, std::vector<Function*>& ready) {
+    if (--deps_[f] == 0) ready.push_back(f);
+  }
+
+  const char* op_;
+  bool retain_, create_, capturing_ = false;
+  std::unordered_map<Function*, int> deps_;
+  std::unordered_map<Function*, Tensor> pending_grad_;
+  std::unordered_map<Function*, size_t> captured_fn_;
+  std::unordered_map<Meta*, size_t> captured_leaf_;
+  std::vector<Tensor> results_;
+};
+
+struct Released {
+  std::vector<Edge> inputs;
+  Vjp vjp;
+};
+
+}  // namespace
+
+bool grad_enabled() {
+  return g_grad_enabled;
+}
+
+Function::~Function() {
+  // Releasing a Function releases the tensors its VJP saved, whose Functions release
+  // theirs: a chain as long as the model. Nested releases are parked and drained here.
+  thread_local int depth = 0;
+  thread_local std::vector<Released> parked;
+  if (depth > 0) {
+    parked.push_back({std::move(inputs), std::move(vjp)});
+    return;
+  }
+  ++depth;
+  { Released mine{std::move(inputs), std::move(vjp)}; }
+  while (!parked.empty()) {
+    Released r = std::move(parked.back());
+    parked.pop_back();
+  }
+  --depth;
+}
+
+Edge edge_of(const Tensor& input) {
+  const auto& m = input.impl()->autograd;
+  if (!m || !m->requires_grad) return {};
+  if (m->grad_fn) return {m->grad_fn, nullptr};
+  return {nullptr, m};
+}
+
+void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs,
+            Vjp vjp) {
+  if (!is_floating(out.dtype())) return;  // integer and bool results carry no gradient
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
+  Meta& m = meta_of(out);
+  m.requires_grad = true;
+  m.grad_fn = std::make_shared<Function>(name, std::move(edges), std::move(vjp));
+}
+
+void clear_history(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (m && m->grad_fn) m.reset();
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, GradOptions options) {
+  const char* op = "grad";
+  if (outputs.empty()) fail(op, "needs at least one output.");
+  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
+    fail(op, "got ", grad_outputs.size(), " grad_outputs for ", outputs.size(),
+         " outputs; pass one gradient per output, or none for one-element outputs.");
+  std::vector<Edge> capture;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) fail(op, "input ", i, " is an undefined tensor.");
+    if (!requires_grad(inputs[i]))
+      fail(op, "input ", i, " (", inputs[i].type_str(),
+           ") does not require grad; call requires_grad_() on it before the forward pass.");
+    capture.push_back(edge_of(inputs[i]));
+  }
+  std::vector<std::pair<Edge, Tensor>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& y = outputs[i];
+    if (!y.defined()) fail(op, "output ", i, " is an undefined tensor.");
+    Tensor g;
+    if (grad_outputs.empty()) {
+      if (y.numel() != 1)
+        fail(op, "output ", i, " has shape ", y.shape().str(),
+             "; a gradient can be implied only for a one-element output. Pass grad_outputs.");
+      g = ones_for(y);
+    } else {
+      check_grad_shape(op, y, grad_outputs[i], i);
+      g = as_dtype(grad_outputs[i], y.dtype());
+    }
+    if (requires_grad(y)) roots.emplace_back(edge_of(y), g);
+  }
+  Engine engine(op, options.retain_graph, options.create_graph);
+  std::vector<Tensor> out = engine.run(roots, capture);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!out[i].defined()) out[i] = zeros_for(inputs[i]);
+  return out;
+}
+
+}  // namespace autograd
+
+NoGradGuard::NoGradGuard() : prev_(autograd::g_grad_enabled) {
+  autograd::g_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  autograd::g_grad_enabled = prev_;
+}
+EnableGradGuard::EnableGradGuard() : prev_(autograd::g_grad_enabled) {
+  autograd::g_grad_enabled = true;
+}
+EnableGradGuard::~EnableGradGuard() {
+  autograd::g_grad_enabled = prev_;
+}
+bool is_grad_enabled() {
+  return autograd::g_grad_enabled;
+}
+
+namespace {
+const TensorImpl& checked(const Tensor& t, const char* op) {
+  if (!t.defined()) fail(op, "the tensor is undefined (default-constructed).");
+  return *t.impl();
+}
+}  // namespace
+
+Tensor& Tensor::requires_grad_(bool requires_grad) {
+  checked(*this, "requires_grad_");
+  if (requires_grad && !is_floating(dtype()))
+    fail("requires_grad_", "only floating tensors can require gradients; got ", type_str(),
+         ". Convert with astype(t, lt::float32) first.");
+  auto& m = impl_->autograd;
+  if (m && m->grad_fn) {
+    if (!requires_grad)
+      fail("requires_grad_", "a tensor computed from tensors that require grad (", type_str(),
+           ", made by '", m->grad_fn->name,
+           "') cannot stop requiring grad; use detach() for a copy without history.");
+    return *this;
+  }
+  if (!m && !requires_grad) return *this;
+  autograd::meta_of(*this).requires_grad = requires_grad;
+  return *this;
+}
+
+bool Tensor::requires_grad() const {
+  checked(*this, "requires_grad");
+  return autograd::requires_grad(*this);
+}
+
+bool Tensor::is_leaf() const {
+  const auto& m = checked(*this, "is_leaf").autograd;
+  return !m || !m->grad_fn;
+}
+
+void Tensor::backward() const {
+  checked(*this, "backward");
+  if (numel() != 1)
+    fail("backward", "a gradient can be implied only for a one-element tensor, got ", type_str(),
+         "; pass the gradient of this tensor: t.backward(grad).");
+  backward(autograd::ones_for(*this));
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  checked(*this, "backward");
+  if (!autograd::requires_grad(*this))
+    fail("backward", "the tensor (", type_str(),
+         ") does not require grad and has no gradient history; call requires_grad_() on the "
+         "leaves before the forward pass, and do not run it under NoGradGuard.");
+  autograd::check_grad_shape("backward", *this, grad, 0);
+  autograd::Engine engine("backward", retain_graph, false);
+  engine.run({{autograd::edge_of(*this), autograd::as_dtype(grad, dtype())}}, {});
+}
+
+Tensor Tensor::grad() const {
+  const auto& m = checked(*this, "grad").autograd;
+  return m ? m->grad : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) {
+  checked(*this, "set_grad");
+  if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
+    fail("set_grad", "the gradient ", grad.type_str(), " must have the tensor's type ", type_str(),
+         ".");
+  if (!grad.defined() && !impl_->autograd) return;
+  autograd::meta_of(*this).grad = grad;
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& impl = checked(*this, "detach");
+  auto& self = const_cast<TensorImpl&>(impl);
+  if (!impl.pending()) return trace::make_materialized(self.materialized(), impl.dtype, impl.shape);
+  trace::OpScope scope;
+  return trace::make_pending(impl.node);
+}
+
+}  // namespace lazytrace

@@ -1,0 +1,79 @@
+#pragma once
+// The tape: what each tensor remembers for reverse mode. A tensor made by an op on inputs
+// that require grad gets a Function holding the op's VJP rule (a closure over the tensors
+// it needs) and one Edge per input. The tape is made of tensors, not graph nodes, so it
+// outlives sync(): a saved tensor that a sync computed is simply a buffer afterwards.
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "lazytrace/autograd/autograd.h"
+#include "trace/tensor_impl.h"
+
+namespace lazytrace::autograd {
+
+struct Function;
+
+/** Autograd state of one tensor (TensorImpl::autograd). */
+struct Meta {
+  bool requires_grad = false;
+  std::shared_ptr<Function> grad_fn;  // null for a leaf
+  Tensor grad;                        // a leaf's accumulated gradient
+};
+
+/** Where a gradient goes: the Function that made an input, or a leaf's Meta. */
+struct Edge {
+  std::shared_ptr<Function> fn;
+  std::shared_ptr<Meta> leaf;
+  bool defined() const { return fn || leaf; }
+};
+
+/**
+ * The VJP of one op: the gradient of the op's output in, one gradient per input out (an
+ * undefined tensor where an input gets none). Each returned gradient already has its
+ * input's shape and dtype.
+ */
+using Vjp = std::function<std::vector<Tensor>(const Tensor& grad)>;
+
+struct Function {
+  const char* name;
+  std::vector<Edge> inputs;
+  Vjp vjp;  // null once a backward without retain_graph has used it
+  Function(const char* n, std::vector<Edge> in, Vjp f)
+      : name(n), inputs(std::move(in)), vjp(std::move(f)) {}
+  ~Function();  // iterative: a long tape is released without deep recursion
+  Function(const Function&) = delete;
+  Function& operator=(const Function&) = delete;
+};
+
+/** Whether ops on this thread record the tape (NoGradGuard turns it off). */
+bool grad_enabled();
+
+inline bool requires_grad(const Tensor& t) {
+  const auto& m = t.impl()->autograd;
+  return m && m->requires_grad;
+}
+inline bool requires_grad(const Tensor* t) {
+  return t && requires_grad(*t);
+}
+
+/** True when an op on these inputs must record its VJP. Cheap: a few pointer reads. */
+template <typename... Ts>
+bool needs_grad(const Ts&... inputs) {
+  return grad_enabled() && (requires_grad(inputs) || ...);
+}
+
+/** The edge a gradient for `input` follows; undefined if it does not require grad. */
+Edge edge_of(const Tensor& input);
+
+/**
+ * Makes `out` (a fresh tensor, floating) the result of a Function with `vjp` over
+ * `inputs`. Call only when needs_grad(inputs...) holds.
+ */
+void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs, Vjp vjp);
+
+/** Drops the gradient history of `t` (it becomes a constant, or stays a leaf). */
+void clear_history(const Tensor& t);
+
+}  // namespace lazytrace::autograd

@@ -1,0 +1,41 @@
+// copy_: replace a tensor's contents in place (lazily), with PyTorch's autograd rules for
+// in-place writes.
+#include "ops/op_helpers.h"
+
+namespace lazytrace {
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  trace::OpScope scope;
+  if (!defined()) fail("copy_", "the tensor is undefined (default-constructed); assign it first.");
+  if (!src.defined())
+    fail("copy_", "argument 'src' is an undefined (default-constructed) tensor; pass a tensor.");
+  TensorImpl& self = *impl();
+  ir::check_broadcast_to("copy_", src.shape(), self.shape);
+  const bool grad_mode = autograd::grad_enabled();
+  if (grad_mode && autograd::requires_grad(*this) && is_leaf())
+    fail("copy_", "a leaf tensor that requires grad (", type_str(),
+         ") cannot be written in place while gradients are recorded; wrap the update in "
+         "lt::NoGradGuard (optimizers do).");
+  ir::NodePtr n = trace::node_of(src);
+  if (n->dtype != self.dtype) {
+    Shape s = n->shape;
+    n = ir::make_node(ir::OpKind::Cast, self.dtype, std::move(s), std::move(n));
+  }
+  if (n->shape != self.shape)
+    n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
+  if (n->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
+    self.buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
+    self.node = std::move(n);
+    self.unlink();
+  } else {
+    trace::set_pending(self, std::move(n));
+  }
+  // The old value's history no longer matters; the new value's does.
+  if (!is_leaf()) autograd::clear_history(*this);
+  if (grad_mode && autograd::requires_grad(src))
+    ops::record_grad(*this, "copy_", {&src},
+                     [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return *this;
+}
+
+}  // namespace lazytrace
