@@ -82,6 +82,17 @@ TEST(Errors, BadDims) {
       },
       {"[index_select]", "dim 2"});
   expect_error([] { (void)f32({2, 3}).size(2); }, {"[size]", "dim 2"});
+  expect_error(
+      [] {
+        (void)lt::index_add(f32({2, 3}), 1, lt::tensor({0, 1}), f32({2, 3}));
+      },
+      {"[index_add]", "source has shape [2, 3]", "needs shape [2, 2]"});
+  expect_error(
+      [] {
+        (void)lt::index_add(f32({2, 3}), 0, lt::tensor(std::vector<int64_t>{0}, {1, 1}),
+                            f32({1, 3}));
+      },
+      {"[index_add]"});
   expect_error([] { (void)lt::amax(f32({0, 3}), {0}); }, {"[amax]", "size 0"});
 }
 
@@ -92,6 +103,10 @@ TEST(Errors, BadDtypes) {
                {"[where]", "bool", "f32[2]"});
   expect_error([] { (void)lt::index_select(f32({3}), 0, lt::tensor({0.0f})); },
                {"[index_select]", "int32 or int64"});
+  expect_error([] { (void)lt::index_add(f32({3}), 0, lt::tensor({0.0f}), f32({1})); },
+               {"[index_add]", "int32 or int64"});
+  expect_error([] { (void)lt::index_add(f32({3}) > 0, 0, lt::tensor({0}), f32({1}) > 0); },
+               {"[index_add]", "bool"});
   expect_error([] { (void)lt::neg(f32({2}) > 0); }, {"[neg]", "bool"});
   expect_error([] { (void)((f32({2}) > 0) - (f32({2}) > 0)); }, {"[sub]", "bool"});
   expect_error([] { (void)lt::randn({2}, lt::int32); }, {"[randn]", "int32"});
@@ -107,6 +122,12 @@ TEST(Errors, ReadingOutOfRange) {
         (void)lt::index_select(lt::tensor({1.0f, 2.0f}), 0, lt::tensor({0, 2})).to_vector<float>();
       },
       {"[index_select]", "index 2", "size 2"});
+  expect_error(
+      [] {
+        (void)lt::index_add(lt::tensor({1.0f, 2.0f}), 0, lt::tensor({-3}), lt::tensor({1.0f}))
+            .to_vector<float>();
+      },
+      {"[index_add]", "index -3", "size 2"});
 }
 
 TEST(Errors, CreationAndUndefined) {

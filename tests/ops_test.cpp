@@ -346,6 +346,17 @@ Ref index_select_ref(const Ref& x, int dim, const std::vector<int64_t>& index) {
   return res;
 }
 
+Ref index_add_ref(const Ref& x, int dim, const std::vector<int64_t>& index, const Ref& src) {
+  dim = norm_dim(dim, x.ndim());
+  Ref res = x;
+  for (size_t o = 0; o < src.v.size(); ++o) {
+    Dims idx = unravel(static_cast<int64_t>(o), src.shape);
+    idx[static_cast<size_t>(dim)] = index[static_cast<size_t>(idx[static_cast<size_t>(dim)])];
+    res.v[static_cast<size_t>(ravel(idx, x.shape))] += src.v[o];
+  }
+  return res;
+}
+
 /** NumPy matmul: a 1-d lhs is [1, k], a 1-d rhs is [k, 1] (dropped again); batches broadcast. */
 Ref matmul_ref(const Ref& a, const Ref& b, DType out) {
   Ref A = a, B = b;
@@ -679,6 +690,7 @@ std::vector<Case> unary_cases() {
       {"sqrt", lt::sqrt, [](double x) { return std::sqrt(x); }, 0, 9, Float},
       {"rsqrt", lt::rsqrt, [](double x) { return 1 / std::sqrt(x); }, 0.1, 9, Float},
       {"abs", lt::abs, [](double x) { return std::fabs(x); }, -3, 3, Signed},
+      {"erf", lt::erf, [](double x) { return std::erf(x); }, -3, 3, Float},
   };
   std::vector<Case> cases;
   for (const Row& r : rows) {
@@ -1485,6 +1497,21 @@ std::vector<Case> layout_cases() {
               return lt::index_select(t[0], r.dim, idx);
             },
             [r](const Rs& x) { return index_select_ref(x[0], r.dim, r.index); });
+    // index_add (index_select's VJP): repeats accumulate, any layout of both operands
+    for (const IndexRow& r : rows) {
+      if (d == boolean) continue;
+      Dims sshape = x.shape;
+      sshape[static_cast<size_t>(norm_dim(r.dim, 3))] = static_cast<int64_t>(r.index.size());
+      const Input src = in(sshape, d, -9, 9);
+      for (const Input& dst : {x, xp})
+        add(
+            std::string("index_add{") + std::to_string(r.dim) + "}" + dims_str(r.index), {dst, src},
+            [r](const Ts& t) {
+              return lt::index_add(
+                  t[0], r.dim, lt::tensor(r.index, {static_cast<int64_t>(r.index.size())}), t[1]);
+            },
+            [r](const Rs& x) { return index_add_ref(x[0], r.dim, r.index, x[1]); });
+    }
     add(
         "index_select(strided index)", {x},
         [](const Ts& t) {

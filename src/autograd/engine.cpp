@@ -21,8 +21,11 @@ Meta& meta_of(const Tensor& t) {
 // because ops/ sits below this layer.
 Tensor add_grads(const Tensor& a, const Tensor& b) {
   trace::OpScope scope;
-  return trace::make_pending(
+  Tensor sum = trace::make_pending(
       ir::make_node(ir::OpKind::Add, a.dtype(), a.shape(), trace::node_of(a), trace::node_of(b)));
+  if (needs_grad(a, b))  // create_graph: the sum is differentiated too
+    record(sum, "add", {&a, &b}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+  return sum;
 }
 
 // A new handle on g's value, so that a stored gradient never aliases a tensor the caller
@@ -251,7 +254,8 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     }
     if (requires_grad(y)) roots.emplace_back(edge_of(y), g);
   }
-  Engine engine(op, options.retain_graph, options.create_graph);
+  // as in PyTorch, a graph made for higher derivatives keeps the first one too
+  Engine engine(op, options.retain_graph || options.create_graph, options.create_graph);
   std::vector<Tensor> out = engine.run(roots, capture);
   for (size_t i = 0; i < out.size(); ++i)
     if (!out[i].defined()) out[i] = zeros_for(inputs[i]);

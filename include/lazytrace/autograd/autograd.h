@@ -36,7 +36,7 @@ bool is_grad_enabled();
 namespace autograd {
 
 struct GradOptions {
-  bool retain_graph = false;  // keep the tape for another backward
+  bool retain_graph = false;  // keep the tape for another backward (implied by create_graph)
   bool create_graph = false;  // record the backward ops too (gradients of gradients)
 };
 

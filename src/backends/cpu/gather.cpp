@@ -29,13 +29,22 @@ void run_index_add(const compiler::GatherStep& s, const std::vector<int64_t>& id
   const compiler::View& src = *s.source;
   dispatch(s.in.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
+    // 16-bit floats accumulate in float32 and are rounded once at the end
+    constexpr bool kNarrow = std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>;
+    using A = std::conditional_t<kNarrow, float, S>;
     const S* in = reinterpret_cast<const S*>(ctx.base[s.in.storage]);
     const S* sp = reinterpret_cast<const S*>(ctx.base[src.storage]);
     S* out = reinterpret_cast<S*>(ctx.base[s.out_storage]);
+    std::vector<float> scratch(kNarrow ? static_cast<size_t>(s.in.shape.numel()) : 0);
+    A* acc = nullptr;
+    if constexpr (kNarrow)
+      acc = scratch.data();
+    else
+      acc = out;
     int64_t w = 0;
     for_each_run(s.in.shape, s.in.strides.data(), s.in.offset, 0, s.in.shape.numel(),
                  [&](int64_t off, int64_t cnt, int64_t st) {
-                   for (int64_t q = 0; q < cnt; ++q) out[w++] = in[off + q * st];
+                   for (int64_t q = 0; q < cnt; ++q) acc[w++] = convert<A>(in[off + q * st]);
                  });
     Shape outer, inner;
     std::vector<int64_t> ostr, istr;
@@ -50,20 +59,20 @@ void run_index_add(const compiler::GatherStep& s, const std::vector<int64_t>& id
     }
     const int64_t no = outer.numel(), ni = inner.numel(), nj = static_cast<int64_t>(idx.size());
     const int64_t rows = s.in.shape[s.dim];
-    using C = std::conditional_t<std::is_integral_v<S>, int64_t,
-                                 std::conditional_t<std::is_same_v<S, double>, double, float>>;
     for (int64_t o = 0; o < no; ++o) {
       const int64_t sbase = offset_of(o, outer, ostr.data(), src.offset);
       for (int64_t j = 0; j < nj; ++j) {
-        S* dst = out + (o * rows + idx[j]) * ni;
+        A* dst = acc + (o * rows + idx[j]) * ni;
         int64_t k = 0;
         for_each_run(inner, istr.data(), sbase + j * src.strides[s.dim], 0, ni,
                      [&](int64_t off, int64_t cnt, int64_t st) {
                        for (int64_t q = 0; q < cnt; ++q, ++k)
-                         dst[k] = convert<S>(convert<C>(dst[k]) + convert<C>(sp[off + q * st]));
+                         dst[k] = static_cast<A>(dst[k] + convert<A>(sp[off + q * st]));
                      });
       }
     }
+    if constexpr (kNarrow)
+      for (int64_t i = 0; i < s.in.shape.numel(); ++i) out[i] = convert<S>(acc[i]);
   });
 }
 
