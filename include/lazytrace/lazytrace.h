@@ -11,7 +11,12 @@
 #include "lazytrace/core/error.h"
 #include "lazytrace/core/shape.h"
 #include "lazytrace/metrics/metrics.h"
+#include "lazytrace/nn/decoder.h"
+#include "lazytrace/nn/layers.h"
+#include "lazytrace/nn/loss.h"
+#include "lazytrace/nn/module.h"
 #include "lazytrace/ops/ops.h"
+#include "lazytrace/optim/optim.h"
 #include "lazytrace/trace/tensor.h"
 
 namespace lt = lazytrace;

@@ -26,5 +26,9 @@ template <typename... Args>
 [[noreturn]] void fail(const char* op, Args&&... args) {
   throw Error(detail::cat("[", op, "] ", std::forward<Args>(args)...));
 }
+template <typename... Args>
+[[noreturn]] void fail(const std::string& op, Args&&... args) {
+  fail(op.c_str(), std::forward<Args>(args)...);
+}
 
 }  // namespace lazytrace

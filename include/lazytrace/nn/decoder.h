@@ -1,0 +1,90 @@
+#pragma once
+/**
+ * A decoder-only transformer (Llama's shape): pre-norm layers of causal multi-head
+ * attention with grouped-query heads and rotary or learned positions, and a SiLU-gated
+ * MLP, with residual connections.
+ */
+#include <cstdint>
+#include <memory>
+
+#include "lazytrace/nn/layers.h"
+
+namespace lazytrace::nn {
+
+enum class Positions { rotary, learned };
+
+struct DecoderConfig {
+  int64_t vocab = 256;
+  int64_t hidden = 128;
+  int64_t intermediate = 512;
+  int64_t heads = 4;
+  int64_t kv_heads = 4;  // fewer than heads: grouped-query attention
+  int64_t layers = 4;
+  int64_t max_seq = 256;
+  Positions positions = Positions::rotary;
+  double rope_theta = 10000;
+  double norm_eps = 1e-6;
+  int64_t head_dim() const { return hidden / heads; }
+  /** Throws lt::Error naming the first inconsistent field. */
+  void validate() const;
+};
+
+/** Causal self-attention over x [batch, seq, hidden]; q/k/v/o projections without bias. */
+class CausalSelfAttention : public Module {
+ public:
+  explicit CausalSelfAttention(const DecoderConfig& config);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string name() const override { return "CausalSelfAttention"; }
+
+  DecoderConfig config;
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+};
+
+/** down_proj(silu(gate_proj(x)) * up_proj(x)). */
+class GatedMLP : public Module {
+ public:
+  explicit GatedMLP(const DecoderConfig& config);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string name() const override { return "GatedMLP"; }
+
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+};
+
+/** x + attn(attn_norm(x)), then h + mlp(mlp_norm(h)). */
+class DecoderLayer : public Module {
+ public:
+  explicit DecoderLayer(const DecoderConfig& config);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::string name() const override { return "DecoderLayer"; }
+
+  std::shared_ptr<RMSNorm> attn_norm, mlp_norm;
+  std::shared_ptr<CausalSelfAttention> attn;
+  std::shared_ptr<GatedMLP> mlp;
+};
+
+/** Token ids [batch, seq] (int32/int64) to next-token logits [batch, seq, vocab]. */
+class DecoderLM : public Module {
+ public:
+  explicit DecoderLM(const DecoderConfig& config);
+  Tensor forward(const Tensor& tokens) const;
+  Tensor operator()(const Tensor& tokens) const { return forward(tokens); }
+  std::string name() const override { return "DecoderLM"; }
+
+  DecoderConfig config;
+  std::shared_ptr<Embedding> embed;
+  std::shared_ptr<Embedding> pos_embed;  // learned positions only
+  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<RMSNorm> norm;
+  std::shared_ptr<Linear> head;
+};
+
+/**
+ * Rotary position embedding (Llama's "rotate half" form) of x [..., seq, head_dim] for
+ * positions 0..seq-1.
+ */
+Tensor apply_rotary(const Tensor& x, double theta);
+
+}  // namespace lazytrace::nn

@@ -1,0 +1,134 @@
+#pragma once
+/**
+ * nn::Module: parameters, buffers and submodules with dotted names, as in PyTorch, and
+ * functional_call, which runs a module with other tensors in place of its own.
+ */
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lazytrace/autograd/autograd.h"
+#include "lazytrace/trace/tensor.h"
+
+namespace lazytrace::nn {
+
+/** Named tensors in insertion order with lookup by name, like a Python dict. */
+class ParamMap {
+ public:
+  using value_type = std::pair<std::string, Tensor>;
+  ParamMap() = default;
+  ParamMap(std::initializer_list<value_type> items);
+
+  /** The tensor under `name`, inserting an undefined one if there is none. */
+  Tensor& operator[](const std::string& name);
+  /** The tensor under `name`; lt::Error if there is none. */
+  const Tensor& at(const std::string& name) const;
+  /** Null if there is no tensor under `name`. */
+  const Tensor* find(const std::string& name) const;
+  bool contains(const std::string& name) const { return find(name) != nullptr; }
+  void insert(std::string name, Tensor t) { (*this)[name] = std::move(t); }
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> keys() const;
+  std::vector<Tensor> values() const;
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+
+ private:
+  std::vector<value_type> items_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+/**
+ * The base of every layer. A module registers the tensor members that hold its
+ * parameters and buffers and the submodules it owns; names join with dots
+ * ("layers.3.attn.q_proj.weight"). Modules are held by std::shared_ptr and are not
+ * copyable (the registry points at their members).
+ */
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /** Every parameter of this module and its submodules, in registration order. */
+  ParamMap named_parameters() const;
+  /** Every buffer (state that is not trained, such as running statistics). */
+  ParamMap named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  /** Direct submodules, in registration order. */
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+
+  /** Clears every parameter's gradient (PyTorch's set_to_none default). */
+  void zero_grad();
+  /** Training mode (the default) or evaluation mode, for this module and its submodules. */
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /** Converts every floating parameter and buffer to `dtype`, in place. */
+  void to(DType dtype);
+
+  /** The module's type for messages ("Linear"). */
+  virtual std::string name() const = 0;
+
+ protected:
+  /** Registers a member tensor as a trainable parameter (it is made to require grad). */
+  void register_parameter(const std::string& name, Tensor& slot);
+  /** Registers a member tensor as a buffer (saved and swapped, never trained). */
+  void register_buffer(const std::string& name, Tensor& slot);
+  /** Registers a submodule; returns it for member initialization. */
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  friend class SlotSwap;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void check_new_name(const std::string& name) const;
+  // Visits (dotted name, slot) for every parameter (buffers: false) or buffer.
+  template <typename F>
+  void for_each_slot(bool buffers, const std::string& prefix, F&& f) const;
+
+  std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+/**
+ * Puts tensors into a module's parameter and buffer slots for its lifetime and restores
+ * the module's own afterwards (also when the call throws). Names must exist and types
+ * must match; names not given keep the module's tensors.
+ */
+class SlotSwap {
+ public:
+  SlotSwap(Module& module, const ParamMap& params, const ParamMap& buffers);
+  ~SlotSwap();
+  SlotSwap(const SlotSwap&) = delete;
+  SlotSwap& operator=(const SlotSwap&) = delete;
+
+ private:
+  std::vector<std::pair<Tensor*, Tensor>> saved_;
+};
+
+/**
+ * Runs module.forward(args...) with `params` and `buffers` in place of the module's own
+ * tensors, like torch.func.functional_call: the module is a pure function of them.
+ */
+template <typename M, typename... Args>
+auto functional_call(M& module, const ParamMap& params, const ParamMap& buffers, Args&&... args) {
+  SlotSwap swap(module, params, buffers);
+  return module.forward(std::forward<Args>(args)...);
+}
+template <typename M, typename... Args>
+auto functional_call(const std::shared_ptr<M>& module, const ParamMap& params,
+                     const ParamMap& buffers, Args&&... args) {
+  return functional_call(*module, params, buffers, std::forward<Args>(args)...);
+}
+
+}  // namespace lazytrace::nn

@@ -1,0 +1,76 @@
+#pragma once
+/**
+ * Optimizers. step() records the update lazily (under NoGradGuard) and writes it into
+ * the parameters with copy_, so forward, backward and update form one graph, cached from
+ * the second step on. State (momentum, moments) is created and materialized when the
+ * optimizer is made, so the first step's graph is the same as every later one's.
+ * Per-step numbers (learning rate, bias corrections) enter as 0-d tensors: changing them
+ * never recompiles.
+ */
+#include <vector>
+
+#include "lazytrace/trace/tensor.h"
+
+namespace lazytrace::optim {
+
+class Optimizer {
+ public:
+  /** The parameters must be floating leaves that require grad. */
+  explicit Optimizer(std::vector<Tensor> params, const char* name);
+  virtual ~Optimizer() = default;
+  /** Applies one update from the parameters' grad(); parameters without one are skipped. */
+  virtual void step() = 0;
+  /** Clears every parameter's gradient (set to none, PyTorch's default). */
+  void zero_grad();
+  const std::vector<Tensor>& params() const { return params_; }
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+
+ protected:
+  std::vector<Tensor> params_;
+  double lr_ = 0;
+  const char* name_;
+};
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;  // L2: added to the gradient
+  double dampening = 0;
+  bool nesterov = false;
+};
+
+/** torch.optim.SGD. */
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions options = {});
+  void step() override;
+
+ private:
+  SGDOptions options_;
+  std::vector<Tensor> momentum_;
+  bool first_ = true;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;  // decoupled: p -= lr * weight_decay * p
+};
+
+/** torch.optim.AdamW. */
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
+  void step() override;
+  int64_t steps() const { return t_; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<Tensor> m_, v_;
+  int64_t t_ = 0;
+};
+
+}  // namespace lazytrace::optim

@@ -1,0 +1,129 @@
+// SGD and AdamW. Each update is recorded with ops and written back with copy_, so it
+// joins the step's graph; numbers that change per step are 0-d tensors (graph
+// parameters), so a new learning rate or step count never recompiles.
+#include <cmath>
+
+#include "lazytrace/autograd/autograd.h"
+#include "lazytrace/ops/ops.h"
+#include "lazytrace/optim/optim.h"
+
+namespace lazytrace::optim {
+namespace {
+
+Tensor number(double v) {
+  return tensor(std::vector<double>{v}, Shape{});
+}
+
+std::vector<Tensor> zeros_like_all(const std::vector<Tensor>& params) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : params) out.push_back(zeros_like(p));
+  return out;
+}
+
+// The state and the parameters are computed now, so that step 1 reads buffers exactly as
+// every later step does and all steps share one compiled graph.
+void materialize(std::vector<Tensor> tensors, const std::vector<Tensor>& more = {}) {
+  tensors.insert(tensors.end(), more.begin(), more.end());
+  sync(tensors);
+}
+
+void check_hyper(const char* op, const char* field, double v, double lo, double hi) {
+  if (!(v >= lo && v <= hi)) fail(op, field, " must be in [", lo, ", ", hi, "], got ", v, ".");
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
+    : params_(std::move(params)), name_(name) {
+  if (params_.empty()) fail(name_, "got an empty parameter list.");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.defined()) fail(name_, "parameter ", i, " is an undefined tensor.");
+    if (!p.requires_grad() || !p.is_leaf())
+      fail(name_, "parameter ", i, " (", p.type_str(),
+           ") must be a leaf that requires grad; call requires_grad_() on it (module "
+           "parameters already do).");
+    for (size_t j = 0; j < i; ++j)
+      if (params_[j].impl() == p.impl())
+        fail(name_, "parameter ", i, " is the same tensor as parameter ", j,
+             "; pass each parameter once.");
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+void Optimizer::set_lr(double lr) {
+  check_hyper(name_, "lr", lr, 0, INFINITY);
+  lr_ = lr;
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : Optimizer(std::move(params), "SGD"), options_(options) {
+  set_lr(options.lr);
+  check_hyper(name_, "momentum", options.momentum, 0, INFINITY);
+  check_hyper(name_, "weight_decay", options.weight_decay, 0, INFINITY);
+  check_hyper(name_, "dampening", options.dampening, 0, 1);
+  if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
+    fail(name_, "nesterov momentum needs momentum > 0 and dampening 0.");
+  if (options.momentum > 0) momentum_ = zeros_like_all(params_);
+  materialize(momentum_, params_);
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  Tensor lr = number(lr_);
+  // As PyTorch: the first step's buffer is the gradient itself, later ones decay it. Both
+  // are buf = a * buf + b * g with per-step numbers a and b, so the graph is the same.
+  Tensor keep = number(first_ ? 0.0 : options_.momentum);
+  Tensor take = number(first_ ? 1.0 : 1 - options_.dampening);
+  first_ = false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (options_.weight_decay != 0) g = g + options_.weight_decay * p;
+    if (options_.momentum > 0) {
+      Tensor& buf = momentum_[i];
+      buf.copy_(keep * buf + take * g);
+      g = options_.nesterov ? g + options_.momentum * buf : buf;
+    }
+    p.copy_(p - lr * g);
+  }
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
+    : Optimizer(std::move(params), "AdamW"), options_(options) {
+  set_lr(options.lr);
+  check_hyper(name_, "beta1", options.beta1, 0, 1 - 1e-12);
+  check_hyper(name_, "beta2", options.beta2, 0, 1 - 1e-12);
+  check_hyper(name_, "eps", options.eps, 0, INFINITY);
+  check_hyper(name_, "weight_decay", options.weight_decay, 0, INFINITY);
+  m_ = zeros_like_all(params_);
+  v_ = zeros_like_all(params_);
+  materialize(m_, v_);
+  materialize(params_);
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  ++t_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double bc1 = 1 - std::pow(b1, static_cast<double>(t_));
+  const double bc2 = 1 - std::pow(b2, static_cast<double>(t_));
+  Tensor decay = number(1 - lr_ * options_.weight_decay);
+  Tensor step_size = number(lr_ / bc1);
+  Tensor inv_sqrt_bc2 = number(1 / std::sqrt(bc2));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    m_[i].copy_(b1 * m_[i] + (1 - b1) * g);
+    v_[i].copy_(b2 * v_[i] + (1 - b2) * (g * g));
+    Tensor denom = sqrt(v_[i]) * inv_sqrt_bc2 + options_.eps;
+    p.copy_(p * decay - step_size * m_[i] / denom);
+  }
+}
+
+}  // namespace lazytrace::optim

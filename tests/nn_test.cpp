@@ -1,0 +1,667 @@
+// nn: the module registry and functional_call, each layer against a float64 reference
+// written with plain ops here (outputs and every parameter gradient), losses and
+// optimizers against plain C++ loops, and a decoder trained on the GPL-3 text.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <random>
+#include <string>
+
+namespace {
+
+using lt::Tensor;
+namespace nn = lt::nn;
+
+Tensor f64(const Tensor& t) {
+  return lt::astype(t.detach(), lt::float64);
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double atol, double rtol,
+                  const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_TRUE(want.defined()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  int bad = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (!(std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i])) && bad++ < 3)
+      ADD_FAILURE() << what << " element " << i << ": got " << g[i] << ", want " << w[i];
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.size() << " elements differ";
+}
+
+Tensor random_tensor(const lt::Shape& shape, uint64_t seed, double scale = 1) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0, scale);
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (float& x : v) x = static_cast<float>(n(rng));
+  return lt::tensor(v, shape);
+}
+
+// Runs `module_fn` (float32 module) and `reference` (float64 plain ops over float64 copies
+// of the parameters) on the same input, and compares the outputs and the gradients of
+// sum(out * r) for every parameter and the input.
+void compare_with_reference(
+    nn::Module& module, const Tensor& x, const std::function<Tensor(const Tensor&)>& module_fn,
+    const std::function<Tensor(const Tensor&, const nn::ParamMap&)>& reference, double tol) {
+  Tensor x32 = x.detach().requires_grad_();
+  Tensor out = module_fn(x32);
+  Tensor r = random_tensor(out.shape(), 99);
+  lt::sum(out * r).backward();
+
+  nn::ParamMap p64;
+  for (const auto& [name, p] : module.named_parameters()) p64.insert(name, f64(p).requires_grad_());
+  Tensor x64 = f64(x).requires_grad_();
+  Tensor ref = reference(x64, p64);
+  lt::sum(ref * f64(r)).backward();
+
+  expect_close(out, ref, tol, tol, "output");
+  expect_close(x32.grad(), x64.grad(), tol, tol, "input gradient");
+  for (const auto& [name, p] : module.named_parameters())
+    expect_close(p.grad(), p64.at(name).grad(), tol, tol, name + " gradient");
+}
+
+// ---- registry
+
+struct Block : nn::Module {
+  Tensor scale, running;
+  std::shared_ptr<nn::Linear> proj;
+  Block() {
+    scale = lt::ones({4});
+    running = lt::zeros({4});
+    register_parameter("scale", scale);
+    register_buffer("running", running);
+    proj = register_module("proj", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) const { return (*proj)(x * scale) + running; }
+  std::string name() const override { return "Block"; }
+};
+
+TEST(Module, DottedNamesInRegistrationOrder) {
+  nn::DecoderConfig cfg{.vocab = 16,
+                        .hidden = 8,
+                        .intermediate = 12,
+                        .heads = 2,
+                        .kv_heads = 1,
+                        .layers = 4,
+                        .max_seq = 8};
+  nn::DecoderLM lm(cfg);
+  nn::ParamMap params = lm.named_parameters();
+  std::vector<std::string> names = params.keys();
+  ASSERT_EQ(names.size(), 1 + 4 * 9 + 2u);
+  EXPECT_EQ(names.front(), "embed.weight");
+  EXPECT_EQ(names[1], "layers.0.attn_norm.weight");
+  EXPECT_EQ(names[2], "layers.0.attn.q_proj.weight");
+  EXPECT_TRUE(params.contains("layers.3.attn.q_proj.weight"));
+  EXPECT_TRUE(params.contains("layers.3.mlp.down_proj.weight"));
+  EXPECT_EQ(names.back(), "head.weight");
+  EXPECT_EQ(params.at("layers.1.attn.k_proj.weight").shape(), (lt::Shape{4, 8}));  // 1 kv head
+  EXPECT_EQ(params.at("layers.1.attn.q_proj.weight").shape(), (lt::Shape{8, 8}));
+  EXPECT_EQ(lm.parameters().size(), names.size());
+  for (const Tensor& p : lm.parameters()) EXPECT_TRUE(p.requires_grad());
+
+  Block b;
+  EXPECT_EQ(b.named_parameters().keys(),
+            (std::vector<std::string>{"scale", "proj.weight", "proj.bias"}));
+  EXPECT_EQ(b.named_buffers().keys(), (std::vector<std::string>{"running"}));
+  EXPECT_FALSE(b.named_buffers().at("running").requires_grad());
+}
+
+TEST(Module, ZeroGradTrainEvalAndTo) {
+  Block b;
+  lt::sum(b.forward(lt::ones({2, 4}))).backward();
+  for (const Tensor& p : b.parameters()) EXPECT_TRUE(p.grad().defined());
+  b.zero_grad();
+  for (const Tensor& p : b.parameters()) EXPECT_FALSE(p.grad().defined());
+  b.eval();
+  EXPECT_FALSE(b.is_training());
+  EXPECT_FALSE(b.proj->is_training());
+  b.train();
+  EXPECT_TRUE(b.proj->is_training());
+  b.to(lt::float64);
+  EXPECT_EQ(b.proj->weight.dtype(), lt::float64);
+  EXPECT_EQ(b.running.dtype(), lt::float64);
+  EXPECT_TRUE(b.proj->weight.requires_grad());
+  EXPECT_EQ(b.named_parameters().at("proj.weight").dtype(), lt::float64);
+}
+
+TEST(Module, FunctionalCallUsesTheGivenTensorsAndRestoresTheModule) {
+  Block b;
+  Tensor x = random_tensor({3, 4}, 1);
+  Tensor own = b.forward(x);
+  nn::ParamMap params = {{"proj.weight", random_tensor({4, 4}, 2)}, {"scale", lt::full({4}, 2.0f)}};
+  nn::ParamMap buffers = {{"running", lt::full({4}, 0.5f)}};
+  Tensor swapped = nn::functional_call(b, params, buffers, x);
+  // the same computation written out
+  Tensor want = lt::matmul(x * 2.0f, lt::transpose(params.at("proj.weight"))) + b.proj->bias + 0.5f;
+  expect_close(swapped, want, 1e-6, 1e-6, "functional_call output");
+  expect_close(b.forward(x), own, 0, 0, "module after the call");
+  // gradients flow to the tensors that were passed in
+  nn::ParamMap trained = {{"scale", lt::full({4}, 2.0f).requires_grad_()}};
+  lt::sum(nn::functional_call(b, trained, {}, x)).backward();
+  EXPECT_TRUE(trained.at("scale").grad().defined());
+  EXPECT_FALSE(b.scale.grad().defined());
+}
+
+TEST(Module, Errors) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected: " << part;
+    } catch (const lt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  Block b;
+  Tensor x = lt::ones({2, 4});
+  expect_error(
+      [&] {
+        nn::functional_call(b, {{"nope.weight", lt::ones({4})}}, {}, x);
+      },
+      "[functional_call] Block has no parameter named 'nope.weight'");
+  expect_error(
+      [&] {
+        nn::functional_call(b, {{"running", lt::ones({4})}}, {}, x);
+      },
+      "has no parameter named 'running'");
+  expect_error(
+      [&] {
+        nn::functional_call(b, {{"scale", lt::ones({5})}}, {}, x);
+      },
+      "[functional_call] parameter 'scale' is f32[5] but the module's is f32[4]");
+  Tensor before = b.scale;
+  expect_error(
+      [&] {
+        nn::functional_call(b, {{"scale", lt::ones({4})}}, {}, lt::ones({2, 3}));
+      },
+      "[mul] shapes [2, 3] and [4] cannot be broadcast");
+  expect_error([] { nn::Linear(4, 2).forward(lt::ones({3})); },
+               "[Linear] input f32[3] must have 4 features in its last dim");
+  EXPECT_EQ(b.scale.impl(), before.impl());  // restored after the throw
+  expect_error([] { nn::Linear(0, 3); }, "[Linear] in_features and out_features must be positive");
+  expect_error([] { nn::Dropout(1.5); }, "[Dropout] p must be in [0, 1]");
+  expect_error([] { nn::Embedding(4, 2).forward(lt::tensor({0.0f})); },
+               "[Embedding] indices must be int32 or int64, got f32[1]");
+  expect_error(
+      [] {
+        nn::DecoderConfig c{.hidden = 10, .heads = 4};
+        c.validate();
+      },
+      "[DecoderConfig] hidden (10) must be a multiple of heads (4)");
+  expect_error(
+      [] {
+        nn::DecoderConfig c{.heads = 4, .kv_heads = 3};
+        c.validate();
+      },
+      "heads (4) must be a multiple of kv_heads (3)");
+  expect_error(
+      [] {
+        nn::DecoderLM lm({.vocab = 8,
+                          .hidden = 8,
+                          .intermediate = 8,
+                          .heads = 2,
+                          .kv_heads = 2,
+                          .layers = 1,
+                          .max_seq = 4});
+        lm(lt::zeros({1, 5}, lt::int64));
+      },
+      "[DecoderLM] a sequence of 5 tokens is longer than max_seq = 4");
+  expect_error([] { nn::ModuleList().operator[](0); }, "[ModuleList] index 0 is out of range");
+  struct IntParam : nn::Module {
+    Tensor t = lt::tensor({1, 2});
+    IntParam() { register_parameter("t", t); }
+    std::string name() const override { return "IntParam"; }
+  };
+  expect_error([] { IntParam p; }, "[requires_grad_] only floating tensors");
+  struct Twice : nn::Module {
+    Tensor a = lt::ones({1}), b = lt::ones({1});
+    Twice() {
+      register_parameter("a", a);
+      register_parameter("a", b);
+    }
+    std::string name() const override { return "Twice"; }
+  };
+  expect_error([] { Twice t; }, "[Twice] a member named 'a' is already registered");
+}
+
+// ---- layers against float64 references
+
+TEST(Layers, LinearMatchesReference) {
+  nn::Linear lin(5, 3);
+  compare_with_reference(
+      lin, random_tensor({2, 4, 5}, 3), [&](const Tensor& x) { return lin(x); },
+      [](const Tensor& x, const nn::ParamMap& p) {
+        return lt::matmul(x, lt::transpose(p.at("weight"))) + p.at("bias");
+      },
+      1e-5);
+  nn::Linear no_bias(4, 2, false);
+  EXPECT_FALSE(no_bias.bias.defined());
+  EXPECT_EQ(no_bias.named_parameters().size(), 1u);
+}
+
+TEST(Layers, LinearInitializationBound) {
+  nn::Linear lin(64, 32);
+  std::vector<float> w = lin.weight.to_vector<float>();
+  double lo = 0, hi = 0, mean = 0;
+  for (float v : w) {
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+    mean += v / w.size();
+  }
+  EXPECT_GE(lo, -1 / 8.0);  // U(-1/sqrt(in), 1/sqrt(in))
+  EXPECT_LE(hi, 1 / 8.0);
+  EXPECT_LT(lo, -0.1);
+  EXPECT_GT(hi, 0.1);
+  EXPECT_NEAR(mean, 0, 0.01);
+}
+
+TEST(Layers, LayerNormMatchesReference) {
+  nn::LayerNorm ln(6);
+  {  // non-trivial affine parameters
+    lt::NoGradGuard g;
+    ln.weight.copy_(random_tensor({6}, 4) + 1.0f);
+    ln.bias.copy_(random_tensor({6}, 5));
+  }
+  compare_with_reference(
+      ln, random_tensor({3, 6}, 6, 2), [&](const Tensor& x) { return ln(x); },
+      [](const Tensor& x, const nn::ParamMap& p) {
+        // written differently from the layer: variance as E[x^2] - E[x]^2
+        const double n = 6;
+        Tensor mu = lt::sum(x, {1}, true) / n;
+        Tensor var = lt::sum(x * x, {1}, true) / n - mu * mu;
+        return (x - mu) / lt::sqrt(var + 1e-5) * p.at("weight") + p.at("bias");
+      },
+      1e-5);
+}
+
+TEST(Layers, RMSNormMatchesReference) {
+  nn::RMSNorm rms(6, 1e-6);
+  {
+    lt::NoGradGuard g;
+    rms.weight.copy_(random_tensor({6}, 7) + 1.0f);
+  }
+  compare_with_reference(
+      rms, random_tensor({2, 3, 6}, 8), [&](const Tensor& x) { return rms(x); },
+      [](const Tensor& x, const nn::ParamMap& p) {
+        return x / lt::sqrt(lt::sum(x * x, {-1}, true) / 6.0 + 1e-6) * p.at("weight");
+      },
+      1e-5);
+}
+
+TEST(Layers, EmbeddingRowsAndRepeatedIndexGradients) {
+  nn::Embedding emb(5, 3);
+  Tensor idx = lt::tensor(std::vector<int64_t>{4, 1, 4, 0, 4, 2}, {2, 3});
+  Tensor out = emb(idx);
+  ASSERT_EQ(out.shape(), (lt::Shape{2, 3, 3}));
+  std::vector<float> w = emb.weight.to_vector<float>(), o = out.to_vector<float>();
+  const int64_t rows[] = {4, 1, 4, 0, 4, 2};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_EQ(o[i * 3 + j], w[rows[i] * 3 + j]);
+  Tensor r = random_tensor({2, 3, 3}, 9);
+  lt::sum(out * r).backward();
+  std::vector<float> g = emb.weight.grad().to_vector<float>(), rv = r.to_vector<float>();
+  std::vector<double> want(15, 0.0);
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 3; ++j) want[rows[i] * 3 + j] += rv[i * 3 + j];
+  for (int k = 0; k < 15; ++k) EXPECT_NEAR(g[k], want[k], 1e-6) << k;
+}
+
+TEST(Layers, DropoutTrainingAndEval) {
+  nn::Dropout drop(0.25);
+  Tensor x = lt::ones({100000});
+  std::vector<float> y = drop(x).to_vector<float>();
+  int zeros = 0;
+  for (float v : y) {
+    if (v == 0) {
+      ++zeros;
+    } else {
+      EXPECT_FLOAT_EQ(v, 1 / 0.75f);
+    }
+  }
+  EXPECT_NEAR(zeros / 100000.0, 0.25, 0.01);
+  drop.eval();
+  EXPECT_EQ(drop(x).impl(), x.impl());  // identity
+}
+
+// The attention reference: per-head loops, kv heads repeated by index, rotary tables and
+// the causal mask built on the host.
+Tensor attention_reference(const Tensor& x, const nn::ParamMap& p, const std::string& prefix,
+                           const nn::DecoderConfig& c) {
+  const int64_t b = x.size(0), t = x.size(1), hd = c.head_dim();
+  auto proj = [&](const Tensor& in, const char* name) {
+    return lt::matmul(in, lt::transpose(p.at(prefix + name)));
+  };
+  Tensor q = proj(x, "q_proj.weight"), k = proj(x, "k_proj.weight"), v = proj(x, "v_proj.weight");
+  std::vector<double> cos_t(t * hd), sin_t(t * hd), mask(t * t);
+  for (int64_t pos = 0; pos < t; ++pos)
+    for (int64_t i = 0; i < hd; ++i) {
+      const double freq = std::pow(c.rope_theta, -2.0 * static_cast<double>(i % (hd / 2)) / hd);
+      cos_t[pos * hd + i] = std::cos(pos * freq);
+      sin_t[pos * hd + i] = std::sin(pos * freq);
+    }
+  for (int64_t i = 0; i < t; ++i)
+    for (int64_t j = 0; j < t; ++j) mask[i * t + j] = j <= i ? 0 : -1e30;
+  Tensor cos_h = lt::tensor(cos_t, {t, hd}), sin_h = lt::tensor(sin_t, {t, hd});
+  Tensor mask_h = lt::tensor(mask, {t, t});
+  auto rope = [&](const Tensor& h) {  // h [b, t, hd]
+    Tensor rot = lt::concat({-lt::slice(h, 2, hd / 2, hd), lt::slice(h, 2, 0, hd / 2)}, 2);
+    return h * cos_h + rot * sin_h;
+  };
+  std::vector<Tensor> heads;
+  const int64_t group = c.heads / c.kv_heads;
+  for (int64_t h = 0; h < c.heads; ++h) {
+    const int64_t kvh = h / group;
+    Tensor qh = lt::slice(q, 2, h * hd, (h + 1) * hd);
+    Tensor kh = lt::slice(k, 2, kvh * hd, (kvh + 1) * hd);
+    Tensor vh = lt::slice(v, 2, kvh * hd, (kvh + 1) * hd);
+    if (c.positions == nn::Positions::rotary) {
+      qh = rope(qh);
+      kh = rope(kh);
+    }
+    Tensor s = lt::matmul(qh, lt::transpose(kh)) / std::sqrt(static_cast<double>(hd)) + mask_h;
+    Tensor e = lt::exp(s - lt::amax(s, {-1}, true));
+    heads.push_back(lt::matmul(e / lt::sum(e, {-1}, true), vh));
+  }
+  (void)b;
+  return proj(lt::concat(heads, 2), "o_proj.weight");
+}
+
+Tensor rms_reference(const Tensor& x, const Tensor& w, double eps) {
+  return x / lt::sqrt(lt::mean(x * x, {-1}, true) + eps) * w;
+}
+
+Tensor layer_reference(const Tensor& x, const nn::ParamMap& p, const std::string& pre,
+                       const nn::DecoderConfig& c) {
+  Tensor h = x + attention_reference(rms_reference(x, p.at(pre + "attn_norm.weight"), c.norm_eps),
+                                     p, pre + "attn.", c);
+  Tensor n = rms_reference(h, p.at(pre + "mlp_norm.weight"), c.norm_eps);
+  auto proj = [&](const Tensor& in, const std::string& name) {
+    return lt::matmul(in, lt::transpose(p.at(pre + "mlp." + name + ".weight")));
+  };
+  Tensor gate = proj(n, "gate_proj");
+  return h + proj(gate * lt::sigmoid(gate) * proj(n, "up_proj"), "down_proj");
+}
+
+const nn::DecoderConfig kSmall{.vocab = 32,
+                               .hidden = 16,
+                               .intermediate = 24,
+                               .heads = 4,
+                               .kv_heads = 2,
+                               .layers = 2,
+                               .max_seq = 16};
+
+TEST(Layers, AttentionMatchesReference) {
+  nn::CausalSelfAttention attn(kSmall);
+  compare_with_reference(
+      attn, random_tensor({2, 5, 16}, 10), [&](const Tensor& x) { return attn(x); },
+      [](const Tensor& x, const nn::ParamMap& p) { return attention_reference(x, p, "", kSmall); },
+      2e-5);
+}
+
+TEST(Layers, AttentionWithoutRotaryAndFullHeadsMatchesReference) {
+  nn::DecoderConfig c = kSmall;
+  c.positions = nn::Positions::learned;
+  c.kv_heads = 4;
+  nn::CausalSelfAttention attn(c);
+  compare_with_reference(
+      attn, random_tensor({1, 6, 16}, 11), [&](const Tensor& x) { return attn(x); },
+      [&](const Tensor& x, const nn::ParamMap& p) { return attention_reference(x, p, "", c); },
+      2e-5);
+}
+
+TEST(Layers, DecoderLayerMatchesReference) {
+  nn::DecoderLayer layer(kSmall);
+  {
+    lt::NoGradGuard g;
+    layer.attn_norm->weight.copy_(random_tensor({16}, 12) + 1.0f);
+    layer.mlp_norm->weight.copy_(random_tensor({16}, 13) + 1.0f);
+  }
+  compare_with_reference(
+      layer, random_tensor({2, 7, 16}, 14), [&](const Tensor& x) { return layer(x); },
+      [](const Tensor& x, const nn::ParamMap& p) { return layer_reference(x, p, "", kSmall); },
+      3e-5);
+}
+
+TEST(Layers, DecoderLMMatchesReference) {
+  nn::DecoderLM lm(kSmall);
+  Tensor tokens = lt::tensor(std::vector<int64_t>{3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, {2, 5});
+  Tensor logits = lm(tokens);
+  ASSERT_EQ(logits.shape(), (lt::Shape{2, 5, 32}));
+  Tensor loss = nn::cross_entropy(logits, tokens);
+  loss.backward();
+  nn::ParamMap p64;
+  for (const auto& [name, p] : lm.named_parameters()) p64.insert(name, f64(p).requires_grad_());
+  Tensor h = lt::index_select(p64.at("embed.weight"), 0, lt::reshape(tokens, {-1}));
+  h = lt::reshape(h, {2, 5, 16});
+  for (int l = 0; l < 2; ++l)
+    h = layer_reference(h, p64, "layers." + std::to_string(l) + ".", kSmall);
+  h = rms_reference(h, p64.at("norm.weight"), kSmall.norm_eps);
+  Tensor ref_logits = lt::matmul(h, lt::transpose(p64.at("head.weight")));
+  expect_close(logits, ref_logits, 3e-5, 3e-5, "logits");
+  // cross-entropy written out: mean of logsumexp - picked logit
+  Tensor flat = lt::reshape(ref_logits, {10, 32});
+  Tensor lse = lt::log(lt::sum(lt::exp(flat), {1}));
+  Tensor picked = lt::sum(
+      flat * lt::astype(lt::unsqueeze(lt::reshape(tokens, {-1}), 1) == lt::arange(32), lt::float64),
+      {1});
+  Tensor ref_loss = lt::mean(lse - picked);
+  expect_close(loss, ref_loss, 1e-5, 1e-5, "loss");
+  ref_loss.backward();
+  for (const auto& [name, p] : lm.named_parameters())
+    expect_close(p.grad(), p64.at(name).grad(), 3e-5, 3e-4, name + " gradient");
+}
+
+TEST(Layers, LearnedPositionsAddAPositionEmbedding) {
+  nn::DecoderConfig c = kSmall;
+  c.positions = nn::Positions::learned;
+  nn::DecoderLM lm(c);
+  EXPECT_EQ(lm.named_parameters().at("pos_embed.weight").shape(), (lt::Shape{16, 16}));
+  Tensor tokens = lt::tensor(std::vector<int64_t>{7, 7, 7}, {1, 3});
+  lt::sum(lm(tokens)).backward();
+  std::vector<float> g = lm.pos_embed->weight.grad().to_vector<float>();
+  // rows 0..2 are used, the rest get zero gradient
+  double used = 0, unused = 0;
+  for (int i = 0; i < 16 * 16; ++i) (i < 3 * 16 ? used : unused) += std::fabs(g[i]);
+  EXPECT_GT(used, 0);
+  EXPECT_EQ(unused, 0);
+}
+
+// ---- losses
+
+TEST(Losses, CrossEntropyMatchesALoopWithIgnoreIndex) {
+  const int n = 6, c = 5;
+  Tensor logits = random_tensor({n, c}, 20, 2).requires_grad_();
+  std::vector<int64_t> t = {0, 4, -100, 2, 2, 1};
+  Tensor loss = nn::cross_entropy(logits, lt::tensor(t, {n}));
+  loss.backward();
+  std::vector<float> z = logits.to_vector<float>();
+  double total = 0;
+  int count = 0;
+  std::vector<double> grad(n * c, 0.0);
+  for (int i = 0; i < n; ++i) {
+    if (t[i] == -100) continue;
+    double mx = -1e30, s = 0;
+    for (int j = 0; j < c; ++j) mx = std::max<double>(mx, z[i * c + j]);
+    for (int j = 0; j < c; ++j) s += std::exp(z[i * c + j] - mx);
+    total += mx + std::log(s) - z[i * c + t[i]];
+    ++count;
+    for (int j = 0; j < c; ++j) grad[i * c + j] = std::exp(z[i * c + j] - mx) / s - (j == t[i]);
+  }
+  EXPECT_NEAR(loss.item<float>(), total / count, 1e-5);
+  std::vector<float> g = logits.grad().to_vector<float>();
+  for (int k = 0; k < n * c; ++k) EXPECT_NEAR(g[k], grad[k] / count, 1e-6) << k;
+}
+
+TEST(Losses, CrossEntropyIsStableForHugeLogits) {
+  Tensor logits = lt::tensor(std::vector<float>{1000, 0, -1000, 0, 1000, 0}, {2, 3});
+  Tensor loss = nn::cross_entropy(logits, lt::tensor({0, 2}));
+  EXPECT_NEAR(loss.item<float>(), (0.0 + 1000.0 + std::log1p(std::exp(-1000.0))) / 2, 1e-3);
+}
+
+TEST(Losses, MseLossAndErrors) {
+  Tensor a = lt::tensor({1.0f, 2.0f, 4.0f}).requires_grad_();
+  Tensor b = lt::tensor({0.0f, 2.0f, 1.0f});
+  Tensor loss = nn::mse_loss(a, b);
+  EXPECT_NEAR(loss.item<float>(), (1 + 0 + 9) / 3.0, 1e-6);
+  loss.backward();
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2 / 3.0f, 0, 2.0f}));
+  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected: " << part;
+    } catch (const lt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  Tensor logits = lt::zeros({2, 3});
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, lt::tensor({0, 3}));
+      },
+      "[cross_entropy] target 3 at position 1 is out of range for 3 classes");
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, lt::tensor({0, 1, 2}));
+      },
+      "targets i64[3] must have the logits' leading shape [2]");
+  expect_error(
+      [&] {
+        nn::cross_entropy(logits, lt::tensor({0.0f, 1.0f}));
+      },
+      "targets must be int32 or int64");
+}
+
+// ---- optimizers against the update rules written as loops
+
+TEST(Optim, SGDWithMomentumWeightDecayAndNesterovMatchesALoop) {
+  for (bool nesterov : {false, true}) {
+    Tensor w = lt::tensor({1.0, -2.0, 0.5}).requires_grad_();
+    lt::optim::SGD opt(
+        {w},
+        {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .dampening = 0, .nesterov = nesterov});
+    std::vector<double> ref = {1.0, -2.0, 0.5}, buf(3, 0.0);
+    for (int step = 0; step < 4; ++step) {
+      lt::sum(w * w * w).backward();  // g = 3 w^2
+      opt.step();
+      opt.zero_grad();
+      lt::sync();
+      for (int i = 0; i < 3; ++i) {
+        double g = 3 * ref[i] * ref[i] + 0.01 * ref[i];
+        buf[i] = step == 0 ? g : 0.9 * buf[i] + g;
+        ref[i] -= 0.1 * (nesterov ? g + 0.9 * buf[i] : buf[i]);
+      }
+    }
+    std::vector<double> got = w.to_vector<double>();
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], ref[i], 1e-12) << nesterov << " " << i;
+  }
+}
+
+TEST(Optim, AdamWMatchesALoopAndEveryStepIsOneCachedGraph) {
+  Tensor w = lt::tensor({1.0, -2.0, 0.5}).requires_grad_();
+  Tensor x = lt::tensor({0.5, 1.5, -1.0});
+  lt::optim::AdamW opt({w},
+                       {.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+  lt::metrics::reset();
+  std::vector<double> ref = {1.0, -2.0, 0.5}, m(3, 0.0), v(3, 0.0);
+  const double xs[] = {0.5, 1.5, -1.0};
+  for (int step = 1; step <= 6; ++step) {
+    if (step == 4) opt.set_lr(0.02);  // a schedule: no recompile
+    lt::sum(lt::tanh(w * x)).backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    const double lr = step >= 4 ? 0.02 : 0.05;
+    for (int i = 0; i < 3; ++i) {
+      double g = xs[i] * (1 - std::pow(std::tanh(ref[i] * xs[i]), 2));
+      ref[i] *= 1 - lr * 0.1;
+      m[i] = 0.8 * m[i] + 0.2 * g;
+      v[i] = 0.95 * v[i] + 0.05 * g * g;
+      double mh = m[i] / (1 - std::pow(0.8, step)), vh = v[i] / (1 - std::pow(0.95, step));
+      ref[i] -= lr * mh / (std::sqrt(vh) + 1e-8);
+    }
+  }
+  std::vector<double> got = w.to_vector<double>();
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], ref[i], 1e-12) << i;
+  EXPECT_EQ(lt::metrics::counter("CompileCount"), 1);
+  EXPECT_EQ(lt::metrics::counter("CacheHit"), 5);
+}
+
+TEST(Optim, Errors) {
+  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected: " << part;
+    } catch (const lt::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect_error([] { lt::optim::AdamW({lt::ones({2})}); },
+               "[AdamW] parameter 0 (f32[2]) must be a leaf that requires grad");
+  Tensor w = lt::ones({2}).requires_grad_();
+  expect_error(
+      [&] {
+        lt::optim::SGD({w, w});
+      },
+      "[SGD] parameter 1 is the same tensor as parameter 0");
+  expect_error([&] { lt::optim::SGD({w}, {.lr = -1}); }, "[SGD] lr must be in [0, inf]");
+  expect_error([&] { lt::optim::AdamW({w}, {.beta1 = 1.0}); }, "[AdamW] beta1 must be in [0, ");
+  expect_error([&] { lt::optim::SGD({w}, {.nesterov = true}); }, "nesterov momentum needs");
+  expect_error([] { lt::optim::SGD({}); }, "[SGD] got an empty parameter list");
+}
+
+// ---- training
+
+std::string gpl3_text() {
+  std::ifstream f("/usr/share/common-licenses/GPL-3", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+TEST(Training, DecoderLearnsGplTextAndEveryStepAfterTheFirstIsACacheHit) {
+  const std::string text = gpl3_text();
+  ASSERT_GT(text.size(), 30000u) << "GPL-3 text missing: /usr/share/common-licenses/GPL-3";
+  lt::manual_seed(0);
+  auto model = std::make_shared<nn::DecoderLM>(nn::DecoderConfig{.vocab = 256,
+                                                                 .hidden = 128,
+                                                                 .intermediate = 512,
+                                                                 .heads = 4,
+                                                                 .kv_heads = 2,
+                                                                 .layers = 4,
+                                                                 .max_seq = 64});
+  lt::optim::AdamW opt(model->parameters(), {.lr = 3e-3});
+  const int64_t batch = 4, seq = 48;
+  std::mt19937_64 rng(1);
+  double first_loss = 0, best = 1e9;
+  int64_t compiles_after_first = -1;
+  int step = 0;
+  for (; step < 200; ++step) {
+    std::vector<int64_t> tokens(static_cast<size_t>(batch * (seq + 1)));
+    for (int64_t b = 0; b < batch; ++b) {
+      const size_t start = rng() % (text.size() - seq - 1);
+      for (int64_t t = 0; t <= seq; ++t)
+        tokens[b * (seq + 1) + t] = static_cast<unsigned char>(text[start + t]);
+    }
+    Tensor data = lt::tensor(tokens, {batch, seq + 1});
+    Tensor loss =
+        nn::cross_entropy((*model)(lt::slice(data, 1, 0, seq)), lt::slice(data, 1, 1, seq + 1));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    const double l = loss.item<float>();
+    if (step == 0) {
+      first_loss = l;
+      compiles_after_first = lt::metrics::counter("CompileCount");
+    }
+    EXPECT_EQ(lt::metrics::counter("CompileCount"), compiles_after_first) << "step " << step;
+    best = std::min(best, l);
+    if (step >= 30 && first_loss - best >= 1.0) break;  // shown: stop early to keep the test fast
+  }
+  EXPECT_NEAR(first_loss, std::log(256.0), 0.5);
+  EXPECT_GE(first_loss - best, 1.0) << "after " << step << " steps";
+  EXPECT_LT(step, 200);
+}
+
+}  // namespace
