@@ -337,6 +337,26 @@ class Lowering {
     return m;
   }
 
+  // x [batch..., m, k] @ w [k, n] (a Linear layer) is one GEMM of [batch*m, k] rows when
+  // x's rows step evenly through its batch dims: one large product instead of many small.
+  static void fold_batch_into_rows(MatmulStep& ms) {
+    View& a = ms.a;
+    const int r = a.shape.size() - 2;
+    if (a.strides[r + 1] != 1) return;
+    int64_t rows = a.shape[r], expect = a.shape[r] * a.strides[r];
+    for (int d = r - 1; d >= 0; --d) {
+      if (a.shape[d] != 1 && a.strides[d] != expect) return;
+      rows *= a.shape[d];
+      expect *= a.shape[d];
+    }
+    a.shape = Shape{rows, a.shape[r + 1]};
+    a.strides = {a.strides[r], 1};
+    View& b = ms.b;
+    const int rb = b.shape.size() - 2;
+    b.shape = Shape{b.shape[rb], b.shape[rb + 1]};
+    b.strides = {b.strides[rb], b.strides[rb + 1]};
+  }
+
   void lower_matmul(int i) {
     const GNode& n = g_.nodes[i];
     MatmulStep ms;
@@ -344,6 +364,9 @@ class Lowering {
     ms.b = matmul_operand(n.inputs[1], true);
     Shape ba(ms.a.shape.begin(), ms.a.shape.end() - 2),
         bb(ms.b.shape.begin(), ms.b.shape.end() - 2);
+    if (bb.numel() == 1 && ba.size() > 0) fold_batch_into_rows(ms);
+    ba = Shape(ms.a.shape.begin(), ms.a.shape.end() - 2);
+    bb = Shape(ms.b.shape.begin(), ms.b.shape.end() - 2);
     Shape out = ir::broadcast_shapes("matmul", ba, bb);
     out.push_back(ms.a.shape[ms.a.shape.size() - 2]);
     out.push_back(ms.b.shape.back());
