@@ -40,9 +40,13 @@ struct Trainer {
 
   Trainer(int64_t b, int64_t t) : batch(b), seq(t) {
     lt::manual_seed(0);
-    model = std::make_shared<lt::nn::DecoderLM>(lt::nn::DecoderConfig{
-        .vocab = 256, .hidden = 128, .intermediate = 512, .heads = 4, .kv_heads = 2,
-        .layers = 4, .max_seq = t});
+    model = std::make_shared<lt::nn::DecoderLM>(lt::nn::DecoderConfig{.vocab = 256,
+                                                                      .hidden = 128,
+                                                                      .intermediate = 512,
+                                                                      .heads = 4,
+                                                                      .kv_heads = 2,
+                                                                      .layers = 4,
+                                                                      .max_seq = t});
     opt = std::make_unique<lt::optim::AdamW>(model->parameters(), lt::optim::AdamWOptions{});
   }
 
@@ -54,8 +58,8 @@ struct Trainer {
         tokens[b * (seq + 1) + i] = static_cast<unsigned char>(text()[start + i]);
     }
     lt::Tensor data = lt::tensor(tokens, {batch, seq + 1});
-    lt::Tensor loss = lt::nn::cross_entropy((*model)(lt::slice(data, 1, 0, seq)),
-                                            lt::slice(data, 1, 1, seq + 1));
+    lt::Tensor loss =
+        lt::nn::cross_entropy((*model)(lt::slice(data, 1, 0, seq)), lt::slice(data, 1, 1, seq + 1));
     loss.backward();
     opt->step();
     opt->zero_grad();
@@ -107,7 +111,11 @@ void BM_TrainStep(benchmark::State& state) {
     state.SkipWithError("a steady-state step compiled");
   shares.report(state, state.range(0) * state.range(1));
 }
-BENCHMARK(BM_TrainStep)->Args({8, 64})->Args({4, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_TrainStep)
+    ->Args({8, 64})
+    ->Args({4, 128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_FirstTrainStep(benchmark::State& state) {
   Trainer trainer(state.range(0), state.range(1));

@@ -15,6 +15,7 @@
 #include "lazytrace/nn/layers.h"
 #include "lazytrace/nn/loss.h"
 #include "lazytrace/nn/module.h"
+#include "lazytrace/nn/safetensors.h"
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/optim/optim.h"
 #include "lazytrace/trace/tensor.h"

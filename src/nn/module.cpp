@@ -86,7 +86,7 @@ void Module::to(DType dtype) {
          "floating to be trained.");
   NoGradGuard no_grad;
   auto convert = [&](const std::string&, Tensor& t) {
-    if (!is_floating(t.dtype()) || t.dtype() == dtype) return;
+    if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
     const bool trained = t.requires_grad();
     t = astype(t.detach(), dtype);
     if (trained) t.requires_grad_();
