@@ -68,6 +68,36 @@ TEST(Compiler, ConcatWithAnEmptyPartnerThenElementwise) {
 }
 
 // Regression: an empty batch dim made matmul write past its output.
+TEST(Compiler, ABatchOfRowsTimesASharedMatrixIsOneGemm) {
+  auto x = lt::randn({3, 5, 4});  // a Linear layer's input: [batch, seq, features]
+  auto w = lt::randn({6, 4});
+  lt::sync();
+  auto y = lt::matmul(x, lt::transpose(w));
+  std::string plan = lt::debug::to_program({y});
+  EXPECT_EQ(count(plan, "matmul"), 1) << plan;
+  EXPECT_NE(plan.find("[15, 6]"), std::string::npos) << plan;  // rows folded: 3 * 5
+  auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), yv = y.to_vector<float>();
+  for (int r = 0; r < 15; ++r)
+    for (int o = 0; o < 6; ++o) {
+      double ref = 0;
+      for (int k = 0; k < 4; ++k) ref += double(xv[r * 4 + k]) * wv[o * 4 + k];
+      ASSERT_NEAR(yv[r * 6 + o], ref, 1e-5) << r << " " << o;
+    }
+  // a strided batch (every other row block) cannot fold and still multiplies correctly
+  auto base = lt::randn({6, 5, 4});
+  lt::sync();
+  auto xs = lt::slice(base, 0, 0, 6, 2);  // a view: rows step unevenly across batches
+  auto ys = lt::matmul(xs, lt::transpose(w));
+  EXPECT_EQ(lt::debug::to_program({ys}).find("[15, 6]"), std::string::npos);
+  auto xsv = xs.to_vector<float>(), ysv = ys.to_vector<float>();
+  for (int r = 0; r < 15; ++r)
+    for (int o = 0; o < 6; ++o) {
+      double ref = 0;
+      for (int k = 0; k < 4; ++k) ref += double(xsv[r * 4 + k]) * wv[o * 4 + k];
+      ASSERT_NEAR(ysv[r * 6 + o], ref, 1e-5) << r << " " << o;
+    }
+}
+
 TEST(Compiler, MatmulWithAnEmptyBatch) {
   auto y = lt::matmul(lt::zeros({0, 4, 5}), lt::ones({5, 3}));
   EXPECT_EQ(y.shape(), (lt::Shape{0, 4, 3}));
