@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 
+#include "expect_error.h"
+
 namespace {
 
 using Ts = std::vector<lt::Tensor>;
@@ -388,14 +390,6 @@ TEST(Autograd, ALongTapeIsReleasedAndRunWithoutDeepRecursion) {
 }
 
 TEST(AutogradErrors, EachMistakeGetsAClearError) {
-  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one containing: " << part;
-    } catch (const lt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   expect_error(
       [] {
         lt::tensor({1, 2}).requires_grad_();

@@ -4,20 +4,9 @@
 #include <lazytrace/lazytrace.h>
 #include <functional>
 
-namespace {
+#include "expect_error.h"
 
-// Runs f, expects lt::Error, and checks the message mentions every piece.
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> pieces) {
-  try {
-    f();
-  } catch (const lt::Error& e) {
-    std::string msg = e.what();
-    for (const char* p : pieces)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    return;
-  }
-  ADD_FAILURE() << "no lt::Error thrown";
-}
+namespace {
 
 lt::Tensor f32(lt::Shape s) {
   return lt::zeros(s);

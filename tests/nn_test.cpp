@@ -11,6 +11,8 @@
 #include <random>
 #include <string>
 
+#include "expect_error.h"
+
 namespace {
 
 using lt::Tensor;
@@ -147,14 +149,6 @@ TEST(Module, FunctionalCallUsesTheGivenTensorsAndRestoresTheModule) {
 }
 
 TEST(Module, Errors) {
-  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected: " << part;
-    } catch (const lt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   Block b;
   Tensor x = lt::ones({2, 4});
   expect_error(
@@ -508,14 +502,6 @@ TEST(Losses, MseLossAndErrors) {
   EXPECT_NEAR(loss.item<float>(), (1 + 0 + 9) / 3.0, 1e-6);
   loss.backward();
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2 / 3.0f, 0, 2.0f}));
-  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected: " << part;
-    } catch (const lt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   Tensor logits = lt::zeros({2, 3});
   expect_error(
       [&] {
@@ -590,14 +576,6 @@ TEST(Optim, AdamWMatchesALoopAndEveryStepIsOneCachedGraph) {
 }
 
 TEST(Optim, Errors) {
-  auto expect_error = [](const std::function<void()>& f, const std::string& part) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected: " << part;
-    } catch (const lt::Error& e) {
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
-  };
   expect_error([] { lt::optim::AdamW({lt::ones({2})}); },
                "[AdamW] parameter 0 (f32[2]) must be a leaf that requires grad");
   Tensor w = lt::ones({2}).requires_grad_();
