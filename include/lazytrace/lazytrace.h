@@ -18,6 +18,8 @@
 #include "lazytrace/nn/safetensors.h"
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/optim/optim.h"
+#include "lazytrace/tools/assume_pure.h"
 #include "lazytrace/trace/tensor.h"
+#include "lazytrace/trace/tree.h"
 
 namespace lt = lazytrace;

@@ -1,6 +1,7 @@
 // The backward engine and the autograd methods of Tensor. A backward pass runs each
 // Function's VJP once all gradients flowing into it are summed, in dependency order; the
 // VJPs record ops like any other code, so the whole backward pass is one lazy graph.
+#include <map>
 #include <unordered_map>
 
 #include "autograd/tape.h"
@@ -26,14 +27,6 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   if (needs_grad(a, b))  // create_graph: the sum is differentiated too
     record(sum, "add", {&a, &b}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
   return sum;
-}
-
-// A new handle on g's value, so that a stored gradient never aliases a tensor the caller
-// holds (copy_ on one must not change the other).
-Tensor fresh(const Tensor& g) {
-  TensorImpl& impl = *g.impl();
-  if (!impl.pending()) return trace::make_materialized(impl.materialized(), impl.dtype, impl.shape);
-  return trace::make_pending(impl.node);
 }
 
 Tensor ones_for(const Tensor& t) {
@@ -76,7 +69,7 @@ class Engine {
   std::vector<Tensor> run(const std::vector<std::pair<Edge, Tensor>>& roots,
                           const std::vector<Edge>& capture) {
     for (size_t i = 0; i < capture.size(); ++i) {
-      if (capture[i].fn) captured_fn_[capture[i].fn.get()] = i;
+      if (capture[i].fn) captured_fn_[{capture[i].fn.get(), capture[i].output_nr}] = i;
       if (capture[i].leaf) captured_leaf_[capture[i].leaf.get()] = i;
     }
     capturing_ = !capture.empty();
@@ -95,14 +88,16 @@ class Engine {
           if (e.fn) release(e.fn.get(), ready);
         continue;
       }
-      Tensor g = std::move(pg->second);
+      std::vector<Tensor> g = std::move(pg->second);
       pending_grad_.erase(pg);
       if (!f->vjp)
         fail(op_, "the graph behind '", f->name,
              "' was already freed by an earlier backward; pass retain_graph = true to the "
              "first backward to go through the graph again.");
-      auto cf = captured_fn_.find(f);
-      if (cf != captured_fn_.end()) results_[cf->second] = g;
+      for (int k = 0; k < f->num_outputs; ++k) {
+        auto cf = captured_fn_.find({f, k});
+        if (cf != captured_fn_.end()) results_[cf->second] = g[static_cast<size_t>(k)];
+      }
       std::vector<Tensor> grads = f->vjp(g);
       if (!retain_) f->vjp = nullptr;
       for (size_t i = 0; i < f->inputs.size(); ++i) {
@@ -149,11 +144,14 @@ class Engine {
         return;
       }
       Tensor& acc = e.leaf->grad;
-      acc = acc.defined() ? add_grads(acc, g) : fresh(g);
+      // a new handle: a stored gradient never aliases a tensor the caller holds
+      acc = acc.defined() ? add_grads(acc, g) : g.detach();
       return;
     }
     Function* f = e.fn.get();
-    Tensor& acc = pending_grad_[f];
+    std::vector<Tensor>& slots = pending_grad_[f];
+    slots.resize(static_cast<size_t>(f->num_outputs));
+    Tensor& acc = slots[static_cast<size_t>(e.output_nr)];
     acc = acc.defined() ? add_grads(acc, g) : g;
     release(f, ready);
   }
@@ -165,15 +163,15 @@ class Engine {
   const char* op_;
   bool retain_, create_, capturing_ = false;
   std::unordered_map<Function*, int> deps_;
-  std::unordered_map<Function*, Tensor> pending_grad_;
-  std::unordered_map<Function*, size_t> captured_fn_;
+  std::unordered_map<Function*, std::vector<Tensor>> pending_grad_;
+  std::map<std::pair<Function*, int>, size_t> captured_fn_;
   std::unordered_map<Meta*, size_t> captured_leaf_;
   std::vector<Tensor> results_;
 };
 
 struct Released {
   std::vector<Edge> inputs;
-  Vjp vjp;
+  MultiVjp vjp;
 };
 
 }  // namespace
@@ -203,8 +201,8 @@ Function::~Function() {
 Edge edge_of(const Tensor& input) {
   const auto& m = input.impl()->autograd;
   if (!m || !m->requires_grad) return {};
-  if (m->grad_fn) return {m->grad_fn, nullptr};
-  return {nullptr, m};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr, nullptr};
+  return {nullptr, 0, m};
 }
 
 void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs,
@@ -215,7 +213,26 @@ void record(const Tensor& out, const char* name, const std::vector<const Tensor*
   for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
   Meta& m = meta_of(out);
   m.requires_grad = true;
-  m.grad_fn = std::make_shared<Function>(name, std::move(edges), std::move(vjp));
+  m.output_nr = 0;
+  m.grad_fn = std::make_shared<Function>(
+      name, std::move(edges), 1,
+      [f = std::move(vjp)](const std::vector<Tensor>& grads) { return f(grads[0]); });
+}
+
+void record_multi(const std::vector<Tensor>& outs, const char* name,
+                  const std::vector<const Tensor*>& inputs, MultiVjp vjp) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
+  auto fn = std::make_shared<Function>(name, std::move(edges), static_cast<int>(outs.size()),
+                                       std::move(vjp));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!is_floating(outs[i].dtype())) continue;
+    Meta& m = meta_of(outs[i]);
+    m.requires_grad = true;
+    m.output_nr = static_cast<int>(i);
+    m.grad_fn = fn;
+  }
 }
 
 void clear_history(const Tensor& t) {
@@ -351,9 +368,10 @@ void Tensor::set_grad(const Tensor& grad) {
 Tensor Tensor::detach() const {
   const TensorImpl& impl = checked(*this, "detach");
   auto& self = const_cast<TensorImpl&>(impl);
-  if (!impl.pending()) return trace::make_materialized(self.materialized(), impl.dtype, impl.shape);
+  if (!impl.pending() && !trace::is_outer(*this))
+    return trace::make_materialized(self.materialized(), impl.dtype, impl.shape);
   trace::OpScope scope;
-  return trace::make_pending(impl.node);
+  return trace::make_pending(trace::node_of(*this));
 }
 
 }  // namespace lazytrace

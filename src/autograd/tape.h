@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lazytrace/autograd/autograd.h"
-#include "trace/tensor_impl.h"
+#include "trace/trace_context.h"
 
 namespace lazytrace::autograd {
 
@@ -19,12 +19,14 @@ struct Function;
 struct Meta {
   bool requires_grad = false;
   std::shared_ptr<Function> grad_fn;  // null for a leaf
+  int output_nr = 0;                  // which output of grad_fn this tensor is
   Tensor grad;                        // a leaf's accumulated gradient
 };
 
-/** Where a gradient goes: the Function that made an input, or a leaf's Meta. */
+/** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta. */
 struct Edge {
   std::shared_ptr<Function> fn;
+  int output_nr = 0;
   std::shared_ptr<Meta> leaf;
   bool defined() const { return fn || leaf; }
 };
@@ -35,13 +37,17 @@ struct Edge {
  * input's shape and dtype.
  */
 using Vjp = std::function<std::vector<Tensor>(const Tensor& grad)>;
+/** The VJP of an op with several outputs: one gradient per output in (undefined for an
+ * output no gradient reached), one per input out. */
+using MultiVjp = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
 
 struct Function {
   const char* name;
   std::vector<Edge> inputs;
-  Vjp vjp;  // null once a backward without retain_graph has used it
-  Function(const char* n, std::vector<Edge> in, Vjp f)
-      : name(n), inputs(std::move(in)), vjp(std::move(f)) {}
+  int num_outputs;
+  MultiVjp vjp;  // null once a backward without retain_graph has used it
+  Function(const char* n, std::vector<Edge> in, int outputs, MultiVjp f)
+      : name(n), inputs(std::move(in)), num_outputs(outputs), vjp(std::move(f)) {}
   ~Function();  // iterative: a long tape is released without deep recursion
   Function(const Function&) = delete;
   Function& operator=(const Function&) = delete;
@@ -72,6 +78,9 @@ Edge edge_of(const Tensor& input);
  * `inputs`. Call only when needs_grad(inputs...) holds.
  */
 void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs, Vjp vjp);
+/** record() for an op with several outputs; outputs that are not floating get no history. */
+void record_multi(const std::vector<Tensor>& outs, const char* name,
+                  const std::vector<const Tensor*>& inputs, MultiVjp vjp);
 
 /** Drops the gradient history of `t` (it becomes a constant, or stays a leaf). */
 void clear_history(const Tensor& t);

@@ -1,7 +1,7 @@
 #pragma once
 // A per-thread free list of fixed-size blocks, for the objects made on every recorded op
-// (nodes, tensor handles). Blocks are reused, never returned to the system; a block freed
-// on another thread joins that thread's list.
+// (nodes, tensor handles). Blocks are reused while the thread lives and returned to the
+// system when it exits; a block freed on another thread joins that thread's list.
 #include <cstddef>
 #include <new>
 
@@ -11,25 +11,46 @@ template <size_t Size>
 class BlockPool {
  public:
   static void* allocate() {
-    if (Free* f = head()) {
-      head() = f->next;
-      return f;
+    if (!exited()) {
+      FreeList& l = list();
+      if (Free* f = l.head) {
+        l.head = f->next;
+        return f;
+      }
     }
     return ::operator new(Size < sizeof(Free) ? sizeof(Free) : Size);
   }
   static void deallocate(void* p) {
+    if (exited()) return ::operator delete(p);  // during the thread's own exit
     auto* f = static_cast<Free*>(p);
-    f->next = head();
-    head() = f;
+    FreeList& l = list();
+    f->next = l.head;
+    l.head = f;
   }
 
  private:
   struct Free {
     Free* next;
   };
-  static Free*& head() {
-    static thread_local Free* h = nullptr;  // trivially destructible: no exit-time work
-    return h;
+  // The thread's free blocks go back to the system when the thread exits.
+  struct FreeList {
+    Free* head = nullptr;
+    ~FreeList() {
+      exited() = true;
+      while (head) {
+        Free* next = head->next;
+        ::operator delete(head);
+        head = next;
+      }
+    }
+  };
+  static FreeList& list() {
+    static thread_local FreeList l;
+    return l;
+  }
+  static bool& exited() {
+    static thread_local bool e = false;  // trivially destructible: valid to the very end
+    return e;
   }
 };
 

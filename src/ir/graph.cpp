@@ -1,6 +1,7 @@
 #include "ir/graph.h"
 
 #include "core/hash.h"
+#include "ir/body.h"
 
 namespace lazytrace::ir {
 
@@ -41,6 +42,11 @@ Walk walk(const std::vector<Node*>& roots) {
         key = hash_combine(key, static_cast<uint64_t>(n->operand(i)->index));
       if (n->op == OpKind::Data) w.params.push_back(n);
       if (n->op == OpKind::Scalar && n->scalar_is_param) w.scalars.push_back(n);
+      if (n->op == OpKind::Call) {  // the body's own leaves, where build_graph inlines it
+        const Body& b = body_of(*n);
+        w.params.insert(w.params.end(), b.data.begin(), b.data.end());
+        w.scalars.insert(w.scalars.end(), b.scalars.begin(), b.scalars.end());
+      }
     }
     w.results.push_back(root->index);
     key = hash_combine(key, static_cast<uint64_t>(root->index) | (1ULL << 40));
@@ -49,12 +55,58 @@ Walk walk(const std::vector<Node*>& roots) {
   return w;
 }
 
+namespace {
+
+// Copies a call's body into g: its Params become the call's operands (`args`, graph
+// indices), its leaves take the next parameter slots. Returns the graph index of each
+// body result.
+std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& args) {
+  std::vector<int> at(b.graph.nodes.size());
+  for (size_t i = 0; i < b.graph.nodes.size(); ++i) {
+    const GNode& bn = b.graph.nodes[i];
+    if (bn.op == OpKind::Param) {
+      at[i] = args[static_cast<size_t>(bn.attrs[0])];
+      continue;
+    }
+    GNode gn = bn;
+    for (int& in : gn.inputs) in = at[static_cast<size_t>(in)];
+    if (gn.op == OpKind::Data) {
+      gn.param = static_cast<int>(g.param_nodes.size());
+      g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
+    } else if (gn.op == OpKind::Scalar && gn.scalar_is_param) {
+      gn.param = static_cast<int>(g.scalar_nodes.size());
+      g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
+    }
+    at[i] = static_cast<int>(g.nodes.size());
+    g.nodes.push_back(std::move(gn));
+  }
+  std::vector<int> results;
+  for (int r : b.graph.results) results.push_back(at[static_cast<size_t>(r)]);
+  return results;
+}
+
+}  // namespace
+
 Graph build_graph(const Walk& w, std::string name) {
   Graph g;
   g.name = std::move(name);
   g.key = w.key;
   g.nodes.reserve(w.order.size());
-  for (Node* n : w.order) {
+  // graph index of each walk position (calls are inlined: positions and indices differ)
+  std::vector<int> at(w.order.size(), -1);
+  std::vector<std::vector<int>> call_results(w.order.size());
+  for (size_t pos = 0; pos < w.order.size(); ++pos) {
+    Node* n = w.order[pos];
+    if (n->op == OpKind::Call) {
+      std::vector<int> args;
+      for (int i = 0; i < n->num_operands(); ++i) args.push_back(at[n->operand(i)->index]);
+      call_results[pos] = inline_body(g, body_of(*n), args);
+      continue;
+    }
+    if (n->op == OpKind::CallResult) {
+      at[pos] = call_results[n->operand(0)->index][static_cast<size_t>(n->attrs[0])];
+      continue;
+    }
     GNode gn;
     gn.op = n->op;
     gn.dtype = n->dtype;
@@ -64,7 +116,7 @@ Graph build_graph(const Walk& w, std::string name) {
     gn.ivalue = n->ivalue;
     gn.scalar_is_param = n->scalar_is_param;
     gn.inputs.reserve(n->num_operands());
-    for (int i = 0; i < n->num_operands(); ++i) gn.inputs.push_back(n->operand(i)->index);
+    for (int i = 0; i < n->num_operands(); ++i) gn.inputs.push_back(at[n->operand(i)->index]);
     if (n->op == OpKind::Data) {
       gn.param = static_cast<int>(g.param_nodes.size());
       g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
@@ -72,9 +124,10 @@ Graph build_graph(const Walk& w, std::string name) {
       gn.param = static_cast<int>(g.scalar_nodes.size());
       g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
     }
+    at[pos] = static_cast<int>(g.nodes.size());
     g.nodes.push_back(std::move(gn));
   }
-  g.results = w.results;
+  for (int r : w.results) g.results.push_back(at[static_cast<size_t>(r)]);
   return g;
 }
 

@@ -12,6 +12,7 @@ const OpInfo& op_info(OpKind k) {
       {"iota", F::Generator, 0},
       {"rand_uniform", F::Generator, 2},
       {"rand_normal", F::Generator, 2},
+      {"param", F::Leaf, 0},
       {"neg", F::Elementwise, 1},
       {"exp", F::Elementwise, 1},
       {"log", F::Elementwise, 1},
@@ -52,6 +53,8 @@ const OpInfo& op_info(OpKind k) {
       {"concat", F::Other, -1},
       {"index_select", F::Other, 2},
       {"index_add", F::Other, 3},
+      {"call", F::Other, -1},
+      {"call_result", F::Other, 1},
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(k)];

@@ -12,6 +12,7 @@ enum class OpKind : uint8_t {
   Iota,         // arange: attrs (as doubles) start, step
   RandUniform,  // operands: seed, offset (int64 scalars); U[0, 1)
   RandNormal,   // operands: seed, offset; N(0, 1)
+  Param,        // an input of a traced body (ir/body.h): attrs ints: its index
   // elementwise unary
   Neg,
   Exp,
@@ -58,6 +59,9 @@ enum class OpKind : uint8_t {
   Concat,       // attrs ints: dim
   IndexSelect,  // attrs ints: dim; operands: input, int index vector
   IndexAdd,     // attrs ints: dim; operands: input, int index vector, source
+  // calls of traced bodies (ir/body.h); inlined when a graph is built
+  Call,        // operands: the body's inputs; attrs ints: the body's hash; data: the Body
+  CallResult,  // operand: a Call; attrs ints: which result
   kCount
 };
 

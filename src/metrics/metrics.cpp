@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -160,6 +161,22 @@ Counter execute_count("ExecuteCount");
 Counter sync_count("SyncCount");
 Counter transfer_to_host("TransferToHostCount");
 Counter cache_evictions("CacheEvictions");
+Counter assume_pure_trace("AssumePureTrace");
+Counter assume_pure_hit("AssumePureHit");
+Counter compiled_trace("CompiledFnTrace");
+Counter compiled_hit("CompiledFnHit");
+
+Counter& named_counter(const std::string& name) {
+  static std::mutex mu;
+  static auto* made = new std::vector<std::pair<std::unique_ptr<std::string>, Counter*>>();
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& [n, c] : *made)
+    if (*n == name) return *c;
+  auto owned = std::make_unique<std::string>(name);
+  auto* c = new Counter(owned->c_str());  // registered for good, like the static counters
+  made->emplace_back(std::move(owned), c);
+  return *c;
+}
 Timer trace_time("TraceTime");
 Timer compile_time("CompileTime");
 Timer execute_time("ExecuteTime");

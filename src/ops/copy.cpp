@@ -10,6 +10,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (!src.defined())
     fail("copy_", "argument 'src' is an undefined (default-constructed) tensor; pass a tensor.");
   TensorImpl& self = *impl();
+  if (trace::is_outer(*this))
+    fail(trace::tracing_tool(), "the traced function writes into a tensor from outside it (",
+         type_str(),
+         ") with copy_; a traced function must be pure. Return the new value "
+         "and copy it after the call.");
   ir::check_broadcast_to("copy_", src.shape(), self.shape);
   const bool grad_mode = autograd::grad_enabled();
   if (grad_mode && autograd::requires_grad(*this) && is_leaf())

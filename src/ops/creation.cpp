@@ -125,13 +125,10 @@ Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) 
   if (!is_floating(dtype))
     fail(name, "dtype ", dtype_name(dtype),
          " is not a floating type; draw floats and convert with astype.");
-  const trace::RngDraw draw = trace::draw_random(static_cast<uint64_t>(shape.numel()));
-  // seed and offset are always parameters, so a new seed or draw never recompiles
-  auto param = [](uint64_t v) {
-    return ir::make_scalar_param(static_cast<double>(v), static_cast<int64_t>(v), DType::int64);
-  };
-  ir::NodePtr seed = param(draw.seed), offset = param(draw.offset);
-  return trace::make_pending(ir::make_node(op, dtype, shape, seed, offset));
+  // seed and offset are always parameters (or, in a traced function, its inputs), so a new
+  // seed or draw never recompiles
+  auto [seed, offset] = trace::random_operands(static_cast<uint64_t>(shape.numel()));
+  return trace::make_pending(ir::make_node(op, dtype, shape, std::move(seed), std::move(offset)));
 }
 }  // namespace
 

@@ -42,9 +42,11 @@ Tensor reshape(const Tensor& t, const Shape& shape) {
   Shape out = ir::reshape_shape(t.shape(), shape.vec());
   if (out == t.shape()) return t;
   TensorImpl& impl = *t.impl();
-  Tensor result = impl.pending() ? layout(OpKind::Reshape, t, out)
-                                 // a materialized buffer is already contiguous: share it
-                                 : trace::make_materialized(impl.materialized(), impl.dtype, out);
+  // a materialized buffer is already contiguous: share it (not an outer one while tracing:
+  // that is an input of the traced function)
+  Tensor result = impl.pending() || trace::is_outer(t)
+                      ? layout(OpKind::Reshape, t, out)
+                      : trace::make_materialized(impl.materialized(), impl.dtype, out);
   if (ops::needs_grad(t))
     ops::record_grad(result, "reshape", {&t}, [in = t.shape()](const Tensor& g) {
       return std::vector<Tensor>{reshape(g, in)};

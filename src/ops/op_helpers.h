@@ -8,6 +8,7 @@
 #include "ir/shape_rules.h"
 #include "lazytrace/ops/ops.h"
 #include "trace/tensor_impl.h"
+#include "trace/trace_context.h"
 
 namespace lazytrace::ops {
 

@@ -6,7 +6,7 @@
 #include "compiler/compile_cache.h"
 #include "compiler/program.h"
 #include "ir/graph.h"
-#include "trace/tensor_impl.h"
+#include "trace/trace_context.h"
 
 namespace lazytrace {
 namespace {
@@ -61,10 +61,12 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 void sync() {
+  trace::check_not_tracing("sync()");
   sync_impls(trace::pending_tensors());
 }
 
 void sync(const std::vector<Tensor>& tensors) {
+  trace::check_not_tracing("sync()");
   std::vector<TensorImpl*> impls;  // the caller's handles keep these alive
   for (const Tensor& t : tensors) {
     if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");

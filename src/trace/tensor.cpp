@@ -7,7 +7,7 @@
 #include "backends/cpu/dtype_dispatch.h"
 #include "core/pool.h"
 #include "ir/shape_rules.h"
-#include "trace/tensor_impl.h"
+#include "trace/trace_context.h"
 
 namespace lazytrace {
 namespace {
@@ -26,15 +26,13 @@ TensorImpl& impl_of(const Tensor& t, const char* op) {
 struct PendingList {
   TensorImpl* head = nullptr;
   std::atomic<TensorImpl*> released{nullptr};
+  // Set when the thread has ended: its tensors are then destroyed by whoever drops them.
+  // Guarded by `mu`, which only a handle dropped on another thread takes.
+  std::mutex mu;
+  bool ended = false;
 };
 
 namespace {
-
-PendingList& my_list() {
-  // Never freed: tensors recorded by a thread that has ended may still point at it.
-  static thread_local PendingList* list = new PendingList();
-  return *list;
-}
 
 void destroy_impl(TensorImpl* p) {
   p->~TensorImpl();
@@ -49,16 +47,54 @@ void drain_released(PendingList& list) {
   }
 }
 
+// A thread's list outlives the thread (tensors it recorded may still point at it), so
+// every list is kept here; at thread exit the list is marked ended and emptied.
+struct ListRegistry {
+  std::mutex mu;
+  std::vector<std::unique_ptr<PendingList>> lists;
+};
+ListRegistry& registry() {
+  static auto* r = new ListRegistry();  // lists may be used during static destruction
+  return *r;
+}
+
+// Marks the thread's list ended when the thread exits, and frees what was handed back.
+struct ListExitGuard {
+  PendingList* list;
+  ~ListExitGuard() {
+    std::lock_guard<std::mutex> lock(list->mu);
+    list->ended = true;
+    drain_released(*list);
+  }
+};
+
+PendingList& my_list() {
+  static thread_local PendingList* list = nullptr;  // stays valid after the guard has run
+  if (!list) {
+    auto owned = std::make_unique<PendingList>();
+    list = owned.get();
+    {
+      std::lock_guard<std::mutex> lock(registry().mu);
+      registry().lists.push_back(std::move(owned));
+    }
+    static thread_local ListExitGuard guard{list};
+  }
+  return *list;
+}
+
 struct ImplDeleter {
   void operator()(TensorImpl* p) const {
     PendingList* list = p->owner;
     if (list && list != &my_list()) {
-      TensorImpl* head = list->released.load(std::memory_order_relaxed);
-      do {
-        p->next_released = head;
-      } while (!list->released.compare_exchange_weak(head, p, std::memory_order_release,
-                                                     std::memory_order_relaxed));
-      return;
+      std::lock_guard<std::mutex> lock(list->mu);
+      if (!list->ended) {  // hand it back: only the owner thread edits its list
+        TensorImpl* head = list->released.load(std::memory_order_relaxed);
+        do {
+          p->next_released = head;
+        } while (!list->released.compare_exchange_weak(head, p, std::memory_order_release,
+                                                       std::memory_order_relaxed));
+        return;
+      }
     }
     destroy_impl(p);
   }
@@ -67,6 +103,7 @@ struct ImplDeleter {
 std::shared_ptr<TensorImpl> new_impl(Shape shape, DType dtype) {
   void* mem = BlockPool<sizeof(TensorImpl)>::allocate();
   auto* p = new (mem) TensorImpl(std::move(shape), dtype);
+  p->context = trace::current_context_id();
   return std::shared_ptr<TensorImpl>(p, ImplDeleter{}, PoolAllocator<TensorImpl>());
 }
 
@@ -77,7 +114,7 @@ TensorImpl::~TensorImpl() {
 }
 
 void TensorImpl::link() {
-  if (owner) return;
+  if (owner || context != 0) return;  // a traced body's tensors are never synced
   PendingList& list = my_list();
   if (list.released.load(std::memory_order_relaxed)) drain_released(list);
   next = list.head;
@@ -150,12 +187,14 @@ Tensor tensor_of(ir::NodePtr node) {
 
 const ir::NodePtr& node_of(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
+  if (impl.context != current_context_id()) return lift(t);
   if (!impl.node) impl.node = ir::make_data(impl.buffer, impl.dtype, impl.shape);
   return impl.node;
 }
 
 const runtime::BufferPtr& materialize(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
+  check_not_tracing("reading a tensor's values (item(), to_vector(), a host if)");
   if (impl.pending()) sync({t});
   return impl.materialized();
 }
@@ -195,7 +234,8 @@ DType Tensor::dtype() const {
   return impl_of(*this, "dtype").dtype;
 }
 bool Tensor::is_pending() const {
-  return impl_of(*this, "is_pending").pending();
+  // inside a trace, an outer tensor stands for whatever value it has at each call
+  return impl_of(*this, "is_pending").pending() || trace::is_outer(*this);
 }
 
 int64_t Tensor::size(int dim) const {

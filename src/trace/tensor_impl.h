@@ -31,6 +31,7 @@ struct TensorImpl {
   TensorImpl* next = nullptr;
   PendingList* owner = nullptr;
   TensorImpl* next_released = nullptr;  // while waiting to be destroyed by the owner thread
+  uint32_t context = 0;                 // the trace (trace_context.h) it was made in; 0: none
 
   TensorImpl(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
   ~TensorImpl();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lazytrace/autograd/autograd.h"
+#include "lazytrace/tools/pytree.h"
 #include "lazytrace/trace/tensor.h"
 
 namespace lazytrace::nn {
@@ -132,3 +133,23 @@ auto functional_call(const std::shared_ptr<M>& module, const ParamMap& params,
 }
 
 }  // namespace lazytrace::nn
+
+namespace lazytrace::pytree {
+/** A ParamMap is a dict of tensors: its names are structure, its tensors leaves. */
+template <>
+struct Traits<nn::ParamMap> {
+  static void flatten(const nn::ParamMap& m, Flat& f) {
+    f.mix(uint64_t{0x504d} + m.size());
+    for (const auto& [name, t] : m) f.mix(name);
+    if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
+    for (const auto& [name, t] : m)
+      at_path(
+          f, [&] { return "['" + name + "']"; }, [&] { f.add_leaf(t); });
+  }
+  static nn::ParamMap rebuild(const nn::ParamMap& like, Cursor& c) {
+    nn::ParamMap out;
+    for (const auto& [name, t] : like) out.insert(name, c.next());
+    return out;
+  }
+};
+}  // namespace lazytrace::pytree

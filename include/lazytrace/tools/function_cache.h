@@ -1,0 +1,61 @@
+#pragma once
+/**
+ * The machinery shared by assume_pure and compile: a per-function cache of traced bodies
+ * keyed by the argument signature, and the recording of one call. The templates in
+ * assume_pure.h and compile.h adapt a C++ callable to it; nothing here is typed.
+ */
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lazytrace/tools/pytree.h"
+
+namespace lazytrace::tools {
+
+/** What tracing the function once produced: its output leaves and typed result. */
+struct Traced {
+  std::vector<Tensor> outputs;
+  std::shared_ptr<void> result;  // the function's result (a typed template to rebuild from)
+};
+/** Runs the function on placeholder leaves (one per argument leaf, in order). */
+using TraceFn = std::function<Traced(const std::vector<Tensor>& leaves)>;
+
+struct CacheOptions {
+  const char* tool = "assume_pure";  // in messages
+  std::string name;                  // names the traced bodies in dumps and messages
+  int max_different_graphs = 0;      // > 0: more distinct signatures is an lt::Error
+  bool count_as_compile = false;     // counts into CompiledFn* metrics
+};
+
+class FunctionCache;
+std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options);
+
+struct Entry;
+
+/** One call of a cached function with one argument list. */
+class CachedCall {
+ public:
+  /** Looks the signature up; `describe` re-flattens the arguments with descriptions. */
+  CachedCall(FunctionCache& cache, pytree::Flat flat,
+             const std::function<pytree::Flat()>& describe);
+  bool needs_trace() const { return !entry_; }
+  /** Traces the function once for this signature (a cache miss). */
+  void trace(TraceFn fn);
+  /**
+   * Records the call: one call node whose operands are the argument leaves, the tensors
+   * the function closed over and, if it draws random numbers, the generator state. The
+   * outputs get a gradient rule that runs the function's VJP, traced once beside it.
+   */
+  std::vector<Tensor> record();
+  /** The typed result of the trace, to rebuild this call's result from its outputs. */
+  const void* result() const;
+
+ private:
+  FunctionCache& cache_;
+  pytree::Flat flat_;
+  std::function<pytree::Flat()> describe_;
+  std::shared_ptr<Entry> entry_;
+};
+
+}  // namespace lazytrace::tools

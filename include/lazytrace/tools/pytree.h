@@ -1,0 +1,225 @@
+#pragma once
+/**
+ * Flattening C++ arguments and results into tensor leaves plus a structure key, and
+ * rebuilding them, for the function-level tools (assume_pure, compile, scan). Supported:
+ * Tensor, Tree, std::vector, std::tuple and std::pair of supported types, and static
+ * values (bool, integers, floating numbers, enums, std::string), which are part of the key
+ * but carry no tensor. Other libraries add their types by specializing pytree::Traits
+ * (nn::ParamMap does).
+ */
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "lazytrace/trace/tree.h"
+
+namespace lazytrace::pytree {
+
+/** An argument list (or a result) taken apart. */
+struct Flat {
+  std::vector<Tensor> leaves;
+  uint64_t hash = 0x6a09e667f3bcc908ULL;  // structure, static values, leaf shapes and dtypes
+  // Describing (for error messages and cache-miss explanations): one entry per part of
+  // the key, "argument 0: f32[2, 3]", in order. Off on the hot path.
+  bool describing = false;
+  std::vector<std::string> parts;
+  std::string path;
+
+  void mix(uint64_t v) {
+    hash ^= v + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
+    hash *= 0xff51afd7ed558ccdULL;
+  }
+  void mix(std::string_view s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    mix(h ^ s.size());
+  }
+  void describe(std::string what) {
+    if (describing) parts.push_back(path + ": " + what);
+  }
+  void add_leaf(const Tensor& t);
+  /** A static value: its kind and printed value enter the key. */
+  void add_static(std::string_view kind, const std::string& value) {
+    mix(kind);
+    mix(value);
+    describe(std::string(kind) + " " + value);
+  }
+  /** A container's shape ("list of 3", a dict's keys): enters the key. */
+  void add_node(const std::string& what) {
+    mix(what);
+    describe(what);
+  }
+};
+
+/** Runs f with flat.path extended by step() (made only while describing). */
+template <typename S, typename F>
+void at_path(Flat& flat, S&& step, F&& f) {
+  if (!flat.describing) return f();
+  const size_t n = flat.path.size();
+  flat.path += step();
+  f();
+  flat.path.resize(n);
+}
+
+/** Leaves consumed in order while rebuilding. */
+struct Cursor {
+  const std::vector<Tensor>& leaves;
+  size_t at = 0;
+  const Tensor& next();
+};
+
+template <typename T, typename Enable = void>
+struct Traits {
+  static_assert(sizeof(T) == 0,
+                "lazytrace: this argument type cannot be passed to assume_pure/compile/scan; "
+                "use Tensor, Tree, std::vector, std::tuple/std::pair, nn::ParamMap, or a static "
+                "bool/int/double/enum/std::string");
+};
+
+template <>
+struct Traits<Tensor> {
+  static void flatten(const Tensor& t, Flat& f) { f.add_leaf(t); }
+  static Tensor rebuild(const Tensor&, Cursor& c) { return c.next(); }
+};
+
+template <>
+struct Traits<Tree> {
+  static void flatten(const Tree& t, Flat& f) {
+    f.add_node("tree " + t.structure());
+    std::vector<Tensor> leaves = t.leaves();
+    for (size_t i = 0; i < leaves.size(); ++i)
+      at_path(
+          f, [&] { return t.leaf_path(i); }, [&] { f.add_leaf(leaves[i]); });
+  }
+  static Tree rebuild(const Tree& like, Cursor& c) {
+    std::vector<Tensor> leaves(like.leaves().size());
+    for (Tensor& t : leaves) t = c.next();
+    return like.with_leaves(leaves);
+  }
+};
+
+template <typename T>
+struct Traits<std::vector<T>> {
+  static void flatten(const std::vector<T>& v, Flat& f) {
+    f.mix(uint64_t{0x4c});
+    f.mix(v.size());
+    if (f.describing) f.describe("list of " + std::to_string(v.size()));
+    for (size_t i = 0; i < v.size(); ++i)
+      at_path(
+          f, [&] { return "[" + std::to_string(i) + "]"; }, [&] { Traits<T>::flatten(v[i], f); });
+  }
+  static std::vector<T> rebuild(const std::vector<T>& like, Cursor& c) {
+    std::vector<T> out;
+    out.reserve(like.size());
+    for (const T& x : like) out.push_back(Traits<T>::rebuild(x, c));
+    return out;
+  }
+};
+
+template <typename... Ts>
+struct Traits<std::tuple<Ts...>> {
+  static void flatten(const std::tuple<Ts...>& t, Flat& f) {
+    f.mix(uint64_t{0x54} + sizeof...(Ts));
+    if (f.describing) f.describe("tuple of " + std::to_string(sizeof...(Ts)));
+    flatten_items(t, f, std::index_sequence_for<Ts...>{});
+  }
+  static std::tuple<Ts...> rebuild(const std::tuple<Ts...>& like, Cursor& c) {
+    return rebuild_items(like, c, std::index_sequence_for<Ts...>{});
+  }
+
+ private:
+  template <size_t... I>
+  static void flatten_items(const std::tuple<Ts...>& t, Flat& f, std::index_sequence<I...>) {
+    (at_path(
+         f, [] { return "[" + std::to_string(I) + "]"; },
+         [&] { Traits<std::decay_t<Ts>>::flatten(std::get<I>(t), f); }),
+     ...);
+  }
+  template <size_t... I>
+  static std::tuple<Ts...> rebuild_items(const std::tuple<Ts...>& like, Cursor& c,
+                                         std::index_sequence<I...>) {
+    // braced initialization evaluates left to right: leaves are consumed in order
+    return std::tuple<Ts...>{Traits<std::decay_t<Ts>>::rebuild(std::get<I>(like), c)...};
+  }
+};
+
+template <typename A, typename B>
+struct Traits<std::pair<A, B>> {
+  static void flatten(const std::pair<A, B>& p, Flat& f) {
+    f.mix(uint64_t{0x50});
+    if (f.describing) f.describe("pair");
+    at_path(
+        f, [] { return std::string("[0]"); }, [&] { Traits<A>::flatten(p.first, f); });
+    at_path(
+        f, [] { return std::string("[1]"); }, [&] { Traits<B>::flatten(p.second, f); });
+  }
+  static std::pair<A, B> rebuild(const std::pair<A, B>& like, Cursor& c) {
+    A a = Traits<A>::rebuild(like.first, c);
+    B b = Traits<B>::rebuild(like.second, c);
+    return {std::move(a), std::move(b)};
+  }
+};
+
+// ---- static values: part of the key, never traced
+template <typename T>
+struct Traits<T, std::enable_if_t<std::is_arithmetic_v<T> || std::is_enum_v<T>>> {
+  static void flatten(const T& v, Flat& f) {
+    if constexpr (std::is_same_v<T, bool>) {
+      f.add_static("bool", v ? "true" : "false");
+    } else if constexpr (std::is_enum_v<T>) {
+      f.add_static("enum", std::to_string(static_cast<int64_t>(v)));
+    } else if constexpr (std::is_integral_v<T>) {
+      f.add_static("int", std::to_string(v));
+    } else {
+      // the exact bits enter the key; the printed value is for messages
+      uint64_t bits = 0;
+      const double d = static_cast<double>(v);
+      std::memcpy(&bits, &d, sizeof bits);
+      f.mix(bits);
+      f.describe("double " + std::to_string(d));
+    }
+  }
+  static T rebuild(const T& like, Cursor&) { return like; }
+};
+
+template <>
+struct Traits<std::string> {
+  static void flatten(const std::string& s, Flat& f) { f.add_static("string", "'" + s + "'"); }
+  static std::string rebuild(const std::string& like, Cursor&) { return like; }
+};
+
+template <>
+struct Traits<const char*> {
+  static void flatten(const char* s, Flat& f) {
+    f.add_static("string", "'" + std::string(s) + "'");
+  }
+  static const char* rebuild(const char* like, Cursor&) { return like; }
+};
+
+/** Flattens a whole argument list; argument i's parts are described as "argument i". */
+template <typename... Args>
+void flatten_args(Flat& f, const Args&... args) {
+  size_t i = 0;
+  (at_path(
+       f, [&] { return "argument " + std::to_string(i); },
+       [&] {
+         Traits<std::decay_t<Args>>::flatten(args, f);
+         ++i;
+       }),
+   ...);
+}
+
+template <typename T>
+Flat flatten(const T& value, bool describing = false) {
+  Flat f;
+  f.describing = describing;
+  Traits<T>::flatten(value, f);
+  return f;
+}
+
+}  // namespace lazytrace::pytree

@@ -1,0 +1,39 @@
+#pragma once
+// Body: a traced function as a graph of its own, whose leaves include Param nodes (its
+// inputs), and the Call nodes that use it. A Call costs one node to record however large
+// its body is; its hash is the body's, so a walk hashes it in O(1). When a graph is built
+// for compiling or printing, each call is inlined (build_graph), so the compiler fuses and
+// plans across call boundaries as if the body had been recorded in place.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace lazytrace::ir {
+
+struct Body {
+  std::string name;
+  int num_inputs = 0;
+  std::vector<NodePtr> results;  // owns the body's nodes
+  Graph graph;                   // results in order; Param nodes stand for the inputs
+  // The body's own Data and parameter-Scalar leaves in walk order: a walk that meets a
+  // call appends them to its parameters, exactly where build_graph inlines them.
+  std::vector<Node*> data, scalars;
+  uint64_t hash = 0;
+};
+
+/** A Param leaf: input `index` of the body being traced. */
+NodePtr make_param(int index, DType dtype, Shape shape);
+/** The body computing `results` from Params 0..num_inputs-1 (and constants). */
+std::shared_ptr<const Body> make_body(std::vector<NodePtr> results, int num_inputs,
+                                      std::string name);
+/** A call of `body` on `inputs` (types must match its Params) and its results. */
+std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body,
+                               std::vector<NodePtr> inputs);
+
+inline const Body& body_of(const Node& call) {
+  return *static_cast<const Body*>(call.data.get());
+}
+
+}  // namespace lazytrace::ir

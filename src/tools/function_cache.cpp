@@ -1,0 +1,350 @@
+// The trace cache behind assume_pure and compile: one traced Body per argument signature
+// (LRU-bounded), call recording, the VJP traced once beside the body, the purity check and
+// cache-miss explanations.
+#include "lazytrace/tools/function_cache.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "autograd/tape.h"
+#include "lazytrace/ops/ops.h"
+#include "metrics/known.h"
+#include "trace/trace_context.h"
+
+namespace lazytrace::tools {
+
+struct Entry {
+  uint64_t key = 0;
+  std::vector<std::string> parts;  // the described signature, for explanations
+  std::vector<std::pair<Shape, DType>> leaf_types;
+  TraceFn retrace;
+  std::shared_ptr<void> result;
+  // forward
+  std::shared_ptr<const ir::Body> body;
+  std::vector<trace::BodyInput> inputs;
+  std::vector<Tensor> lifted;
+  uint64_t rng_count = 0;
+  std::vector<std::pair<Shape, DType>> out_types;
+  // backward, traced on first use: gradients of every floating input (explicit leaves, then
+  // lifted tensors), with one cotangent input per floating output
+  std::shared_ptr<const ir::Body> vjp;
+  std::vector<trace::BodyInput> vjp_inputs;
+  std::vector<int> vjp_grad_of;  // input position (explicit, then lifted) of each output
+};
+
+namespace {
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::string(v) != "0";
+}
+
+size_t cache_capacity() {
+  const char* v = std::getenv("LAZYTRACE_TRACE_CACHE_SIZE");
+  const long n = v ? std::atol(v) : 0;
+  return n > 0 ? static_cast<size_t>(n) : 256;
+}
+
+std::vector<std::pair<Shape, DType>> types_of(const std::vector<Tensor>& ts) {
+  std::vector<std::pair<Shape, DType>> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.emplace_back(t.shape(), t.dtype());
+  return out;
+}
+
+// The call's operands in the body's Param order.
+std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
+                                  const std::vector<Tensor>& leaves,
+                                  const std::vector<Tensor>& lifted,
+                                  const std::pair<ir::NodePtr, ir::NodePtr>& rng,
+                                  const std::vector<Tensor>& extras) {
+  std::vector<ir::NodePtr> ops;
+  ops.reserve(inputs.size());
+  for (const trace::BodyInput& in : inputs) {
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        ops.push_back(trace::node_of(leaves[static_cast<size_t>(in.index)]));
+        break;
+      case trace::BodyInput::Lifted:
+        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
+        break;
+      case trace::BodyInput::RngSeed:
+        ops.push_back(rng.first);
+        break;
+      case trace::BodyInput::RngOffset:
+        ops.push_back(rng.second);
+        break;
+      case trace::BodyInput::Extra:
+        ops.push_back(trace::node_of(extras[static_cast<size_t>(in.index)]));
+        break;
+    }
+  }
+  return ops;
+}
+
+std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
+                              std::vector<ir::NodePtr> ops) {
+  trace::OpScope scope;
+  std::vector<Tensor> outs;
+  for (ir::NodePtr& n : ir::make_call(body, std::move(ops)))
+    outs.push_back(trace::make_pending(std::move(n)));
+  return outs;
+}
+
+std::string node_text(const ir::GNode& n) {
+  std::string s = ir::op_name(n.op);
+  s.append(" ").append(dtype_short(n.dtype)).append(n.shape.str());
+  return s;
+}
+
+}  // namespace
+
+class FunctionCache {
+ public:
+  explicit FunctionCache(CacheOptions o) : options(std::move(o)), capacity(cache_capacity()) {}
+
+  CacheOptions options;
+  size_t capacity;
+  std::mutex mu;
+  std::list<std::shared_ptr<Entry>> lru;  // most recent first
+  std::unordered_map<uint64_t, std::list<std::shared_ptr<Entry>>::iterator> index;
+  std::vector<std::vector<std::string>> seen;  // every signature traced (for explanations)
+
+  const char* tool() const { return options.tool; }
+
+  std::shared_ptr<Entry> find(uint64_t key, const std::vector<Tensor>& leaves) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = index.find(key);
+    if (it == index.end()) return nullptr;
+    const auto& e = *it->second;
+    if (e->leaf_types.size() != leaves.size()) return nullptr;  // a hash collision: retrace
+    for (size_t i = 0; i < leaves.size(); ++i)
+      if (e->leaf_types[i].first != leaves[i].shape() ||
+          e->leaf_types[i].second != leaves[i].dtype())
+        return nullptr;
+    lru.splice(lru.begin(), lru, it->second);
+    return e;
+  }
+
+  void insert(std::shared_ptr<Entry> e) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto old = index.find(e->key);
+    if (old != index.end()) {
+      lru.erase(old->second);
+      index.erase(old);
+    }
+    lru.push_front(std::move(e));
+    index[lru.front()->key] = lru.begin();
+    while (lru.size() > capacity) {
+      index.erase(lru.back()->key);
+      lru.pop_back();
+    }
+  }
+
+  // Why `parts` missed: a new function, or what differs from the closest signature seen.
+  std::string explain(const std::vector<std::string>& parts) const {
+    if (seen.empty()) return "the function has not been traced before";
+    size_t best = 0, best_score = 0;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      size_t score = 0;
+      for (size_t k = 0; k < std::min(seen[i].size(), parts.size()); ++k)
+        score += seen[i][k] == parts[k];
+      if (score >= best_score) {
+        best = i;
+        best_score = score;
+      }
+    }
+    const auto& near = seen[best];
+    for (size_t k = 0; k < std::max(near.size(), parts.size()); ++k) {
+      if (k >= parts.size()) return "missing " + near[k] + " (the closest signature has it)";
+      if (k >= near.size()) return "got " + parts[k] + ", which the closest signature lacks";
+      if (near[k] != parts[k]) {
+        // "argument 0: f32[5]" vs "argument 0: f32[10]" -> "got f32[5] at argument 0, ..."
+        const size_t c1 = parts[k].find(": "), c2 = near[k].find(": ");
+        if (c1 != std::string::npos && c2 != std::string::npos &&
+            parts[k].compare(0, c1, near[k], 0, c2) == 0)
+          return "got " + parts[k].substr(c1 + 2) + " at " + parts[k].substr(0, c1) +
+                 ", expected " + near[k].substr(c2 + 2);
+        return "got " + parts[k] + ", expected " + near[k];
+      }
+    }
+    return "the signature is the same as a traced one that was evicted from the cache";
+  }
+};
+
+std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options) {
+  return std::make_shared<FunctionCache>(std::move(options));
+}
+
+CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat,
+                       const std::function<pytree::Flat()>& describe)
+    : cache_(cache), flat_(std::move(flat)), describe_(describe) {
+  entry_ = cache_.find(flat_.hash, flat_.leaves);
+  if (entry_) {
+    (cache_.options.count_as_compile ? metrics::compiled_hit : metrics::assume_pure_hit).add();
+    if (env_flag("LAZYTRACE_CHECK_PURITY")) {
+      // retrace and compare: an impure function gives a different graph
+      trace::TraceScope scope(cache_.tool());
+      std::vector<Tensor> ph;
+      for (const Tensor& t : flat_.leaves) ph.push_back(scope.input(t.shape(), t.dtype()));
+      Traced again = entry_->retrace(ph);
+      auto body = scope.finish(again.outputs, cache_.options.name);
+      if (body->hash != entry_->body->hash) {
+        const auto &a = entry_->body->graph.nodes, &b = body->graph.nodes;
+        size_t i = 0;
+        while (i < a.size() && i < b.size() && a[i].op == b[i].op && a[i].dtype == b[i].dtype &&
+               a[i].shape == b[i].shape && a[i].inputs == b[i].inputs)
+          ++i;
+        std::string where = i < a.size() && i < b.size()
+                                ? "node %" + std::to_string(i) + " is " + node_text(b[i]) +
+                                      ", was " + node_text(a[i])
+                                : "the graphs have " + std::to_string(b.size()) + " and " +
+                                      std::to_string(a.size()) + " nodes";
+        fail(cache_.tool(), "'", cache_.options.name,
+             "' is not pure: tracing it again with the same signature gave a different graph (",
+             where, "). Make it depend only on its arguments: pass changing values as tensors.");
+      }
+    }
+  }
+}
+
+void CachedCall::trace(TraceFn fn) {
+  FunctionCache& c = cache_;
+  (c.options.count_as_compile ? metrics::compiled_trace : metrics::assume_pure_trace).add();
+  pytree::Flat described = describe_();
+  const bool explain = env_flag("LAZYTRACE_EXPLAIN_CACHE_MISSES");
+  std::string why;
+  if (explain || c.options.max_different_graphs > 0) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    why = c.explain(described.parts);
+    if (c.options.max_different_graphs > 0 &&
+        static_cast<int>(c.seen.size()) >= c.options.max_different_graphs)
+      fail(c.tool(), "'", c.options.name, "' would produce graph ", c.seen.size() + 1,
+           " but max_different_graphs is ", c.options.max_different_graphs, ": ", why,
+           ". Keep shapes, dtypes and static arguments fixed between calls, or raise the "
+           "limit.");
+  }
+  if (explain)
+    std::fprintf(stderr, "[%s] cache miss for '%s': %s\n", c.tool(), c.options.name.c_str(),
+                 why.c_str());
+
+  auto e = std::make_shared<Entry>();
+  e->key = flat_.hash;
+  e->parts = std::move(described.parts);
+  e->leaf_types = types_of(flat_.leaves);
+  e->retrace = std::move(fn);
+  {
+    trace::TraceScope scope(c.tool());
+    NoGradGuard no_grad;  // the forward body needs no tape; its VJP is traced separately
+    std::vector<Tensor> ph;
+    for (const Tensor& t : flat_.leaves) ph.push_back(scope.input(t.shape(), t.dtype()));
+    Traced traced = e->retrace(ph);
+    e->body = scope.finish(traced.outputs, c.options.name);
+    e->result = std::move(traced.result);
+    e->inputs = scope.inputs();
+    e->lifted = scope.lifted();
+    e->rng_count = scope.rng_count();
+    e->out_types = types_of(traced.outputs);
+  }
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.seen.push_back(e->parts);
+  }
+  c.insert(e);
+  entry_ = std::move(e);
+}
+
+const void* CachedCall::result() const {
+  return entry_->result.get();
+}
+
+namespace {
+
+// Traces the VJP of `e` once: the function again on placeholders that require grad, then
+// the gradients of its floating outputs (given as cotangent inputs) with respect to every
+// floating input.
+void trace_vjp(Entry& e, const char* tool, const std::string& name) {
+  trace::TraceScope scope(std::string(tool) + " (backward)");
+  scope.set_lift_requires_grad(true);
+  EnableGradGuard grad_on;
+  std::vector<Tensor> ph;
+  for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
+  Traced traced = e.retrace(ph);
+  const std::vector<Tensor>& lifted = scope.lifted();
+  bool same = lifted.size() == e.lifted.size();
+  for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
+  if (!same)
+    fail(tool, "'", name, "' used different outside tensors when traced again for backward (",
+         lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
+  std::vector<Tensor> outs, cots;
+  for (const Tensor& y : traced.outputs) {
+    if (!is_floating(y.dtype())) continue;
+    Tensor cot = scope.extra(y.shape(), y.dtype());
+    if (!y.requires_grad()) continue;
+    outs.push_back(y);
+    cots.push_back(cot);
+  }
+  std::vector<Tensor> wrt;
+  e.vjp_grad_of.clear();
+  for (size_t i = 0; i < ph.size(); ++i)
+    if (is_floating(ph[i].dtype())) {
+      wrt.push_back(ph[i]);
+      e.vjp_grad_of.push_back(static_cast<int>(i));
+    }
+  const std::vector<Tensor>& lifted_ph = scope.lifted_placeholders();
+  for (size_t k = 0; k < lifted_ph.size(); ++k)
+    if (is_floating(lifted_ph[k].dtype())) {
+      wrt.push_back(lifted_ph[k]);
+      e.vjp_grad_of.push_back(static_cast<int>(ph.size() + k));
+    }
+  std::vector<Tensor> grads;
+  if (!outs.empty() && !wrt.empty()) {
+    grads = autograd::grad(outs, wrt, cots);
+  } else {
+    for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
+  }
+  e.vjp = scope.finish(grads, name + "_backward");
+  e.vjp_inputs = scope.inputs();
+}
+
+}  // namespace
+
+std::vector<Tensor> CachedCall::record() {
+  std::shared_ptr<Entry> e = entry_;
+  std::pair<ir::NodePtr, ir::NodePtr> rng;
+  if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
+  std::vector<Tensor> outs =
+      call_body(e->body, operands(e->inputs, flat_.leaves, e->lifted, rng, {}));
+
+  bool any = false;
+  for (const Tensor& t : flat_.leaves) any |= autograd::needs_grad(t);
+  for (const Tensor& t : e->lifted) any |= autograd::needs_grad(t);
+  if (!any) return outs;
+  std::vector<const Tensor*> inputs;
+  for (const Tensor& t : flat_.leaves) inputs.push_back(&t);
+  for (const Tensor& t : e->lifted) inputs.push_back(&t);
+  const char* tool = cache_.tool();
+  std::string name = cache_.options.name;
+  autograd::record_multi(
+      outs, tool, inputs,
+      [e, leaves = flat_.leaves, rng, tool, name](const std::vector<Tensor>& grads) {
+        if (!e->vjp) trace_vjp(*e, tool, name);
+        std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
+        for (size_t k = 0; k < e->out_types.size(); ++k) {
+          const auto& [shape, dtype] = e->out_types[k];
+          if (!is_floating(dtype)) continue;
+          cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
+        }
+        std::vector<Tensor> g =
+            call_body(e->vjp, operands(e->vjp_inputs, leaves, e->lifted, rng, cots));
+        std::vector<Tensor> out(leaves.size() + e->lifted.size());
+        for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
+        return out;
+      });
+  return outs;
+}
+
+}  // namespace lazytrace::tools

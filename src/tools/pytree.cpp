@@ -1,0 +1,24 @@
+#include "lazytrace/tools/pytree.h"
+
+namespace lazytrace::pytree {
+
+void Flat::add_leaf(const Tensor& t) {
+  if (!t.defined())
+    fail("pytree", "a tensor leaf", describing ? " at " + path : std::string(),
+         " is undefined; pass tensors made by ops or lt::tensor().");
+  mix(static_cast<uint64_t>(t.dtype()) | 0x100);
+  const Shape& s = t.shape();
+  mix(static_cast<uint64_t>(s.size()));
+  for (int64_t d : s) mix(static_cast<uint64_t>(d));
+  leaves.push_back(t);
+  describe(t.type_str());
+}
+
+const Tensor& Cursor::next() {
+  if (at >= leaves.size())
+    fail("pytree", "ran out of tensors rebuilding a structure (", leaves.size(),
+         " given); the structure changed between flattening and rebuilding.");
+  return leaves[at++];
+}
+
+}  // namespace lazytrace::pytree

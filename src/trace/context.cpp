@@ -1,0 +1,153 @@
+// The tracing context behind TraceScope: lifting outer tensors, the body's random inputs,
+// and refusing reads while a function is being traced.
+#include <atomic>
+#include <unordered_map>
+
+#include "trace/trace_context.h"
+
+namespace lazytrace::trace {
+
+struct TraceContext {
+  uint32_t id;
+  std::string tool;
+  int next_param = 0;
+  std::vector<BodyInput> inputs;
+  std::vector<Tensor> lifted, lifted_ph;
+  std::unordered_map<const TensorImpl*, size_t> lifted_index;
+  bool lift_requires_grad = false;
+  int explicit_count = 0, extra_count = 0;
+  ir::NodePtr rng_seed, rng_offset;
+  uint64_t rng_count = 0;
+
+  Tensor placeholder(const Shape& shape, DType dtype, BodyInput in) {
+    inputs.push_back(in);
+    return make_pending(ir::make_param(next_param++, dtype, shape));
+  }
+};
+
+namespace {
+
+thread_local TraceContext* g_ctx = nullptr;
+std::atomic<uint32_t> g_next_id{1};
+const std::string kNoTool;
+
+ir::NodePtr rng_input(TraceContext& c, BodyInput::Kind kind) {
+  c.inputs.push_back({kind, 0});
+  return ir::make_param(c.next_param++, DType::int64, Shape{});
+}
+
+}  // namespace
+
+uint32_t current_context_id() {
+  return g_ctx ? g_ctx->id : 0;
+}
+
+const ir::NodePtr& lift(const Tensor& t) {
+  TraceContext& c = *g_ctx;
+  auto it = c.lifted_index.find(t.impl().get());
+  if (it == c.lifted_index.end()) {
+    const int k = static_cast<int>(c.lifted.size());
+    Tensor ph = c.placeholder(t.shape(), t.dtype(), {BodyInput::Lifted, k});
+    if (c.lift_requires_grad && is_floating(t.dtype())) ph.requires_grad_();
+    c.lifted.push_back(t);
+    c.lifted_ph.push_back(ph);
+    it = c.lifted_index.emplace(t.impl().get(), static_cast<size_t>(k)).first;
+  }
+  return c.lifted_ph[it->second].impl()->node;
+}
+
+void check_not_tracing(const char* what) {
+  if (g_ctx)
+    throw TraceReadError(detail::cat(
+        "[", g_ctx->tool, "] ", what,
+        " inside a traced function: the function is recorded once and replayed on later "
+        "calls, so its tensors have no values while it is traced. Return the tensor and "
+        "read it after the call, or compute with ops instead of host code."));
+}
+
+TraceScope::TraceScope(std::string tool) : ctx_(new TraceContext()), parent_(g_ctx) {
+  ctx_->id = g_next_id.fetch_add(1);
+  ctx_->tool = std::move(tool);
+  g_ctx = ctx_;
+}
+
+TraceScope::~TraceScope() {
+  g_ctx = parent_;
+  delete ctx_;
+}
+
+Tensor TraceScope::input(const Shape& shape, DType dtype, bool requires_grad) {
+  Tensor t = ctx_->placeholder(shape, dtype, {BodyInput::Explicit, ctx_->explicit_count++});
+  if (requires_grad && is_floating(dtype)) t.requires_grad_();
+  return t;
+}
+
+Tensor TraceScope::extra(const Shape& shape, DType dtype) {
+  return ctx_->placeholder(shape, dtype, {BodyInput::Extra, ctx_->extra_count++});
+}
+
+void TraceScope::set_lift_requires_grad(bool on) {
+  ctx_->lift_requires_grad = on;
+}
+
+std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& outputs,
+                                                   const std::string& name) {
+  std::vector<ir::NodePtr> results;
+  results.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined())
+      fail(ctx_->tool, "output ", i, " of '", name, "' is an undefined tensor.");
+    results.push_back(node_of(outputs[i]));  // an outer tensor returned as is is lifted
+  }
+  return ir::make_body(std::move(results), ctx_->next_param, name);
+}
+
+const std::vector<BodyInput>& TraceScope::inputs() const {
+  return ctx_->inputs;
+}
+const std::vector<Tensor>& TraceScope::lifted() const {
+  return ctx_->lifted;
+}
+const std::vector<Tensor>& TraceScope::lifted_placeholders() const {
+  return ctx_->lifted_ph;
+}
+uint64_t TraceScope::rng_count() const {
+  return ctx_->rng_count;
+}
+
+bool tracing() {
+  return g_ctx != nullptr;
+}
+
+const std::string& tracing_tool() {
+  return g_ctx ? g_ctx->tool : kNoTool;
+}
+
+bool is_outer(const Tensor& t) {
+  return g_ctx && t.impl()->context != g_ctx->id;
+}
+
+std::pair<ir::NodePtr, ir::NodePtr> random_operands(uint64_t n) {
+  if (!g_ctx) {
+    const RngDraw d = draw_random(n);
+    auto param = [](uint64_t v) {
+      return ir::make_scalar_param(static_cast<double>(v), static_cast<int64_t>(v), DType::int64);
+    };
+    return {param(d.seed), param(d.offset)};
+  }
+  TraceContext& c = *g_ctx;
+  if (!c.rng_seed) {
+    c.rng_seed = rng_input(c, BodyInput::RngSeed);
+    c.rng_offset = rng_input(c, BodyInput::RngOffset);
+  }
+  ir::NodePtr offset = c.rng_offset;
+  if (c.rng_count > 0) {
+    const auto local = static_cast<int64_t>(c.rng_count);
+    offset = ir::make_node(ir::OpKind::Add, DType::int64, Shape{}, offset,
+                           ir::make_scalar(static_cast<double>(local), local, DType::int64));
+  }
+  c.rng_count += n;
+  return {c.rng_seed, offset};
+}
+
+}  // namespace lazytrace::trace

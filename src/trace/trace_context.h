@@ -1,0 +1,86 @@
+#pragma once
+// Tracing a function into a Body (ir/body.h), for the tools. While a TraceScope is active
+// on a thread, ops record as usual, but:
+// - a tensor made outside the scope that the function uses is lifted: it becomes an input
+//   of the body (a Param), and the tool passes its current value at each call;
+// - random ops draw from inputs too (the generator's seed and offset), so each call of the
+//   body draws fresh numbers;
+// - reading a value (item, to_vector, sync) throws TraceReadError: a traced function is
+//   recorded once and replayed, so there is nothing to read;
+// - tensors made inside never join the pending list: sync() never sees a body's nodes.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/body.h"
+#include "trace/tensor_impl.h"
+
+namespace lazytrace::trace {
+
+/** What each input of a traced body is, in Param order. */
+struct BodyInput {
+  enum Kind { Explicit, Lifted, RngSeed, RngOffset, Extra } kind;
+  int index = 0;  // Explicit, Lifted, Extra: position in that kind's list
+};
+
+/** A traced function asked for a value; the message says which read and why. */
+class TraceReadError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct TraceContext;
+
+class TraceScope {
+ public:
+  /** Starts tracing on this thread; `tool` names it in messages ("assume_pure"). */
+  explicit TraceScope(std::string tool);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+  /** The next explicit input: a placeholder of this type. */
+  Tensor input(const Shape& shape, DType dtype, bool requires_grad = false);
+  /** An input made after the function ran (a cotangent for a VJP body). */
+  Tensor extra(const Shape& shape, DType dtype);
+  /** Lifted floating tensors stand in as placeholders that require grad (VJP traces). */
+  void set_lift_requires_grad(bool on);
+
+  /** Ends tracing: the body computing `outputs` from this scope's inputs. */
+  std::shared_ptr<const ir::Body> finish(const std::vector<Tensor>& outputs,
+                                         const std::string& name);
+
+  const std::vector<BodyInput>& inputs() const;
+  /** The outer tensors the function used, in the order they were lifted. */
+  const std::vector<Tensor>& lifted() const;
+  /** Their stand-ins inside the trace (same order). */
+  const std::vector<Tensor>& lifted_placeholders() const;
+  /** How many random numbers the function draws per call. */
+  uint64_t rng_count() const;
+
+ private:
+  TraceContext* ctx_;
+  TraceContext* parent_;
+};
+
+/** The active scope's id (tensors record where they were made), 0 outside any. */
+uint32_t current_context_id();
+/** The stand-in for outer tensor t in the active trace (made on first use). */
+const ir::NodePtr& lift(const Tensor& t);
+/** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */
+void check_not_tracing(const char* what);
+
+/** True while a TraceScope is active on this thread. */
+bool tracing();
+/** The active scope's tool name ("" outside any). */
+const std::string& tracing_tool();
+/** Whether t comes from outside the active trace (it is lifted when an op uses it). */
+bool is_outer(const Tensor& t);
+/**
+ * The seed and offset operands for a draw of n random numbers: the global generator's
+ * state (advanced by n) outside a trace; the body's generator inputs inside one.
+ */
+std::pair<ir::NodePtr, ir::NodePtr> random_operands(uint64_t n);
+
+}  // namespace lazytrace::trace
