@@ -199,7 +199,7 @@ Function::~Function() {
 }
 
 Edge edge_of(const Tensor& input) {
-  const auto& m = input.impl()->autograd;
+  const auto& m = on_tape(input).impl()->autograd;
   if (!m || !m->requires_grad) return {};
   if (m->grad_fn) return {m->grad_fn, m->output_nr, nullptr};
   return {nullptr, 0, m};

@@ -56,8 +56,14 @@ struct Function {
 /** Whether ops on this thread record the tape (NoGradGuard turns it off). */
 bool grad_enabled();
 
+/** The tensor whose history an op on t records into: t, or inside a trace, the stand-in
+ * of an outer t (so a traced VJP differentiates with respect to the stand-in). */
+inline const Tensor& on_tape(const Tensor& t) {
+  return trace::is_outer(t) ? trace::lifted_placeholder(t) : t;
+}
+
 inline bool requires_grad(const Tensor& t) {
-  const auto& m = t.impl()->autograd;
+  const auto& m = on_tape(t).impl()->autograd;
   return m && m->requires_grad;
 }
 inline bool requires_grad(const Tensor* t) {

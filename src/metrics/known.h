@@ -17,6 +17,7 @@ extern Counter transfer_to_host;   // to_vector / item reads
 extern Counter cache_evictions;    // executables dropped by the LRU bound
 extern Counter assume_pure_trace;  // functions traced by assume_pure (trace-cache misses)
 extern Counter assume_pure_hit;    // assume_pure calls that reused a traced function
+extern Counter assume_pure_backward_trace;  // VJPs of traced functions, traced
 extern Counter compiled_trace;     // functions traced by compile
 extern Counter compiled_hit;       // compile calls that reused a traced function
 

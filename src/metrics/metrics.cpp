@@ -163,6 +163,7 @@ Counter transfer_to_host("TransferToHostCount");
 Counter cache_evictions("CacheEvictions");
 Counter assume_pure_trace("AssumePureTrace");
 Counter assume_pure_hit("AssumePureHit");
+Counter assume_pure_backward_trace("AssumePureBackwardTrace");
 Counter compiled_trace("CompiledFnTrace");
 Counter compiled_hit("CompiledFnHit");
 

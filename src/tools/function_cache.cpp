@@ -267,6 +267,7 @@ namespace {
 // the gradients of its floating outputs (given as cotangent inputs) with respect to every
 // floating input.
 void trace_vjp(Entry& e, const char* tool, const std::string& name) {
+  metrics::assume_pure_backward_trace.add();
   trace::TraceScope scope(std::string(tool) + " (backward)");
   scope.set_lift_requires_grad(true);
   EnableGradGuard grad_on;

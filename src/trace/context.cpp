@@ -42,7 +42,7 @@ uint32_t current_context_id() {
   return g_ctx ? g_ctx->id : 0;
 }
 
-const ir::NodePtr& lift(const Tensor& t) {
+const Tensor& lifted_placeholder(const Tensor& t) {
   TraceContext& c = *g_ctx;
   auto it = c.lifted_index.find(t.impl().get());
   if (it == c.lifted_index.end()) {
@@ -53,7 +53,7 @@ const ir::NodePtr& lift(const Tensor& t) {
     c.lifted_ph.push_back(ph);
     it = c.lifted_index.emplace(t.impl().get(), static_cast<size_t>(k)).first;
   }
-  return c.lifted_ph[it->second].impl()->node;
+  return c.lifted_ph[it->second];
 }
 
 void check_not_tracing(const char* what) {

@@ -67,7 +67,11 @@ class TraceScope {
 /** The active scope's id (tensors record where they were made), 0 outside any. */
 uint32_t current_context_id();
 /** The stand-in for outer tensor t in the active trace (made on first use). */
-const ir::NodePtr& lift(const Tensor& t);
+const Tensor& lifted_placeholder(const Tensor& t);
+/** Its node. */
+inline const ir::NodePtr& lift(const Tensor& t) {
+  return lifted_placeholder(t).impl()->node;
+}
 /** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */
 void check_not_tracing(const char* what);
 

@@ -1,0 +1,359 @@
+// assume_pure: traced once per signature, recorded as one node per call, values and
+// gradients equal to the plain function, closures and randomness seen fresh on each call,
+// and impurity made loud.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "expect_error.h"
+
+namespace {
+
+using lt::Tensor;
+namespace nn = lt::nn;
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
+
+Tensor random_tensor(const lt::Shape& shape, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0, 1);
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (float& x : v) x = static_cast<float>(n(rng));
+  return lt::tensor(v, shape);
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], tol * (1 + std::fabs(y[i]))) << what << " element " << i;
+}
+
+TEST(AssumePure, DoMathIsTracedOnceOver1000Calls) {
+  auto plain = [](const Tensor& a, const Tensor& b, double c) { return lt::matmul(a, b) + c; };
+  auto do_math = lt::assume_pure(plain);
+  Tensor x = random_tensor({4, 3}, 1), y = random_tensor({3, 5}, 2);
+  lt::metrics::reset();
+  Tensor last;
+  for (int i = 0; i < 1000; ++i) {
+    last = do_math(x, y, 42.0);
+    if (i % 100 == 0) lt::sync();
+  }
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+  EXPECT_EQ(counter("AssumePureHit"), 999);
+  expect_close(last, plain(x, y, 42.0), 1e-6, "do_math");
+  // a new static value or shape is a new trace
+  do_math(x, y, 43.0);
+  do_math(random_tensor({2, 3}, 3), y, 42.0);
+  EXPECT_EQ(counter("AssumePureTrace"), 3);
+}
+
+TEST(AssumePure, ACallRecordsAFixedNumberOfNodesWhateverTheFunctionDoes) {
+  auto deep = lt::assume_pure([](const Tensor& x) {
+    Tensor h = x;
+    for (int i = 0; i < 500; ++i) h = lt::tanh(h * 1.01f + 0.1f);
+    return h;
+  });
+  Tensor x = random_tensor({8}, 4);
+  deep(x);  // trace
+  const int64_t before = counter("TraceCount");
+  Tensor y = deep(x);
+  EXPECT_LE(counter("TraceCount") - before, 3);  // the call and its result
+  std::vector<float> xv = x.to_vector<float>(), yv = y.to_vector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    double h = xv[i];
+    for (int k = 0; k < 500; ++k) h = std::tanh(static_cast<float>(h * 1.01f + 0.1f));
+    EXPECT_NEAR(yv[i], h, 1e-4);
+  }
+}
+
+struct MyModule : nn::Module {
+  std::shared_ptr<nn::Linear> linear;
+  MyModule() { linear = register_module("linear", std::make_shared<nn::Linear>(10, 10)); }
+  Tensor forward(const Tensor& x) const { return (*linear)(x); }
+  std::string name() const override { return "MyModule"; }
+};
+
+TEST(AssumePure, TheSpecsModuleExampleOver1000Steps) {
+  auto module = std::make_shared<MyModule>();
+  auto pure_forward = [module](const nn::ParamMap& params, const nn::ParamMap& buffers,
+                               const Tensor& x) {
+    return nn::functional_call(*module, params, buffers, x);
+  };
+  auto cached_forward = lt::assume_pure(pure_forward);
+  nn::ParamMap params = module->named_parameters();
+  nn::ParamMap buffers = module->named_buffers();
+  lt::sync();
+  lt::metrics::reset();
+  for (int i = 0; i < 1000; ++i) {
+    Tensor x = lt::randn({5, 10});
+    Tensor y = cached_forward(params, buffers, x);
+    if (i % 250 == 0) expect_close(y, module->forward(x), 1e-6, "step " + std::to_string(i));
+    if (i % 50 == 0) lt::sync();
+  }
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+}
+
+// ---- gradients equal those of the plain function
+
+void expect_same_grads(const std::function<Tensor(const std::vector<Tensor>&)>& plain,
+                       const std::function<Tensor(const std::vector<Tensor>&)>& pure,
+                       std::vector<Tensor> inputs, const std::string& what) {
+  std::vector<Tensor> a, b;
+  for (const Tensor& t : inputs) {
+    a.push_back(t.detach());
+    b.push_back(t.detach());
+    if (t.requires_grad()) {
+      a.back().requires_grad_();
+      b.back().requires_grad_();
+    }
+  }
+  Tensor ya = plain(a), yb = pure(b);
+  expect_close(yb, ya, 1e-6, what + " value");
+  lt::sum(ya * ya).backward();
+  lt::sum(yb * yb).backward();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(a[i].grad().defined(), b[i].grad().defined()) << what << " input " << i;
+    if (a[i].grad().defined())
+      expect_close(b[i].grad(), a[i].grad(), 1e-5, what + " gradient " + std::to_string(i));
+  }
+}
+
+TEST(AssumePureGrad, MatmulTanhStaticDoubleNestedAndMlp) {
+  auto mm = [](const Tensor& a, const Tensor& b) { return lt::matmul(a, b); };
+  auto pure_mm = lt::assume_pure(mm);
+  expect_same_grads(
+      [&](const auto& x) { return mm(x[0], x[1]); },
+      [&](const auto& x) { return pure_mm(x[0], x[1]); },
+      {random_tensor({3, 4}, 5).requires_grad_(), random_tensor({4, 2}, 6).requires_grad_()},
+      "matmul");
+
+  auto f = [](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return a * lt::tanh(b) + c * c;
+  };
+  auto pure_f = lt::assume_pure(f);
+  expect_same_grads([&](const auto& x) { return f(x[0], x[1], x[2]); },
+                    [&](const auto& x) { return pure_f(x[0], x[1], x[2]); },
+                    {random_tensor({5}, 7).requires_grad_(), random_tensor({5}, 8),
+                     random_tensor({5}, 9).requires_grad_()},
+                    "a*tanh(b)+c*c with b not requiring grad");
+
+  auto scaled = [](const Tensor& a, double s) { return lt::exp(a * s); };
+  auto pure_scaled = lt::assume_pure(scaled);
+  expect_same_grads([&](const auto& x) { return scaled(x[0], 0.7); },
+                    [&](const auto& x) { return pure_scaled(x[0], 0.7); },
+                    {random_tensor({2, 3}, 10).requires_grad_()}, "static double");
+
+  auto inner_fn = [](const Tensor& a) { return lt::sigmoid(a) * a; };
+  auto inner = lt::assume_pure(inner_fn);
+  auto outer = lt::assume_pure([inner](const Tensor& a, const Tensor& b) {
+    return lt::matmul(inner(a), b) + lt::sum(inner(b));
+  });
+  expect_same_grads(
+      [&](const auto& x) { return lt::matmul(inner_fn(x[0]), x[1]) + lt::sum(inner_fn(x[1])); },
+      [&](const auto& x) { return outer(x[0], x[1]); },
+      {random_tensor({3, 4}, 11).requires_grad_(), random_tensor({4, 2}, 12).requires_grad_()},
+      "nested assume_pure");
+
+  auto mlp = [](const Tensor& x, const std::vector<Tensor>& w) {
+    Tensor h = lt::relu(lt::matmul(x, w[0]));
+    h = lt::gelu(lt::matmul(h, w[1]));
+    return lt::matmul(h, w[2]);
+  };
+  auto pure_mlp = lt::assume_pure(mlp);
+  expect_same_grads(
+      [&](const auto& x) {
+        return mlp(x[0], {x[1], x[2], x[3]});
+      },
+      [&](const auto& x) {
+        return pure_mlp(x[0], std::vector<Tensor>{x[1], x[2], x[3]});
+      },
+      {random_tensor({4, 6}, 13), random_tensor({6, 8}, 14).requires_grad_(),
+       random_tensor({8, 8}, 15).requires_grad_(), random_tensor({8, 3}, 16).requires_grad_()},
+      "3-layer MLP");
+}
+
+TEST(AssumePureGrad, NoInputRequiringGradGivesAPlainOutput) {
+  auto f = lt::assume_pure([](const Tensor& a) { return a * 2.0f; });
+  Tensor y = f(random_tensor({3}, 17));
+  EXPECT_FALSE(y.requires_grad());
+  Tensor w = random_tensor({3}, 18).requires_grad_();
+  EXPECT_TRUE(f(w).requires_grad());
+}
+
+TEST(AssumePureGrad, ClosedOverTensorsReceiveGradients) {
+  Tensor w = random_tensor({4, 2}, 19).requires_grad_();
+  auto f = lt::assume_pure([w](const Tensor& x) { return lt::tanh(lt::matmul(x, w)); });
+  Tensor x = random_tensor({3, 4}, 20);
+  lt::sum(f(x)).backward();
+  Tensor g = w.grad();
+  w.set_grad({});
+  lt::sum(lt::tanh(lt::matmul(x, w))).backward();
+  expect_close(g, w.grad(), 1e-5, "closure gradient");
+}
+
+TEST(AssumePureGrad, ADecoderWithAssumePurePerLayerTracesForwardAndBackwardOnce) {
+  nn::DecoderConfig cfg{.vocab = 32,
+                        .hidden = 16,
+                        .intermediate = 24,
+                        .heads = 4,
+                        .kv_heads = 2,
+                        .layers = 3,
+                        .max_seq = 16};
+  lt::manual_seed(3);
+  auto model = std::make_shared<nn::DecoderLM>(cfg);
+  auto layer0 = model->layers->at<nn::DecoderLayer>(0);
+  // every layer has layer 0's structure: one traced function serves them all
+  auto layer_fn = lt::assume_pure([layer0](const nn::ParamMap& p, const Tensor& h) {
+    return nn::functional_call(*layer0, p, {}, h);
+  });
+  std::vector<nn::ParamMap> layer_params;
+  for (const auto& layer : *model->layers) layer_params.push_back(layer->named_parameters());
+  auto forward = [&](const Tensor& tokens, bool pure) {
+    Tensor h = (*model->embed)(tokens);
+    for (size_t i = 0; i < layer_params.size(); ++i)
+      h = pure ? layer_fn(layer_params[i], h) : model->layers->at<nn::DecoderLayer>(i)->forward(h);
+    return (*model->head)((*model->norm)(h));
+  };
+  lt::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+  Tensor tokens = lt::tensor(std::vector<int64_t>{1, 5, 2, 7, 3, 3, 9, 4}, {2, 4});
+  Tensor targets = lt::tensor(std::vector<int64_t>{5, 2, 7, 3, 3, 9, 4, 1}, {2, 4});
+  // the gradients of one step, with and without assume_pure
+  nn::cross_entropy(forward(tokens, false), targets).backward();
+  std::vector<Tensor> plain_grads;
+  for (const Tensor& p : model->parameters()) plain_grads.push_back(p.grad());
+  model->zero_grad();
+  lt::metrics::reset();
+  nn::cross_entropy(forward(tokens, true), targets).backward();
+  std::vector<Tensor> params = model->parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    expect_close(params[i].grad(), plain_grads[i], 1e-4, "parameter " + std::to_string(i));
+  opt.step();
+  opt.zero_grad();
+  lt::sync();
+  for (int step = 1; step < 5; ++step) {
+    nn::cross_entropy(forward(tokens, true), targets).backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+  }
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+  EXPECT_EQ(counter("AssumePureBackwardTrace"), 1);
+  EXPECT_EQ(counter("AssumePureHit"), 5 * 3 - 1);
+}
+
+// ---- closures, randomness, purity
+
+TEST(AssumePure, AClosedOverTensorUpdatedInPlaceIsSeenOnTheNextCall) {
+  lt::metrics::reset();
+  Tensor scale = lt::tensor({2.0f});
+  auto f = lt::assume_pure([scale](const Tensor& x) { return x * scale; });
+  Tensor x = lt::tensor({1.0f, 3.0f});
+  EXPECT_EQ(f(x).to_vector<float>(), (std::vector<float>{2, 6}));
+  scale.copy_(lt::tensor({5.0f}));
+  EXPECT_EQ(f(x).to_vector<float>(), (std::vector<float>{5, 15}));
+  scale.copy_(scale * 2.0f);  // pending: read lazily at the call
+  EXPECT_EQ(f(x).to_vector<float>(), (std::vector<float>{10, 30}));
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+}
+
+TEST(AssumePure, RandomOpsDrawFreshNumbersOnEachCallWithoutRetracing) {
+  lt::metrics::reset();
+  auto noisy = lt::assume_pure([](const Tensor& x) { return x + lt::randn({4}); });
+  Tensor x = lt::zeros({4});
+  lt::manual_seed(7);
+  std::vector<float> a = noisy(x).to_vector<float>();
+  std::vector<float> b = noisy(x).to_vector<float>();
+  EXPECT_NE(a, b);
+  const int64_t compiles = counter("CompileCount");
+  std::vector<float> c = noisy(x).to_vector<float>();
+  EXPECT_EQ(counter("CompileCount"), compiles);  // same graph
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+  // the same draws as the plain function from the same seed
+  lt::manual_seed(7);
+  std::vector<float> plain = (x + lt::randn({4})).to_vector<float>();
+  EXPECT_EQ(a, plain);
+}
+
+TEST(AssumePure, PurityCheckCatchesAGraphThatDependsOnAHostCounter) {
+  int calls = 0;
+  auto impure = lt::assume_pure([&calls](const Tensor& x) {
+    ++calls;
+    return calls % 2 ? x + 1.0f : x * 2.0f;
+  });
+  Tensor x = lt::tensor({1.0f});
+  impure(x);
+  impure(x);  // silently replays the first graph without the check
+  setenv("LAZYTRACE_CHECK_PURITY", "1", 1);
+  expect_error([&] { impure(x); },
+               {"[assume_pure]", "is not pure", "node %", "Make it depend only on its arguments"});
+  unsetenv("LAZYTRACE_CHECK_PURITY");
+}
+
+TEST(AssumePure, Errors) {
+  Tensor outside = lt::tensor({1.0f, 2.0f});
+  auto writes = lt::assume_pure([outside](const Tensor& x) {
+    Tensor o = outside;
+    o.copy_(x);
+    return x;
+  });
+  expect_error(
+      [&] {
+        writes(lt::tensor({3.0f, 4.0f}));
+      },
+      {"[assume_pure]", "writes into a tensor from outside", "f32[2]"});
+  auto reads = lt::assume_pure([](const Tensor& x) { return x * lt::sum(x).item<float>(); });
+  expect_error([&] { reads(lt::tensor({3.0f})); },
+               {"[assume_pure]", "inside a traced function", "item()"});
+  auto syncs = lt::assume_pure([](const Tensor& x) {
+    lt::sync();
+    return x;
+  });
+  expect_error([&] { syncs(lt::tensor({3.0f})); },
+               {"[assume_pure] sync() inside a traced function"});
+  auto f = lt::assume_pure([](const Tensor& x) { return x; });
+  expect_error([&] { f(Tensor()); }, {"[pytree]", "undefined"});
+}
+
+TEST(AssumePure, PytreesInAndOut) {
+  lt::metrics::reset();
+  auto f = lt::assume_pure([](const lt::Tree& t, const std::pair<Tensor, Tensor>& p) {
+    Tensor s = t["a"].tensor() + t["b"][1].tensor();
+    return std::tuple<Tensor, std::vector<Tensor>>{s * p.first, {p.second, s}};
+  });
+  lt::Tree tree = lt::Tree::dict(
+      {{"b", lt::Tree::list({lt::tensor({9.0f}), lt::tensor({2.0f})})}, {"a", lt::tensor({1.0f})}});
+  auto [x, v] = f(tree, std::pair{lt::tensor({4.0f}), lt::tensor({5.0f})});
+  EXPECT_EQ(x.item<float>(), 12.0f);
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].item<float>(), 5.0f);
+  EXPECT_EQ(v[1].item<float>(), 3.0f);
+  f(tree, std::pair{lt::tensor({4.0f}), lt::tensor({5.0f})});
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+}
+
+TEST(AssumePure, CacheMissesAreExplainedWhenAsked) {
+  setenv("LAZYTRACE_EXPLAIN_CACHE_MISSES", "1", 1);
+  auto f =
+      lt::assume_pure([](const Tensor& x, int k) { return x * static_cast<float>(k); }, "scale");
+  testing::internal::CaptureStderr();
+  f(lt::zeros({10}), 2);
+  f(lt::zeros({5}), 2);
+  f(lt::zeros({5}), 3);
+  std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("LAZYTRACE_EXPLAIN_CACHE_MISSES");
+  EXPECT_NE(
+      err.find("[assume_pure] cache miss for 'scale': the function has not been traced before"),
+      std::string::npos)
+      << err;
+  EXPECT_NE(err.find("got f32[5] at argument 0, expected f32[10]"), std::string::npos) << err;
+  EXPECT_NE(err.find("got int 3 at argument 1, expected int 2"), std::string::npos) << err;
+}
+
+}  // namespace
