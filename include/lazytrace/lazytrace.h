@@ -19,6 +19,7 @@
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/optim/optim.h"
 #include "lazytrace/tools/assume_pure.h"
+#include "lazytrace/tools/compile.h"
 #include "lazytrace/trace/tensor.h"
 #include "lazytrace/trace/tree.h"
 

@@ -14,8 +14,9 @@ namespace {
 // Walks stamp scratch fields on shared nodes, so one graph is gathered at a time.
 std::mutex g_walk_mutex;
 
-// Runs with g_walk_mutex held.
-void sync_impls(const std::vector<TensorImpl*>& impls) {
+// Runs with g_walk_mutex held. A named sync (compile's) names its graph and counts into
+// "ExecuteCount[name]" and "CompileCount[name]" too.
+void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name = "") {
   std::vector<TensorImpl*> todo;
   std::vector<ir::Node*> roots;
   for (TensorImpl* impl : impls)
@@ -27,8 +28,14 @@ void sync_impls(const std::vector<TensorImpl*>& impls) {
   ir::Walk w = ir::walk(roots);
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
                                    w.order.size()};
+  const int64_t compiles = metrics::compile_count.value();
   auto exe = compiler::CompileCache::global().get_or_compile(
-      w.key, shape, cpu::cpu_device(), [&] { return ir::build_graph(w, ""); });
+      w.key, shape, cpu::cpu_device(), [&] { return ir::build_graph(w, name); });
+  if (!name.empty()) {
+    metrics::named_counter("ExecuteCount[" + name + "]").add();
+    if (metrics::compile_count.value() != compiles)
+      metrics::named_counter("CompileCount[" + name + "]").add();
+  }
   std::vector<runtime::BufferPtr> params;
   params.reserve(w.params.size());
   for (ir::Node* n : w.params) params.push_back(std::static_pointer_cast<runtime::Buffer>(n->data));
@@ -61,19 +68,26 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 void sync() {
-  trace::check_not_tracing("sync()");
-  sync_impls(trace::pending_tensors());
+  trace::sync_named(nullptr, "");
 }
 
 void sync(const std::vector<Tensor>& tensors) {
+  trace::sync_named(&tensors, "");
+}
+
+void trace::sync_named(const std::vector<Tensor>* tensors, const std::string& name) {
   trace::check_not_tracing("sync()");
+  if (!tensors) {
+    std::lock_guard<std::mutex> lock(g_walk_mutex);
+    return sync_impls(trace::pending_tensors(), name);
+  }
   std::vector<TensorImpl*> impls;  // the caller's handles keep these alive
-  for (const Tensor& t : tensors) {
+  for (const Tensor& t : *tensors) {
     if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");
     impls.push_back(t.impl().get());
   }
   std::lock_guard<std::mutex> lock(g_walk_mutex);
-  sync_impls(impls);
+  sync_impls(impls, name);
 }
 
 namespace debug {

@@ -75,6 +75,9 @@ inline const ir::NodePtr& lift(const Tensor& t) {
 /** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */
 void check_not_tracing(const char* what);
 
+/** sync(tensors), or sync() when null, naming the graph (dumps, per-name metrics). */
+void sync_named(const std::vector<Tensor>* tensors, const std::string& name);
+
 /** True while a TraceScope is active on this thread. */
 bool tracing();
 /** The active scope's tool name ("" outside any). */

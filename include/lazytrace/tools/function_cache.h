@@ -23,7 +23,7 @@ using TraceFn = std::function<Traced(const std::vector<Tensor>& leaves)>;
 
 struct CacheOptions {
   const char* tool = "assume_pure";  // in messages
-  std::string name;                  // names the traced bodies in dumps and messages
+  std::string name{};                // names the traced bodies in dumps and messages
   int max_different_graphs = 0;      // > 0: more distinct signatures is an lt::Error
   bool count_as_compile = false;     // counts into CompiledFn* metrics
 };

@@ -1,0 +1,83 @@
+// compile: one graph per call, traced once per signature, named in metrics, and the
+// full_graph and max_different_graphs guards with their messages.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cmath>
+#include <string>
+
+#include "expect_error.h"
+
+namespace {
+
+using lt::Tensor;
+
+int64_t counter(const std::string& name) {
+  return lt::metrics::counter(name);
+}
+
+TEST(Compile, OneGraphRunPerCallTracedOncePerSignature) {
+  auto plain = [](const Tensor& x, const Tensor& w) {
+    return std::pair{lt::softmax(lt::matmul(x, w), -1), lt::sum(x)};
+  };
+  auto step = lt::compile(plain, {.name = "step"});
+  Tensor w = lt::randn({4, 3});
+  lt::sync();
+  lt::metrics::reset();
+  for (int i = 0; i < 10; ++i) {
+    Tensor x = lt::randn({2, 4});  // pending: synced before the call, in its own graph
+    const int64_t before = counter("ExecuteCount");
+    auto [p, s] = step(x, w);
+    EXPECT_FALSE(p.is_pending());                    // results come back materialized
+    EXPECT_EQ(counter("ExecuteCount") - before, 2);  // the pending input, then the step
+    auto [pp, ps] = plain(x, w);
+    std::vector<float> a = p.to_vector<float>(), b = pp.to_vector<float>();
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], b[k], 1e-6);
+    EXPECT_NEAR(s.item<float>(), ps.item<float>(), 1e-5);
+  }
+  EXPECT_EQ(counter("CompiledFnTrace"), 1);
+  EXPECT_EQ(counter("CompiledFnHit"), 9);
+  EXPECT_EQ(counter("ExecuteCount[step]"), 10);
+  EXPECT_EQ(counter("CompileCount[step]"), 1);
+  EXPECT_EQ(counter("ExecuteCount[step_clear_pending]"), 10);
+  // nothing pending: a call is exactly one graph run
+  Tensor x = lt::randn({2, 4});
+  lt::sync();
+  const int64_t before = counter("ExecuteCount");
+  step(x, w);
+  EXPECT_EQ(counter("ExecuteCount") - before, 1);
+}
+
+TEST(Compile, FullGraphRejectsReadsInsideTheFunction) {
+  auto reads = [](const Tensor& x) { return x * lt::sum(x).item<float>(); };
+  auto strict = lt::compile(reads, {.full_graph = true, .name = "strict"});
+  expect_error(
+      [&] {
+        strict(lt::tensor({1.0f, 2.0f}));
+      },
+      {"[compile] unexpected execution inside the compiled function 'strict'", "full_graph",
+       "item()"});
+  // without full_graph the same function runs as plain code, reads and all
+  auto relaxed = lt::compile(reads, {.name = "relaxed"});
+  EXPECT_EQ(relaxed(lt::tensor({1.0f, 2.0f})).to_vector<float>(), (std::vector<float>{3, 6}));
+  EXPECT_EQ(relaxed(lt::tensor({2.0f, 2.0f})).to_vector<float>(), (std::vector<float>{8, 8}));
+  auto branches = lt::compile([](const Tensor& x) { return (lt::sum(x) > 0.0f) ? x : -x; },
+                              {.full_graph = true});
+  expect_error([&] { branches(lt::tensor({1.0f})); }, {"[compile] unexpected execution"});
+}
+
+TEST(Compile, MaxDifferentGraphsSaysWhatDiffered) {
+  auto f =
+      lt::compile([](const Tensor& x,
+                     const std::string& act) { return act == "relu" ? lt::relu(x) : lt::tanh(x); },
+                  {.name = "act", .max_different_graphs = 1});
+  f(lt::zeros({10}), std::string("relu"));
+  f(lt::ones({10}), std::string("relu"));  // same signature: fine
+  expect_error([&] { f(lt::zeros({5}), std::string("relu")); },
+               {"[compile] 'act' would produce graph 2 but max_different_graphs is 1",
+                "got f32[5] at argument 0, expected f32[10]"});
+  expect_error([&] { f(lt::zeros({10}), std::string("tanh")); },
+               {"got string 'tanh' at argument 1, expected string 'relu'"});
+}
+
+}  // namespace
