@@ -12,10 +12,11 @@ NodePtr make_param(int index, DType dtype, Shape shape) {
 }
 
 std::shared_ptr<const Body> make_body(std::vector<NodePtr> results, int num_inputs,
-                                      std::string name) {
+                                      std::string name, std::vector<int> packed) {
   auto body = std::make_shared<Body>();
   body->name = std::move(name);
   body->num_inputs = num_inputs;
+  body->packed = std::move(packed);
   std::vector<Node*> roots;
   for (const NodePtr& r : results) roots.push_back(r.get());
   Walk w = walk(roots);
@@ -27,14 +28,23 @@ std::shared_ptr<const Body> make_body(std::vector<NodePtr> results, int num_inpu
   return body;
 }
 
-std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body,
-                               std::vector<NodePtr> inputs) {
-  if (static_cast<int>(inputs.size()) != body->num_inputs)
-    fail("call", "body '", body->name, "' takes ", body->num_inputs, " inputs, got ",
-         inputs.size());
+NodePtr make_pack(std::vector<NodePtr> inputs) {
+  return make_node(OpKind::Pack, DType::float32, Shape{}, std::move(inputs));
+}
+
+std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vector<NodePtr> direct,
+                               NodePtr pack) {
+  int num_packed = 0;
+  for (int p : body->packed) num_packed += p >= 0;
+  if (static_cast<int>(direct.size()) + num_packed != body->num_inputs ||
+      (num_packed > 0) != (pack != nullptr) || (pack && pack->num_operands() != num_packed))
+    fail("call", "body '", body->name, "' takes ", body->num_inputs, " inputs (", num_packed,
+         " packed), got ", direct.size(), " direct and ", pack ? pack->num_operands() : 0,
+         " packed");
+  if (pack) direct.push_back(std::move(pack));
   Attrs a;
   a.push(static_cast<int64_t>(body->hash));
-  NodePtr call = make_node(OpKind::Call, DType::float32, Shape{}, std::move(inputs), a);
+  NodePtr call = make_node(OpKind::Call, DType::float32, Shape{}, std::move(direct), a);
   call->data = std::const_pointer_cast<Body>(body);
   std::vector<NodePtr> outs;
   outs.reserve(body->results.size());

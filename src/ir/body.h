@@ -15,6 +15,9 @@ namespace lazytrace::ir {
 struct Body {
   std::string name;
   int num_inputs = 0;
+  // Where input i comes from: packed[i] >= 0 is operand packed[i] of the call's Pack (its
+  // last operand), -1 the call's next direct operand. Empty: all direct.
+  std::vector<int> packed;
   std::vector<NodePtr> results;  // owns the body's nodes
   Graph graph;                   // results in order; Param nodes stand for the inputs
   // The body's own Data and parameter-Scalar leaves in walk order: a walk that meets a
@@ -27,10 +30,15 @@ struct Body {
 NodePtr make_param(int index, DType dtype, Shape shape);
 /** The body computing `results` from Params 0..num_inputs-1 (and constants). */
 std::shared_ptr<const Body> make_body(std::vector<NodePtr> results, int num_inputs,
-                                      std::string name);
-/** A call of `body` on `inputs` (types must match its Params) and its results. */
-std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body,
-                               std::vector<NodePtr> inputs);
+                                      std::string name, std::vector<int> packed = {});
+/**
+ * A call of `body` on its direct inputs and, if the body has packed inputs, a Pack node
+ * holding them (made by make_pack, and reusable by later calls), and the call's results.
+ */
+std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vector<NodePtr> direct,
+                               NodePtr pack = nullptr);
+/** A group of inputs for calls: recording a call that reuses it costs O(1). */
+NodePtr make_pack(std::vector<NodePtr> inputs);
 
 inline const Body& body_of(const Node& call) {
   return *static_cast<const Body*>(call.data.get());

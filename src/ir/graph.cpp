@@ -98,11 +98,17 @@ Graph build_graph(const Walk& w, std::string name) {
   for (size_t pos = 0; pos < w.order.size(); ++pos) {
     Node* n = w.order[pos];
     if (n->op == OpKind::Call) {
+      const Body& b = body_of(*n);
       std::vector<int> args;
-      for (int i = 0; i < n->num_operands(); ++i) args.push_back(at[n->operand(i)->index]);
-      call_results[pos] = inline_body(g, body_of(*n), args);
+      const Node* pack = b.packed.empty() ? nullptr : n->operand(n->num_operands() - 1).get();
+      for (int i = 0, direct = 0; i < b.num_inputs; ++i) {
+        const int k = b.packed.empty() ? -1 : b.packed[static_cast<size_t>(i)];
+        args.push_back(k >= 0 ? at[pack->operand(k)->index] : at[n->operand(direct++)->index]);
+      }
+      call_results[pos] = inline_body(g, b, args);
       continue;
     }
+    if (n->op == OpKind::Pack) continue;  // read through by the calls that use it
     if (n->op == OpKind::CallResult) {
       at[pos] = call_results[n->operand(0)->index][static_cast<size_t>(n->attrs[0])];
       continue;

@@ -62,6 +62,7 @@ enum class OpKind : uint8_t {
   // calls of traced bodies (ir/body.h); inlined when a graph is built
   Call,        // operands: the body's inputs; attrs ints: the body's hash; data: the Body
   CallResult,  // operand: a Call; attrs ints: which result
+  Pack,        // operands: inputs a Call takes as one group (reused across calls)
   kCount
 };
 

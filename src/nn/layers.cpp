@@ -13,12 +13,13 @@ Tensor uniform(const Shape& shape, double bound) {
   return (rand(shape) * 2 - 1) * bound;
 }
 
-void check_features(const char* layer, const std::string& config, const Tensor& x,
-                    int64_t expected) {
+// `config` makes the layer's description, e.g. "Linear(4, 3)" (only for a message).
+template <typename Config>
+void check_features(const char* layer, const Config& config, const Tensor& x, int64_t expected) {
   if (!x.defined()) fail(layer, "the input is an undefined tensor.");
   if (x.ndim() == 0 || x.shape()[x.ndim() - 1] != expected)
     fail(layer, "input ", x.type_str(), " must have ", expected,
-         " features in its last dim, as this ", config, " expects.");
+         " features in its last dim, as this ", config(), " expects.");
   if (!is_floating(x.dtype()))
     fail(layer, "input ", x.type_str(), " must be floating; convert with astype(x, lt::float32).");
 }
@@ -44,7 +45,10 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias) : in_features(in), out_f
 
 Tensor Linear::forward(const Tensor& x) const {
   check_features(
-      "Linear", "Linear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")",
+      "Linear",
+      [&] {
+        return "Linear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")";
+      },
       x, in_features);
   Tensor y = matmul(x, transpose(weight));
   return bias.defined() ? y + bias : y;
@@ -80,7 +84,8 @@ LayerNorm::LayerNorm(int64_t d, double e, bool affine) : dim(d), eps(e) {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
-  check_features("LayerNorm", "LayerNorm(" + std::to_string(dim) + ")", x, dim);
+  check_features(
+      "LayerNorm", [&] { return "LayerNorm(" + std::to_string(dim) + ")"; }, x, dim);
   Tensor h = widen(x);
   Tensor centered = h - mean(h, {-1}, true);
   Tensor y = centered * rsqrt(mean(centered * centered, {-1}, true) + eps);
@@ -95,7 +100,8 @@ RMSNorm::RMSNorm(int64_t d, double e) : dim(d), eps(e) {
 }
 
 Tensor RMSNorm::forward(const Tensor& x) const {
-  check_features("RMSNorm", "RMSNorm(" + std::to_string(dim) + ")", x, dim);
+  check_features(
+      "RMSNorm", [&] { return "RMSNorm(" + std::to_string(dim) + ")"; }, x, dim);
   Tensor h = widen(x);
   Tensor y = h * rsqrt(mean(h * h, {-1}, true) + eps);
   return astype(y * weight, x.dtype());

@@ -14,6 +14,9 @@ Tensor& ParamMap::operator[](const std::string& name) {
   if (it != index_.end()) return items_[it->second].second;
   index_.emplace(name, items_.size());
   items_.emplace_back(name, Tensor());
+  for (char c : name)
+    names_hash_ = (names_hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+  names_hash_ = (names_hash_ ^ 0xff) * 0x9e3779b97f4a7c15ULL;  // the end of a name
   return items_.back().second;
 }
 

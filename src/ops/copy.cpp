@@ -28,13 +28,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   if (n->shape != self.shape)
     n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
-  if (n->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
-    self.buffer = std::static_pointer_cast<runtime::Buffer>(n->data);
-    self.node = std::move(n);
-    self.unlink();
-  } else {
-    trace::set_pending(self, std::move(n));
-  }
+  trace::set_value(self, std::move(n));
   // The old value's history no longer matters; the new value's does.
   if (!is_leaf()) autograd::clear_history(*this);
   if (grad_mode && autograd::requires_grad(src))

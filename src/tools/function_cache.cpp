@@ -28,6 +28,11 @@ struct Entry {
   std::vector<Tensor> lifted;
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
+  // The lifted tensors' nodes as one Pack, reused while no tensor has been written
+  // (trace::write_epoch) and calls are recorded in the same trace context.
+  ir::NodePtr pack;
+  uint64_t pack_epoch = 0;
+  uint32_t pack_context = 0;
   // backward, traced on first use: gradients of every floating input (explicit leaves, then
   // lifted tensors), with one cotangent input per floating output
   std::shared_ptr<const ir::Body> vjp;
@@ -55,10 +60,16 @@ std::vector<std::pair<Shape, DType>> types_of(const std::vector<Tensor>& ts) {
   return out;
 }
 
-// The call's operands in the body's Param order.
+std::vector<const Tensor*> addresses(const std::vector<Tensor>& ts) {
+  std::vector<const Tensor*> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(&t);
+  return out;
+}
+
+// The call's direct operands in the body's Param order (lifted tensors go in the Pack).
 std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
-                                  const std::vector<Tensor>& leaves,
-                                  const std::vector<Tensor>& lifted,
+                                  const std::vector<const Tensor*>& leaves,
                                   const std::pair<ir::NodePtr, ir::NodePtr>& rng,
                                   const std::vector<Tensor>& extras) {
   std::vector<ir::NodePtr> ops;
@@ -66,10 +77,9 @@ std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
   for (const trace::BodyInput& in : inputs) {
     switch (in.kind) {
       case trace::BodyInput::Explicit:
-        ops.push_back(trace::node_of(leaves[static_cast<size_t>(in.index)]));
+        ops.push_back(trace::node_of(*leaves[static_cast<size_t>(in.index)]));
         break;
       case trace::BodyInput::Lifted:
-        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
         break;
       case trace::BodyInput::RngSeed:
         ops.push_back(rng.first);
@@ -85,11 +95,28 @@ std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
   return ops;
 }
 
+// The Pack of e's lifted tensors, remade only when a tensor may have a new value.
+const ir::NodePtr& lifted_pack(Entry& e) {
+  static const ir::NodePtr none;
+  if (e.lifted.empty()) return none;
+  const uint64_t epoch = trace::write_epoch();
+  const uint32_t context = trace::current_context_id();
+  if (!e.pack || e.pack_epoch != epoch || e.pack_context != context) {
+    std::vector<ir::NodePtr> nodes;
+    nodes.reserve(e.lifted.size());
+    for (const Tensor& t : e.lifted) nodes.push_back(trace::node_of(t));
+    e.pack = ir::make_pack(std::move(nodes));
+    e.pack_epoch = epoch;
+    e.pack_context = context;
+  }
+  return e.pack;
+}
+
 std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
-                              std::vector<ir::NodePtr> ops) {
+                              std::vector<ir::NodePtr> ops, const ir::NodePtr& pack) {
   trace::OpScope scope;
   std::vector<Tensor> outs;
-  for (ir::NodePtr& n : ir::make_call(body, std::move(ops)))
+  for (ir::NodePtr& n : ir::make_call(body, std::move(ops), pack))
     outs.push_back(trace::make_pending(std::move(n)));
   return outs;
 }
@@ -104,10 +131,14 @@ std::string node_text(const ir::GNode& n) {
 
 class FunctionCache {
  public:
-  explicit FunctionCache(CacheOptions o) : options(std::move(o)), capacity(cache_capacity()) {}
+  explicit FunctionCache(CacheOptions o)
+      : options(std::move(o)),
+        capacity(cache_capacity()),
+        check_purity(env_flag("LAZYTRACE_CHECK_PURITY")) {}
 
   CacheOptions options;
   size_t capacity;
+  bool check_purity;  // read when the function is made, not per call
   std::mutex mu;
   std::list<std::shared_ptr<Entry>> lru;  // most recent first
   std::unordered_map<uint64_t, std::list<std::shared_ptr<Entry>>::iterator> index;
@@ -115,15 +146,15 @@ class FunctionCache {
 
   const char* tool() const { return options.tool; }
 
-  std::shared_ptr<Entry> find(uint64_t key, const std::vector<Tensor>& leaves) {
+  std::shared_ptr<Entry> find(uint64_t key, const std::vector<const Tensor*>& leaves) {
     std::lock_guard<std::mutex> lock(mu);
     auto it = index.find(key);
     if (it == index.end()) return nullptr;
     const auto& e = *it->second;
     if (e->leaf_types.size() != leaves.size()) return nullptr;  // a hash collision: retrace
     for (size_t i = 0; i < leaves.size(); ++i)
-      if (e->leaf_types[i].first != leaves[i].shape() ||
-          e->leaf_types[i].second != leaves[i].dtype())
+      if (e->leaf_types[i].first != leaves[i]->shape() ||
+          e->leaf_types[i].second != leaves[i]->dtype())
         return nullptr;
     lru.splice(lru.begin(), lru, it->second);
     return e;
@@ -179,17 +210,16 @@ std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options) {
   return std::make_shared<FunctionCache>(std::move(options));
 }
 
-CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat,
-                       const std::function<pytree::Flat()>& describe)
+CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
     : cache_(cache), flat_(std::move(flat)), describe_(describe) {
   entry_ = cache_.find(flat_.hash, flat_.leaves);
   if (entry_) {
     (cache_.options.count_as_compile ? metrics::compiled_hit : metrics::assume_pure_hit).add();
-    if (env_flag("LAZYTRACE_CHECK_PURITY")) {
+    if (cache_.check_purity) {
       // retrace and compare: an impure function gives a different graph
       trace::TraceScope scope(cache_.tool());
       std::vector<Tensor> ph;
-      for (const Tensor& t : flat_.leaves) ph.push_back(scope.input(t.shape(), t.dtype()));
+      for (const Tensor* t : flat_.leaves) ph.push_back(scope.input(t->shape(), t->dtype()));
       Traced again = entry_->retrace(ph);
       auto body = scope.finish(again.outputs, cache_.options.name);
       if (body->hash != entry_->body->hash) {
@@ -234,13 +264,13 @@ void CachedCall::trace(TraceFn fn) {
   auto e = std::make_shared<Entry>();
   e->key = flat_.hash;
   e->parts = std::move(described.parts);
-  e->leaf_types = types_of(flat_.leaves);
+  for (const Tensor* t : flat_.leaves) e->leaf_types.emplace_back(t->shape(), t->dtype());
   e->retrace = std::move(fn);
   {
     trace::TraceScope scope(c.tool());
     NoGradGuard no_grad;  // the forward body needs no tape; its VJP is traced separately
     std::vector<Tensor> ph;
-    for (const Tensor& t : flat_.leaves) ph.push_back(scope.input(t.shape(), t.dtype()));
+    for (const Tensor* t : flat_.leaves) ph.push_back(scope.input(t->shape(), t->dtype()));
     Traced traced = e->retrace(ph);
     e->body = scope.finish(traced.outputs, c.options.name);
     e->result = std::move(traced.result);
@@ -318,20 +348,20 @@ std::vector<Tensor> CachedCall::record() {
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
   std::vector<Tensor> outs =
-      call_body(e->body, operands(e->inputs, flat_.leaves, e->lifted, rng, {}));
+      call_body(e->body, operands(e->inputs, flat_.leaves, rng, {}), lifted_pack(*e));
 
+  if (!autograd::grad_enabled()) return outs;
   bool any = false;
-  for (const Tensor& t : flat_.leaves) any |= autograd::needs_grad(t);
-  for (const Tensor& t : e->lifted) any |= autograd::needs_grad(t);
+  for (const Tensor* t : flat_.leaves) any = any || autograd::requires_grad(*t);
+  for (const Tensor& t : e->lifted) any = any || autograd::requires_grad(t);
   if (!any) return outs;
-  std::vector<const Tensor*> inputs;
-  for (const Tensor& t : flat_.leaves) inputs.push_back(&t);
+  std::vector<const Tensor*> inputs = flat_.leaves;
   for (const Tensor& t : e->lifted) inputs.push_back(&t);
   const char* tool = cache_.tool();
   std::string name = cache_.options.name;
   autograd::record_multi(
       outs, tool, inputs,
-      [e, leaves = flat_.leaves, rng, tool, name](const std::vector<Tensor>& grads) {
+      [e, leaves = flat_.tensors(), rng, tool, name](const std::vector<Tensor>& grads) {
         if (!e->vjp) trace_vjp(*e, tool, name);
         std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
         for (size_t k = 0; k < e->out_types.size(); ++k) {
@@ -339,8 +369,9 @@ std::vector<Tensor> CachedCall::record() {
           if (!is_floating(dtype)) continue;
           cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
         }
-        std::vector<Tensor> g =
-            call_body(e->vjp, operands(e->vjp_inputs, leaves, e->lifted, rng, cots));
+        // the backward body lifts the same tensors in the same order (trace_vjp checks)
+        std::vector<Tensor> g = call_body(
+            e->vjp, operands(e->vjp_inputs, addresses(leaves), rng, cots), lifted_pack(*e));
         std::vector<Tensor> out(leaves.size() + e->lifted.size());
         for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
         return out;

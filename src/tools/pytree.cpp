@@ -1,17 +1,20 @@
 #include "lazytrace/tools/pytree.h"
 
+#include "trace/tensor_impl.h"
+
 namespace lazytrace::pytree {
 
 void Flat::add_leaf(const Tensor& t) {
   if (!t.defined())
     fail("pytree", "a tensor leaf", describing ? " at " + path : std::string(),
          " is undefined; pass tensors made by ops or lt::tensor().");
-  mix(static_cast<uint64_t>(t.dtype()) | 0x100);
-  const Shape& s = t.shape();
+  const TensorImpl& impl = *t.impl();
+  mix(static_cast<uint64_t>(impl.dtype) | 0x100);
+  const Shape& s = impl.shape;
   mix(static_cast<uint64_t>(s.size()));
   for (int64_t d : s) mix(static_cast<uint64_t>(d));
-  leaves.push_back(t);
-  describe(t.type_str());
+  leaves.push_back(&t);
+  if (describing) describe(t.type_str());
 }
 
 const Tensor& Cursor::next() {

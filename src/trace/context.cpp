@@ -99,7 +99,12 @@ std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& ou
       fail(ctx_->tool, "output ", i, " of '", name, "' is an undefined tensor.");
     results.push_back(node_of(outputs[i]));  // an outer tensor returned as is is lifted
   }
-  return ir::make_body(std::move(results), ctx_->next_param, name);
+  // lifted tensors are packed: a call that reuses their Pack node records in O(1)
+  std::vector<int> packed;
+  if (!ctx_->lifted.empty())
+    for (const BodyInput& in : ctx_->inputs)
+      packed.push_back(in.kind == BodyInput::Lifted ? in.index : -1);
+  return ir::make_body(std::move(results), ctx_->next_param, name, std::move(packed));
 }
 
 const std::vector<BodyInput>& TraceScope::inputs() const {

@@ -164,11 +164,26 @@ Tensor make_pending(ir::NodePtr node) {
   return Tensor(std::move(impl));
 }
 
-void set_pending(TensorImpl& impl, ir::NodePtr node) {
+namespace {
+std::atomic<uint64_t> g_write_epoch{0};
+}  // namespace
+
+void set_value(TensorImpl& impl, ir::NodePtr node) {
+  g_write_epoch.fetch_add(1, std::memory_order_relaxed);
+  if (node->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
+    impl.buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+    impl.node = std::move(node);
+    impl.unlink();
+    return;
+  }
   impl.node = std::move(node);
   impl.buffer.reset();
   impl.link();
   metrics::trace_count.add();
+}
+
+uint64_t write_epoch() {
+  return g_write_epoch.load(std::memory_order_relaxed);
 }
 
 Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape) {

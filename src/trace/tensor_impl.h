@@ -59,8 +59,11 @@ namespace trace {
 std::vector<TensorImpl*> pending_tensors();
 /** A new pending tensor computed by `node`. */
 Tensor make_pending(ir::NodePtr node);
-/** Sets an existing tensor to be computed by `node` (copy_). */
-void set_pending(TensorImpl& impl, ir::NodePtr node);
+/** Gives an existing tensor a new value computed by `node`, or held by it if it is a Data
+ * node (copy_). */
+void set_value(TensorImpl& impl, ir::NodePtr node);
+/** Counts set_value calls: while it is unchanged, every tensor's node is what it was. */
+uint64_t write_epoch();
 /** A tensor for `node`: materialized if it is a Data node (computed by a sync), else pending. */
 Tensor tensor_of(ir::NodePtr node);
 /** A materialized tensor over `buffer`. */

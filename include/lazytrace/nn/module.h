@@ -37,10 +37,13 @@ class ParamMap {
   std::vector<Tensor> values() const;
   auto begin() const { return items_.begin(); }
   auto end() const { return items_.end(); }
+  /** A hash of the names in order (the map's structure as a pytree), kept up to date. */
+  uint64_t names_hash() const { return names_hash_; }
 
  private:
   std::vector<value_type> items_;
   std::unordered_map<std::string, size_t> index_;
+  uint64_t names_hash_ = 0x504d;
 };
 
 /**
@@ -139,8 +142,7 @@ namespace lazytrace::pytree {
 template <>
 struct Traits<nn::ParamMap> {
   static void flatten(const nn::ParamMap& m, Flat& f) {
-    f.mix(uint64_t{0x504d} + m.size());
-    for (const auto& [name, t] : m) f.mix(name);
+    f.mix(m.names_hash());
     if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
     for (const auto& [name, t] : m)
       at_path(

@@ -47,12 +47,13 @@ auto call_cached(const F& fn, FunctionCache& cache, const Args&... args) {
   using R = std::decay_t<std::invoke_result_t<const F&, const Args&...>>;
   pytree::Flat flat;
   pytree::flatten_args(flat, args...);
-  CachedCall call(cache, std::move(flat), [&] {
+  auto describe = [&] {
     pytree::Flat d;
     d.describing = true;
     pytree::flatten_args(d, args...);
     return d;
-  });
+  };
+  CachedCall call(cache, std::move(flat), DescribeFn::of(describe));
   if (call.needs_trace()) {
     // The arguments' structure and static values, kept with the trace for retracing
     // (backward, purity checks). After the first trace it holds placeholders, not the
@@ -63,7 +64,7 @@ auto call_cached(const F& fn, FunctionCache& cache, const Args&... args) {
       *like = rebuild_args(*like, c);
       auto out = std::make_shared<R>(std::apply(fn, *like));
       Traced t;
-      t.outputs = pytree::flatten(*out).leaves;
+      t.outputs = pytree::flatten(*out).tensors();
       t.result = out;
       return t;
     });

@@ -67,7 +67,7 @@ class CompiledFunction {
       if (!traced) eager_->insert(flat.hash);
     }
     if (!result) result = std::make_shared<R>(fn_(args...));
-    std::vector<Tensor> outs = pytree::flatten(*result).leaves;
+    std::vector<Tensor> outs = pytree::flatten(*result).tensors();
     tools::sync_named(&outs, options_.name);
     return *result;
   }

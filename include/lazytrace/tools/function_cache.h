@@ -33,12 +33,23 @@ std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options);
 
 struct Entry;
 
+/** Re-flattens the arguments with descriptions (for messages); a view of a caller's lambda,
+ * valid during the call. */
+struct DescribeFn {
+  const void* ctx;
+  pytree::Flat (*fn)(const void*);
+  template <typename L>
+  static DescribeFn of(const L& l) {
+    return {&l, [](const void* c) { return (*static_cast<const L*>(c))(); }};
+  }
+  pytree::Flat operator()() const { return fn(ctx); }
+};
+
 /** One call of a cached function with one argument list. */
 class CachedCall {
  public:
   /** Looks the signature up; `describe` re-flattens the arguments with descriptions. */
-  CachedCall(FunctionCache& cache, pytree::Flat flat,
-             const std::function<pytree::Flat()>& describe);
+  CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe);
   bool needs_trace() const { return !entry_; }
   /** Traces the function once for this signature (a cache miss). */
   void trace(TraceFn fn);
@@ -54,7 +65,7 @@ class CachedCall {
  private:
   FunctionCache& cache_;
   pytree::Flat flat_;
-  std::function<pytree::Flat()> describe_;
+  DescribeFn describe_;
   std::shared_ptr<Entry> entry_;
 };
 

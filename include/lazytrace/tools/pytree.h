@@ -9,6 +9,7 @@
  */
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -22,7 +23,19 @@ namespace lazytrace::pytree {
 
 /** An argument list (or a result) taken apart. */
 struct Flat {
-  std::vector<Tensor> leaves;
+  Flat() { leaves.reserve(16); }
+  // The leaves, by address: the arguments outlive the call, and a leaf made while
+  // flattening (a Tree's) is kept in `owned`. No handle is copied on the hot path.
+  std::vector<const Tensor*> leaves;
+  std::deque<Tensor> owned;
+  const Tensor& own(Tensor t) { return owned.emplace_back(std::move(t)); }
+  /** Copies of the leaves. */
+  std::vector<Tensor> tensors() const {
+    std::vector<Tensor> out;
+    out.reserve(leaves.size());
+    for (const Tensor* t : leaves) out.push_back(*t);
+    return out;
+  }
   uint64_t hash = 0x6a09e667f3bcc908ULL;  // structure, static values, leaf shapes and dtypes
   // Describing (for error messages and cache-miss explanations): one entry per part of
   // the key, "argument 0: f32[2, 3]", in order. Off on the hot path.
@@ -94,7 +107,7 @@ struct Traits<Tree> {
     std::vector<Tensor> leaves = t.leaves();
     for (size_t i = 0; i < leaves.size(); ++i)
       at_path(
-          f, [&] { return t.leaf_path(i); }, [&] { f.add_leaf(leaves[i]); });
+          f, [&] { return t.leaf_path(i); }, [&] { f.add_leaf(f.own(leaves[i])); });
   }
   static Tree rebuild(const Tree& like, Cursor& c) {
     std::vector<Tensor> leaves(like.leaves().size());

@@ -1,0 +1,132 @@
+// The spec's assume_pure benchmark: recording the forward pass of a decoder-only model
+// (hidden 128, intermediate 1024, vocab 256, batch 2, sequence 8) at 10, 100 and 1000
+// layers, three ways, in one run:
+//
+//   BM_TracePlain/L          every op recorded, as plain lazy tracing does
+//   BM_TracePerLayer/L       assume_pure on the layer: one call node per layer (all layers
+//                            share one trace: same structure, their own weights as a ParamMap)
+//   BM_TraceWholeModel/L     assume_pure on the whole model (weights closed over)
+//
+// (under NoGradGuard: tracing the forward pass, no gradient tape), and the compile time of
+// the plain graph against the per-layer one (BM_Compile*/L: a sync
+// of the forward pass with the compile cache cleared; CompileTime per iteration).
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+
+#include <lazytrace/lazytrace.h>
+
+#include "compiler/compile_cache.h"
+
+namespace {
+
+using lt::Tensor;
+namespace nn = lt::nn;
+
+struct Model {
+  std::shared_ptr<nn::DecoderLM> lm;
+  std::vector<nn::ParamMap> layer_params;
+  Tensor tokens;
+  std::function<Tensor(const nn::ParamMap&, const Tensor&)> layer_fn;
+  std::function<Tensor(const Tensor&)> whole_fn;
+
+  explicit Model(int64_t layers, bool materialize) {
+    lt::manual_seed(0);
+    lm = std::make_shared<nn::DecoderLM>(nn::DecoderConfig{.vocab = 256,
+                                                           .hidden = 128,
+                                                           .intermediate = 1024,
+                                                           .heads = 4,
+                                                           .kv_heads = 4,
+                                                           .layers = layers,
+                                                           .max_seq = 8});
+    for (const auto& layer : *lm->layers) layer_params.push_back(layer->named_parameters());
+    std::vector<int64_t> t(16);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int64_t>(i * 37 % 256);
+    tokens = lt::tensor(t, {2, 8});
+    if (materialize) lt::sync();
+    auto layer0 = lm->layers->at<nn::DecoderLayer>(0);
+    layer_fn = lt::assume_pure([layer0](const nn::ParamMap& p, const Tensor& h) {
+      return nn::functional_call(*layer0, p, {}, h);
+    });
+    auto model = lm;
+    whole_fn = lt::assume_pure([model](const Tensor& tok) { return model->forward(tok); });
+  }
+
+  Tensor plain() const { return lm->forward(tokens); }
+  Tensor per_layer() const {
+    Tensor h = (*lm->embed)(tokens);
+    for (const nn::ParamMap& p : layer_params) h = layer_fn(p, h);
+    return (*lm->head)((*lm->norm)(h));
+  }
+  Tensor whole() const { return whole_fn(tokens); }
+};
+
+Model& model(int64_t layers, bool materialize = false) {
+  static std::map<std::pair<int64_t, bool>, std::unique_ptr<Model>> models;
+  auto& m = models[{layers, materialize}];
+  if (!m) m = std::make_unique<Model>(layers, materialize);
+  return *m;
+}
+
+template <typename F>
+void trace_bench(benchmark::State& state, F record) {
+  lt::NoGradGuard inference;  // the spec traces the forward pass; no tape is recorded
+  Model& m = model(state.range(0));
+  Tensor warm = record(m);  // the first call of an assume_pure function traces it
+  warm = Tensor();
+  const int64_t nodes0 = lt::metrics::counter("TraceCount");
+  for (auto _ : state) {
+    Tensor logits = record(m);
+    benchmark::DoNotOptimize(logits);
+    state.PauseTiming();
+    logits = Tensor();  // dropping the recorded graph is not tracing
+    state.ResumeTiming();
+  }
+  state.counters["nodes_per_forward"] =
+      static_cast<double>(lt::metrics::counter("TraceCount") - nodes0) / state.iterations();
+}
+
+void BM_TracePlain(benchmark::State& state) {
+  trace_bench(state, [](Model& m) { return m.plain(); });
+}
+void BM_TracePerLayer(benchmark::State& state) {
+  trace_bench(state, [](Model& m) { return m.per_layer(); });
+}
+void BM_TraceWholeModel(benchmark::State& state) {
+  trace_bench(state, [](Model& m) { return m.whole(); });
+}
+BENCHMARK(BM_TracePlain)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TracePerLayer)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TraceWholeModel)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+
+template <typename F>
+void compile_bench(benchmark::State& state, F record) {
+  Model& m = model(state.range(0), /*materialize=*/true);
+  int64_t compile_ns = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    lazytrace::compiler::CompileCache::global().clear();
+    Tensor logits = record(m);
+    const int64_t c0 = lt::metrics::timer_ns("CompileTime");
+    state.ResumeTiming();
+    lt::sync({logits});
+    state.PauseTiming();
+    compile_ns += lt::metrics::timer_ns("CompileTime") - c0;
+    state.ResumeTiming();
+  }
+  state.counters["compile_ms"] = compile_ns / 1e6 / state.iterations();
+}
+
+void BM_CompilePlain(benchmark::State& state) {
+  compile_bench(state, [](Model& m) { return m.plain(); });
+}
+void BM_CompilePerLayer(benchmark::State& state) {
+  compile_bench(state, [](Model& m) { return m.per_layer(); });
+}
+BENCHMARK(BM_CompilePlain)->Arg(10)->Arg(100)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_CompilePerLayer)->Arg(10)->Arg(100)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
