@@ -23,9 +23,9 @@ int main() {
 
   // pure_forward = lambda params, buffers, x: functional_call(module, (params, buffers), (x,))
   auto module = std::make_shared<MyModule>();
-  auto cached_forward = lt::assume_pure(
-      [module](const lt::nn::ParamMap& params, const lt::nn::ParamMap& buffers,
-               const lt::Tensor& input) {
+  auto cached_forward =
+      lt::assume_pure([module](const lt::nn::ParamMap& params, const lt::nn::ParamMap& buffers,
+                               const lt::Tensor& input) {
         return lt::nn::functional_call(*module, params, buffers, input);
       });
   lt::nn::ParamMap params = module->named_parameters();

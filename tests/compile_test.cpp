@@ -81,3 +81,27 @@ TEST(Compile, MaxDifferentGraphsSaysWhatDiffered) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Compile, GraphCacheMissesAreExplainedWhenAsked) {
+  setenv("LAZYTRACE_EXPLAIN_CACHE_MISSES", "1", 1);
+  testing::internal::CaptureStderr();
+  Tensor a = lt::tensor({1.0f, 2.0f});
+  (void)(lt::exp(a) * 3.0f).to_vector<float>();
+  (void)(lt::exp(a) * 3.0f).to_vector<float>();  // a hit: nothing printed
+  (void)(lt::exp(lt::tensor({1.0f, 2.0f, 3.0f})) * 3.0f).to_vector<float>();
+  std::string err = testing::internal::GetCapturedStderr();
+  unsetenv("LAZYTRACE_EXPLAIN_CACHE_MISSES");
+  EXPECT_NE(err.find("[compile cache] miss for graph"), std::string::npos) << err;
+  EXPECT_NE(err.find("no graph was compiled before"), std::string::npos) << err;
+  EXPECT_NE(err.find("is data f32[3], the closest compiled graph has data f32[2] there"),
+            std::string::npos)
+      << err;
+  size_t misses = 0;
+  for (size_t p = err.find("miss for"); p != std::string::npos; p = err.find("miss for", p + 1))
+    ++misses;
+  EXPECT_EQ(misses, 2u);
+}
+
+}  // namespace

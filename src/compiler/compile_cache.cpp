@@ -1,6 +1,7 @@
 #include "compiler/compile_cache.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,51 @@ void save_graph(const ir::Graph& g) {
   std::string base = std::string(dir) + "/" + (g.name.empty() ? "" : g.name + "_") + name;
   std::ofstream(base + ".txt") << ir::to_text(g);
   std::ofstream(base + ".dot") << ir::to_dot(g);
+}
+
+std::vector<std::string> node_lines(const ir::Graph& g) {
+  std::vector<std::string> out;
+  out.reserve(g.nodes.size());
+  for (const ir::GNode& n : g.nodes) {
+    std::string s = ir::op_name(n.op);
+    s.append(" ").append(dtype_short(n.dtype)).append(n.shape.str());
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// LAZYTRACE_EXPLAIN_CACHE_MISSES: why a graph was compiled, against the graphs compiled
+// before (the closest by common prefix of nodes).
+void explain_miss(const ir::Graph& g, std::vector<std::vector<std::string>>& seen) {
+  const char* flag = std::getenv("LAZYTRACE_EXPLAIN_CACHE_MISSES");
+  if (!flag || !*flag || std::string(flag) == "0") return;
+  std::vector<std::string> lines = node_lines(g);
+  std::string why = "no graph was compiled before";
+  size_t best = 0, best_len = 0;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    size_t k = 0;
+    while (k < lines.size() && k < seen[i].size() && lines[k] == seen[i][k]) ++k;
+    if (i == 0 || k > best_len) {
+      best = i;
+      best_len = k;
+    }
+  }
+  if (!seen.empty()) {
+    const auto& near = seen[best];
+    if (best_len < lines.size() && best_len < near.size())
+      why = "node %" + std::to_string(best_len) + " is " + lines[best_len] +
+            ", the closest compiled graph has " + near[best_len] + " there";
+    else if (lines.size() != near.size())
+      why = "it has " + std::to_string(lines.size()) + " nodes, the closest compiled graph " +
+            std::to_string(near.size()) + " with the same first ones";
+    else
+      why = "the closest compiled graph has the same nodes, connected differently";
+  }
+  std::fprintf(stderr, "[compile cache] miss for graph%s%s (%zu nodes, %zu inputs): %s\n",
+               g.name.empty() ? "" : " '", g.name.empty() ? "" : (g.name + "'").c_str(),
+               lines.size(), g.param_nodes.size(), why.c_str());
+  seen.push_back(std::move(lines));
+  if (seen.size() > 64) seen.erase(seen.begin());
 }
 
 }  // namespace
@@ -60,6 +106,10 @@ std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
     metrics::ScopedTimer t(metrics::compile_time);
     ir::Graph g = build_graph();
     save_graph(g);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      explain_miss(g, explained_);
+    }
     ir::Graph opt = optimize(g);
     ir::verify(opt);
     exe = device.compile(opt);

@@ -50,6 +50,8 @@ class CompileCache {
     std::list<uint64_t>::iterator pos;
   };
   std::unordered_map<uint64_t, Entry> map_;
+  // node descriptions of recent graphs, kept only while explaining misses
+  std::vector<std::vector<std::string>> explained_;
 };
 
 }  // namespace lazytrace::compiler
