@@ -9,7 +9,7 @@
  */
 #include <cstdint>
 #include <cstring>
-#include <deque>
+#include <forward_list>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -23,12 +23,12 @@ namespace lazytrace::pytree {
 
 /** An argument list (or a result) taken apart. */
 struct Flat {
-  Flat() { leaves.reserve(16); }
   // The leaves, by address: the arguments outlive the call, and a leaf made while
-  // flattening (a Tree's) is kept in `owned`. No handle is copied on the hot path.
+  // flattening (a Tree's) is kept in `owned` (a list: addresses stay, and an empty one
+  // allocates nothing). No handle is copied on the hot path.
   std::vector<const Tensor*> leaves;
-  std::deque<Tensor> owned;
-  const Tensor& own(Tensor t) { return owned.emplace_back(std::move(t)); }
+  std::forward_list<Tensor> owned;
+  const Tensor& own(Tensor t) { return owned.emplace_front(std::move(t)); }
   /** Copies of the leaves. */
   std::vector<Tensor> tensors() const {
     std::vector<Tensor> out;
