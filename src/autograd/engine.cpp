@@ -352,7 +352,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 }
 
 Tensor Tensor::grad() const {
-  const auto& m = checked(*this, "grad").autograd;
+  checked(*this, "grad");
+  const auto& m = autograd::on_tape(*this).impl()->autograd;  // a stand-in's, when traced
   return m ? m->grad : Tensor();
 }
 
@@ -361,8 +362,9 @@ void Tensor::set_grad(const Tensor& grad) {
   if (grad.defined() && (grad.shape() != shape() || grad.dtype() != dtype()))
     fail("set_grad", "the gradient ", grad.type_str(), " must have the tensor's type ", type_str(),
          ".");
-  if (!grad.defined() && !impl_->autograd) return;
-  autograd::meta_of(*this).grad = grad;
+  const Tensor& self = autograd::on_tape(*this);  // a stand-in's, when traced
+  if (!grad.defined() && !self.impl()->autograd) return;
+  autograd::meta_of(self).grad = grad;
 }
 
 Tensor Tensor::detach() const {

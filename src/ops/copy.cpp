@@ -1,5 +1,5 @@
 // copy_: replace a tensor's contents in place (lazily), with PyTorch's autograd rules for
-// in-place writes.
+// in-place writes, and with a traced function's rules for tensors from outside it.
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -10,11 +10,6 @@ Tensor& Tensor::copy_(const Tensor& src) {
   if (!src.defined())
     fail("copy_", "argument 'src' is an undefined (default-constructed) tensor; pass a tensor.");
   TensorImpl& self = *impl();
-  if (trace::is_outer(*this))
-    fail(trace::tracing_tool(), "the traced function writes into a tensor from outside it (",
-         type_str(),
-         ") with copy_; a traced function must be pure. Return the new value "
-         "and copy it after the call.");
   ir::check_broadcast_to("copy_", src.shape(), self.shape);
   const bool grad_mode = autograd::grad_enabled();
   if (grad_mode && autograd::requires_grad(*this) && is_leaf())
@@ -28,11 +23,20 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   if (n->shape != self.shape)
     n = ir::make_node(ir::OpKind::BroadcastTo, self.dtype, self.shape, std::move(n));
-  trace::set_value(self, std::move(n));
+  // In a traced function, a tensor from outside is written through its stand-in (compile
+  // writes it back after the call); where writes are not allowed it is an error.
+  const bool outer = trace::is_outer(*this);
+  if (outer && !trace::write_outer(*this, n))
+    fail(trace::tracing_tool(), "the traced function writes into a tensor from outside it (",
+         type_str(),
+         ") with copy_; a traced function must be pure. Return the new value "
+         "and copy it after the call (lt::compile writes such tensors back for you).");
+  if (!outer) trace::set_value(self, std::move(n));
   // The old value's history no longer matters; the new value's does.
-  if (!is_leaf()) autograd::clear_history(*this);
+  const Tensor& target = autograd::on_tape(*this);
+  if (!target.is_leaf()) autograd::clear_history(target);
   if (grad_mode && autograd::requires_grad(src))
-    ops::record_grad(*this, "copy_", {&src},
+    ops::record_grad(target, "copy_", {&src},
                      [](const Tensor& g) { return std::vector<Tensor>{g}; });
   return *this;
 }

@@ -57,6 +57,11 @@ void Optimizer::zero_grad() {
 void Optimizer::set_lr(double lr) {
   check_hyper(name_, "lr", lr, 0, INFINITY);
   lr_ = lr;
+  if (!lr_t_.defined()) {
+    lr_t_ = number(lr);
+  } else {
+    lr_t_.copy_(number(lr));  // shares the new 0-d buffer: no graph
+  }
 }
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions options)
@@ -68,17 +73,17 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
     fail(name_, "nesterov momentum needs momentum > 0 and dampening 0.");
   if (options.momentum > 0) momentum_ = zeros_like_all(params_);
+  started_ = number(0);
   materialize(momentum_, params_);
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
-  Tensor lr = number(lr_);
+  const Tensor& lr = lr_t_;
   // As PyTorch: the first step's buffer is the gradient itself, later ones decay it. Both
-  // are buf = a * buf + b * g with per-step numbers a and b, so the graph is the same.
-  Tensor keep = number(first_ ? 0.0 : options_.momentum);
-  Tensor take = number(first_ ? 1.0 : 1 - options_.dampening);
-  first_ = false;
+  // are buf = keep * buf + take * g, with keep and take computed from `started_`.
+  Tensor keep = started_ * options_.momentum;
+  Tensor take = 1 - started_ * options_.dampening;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -91,6 +96,7 @@ void SGD::step() {
     }
     p.copy_(p - lr * g);
   }
+  started_.copy_(ones(Shape{}, DType::float64));
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
@@ -102,6 +108,7 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
   check_hyper(name_, "weight_decay", options.weight_decay, 0, INFINITY);
   m_ = zeros_like_all(params_);
   v_ = zeros_like_all(params_);
+  step_ = number(0);
   materialize(m_, v_);
   materialize(params_);
 }
@@ -109,12 +116,11 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 void AdamW::step() {
   NoGradGuard no_grad;
   ++t_;
+  step_.copy_(step_ + 1);
   const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bc1 = 1 - std::pow(b1, static_cast<double>(t_));
-  const double bc2 = 1 - std::pow(b2, static_cast<double>(t_));
-  Tensor decay = number(1 - lr_ * options_.weight_decay);
-  Tensor step_size = number(lr_ / bc1);
-  Tensor inv_sqrt_bc2 = number(1 / std::sqrt(bc2));
+  Tensor decay = 1 - lr_t_ * options_.weight_decay;
+  Tensor step_size = lr_t_ / (1 - pow(b1, step_));
+  Tensor inv_sqrt_bc2 = rsqrt(1 - pow(b2, step_));
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     const Tensor g = p.grad();

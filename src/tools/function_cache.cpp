@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "autograd/tape.h"
@@ -26,6 +27,7 @@ struct Entry {
   std::shared_ptr<const ir::Body> body;
   std::vector<trace::BodyInput> inputs;
   std::vector<Tensor> lifted;
+  std::vector<Tensor> written;  // outer tensors the function writes (compile): extra outputs
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
   // The lifted tensors' nodes as one Pack, reused while no tensor has been written
@@ -268,7 +270,15 @@ void CachedCall::trace(TraceFn fn) {
   e->retrace = std::move(fn);
   {
     trace::TraceScope scope(c.tool());
-    NoGradGuard no_grad;  // the forward body needs no tape; its VJP is traced separately
+    // assume_pure's forward body needs no tape (its VJP is traced separately); compile's
+    // function may run backward itself, on stand-ins that require grad as their tensors do
+    std::optional<NoGradGuard> no_grad;
+    if (c.options.functional_writes) {
+      scope.allow_writes();
+      scope.set_lift_grad(trace::TraceScope::LiftGrad::same);
+    } else {
+      no_grad.emplace();
+    }
     std::vector<Tensor> ph;
     for (const Tensor* t : flat_.leaves) ph.push_back(scope.input(t->shape(), t->dtype()));
     Traced traced = e->retrace(ph);
@@ -276,6 +286,7 @@ void CachedCall::trace(TraceFn fn) {
     e->result = std::move(traced.result);
     e->inputs = scope.inputs();
     e->lifted = scope.lifted();
+    e->written = scope.written();
     e->rng_count = scope.rng_count();
     e->out_types = types_of(traced.outputs);
   }
@@ -299,7 +310,7 @@ namespace {
 void trace_vjp(Entry& e, const char* tool, const std::string& name) {
   metrics::assume_pure_backward_trace.add();
   trace::TraceScope scope(std::string(tool) + " (backward)");
-  scope.set_lift_requires_grad(true);
+  scope.set_lift_grad(trace::TraceScope::LiftGrad::all);
   EnableGradGuard grad_on;
   std::vector<Tensor> ph;
   for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
@@ -349,6 +360,16 @@ std::vector<Tensor> CachedCall::record() {
   if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
   std::vector<Tensor> outs =
       call_body(e->body, operands(e->inputs, flat_.leaves, rng, {}), lifted_pack(*e));
+  if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
+    NoGradGuard no_grad;
+    const size_t n = e->out_types.size();
+    for (size_t i = 0; i < e->written.size(); ++i) {
+      Tensor target = e->written[i];
+      target.copy_(outs[n + i]);
+    }
+    outs.resize(n);
+    return outs;  // a function with side effects is not differentiated from outside
+  }
 
   if (!autograd::grad_enabled()) return outs;
   bool any = false;

@@ -14,7 +14,10 @@ struct TraceContext {
   std::vector<BodyInput> inputs;
   std::vector<Tensor> lifted, lifted_ph;
   std::unordered_map<const TensorImpl*, size_t> lifted_index;
-  bool lift_requires_grad = false;
+  TraceScope::LiftGrad lift_grad = TraceScope::LiftGrad::none;
+  bool writes_allowed = false;
+  std::vector<Tensor> written;
+  const TensorImpl* lifting = nullptr;  // while its stand-in is made, a tensor is itself
   int explicit_count = 0, extra_count = 0;
   ir::NodePtr rng_seed, rng_offset;
   uint64_t rng_count = 0;
@@ -48,7 +51,11 @@ const Tensor& lifted_placeholder(const Tensor& t) {
   if (it == c.lifted_index.end()) {
     const int k = static_cast<int>(c.lifted.size());
     Tensor ph = c.placeholder(t.shape(), t.dtype(), {BodyInput::Lifted, k});
-    if (c.lift_requires_grad && is_floating(t.dtype())) ph.requires_grad_();
+    c.lifting = t.impl().get();  // t.requires_grad() must read t's own state
+    const bool grad = c.lift_grad == TraceScope::LiftGrad::all ||
+                      (c.lift_grad == TraceScope::LiftGrad::same && t.requires_grad());
+    c.lifting = nullptr;
+    if (grad && is_floating(t.dtype())) ph.requires_grad_();
     c.lifted.push_back(t);
     c.lifted_ph.push_back(ph);
     it = c.lifted_index.emplace(t.impl().get(), static_cast<size_t>(k)).first;
@@ -86,19 +93,39 @@ Tensor TraceScope::extra(const Shape& shape, DType dtype) {
   return ctx_->placeholder(shape, dtype, {BodyInput::Extra, ctx_->extra_count++});
 }
 
-void TraceScope::set_lift_requires_grad(bool on) {
-  ctx_->lift_requires_grad = on;
+void TraceScope::set_lift_grad(LiftGrad mode) {
+  ctx_->lift_grad = mode;
+}
+
+void TraceScope::allow_writes() {
+  ctx_->writes_allowed = true;
+}
+
+const std::vector<Tensor>& TraceScope::written() const {
+  return ctx_->written;
+}
+
+bool write_outer(const Tensor& t, ir::NodePtr node) {
+  if (!g_ctx || !g_ctx->writes_allowed) return false;
+  TraceContext& c = *g_ctx;
+  Tensor ph = lifted_placeholder(t);  // its old value stays the input; reads now see `node`
+  set_value(*ph.impl(), std::move(node));
+  bool seen = false;
+  for (const Tensor& w : c.written) seen = seen || w.impl() == t.impl();
+  if (!seen) c.written.push_back(t);
+  return true;
 }
 
 std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& outputs,
                                                    const std::string& name) {
   std::vector<ir::NodePtr> results;
-  results.reserve(outputs.size());
+  results.reserve(outputs.size() + ctx_->written.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined())
       fail(ctx_->tool, "output ", i, " of '", name, "' is an undefined tensor.");
     results.push_back(node_of(outputs[i]));  // an outer tensor returned as is is lifted
   }
+  for (const Tensor& w : ctx_->written) results.push_back(lift(w));  // their new values
   // lifted tensors are packed: a call that reuses their Pack node records in O(1)
   std::vector<int> packed;
   if (!ctx_->lifted.empty())
@@ -129,7 +156,7 @@ const std::string& tracing_tool() {
 }
 
 bool is_outer(const Tensor& t) {
-  return g_ctx && t.impl()->context != g_ctx->id;
+  return g_ctx && t.impl()->context != g_ctx->id && t.impl().get() != g_ctx->lifting;
 }
 
 std::pair<ir::NodePtr, ir::NodePtr> random_operands(uint64_t n) {

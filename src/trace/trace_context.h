@@ -44,8 +44,18 @@ class TraceScope {
   Tensor input(const Shape& shape, DType dtype, bool requires_grad = false);
   /** An input made after the function ran (a cotangent for a VJP body). */
   Tensor extra(const Shape& shape, DType dtype);
-  /** Lifted floating tensors stand in as placeholders that require grad (VJP traces). */
-  void set_lift_requires_grad(bool on);
+  /** Which lifted floating tensors' stand-ins require grad: none (the default), all (VJP
+   * traces), or those whose outer tensor does (compile, where backward runs inside). */
+  enum class LiftGrad { none, all, same };
+  void set_lift_grad(LiftGrad mode);
+  /**
+   * Lets the function write into outer tensors (compile): a copy_ into one gives its
+   * stand-in the new value, and the body returns it as an extra output for the tool to
+   * write back after the call (written()).
+   */
+  void allow_writes();
+  /** The outer tensors written, in order; finish() appends their new values to the outputs. */
+  const std::vector<Tensor>& written() const;
 
   /** Ends tracing: the body computing `outputs` from this scope's inputs. */
   std::shared_ptr<const ir::Body> finish(const std::vector<Tensor>& outputs,
@@ -72,6 +82,9 @@ const Tensor& lifted_placeholder(const Tensor& t);
 inline const ir::NodePtr& lift(const Tensor& t) {
   return lifted_placeholder(t).impl()->node;
 }
+/** In a trace that allows writes, gives outer tensor t the value `node` (copy_) and
+ * returns true; false if the active trace does not allow writes. */
+bool write_outer(const Tensor& t, ir::NodePtr node);
 /** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */
 void check_not_tracing(const char* what);
 

@@ -4,8 +4,9 @@
  * the parameters with copy_, so forward, backward and update form one graph, cached from
  * the second step on. State (momentum, moments) is created and materialized when the
  * optimizer is made, so the first step's graph is the same as every later one's.
- * Per-step numbers (learning rate, bias corrections) enter as 0-d tensors: changing them
- * never recompiles.
+ * Per-step numbers (learning rate, step count, bias corrections) are 0-d tensors kept as
+ * state and computed with ops: changing them never recompiles, and a step traced by
+ * lt::compile stays correct on every later call (no host number is frozen into it).
  */
 #include <vector>
 
@@ -29,6 +30,7 @@ class Optimizer {
  protected:
   std::vector<Tensor> params_;
   double lr_ = 0;
+  Tensor lr_t_;  // lr as a 0-d float64 tensor
   const char* name_;
 };
 
@@ -49,7 +51,7 @@ class SGD : public Optimizer {
  private:
   SGDOptions options_;
   std::vector<Tensor> momentum_;
-  bool first_ = true;
+  Tensor started_;  // 0 before the first step, 1 after: PyTorch's first-step momentum rule
 };
 
 struct AdamWOptions {
@@ -65,12 +67,14 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   void step() override;
+  /** step() calls made from host code (a step inside lt::compile runs in the graph). */
   int64_t steps() const { return t_; }
 
  private:
   AdamWOptions options_;
   std::vector<Tensor> m_, v_;
   int64_t t_ = 0;
+  Tensor step_;  // t as a 0-d float64 tensor, for the bias corrections
 };
 
 }  // namespace lazytrace::optim

@@ -48,7 +48,8 @@ class CompiledFunction {
             tools::make_function_cache({.tool = "compile",
                                         .name = options_.name.empty() ? "compiled" : options_.name,
                                         .max_different_graphs = options_.max_different_graphs,
-                                        .count_as_compile = true})),
+                                        .count_as_compile = true,
+                                        .functional_writes = true})),
         eager_(std::make_shared<std::set<uint64_t>>()) {
     if (options_.name.empty()) options_.name = "compiled";
   }

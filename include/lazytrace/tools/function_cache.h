@@ -26,6 +26,9 @@ struct CacheOptions {
   std::string name{};                // names the traced bodies in dumps and messages
   int max_different_graphs = 0;      // > 0: more distinct signatures is an lt::Error
   bool count_as_compile = false;     // counts into CompiledFn* metrics
+  // compile: the function may run backward and write into outer tensors (an optimizer
+  // step); writes are returned by the body and copied back after each call
+  bool functional_writes = false;
 };
 
 class FunctionCache;
