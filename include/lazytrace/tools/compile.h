@@ -12,6 +12,11 @@
  * tensor value inside fn (item(), to_vector(), a host if) is an lt::Error; without it,
  * such a function runs as plain lazy code for that signature (its reads sync as usual).
  * max_different_graphs = N makes an (N+1)th signature an lt::Error saying what differed.
+ *
+ * fn may be a whole training step: backward() runs inside on stand-ins of the parameters,
+ * and writes into tensors from outside (an optimizer's copy_) become extra results of the
+ * traced body, copied into those tensors after each call. Gradients computed inside stay
+ * inside (call zero_grad() in fn, as a step does).
  */
 #include <functional>
 #include <memory>
