@@ -10,8 +10,6 @@ namespace lazytrace {
 namespace autograd {
 namespace {
 
-thread_local bool g_grad_enabled = true;
-
 Meta& meta_of(const Tensor& t) {
   auto& m = t.impl()->autograd;
   if (!m) m = std::make_shared<Meta>();
@@ -176,9 +174,7 @@ struct Released {
 
 }  // namespace
 
-bool grad_enabled() {
-  return g_grad_enabled;
-}
+thread_local bool g_grad_enabled = true;
 
 Function::~Function() {
   // Releasing a Function releases the tensors its VJP saved, whose Functions release

@@ -53,8 +53,11 @@ struct Function {
   Function& operator=(const Function&) = delete;
 };
 
+extern thread_local bool g_grad_enabled;
 /** Whether ops on this thread record the tape (NoGradGuard turns it off). */
-bool grad_enabled();
+inline bool grad_enabled() {
+  return g_grad_enabled;
+}
 
 /** The tensor whose history an op on t records into: t, or inside a trace, the stand-in
  * of an outer t (so a traced VJP differentiates with respect to the stand-in). */

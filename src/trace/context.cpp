@@ -7,6 +7,9 @@
 
 namespace lazytrace::trace {
 
+thread_local uint32_t g_context_id = 0;
+thread_local const TensorImpl* g_lifting = nullptr;
+
 struct TraceContext {
   uint32_t id;
   std::string tool;
@@ -17,7 +20,6 @@ struct TraceContext {
   TraceScope::LiftGrad lift_grad = TraceScope::LiftGrad::none;
   bool writes_allowed = false;
   std::vector<Tensor> written;
-  const TensorImpl* lifting = nullptr;  // while its stand-in is made, a tensor is itself
   int explicit_count = 0, extra_count = 0;
   ir::NodePtr rng_seed, rng_offset;
   uint64_t rng_count = 0;
@@ -31,6 +33,11 @@ struct TraceContext {
 namespace {
 
 thread_local TraceContext* g_ctx = nullptr;
+
+void enter(TraceContext* c) {
+  g_ctx = c;
+  g_context_id = c ? c->id : 0;
+}
 std::atomic<uint32_t> g_next_id{1};
 const std::string kNoTool;
 
@@ -41,20 +48,16 @@ ir::NodePtr rng_input(TraceContext& c, BodyInput::Kind kind) {
 
 }  // namespace
 
-uint32_t current_context_id() {
-  return g_ctx ? g_ctx->id : 0;
-}
-
 const Tensor& lifted_placeholder(const Tensor& t) {
   TraceContext& c = *g_ctx;
   auto it = c.lifted_index.find(t.impl().get());
   if (it == c.lifted_index.end()) {
     const int k = static_cast<int>(c.lifted.size());
     Tensor ph = c.placeholder(t.shape(), t.dtype(), {BodyInput::Lifted, k});
-    c.lifting = t.impl().get();  // t.requires_grad() must read t's own state
+    g_lifting = t.impl().get();  // while its stand-in is made, t.requires_grad() is t's own
     const bool grad = c.lift_grad == TraceScope::LiftGrad::all ||
                       (c.lift_grad == TraceScope::LiftGrad::same && t.requires_grad());
-    c.lifting = nullptr;
+    g_lifting = nullptr;
     if (grad && is_floating(t.dtype())) ph.requires_grad_();
     c.lifted.push_back(t);
     c.lifted_ph.push_back(ph);
@@ -75,11 +78,11 @@ void check_not_tracing(const char* what) {
 TraceScope::TraceScope(std::string tool) : ctx_(new TraceContext()), parent_(g_ctx) {
   ctx_->id = g_next_id.fetch_add(1);
   ctx_->tool = std::move(tool);
-  g_ctx = ctx_;
+  enter(ctx_);
 }
 
 TraceScope::~TraceScope() {
-  g_ctx = parent_;
+  enter(parent_);
   delete ctx_;
 }
 
@@ -153,10 +156,6 @@ bool tracing() {
 
 const std::string& tracing_tool() {
   return g_ctx ? g_ctx->tool : kNoTool;
-}
-
-bool is_outer(const Tensor& t) {
-  return g_ctx && t.impl()->context != g_ctx->id && t.impl().get() != g_ctx->lifting;
 }
 
 std::pair<ir::NodePtr, ir::NodePtr> random_operands(uint64_t n) {

@@ -74,8 +74,15 @@ class TraceScope {
   TraceContext* parent_;
 };
 
+// The active scope's id and the tensor whose stand-in is being made, for the inline checks
+// below (on every recorded op).
+extern thread_local uint32_t g_context_id;
+extern thread_local const TensorImpl* g_lifting;
+
 /** The active scope's id (tensors record where they were made), 0 outside any. */
-uint32_t current_context_id();
+inline uint32_t current_context_id() {
+  return g_context_id;
+}
 /** The stand-in for outer tensor t in the active trace (made on first use). */
 const Tensor& lifted_placeholder(const Tensor& t);
 /** Its node. */
@@ -96,7 +103,10 @@ bool tracing();
 /** The active scope's tool name ("" outside any). */
 const std::string& tracing_tool();
 /** Whether t comes from outside the active trace (it is lifted when an op uses it). */
-bool is_outer(const Tensor& t);
+inline bool is_outer(const Tensor& t) {
+  const TensorImpl* impl = t.impl().get();
+  return g_context_id != 0 && impl->context != g_context_id && impl != g_lifting;
+}
 /**
  * The seed and offset operands for a draw of n random numbers: the global generator's
  * state (advanced by n) outside a trace; the body's generator inputs inside one.
