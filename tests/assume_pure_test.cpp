@@ -402,3 +402,25 @@ TEST(AssumePureGrad, WholeModelWithCapturedWeightsTrainsLikeThePlainModel) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AssumePure, TheTraceCacheIsBoundedLeastRecentlyUsedFirst) {
+  setenv("LAZYTRACE_TRACE_CACHE_SIZE", "2", 1);  // read when the function is made
+  auto f = lt::assume_pure([](const Tensor& x) { return x * 2.0f; });
+  unsetenv("LAZYTRACE_TRACE_CACHE_SIZE");
+  lt::metrics::reset();
+  f(lt::zeros({1}));
+  f(lt::zeros({2}));
+  f(lt::zeros({1}));  // a hit; {1} is now the most recent
+  f(lt::zeros({3}));  // evicts {2}
+  EXPECT_EQ(counter("AssumePureTrace"), 3);
+  f(lt::zeros({1}));  // still cached
+  EXPECT_EQ(counter("AssumePureTrace"), 3);
+  f(lt::zeros({2}));  // traced again
+  EXPECT_EQ(counter("AssumePureTrace"), 4);
+  EXPECT_EQ(counter("AssumePureHit"), 2);
+  EXPECT_EQ(f(lt::tensor({1.0f, 2.0f})).to_vector<float>(), (std::vector<float>{2, 4}));
+}
+
+}  // namespace
