@@ -40,13 +40,15 @@ thread_local std::vector<NodePtr>* t_release_queue = nullptr;
 
 Node::Node(OpKind op_, DType dtype_, Shape shape_, NodePtr* operands, int n, Attrs attrs_)
     : op(op_), dtype(dtype_), shape(std::move(shape_)), attrs(attrs_) {
+  if (n > kInline) {  // one allocation for the rest (a call's inputs, a concat's parts)
+    more_ = std::make_unique<std::vector<NodePtr>>();
+    more_->reserve(static_cast<size_t>(n - kInline));
+  }
   for (int i = 0; i < n; ++i) {
     if (n_inline_ < kInline)
       inline_[n_inline_++] = std::move(operands[i]);
-    else {
-      if (!more_) more_ = std::make_unique<std::vector<NodePtr>>();
+    else
       more_->push_back(std::move(operands[i]));
-    }
   }
 }
 

@@ -150,15 +150,18 @@ class FunctionCache {
 
   std::shared_ptr<Entry> find(uint64_t key, const std::vector<const Tensor*>& leaves) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = index.find(key);
-    if (it == index.end()) return nullptr;
-    const auto& e = *it->second;
+    if (lru.empty()) return nullptr;
+    // the common case, a loop calling with one signature: the most recent entry
+    const bool front = lru.front()->key == key;
+    auto it = front ? index.end() : index.find(key);
+    if (!front && it == index.end()) return nullptr;
+    const auto& e = front ? lru.front() : *it->second;
     if (e->leaf_types.size() != leaves.size()) return nullptr;  // a hash collision: retrace
     for (size_t i = 0; i < leaves.size(); ++i)
       if (e->leaf_types[i].first != leaves[i]->shape() ||
           e->leaf_types[i].second != leaves[i]->dtype())
         return nullptr;
-    lru.splice(lru.begin(), lru, it->second);
+    if (!front) lru.splice(lru.begin(), lru, it->second);
     return e;
   }
 
