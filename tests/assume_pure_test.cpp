@@ -424,3 +424,35 @@ TEST(AssumePure, TheTraceCacheIsBoundedLeastRecentlyUsedFirst) {
 }
 
 }  // namespace
+
+namespace {
+
+// Calls that are not differentiated are compiled once per body: the program has one call
+// step per call, running one shared body program, nested calls included.
+TEST(AssumePure, CallsAreCompiledOncePerBodyAndGiveThePlainValues) {
+  auto inner_fn = [](const Tensor& h, const Tensor& w) { return lt::tanh(lt::matmul(h, w)) + h; };
+  auto inner = lt::assume_pure(inner_fn);
+  auto outer = lt::assume_pure([inner](const Tensor& h, const Tensor& w) {
+    return lt::sigmoid(inner(inner(h, w), w)) * 2.0f;
+  });
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 6; ++i) ws.push_back(random_tensor({8, 8}, 30 + static_cast<uint64_t>(i)));
+  Tensor x = random_tensor({4, 8}, 40);
+  Tensor h = x, ref = x;
+  for (const Tensor& w : ws) {
+    h = outer(h, w);
+    ref = lt::sigmoid(inner_fn(inner_fn(ref, w), w)) * 2.0f;
+  }
+  const std::string plan = lt::debug::to_program({h});
+  size_t calls = 0;
+  for (size_t p = plan.find("] call ("); p != std::string::npos; p = plan.find("] call (", p + 1))
+    ++calls;
+  EXPECT_EQ(calls, 6u) << plan;  // the outer calls; the inner ones run inside its program
+  expect_close(h, ref, 1e-5, "outlined calls");
+  // a differentiated call is inlined: its VJP's forward merges with it
+  Tensor w = random_tensor({8, 8}, 41).requires_grad_();
+  Tensor y = outer(x, w);
+  EXPECT_EQ(lt::debug::to_program({y}).find("] call ("), std::string::npos);
+}
+
+}  // namespace

@@ -2,9 +2,12 @@
 // over tiles), and every intermediate storage gets an arena offset.
 #include <algorithm>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 
 #include "compiler/program.h"
 #include "compiler/views.h"
+#include "ir/body.h"
 #include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
 
@@ -183,6 +186,12 @@ class Lowering {
         break;
     }
     if (n.op == OpKind::Matmul) return lower_matmul(i);
+    if (n.op == OpKind::Call) return lower_call(i);
+    if (n.op == OpKind::CallResult) {
+      vals_[i].kind = Value::AsView;
+      vals_[i].view = call_results_.at(n.inputs[0])[static_cast<size_t>(n.attrs[0])];
+      return;
+    }
     if (n.op == OpKind::Concat) return lower_concat(i);
     if (n.op == OpKind::IndexSelect || n.op == OpKind::IndexAdd) {
       GatherStep gs;
@@ -481,16 +490,61 @@ class Lowering {
 
   void plan_arena();
 
+  // A call: the body's program (compiled once per body) runs on the caller's memory. The
+  // call's inputs are the body's inputs, then its Data leaves, then its scalar leaves.
+  void lower_call(int i) {
+    const GNode& n = g_.nodes[i];
+    const auto& body = *static_cast<const ir::Body*>(n.body.get());
+    std::shared_ptr<const Program> prog = body_program(body);
+    const int nin = body.num_inputs;
+    const int nd = static_cast<int>(body.graph.param_nodes.size());
+    CallStep cs;
+    cs.body = prog;
+    for (int s = 0; s < nd + nin; ++s) {
+      const int in = n.inputs[static_cast<size_t>(s < nd ? nin + s : s - nd)];
+      View v = use_memory_view(in);
+      if (!v.is_contiguous()) {
+        const int c = copy_to_new(v, StorageKind::Arena);
+        v = contiguous_view(c, v.dtype, v.shape);
+      }
+      cs.params.push_back(v);
+    }
+    for (size_t j = 0; j < body.graph.scalar_nodes.size(); ++j)
+      cs.scalars.push_back(g_.nodes[n.inputs[static_cast<size_t>(nin + nd) + j]].param);
+    cs.outputs.assign(static_cast<size_t>(prog->num_outputs), -1);
+    std::vector<View> results;
+    for (const ResultBinding& b : prog->results) {
+      const Storage& st = prog->storages[static_cast<size_t>(b.storage)];
+      if (st.kind == StorageKind::Param) {  // the body returns an input as it is
+        results.push_back(cs.params[static_cast<size_t>(st.slot)]);
+        continue;
+      }
+      int& out = cs.outputs[static_cast<size_t>(st.slot)];
+      if (out < 0) out = new_storage(b.shape, b.dtype);
+      results.push_back(contiguous_view(out, b.dtype, b.shape));
+    }
+    if (prog->arena_bytes > 0) cs.scratch = new_storage(Shape{prog->arena_bytes}, DType::bool_);
+    p_.steps.emplace_back(std::move(cs));
+    call_results_[i] = std::move(results);
+  }
+
   const ir::Graph& g_;
   Program p_;
   std::vector<Value> vals_;
   std::vector<Group> groups_;
   std::vector<std::vector<int>> writers_;
   std::map<int, int> param_storages_;
+  std::map<int, std::vector<View>> call_results_;
 };
 
 template <typename F>
 void for_each_view(const Step& step, F&& f) {
+  if (auto* c = std::get_if<CallStep>(&step)) {
+    for (const View& v : c->params) f(v.storage);
+    for (int o : c->outputs) f(o);
+    f(c->scratch);
+    return;
+  }
   if (auto* s = std::get_if<FusedStep>(&step)) {
     for (const View& v : s->loads) f(v.storage);
     for (const auto& st : s->stores) f(st.dst.storage);
@@ -573,6 +627,32 @@ void Lowering::plan_arena() {
 
 Program lower(const ir::Graph& g) {
   return Lowering(g).run();
+}
+
+std::shared_ptr<const Program> body_program(const ir::Body& body) {
+  // Bodies with one hash have one structure; their constants are slots, not values.
+  static std::mutex mu;
+  static auto* programs = new std::unordered_map<uint64_t, std::shared_ptr<const Program>>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = programs->find(body.hash);
+    if (it != programs->end()) return it->second;
+  }
+  // The body's inputs become parameters after its own Data leaves.
+  ir::Graph g = body.graph;
+  const int nd = static_cast<int>(g.param_nodes.size());
+  g.param_nodes.resize(static_cast<size_t>(nd + body.num_inputs), -1);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    ir::GNode& n = g.nodes[k];
+    if (n.op != OpKind::Param) continue;
+    n.op = OpKind::Data;
+    n.param = nd + static_cast<int>(n.attrs[0]);
+    n.attrs = ir::Attrs{};
+    g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
+  }
+  auto prog = std::make_shared<const Program>(lower(optimize(g)));
+  std::lock_guard<std::mutex> lock(mu);
+  return programs->emplace(body.hash, std::move(prog)).first->second;
 }
 
 }  // namespace lazytrace::compiler

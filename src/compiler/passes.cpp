@@ -169,6 +169,11 @@ std::string describe(const Program& p) {
            << " -> s" << gs->out_storage;
       else
         os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
+    } else if (auto* cs = std::get_if<CallStep>(&s)) {
+      os << "call (" << cs->body->steps.size() << " steps, compiled once);";
+      for (const View& v : cs->params) os << " " << view(v);
+      os << " ->";
+      for (int o : cs->outputs) os << " s" << o;
     }
     os << "\n";
   }

@@ -2,12 +2,17 @@
 // Program: a graph lowered to a backend-neutral kernel list over planned storage.
 // Layout ops have become strided views, elementwise chains have become fused steps, and
 // every intermediate has an offset in one arena, so a run only binds pointers.
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "ir/graph.h"
+
+namespace lazytrace::ir {
+struct Body;
+}
 
 namespace lazytrace::compiler {
 
@@ -84,7 +89,21 @@ struct GatherStep {
   Shape out_shape;
 };
 
-using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep>;
+struct Program;
+
+// A call of a traced body: its program (compiled once per body, shared by every call)
+// runs on the caller's memory. Param slot s of the body reads params[s] (contiguous);
+// scalar slot j is the caller's scalar slot scalars[j]; output slot o writes the caller's
+// storage outputs[o]; the body's arena lives in the caller's storage `scratch` (-1: none).
+struct CallStep {
+  std::shared_ptr<const Program> body;
+  std::vector<View> params;
+  std::vector<int> scalars;
+  std::vector<int> outputs;
+  int scratch = -1;
+};
+
+using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep>;
 
 struct ResultBinding {
   int storage;  // Param or Output storage
@@ -105,6 +124,8 @@ struct Program {
 
 /** Lowers an optimized graph: views, fusion grouping, buffer planning. */
 Program lower(const ir::Graph& g);
+/** The program of a traced body, compiled once per body hash and shared by its calls. */
+std::shared_ptr<const Program> body_program(const ir::Body& body);
 /** Removes dead nodes and merges identical ones (same op, attrs and operands). */
 ir::Graph optimize(const ir::Graph& g);
 /** Human-readable kernel list and plan. */

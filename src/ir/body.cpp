@@ -33,7 +33,7 @@ NodePtr make_pack(std::vector<NodePtr> inputs) {
 }
 
 std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vector<NodePtr> direct,
-                               NodePtr pack) {
+                               NodePtr pack, bool inline_call) {
   int num_packed = 0;
   for (int p : body->packed) num_packed += p >= 0;
   if (static_cast<int>(direct.size()) + num_packed != body->num_inputs ||
@@ -44,6 +44,7 @@ std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vec
   if (pack) direct.push_back(std::move(pack));
   Attrs a;
   a.push(static_cast<int64_t>(body->hash));
+  a.flag = inline_call;
   NodePtr call = make_node(OpKind::Call, DType::float32, Shape{}, std::move(direct), a);
   call->data = std::const_pointer_cast<Body>(body);
   std::vector<NodePtr> outs;

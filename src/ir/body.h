@@ -1,9 +1,11 @@
 #pragma once
 // Body: a traced function as a graph of its own, whose leaves include Param nodes (its
 // inputs), and the Call nodes that use it. A Call costs one node to record however large
-// its body is; its hash is the body's, so a walk hashes it in O(1). When a graph is built
-// for compiling or printing, each call is inlined (build_graph), so the compiler fuses and
-// plans across call boundaries as if the body had been recorded in place.
+// its body is; its hash is the body's, so a walk hashes it in O(1). When a graph is built,
+// a call stays a Call node, which the compiler lowers to a step running the body's program,
+// compiled once for all calls of the body; a call marked inline is copied in instead
+// (build_graph), so the compiler fuses and merges across it (a differentiated call and its
+// VJP, which recomputes the forward: merged, the forward runs once).
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,7 +38,7 @@ std::shared_ptr<const Body> make_body(std::vector<NodePtr> results, int num_inpu
  * holding them (made by make_pack, and reusable by later calls), and the call's results.
  */
 std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vector<NodePtr> direct,
-                               NodePtr pack = nullptr);
+                               NodePtr pack = nullptr, bool inline_call = false);
 /** A group of inputs for calls: recording a call that reuses it costs O(1). */
 NodePtr make_pack(std::vector<NodePtr> inputs);
 

@@ -1,5 +1,7 @@
 #include "ir/graph.h"
 
+#include <map>
+
 #include "core/hash.h"
 #include "ir/body.h"
 
@@ -60,20 +62,44 @@ namespace {
 // Copies a call's body into g: its Params become the call's operands (`args`, graph
 // indices), its leaves take the next parameter slots. Returns the graph index of each
 // body result.
-std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& args) {
+std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& args,
+                             const std::vector<int>* leaves = nullptr) {
+  // `leaves`: graph nodes that already stand for b's own Data leaves then its scalar
+  // leaves (a nested call being inlined); null: they are made here, taking new slots.
+  const size_t nd = b.graph.param_nodes.size();
   std::vector<int> at(b.graph.nodes.size());
+  std::map<size_t, std::vector<int>> nested_results;
   for (size_t i = 0; i < b.graph.nodes.size(); ++i) {
     const GNode& bn = b.graph.nodes[i];
     if (bn.op == OpKind::Param) {
       at[i] = args[static_cast<size_t>(bn.attrs[0])];
       continue;
     }
+    const bool data = bn.op == OpKind::Data, scalar = bn.op == OpKind::Scalar && bn.scalar_is_param;
+    if (leaves && (data || scalar)) {
+      at[i] = (*leaves)[static_cast<size_t>(bn.param) + (scalar ? nd : 0)];
+      continue;
+    }
+    if (bn.op == OpKind::Call) {  // a call inside: inlined too, so nothing stays outlined
+      const Body& inner = *static_cast<const Body*>(bn.body.get());
+      std::vector<int> inner_args, inner_leaves;
+      for (size_t k = 0; k < bn.inputs.size(); ++k)
+        (static_cast<int>(k) < inner.num_inputs ? inner_args : inner_leaves)
+            .push_back(at[static_cast<size_t>(bn.inputs[k])]);
+      nested_results[i] = inline_body(g, inner, inner_args, &inner_leaves);
+      continue;
+    }
+    if (bn.op == OpKind::CallResult) {
+      at[i] =
+          nested_results.at(static_cast<size_t>(bn.inputs[0]))[static_cast<size_t>(bn.attrs[0])];
+      continue;
+    }
     GNode gn = bn;
     for (int& in : gn.inputs) in = at[static_cast<size_t>(in)];
-    if (gn.op == OpKind::Data) {
+    if (data) {
       gn.param = static_cast<int>(g.param_nodes.size());
       g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
-    } else if (gn.op == OpKind::Scalar && gn.scalar_is_param) {
+    } else if (scalar) {
       gn.param = static_cast<int>(g.scalar_nodes.size());
       g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
     }
@@ -82,6 +108,48 @@ std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& ar
   }
   std::vector<int> results;
   for (int r : b.graph.results) results.push_back(at[static_cast<size_t>(r)]);
+  return results;
+}
+
+// A Call node of g: its inputs are `args`, then the body's own leaves (made here, taking
+// the next parameter slots, in the order the walk collected them). Returns the graph
+// index of a CallResult node for each body result.
+std::vector<int> outline_call(Graph& g, const Node& call, std::vector<int> args) {
+  const Body& b = body_of(call);
+  for (int k : b.graph.param_nodes) {
+    GNode gn = b.graph.nodes[static_cast<size_t>(k)];
+    gn.param = static_cast<int>(g.param_nodes.size());
+    g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
+    args.push_back(static_cast<int>(g.nodes.size()));
+    g.nodes.push_back(std::move(gn));
+  }
+  for (int k : b.graph.scalar_nodes) {
+    GNode gn = b.graph.nodes[static_cast<size_t>(k)];
+    gn.param = static_cast<int>(g.scalar_nodes.size());
+    g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
+    args.push_back(static_cast<int>(g.nodes.size()));
+    g.nodes.push_back(std::move(gn));
+  }
+  GNode c;
+  c.op = OpKind::Call;
+  c.dtype = call.dtype;
+  c.shape = call.shape;
+  c.attrs = call.attrs;
+  c.inputs = std::move(args);
+  c.body = call.data;
+  const int ci = static_cast<int>(g.nodes.size());
+  g.nodes.push_back(std::move(c));
+  std::vector<int> results;
+  for (size_t i = 0; i < b.results.size(); ++i) {
+    GNode r;
+    r.op = OpKind::CallResult;
+    r.dtype = b.results[i]->dtype;
+    r.shape = b.results[i]->shape;
+    r.attrs.push(static_cast<int64_t>(i));
+    r.inputs = {ci};
+    results.push_back(static_cast<int>(g.nodes.size()));
+    g.nodes.push_back(std::move(r));
+  }
   return results;
 }
 
@@ -105,7 +173,8 @@ Graph build_graph(const Walk& w, std::string name) {
         const int k = b.packed.empty() ? -1 : b.packed[static_cast<size_t>(i)];
         args.push_back(k >= 0 ? at[pack->operand(k)->index] : at[n->operand(direct++)->index]);
       }
-      call_results[pos] = inline_body(g, b, args);
+      call_results[pos] =
+          n->attrs.flag ? inline_body(g, b, args) : outline_call(g, *n, std::move(args));
       continue;
     }
     if (n->op == OpKind::Pack) continue;  // read through by the calls that use it

@@ -2,6 +2,7 @@
 // Graph: a computation with parameters and results, in topological order, with operands
 // as indices. Built from pending nodes only when a graph is compiled (a cache miss) or
 // printed; a cache hit needs only the Walk.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct GNode {
   double value = 0;
   int64_t ivalue = 0;
   bool scalar_is_param = false;
+  // Call: the traced body (an ir::Body) it runs; its inputs are the body's inputs, then
+  // the body's own Data and parameter-Scalar leaves (as nodes of this graph).
+  std::shared_ptr<const void> body;
 };
 
 struct Graph {

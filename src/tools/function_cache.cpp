@@ -114,11 +114,14 @@ const ir::NodePtr& lifted_pack(Entry& e) {
   return e.pack;
 }
 
+// A call of `body`. A differentiated call and its VJP call are inlined where compiled: the
+// VJP recomputes the forward, and inlined, the compiler merges that with the forward call.
 std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
-                              std::vector<ir::NodePtr> ops, const ir::NodePtr& pack) {
+                              std::vector<ir::NodePtr> ops, const ir::NodePtr& pack,
+                              bool inline_call) {
   trace::OpScope scope;
   std::vector<Tensor> outs;
-  for (ir::NodePtr& n : ir::make_call(body, std::move(ops), pack))
+  for (ir::NodePtr& n : ir::make_call(body, std::move(ops), pack, inline_call))
     outs.push_back(trace::make_pending(std::move(n)));
   return outs;
 }
@@ -361,8 +364,14 @@ std::vector<Tensor> CachedCall::record() {
   std::shared_ptr<Entry> e = entry_;
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
-  std::vector<Tensor> outs =
-      call_body(e->body, operands(e->inputs, flat_.leaves, rng, {}), lifted_pack(*e));
+  bool differentiated = false;
+  if (autograd::grad_enabled() && e->written.empty()) {
+    for (const Tensor* t : flat_.leaves)
+      differentiated = differentiated || autograd::requires_grad(*t);
+    for (const Tensor& t : e->lifted) differentiated = differentiated || autograd::requires_grad(t);
+  }
+  std::vector<Tensor> outs = call_body(e->body, operands(e->inputs, flat_.leaves, rng, {}),
+                                       lifted_pack(*e), differentiated);
   if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
     NoGradGuard no_grad;
     const size_t n = e->out_types.size();
@@ -373,12 +382,7 @@ std::vector<Tensor> CachedCall::record() {
     outs.resize(n);
     return outs;  // a function with side effects is not differentiated from outside
   }
-
-  if (!autograd::grad_enabled()) return outs;
-  bool any = false;
-  for (const Tensor* t : flat_.leaves) any = any || autograd::requires_grad(*t);
-  for (const Tensor& t : e->lifted) any = any || autograd::requires_grad(t);
-  if (!any) return outs;
+  if (!differentiated) return outs;
   std::vector<const Tensor*> inputs = flat_.leaves;
   for (const Tensor& t : e->lifted) inputs.push_back(&t);
   const char* tool = cache_.tool();
@@ -394,8 +398,9 @@ std::vector<Tensor> CachedCall::record() {
           cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
         }
         // the backward body lifts the same tensors in the same order (trace_vjp checks)
-        std::vector<Tensor> g = call_body(
-            e->vjp, operands(e->vjp_inputs, addresses(leaves), rng, cots), lifted_pack(*e));
+        std::vector<Tensor> g =
+            call_body(e->vjp, operands(e->vjp_inputs, addresses(leaves), rng, cots),
+                      lifted_pack(*e), /*inline_call=*/true);
         std::vector<Tensor> out(leaves.size() + e->lifted.size());
         for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
         return out;

@@ -14,6 +14,54 @@ namespace {
 
 using compiler::StorageKind;
 
+void run_steps(const compiler::Program& prog, const RunContext& ctx);
+
+// A call: the body's program on the caller's memory (see compiler::CallStep).
+void run_call(const compiler::CallStep& c, const RunContext& caller) {
+  const compiler::Program& body = *c.body;
+  RunContext ctx;
+  ctx.base.resize(body.storages.size());
+  std::vector<runtime::ScalarArg> scalars;
+  scalars.reserve(c.scalars.size());
+  for (int slot : c.scalars) scalars.push_back((*caller.scalars)[static_cast<size_t>(slot)]);
+  ctx.scalars = &scalars;
+  char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
+  for (size_t i = 0; i < body.storages.size(); ++i) {
+    const compiler::Storage& st = body.storages[i];
+    const auto slot = static_cast<size_t>(st.slot);
+    switch (st.kind) {
+      case StorageKind::Param: {
+        const compiler::View& v = c.params[slot];
+        ctx.base[i] = caller.base[static_cast<size_t>(v.storage)] +
+                      v.offset * static_cast<int64_t>(itemsize(v.dtype));
+        break;
+      }
+      case StorageKind::Arena:
+        ctx.base[i] = scratch + st.offset;
+        break;
+      case StorageKind::Output:
+        ctx.base[i] = caller.base[static_cast<size_t>(c.outputs[slot])];
+        break;
+    }
+  }
+  run_steps(body, ctx);
+}
+
+void run_steps(const compiler::Program& prog, const RunContext& ctx) {
+  for (const compiler::Step& step : prog.steps) {
+    if (auto* f = std::get_if<compiler::FusedStep>(&step))
+      run_fused(*f, ctx);
+    else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
+      run_reduce(*r, ctx);
+    else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
+      run_matmul(*m, ctx);
+    else if (auto* g = std::get_if<compiler::GatherStep>(&step))
+      run_gather(*g, ctx);
+    else if (auto* c = std::get_if<compiler::CallStep>(&step))
+      run_call(*c, ctx);
+  }
+}
+
 // Replays a lowered program. The arena is made once; a run allocates only its outputs.
 class CpuExecutable : public runtime::Executable {
  public:
@@ -43,16 +91,7 @@ class CpuExecutable : public runtime::Executable {
     ctx_.scalars = &scalars;
     {
       metrics::ScopedTimer kernels(metrics::kernel_time);
-      for (const compiler::Step& step : prog_.steps) {
-        if (auto* f = std::get_if<compiler::FusedStep>(&step))
-          run_fused(*f, ctx_);
-        else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
-          run_reduce(*r, ctx_);
-        else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
-          run_matmul(*m, ctx_);
-        else if (auto* g = std::get_if<compiler::GatherStep>(&step))
-          run_gather(*g, ctx_);
-      }
+      run_steps(prog_, ctx_);
     }
     std::vector<runtime::BufferPtr> results;
     results.reserve(prog_.results.size());
