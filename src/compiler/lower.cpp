@@ -629,14 +629,24 @@ Program lower(const ir::Graph& g) {
   return Lowering(g).run();
 }
 
+namespace {
+struct BodyPrograms {
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::shared_ptr<const Program>> programs;
+};
+BodyPrograms& body_programs() {
+  static auto* p = new BodyPrograms();  // used by executables that may outlive statics
+  return *p;
+}
+}  // namespace
+
 std::shared_ptr<const Program> body_program(const ir::Body& body) {
   // Bodies with one hash have one structure; their constants are slots, not values.
-  static std::mutex mu;
-  static auto* programs = new std::unordered_map<uint64_t, std::shared_ptr<const Program>>();
+  BodyPrograms& bp = body_programs();
   {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = programs->find(body.hash);
-    if (it != programs->end()) return it->second;
+    std::lock_guard<std::mutex> lock(bp.mu);
+    auto it = bp.programs.find(body.hash);
+    if (it != bp.programs.end()) return it->second;
   }
   // The body's inputs become parameters after its own Data leaves.
   ir::Graph g = body.graph;
@@ -651,8 +661,14 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
     g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
   }
   auto prog = std::make_shared<const Program>(lower(optimize(g)));
-  std::lock_guard<std::mutex> lock(mu);
-  return programs->emplace(body.hash, std::move(prog)).first->second;
+  std::lock_guard<std::mutex> lock(bp.mu);
+  return bp.programs.emplace(body.hash, std::move(prog)).first->second;
+}
+
+void clear_body_programs() {
+  BodyPrograms& bp = body_programs();
+  std::lock_guard<std::mutex> lock(bp.mu);
+  bp.programs.clear();
 }
 
 }  // namespace lazytrace::compiler

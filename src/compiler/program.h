@@ -126,6 +126,8 @@ struct Program {
 Program lower(const ir::Graph& g);
 /** The program of a traced body, compiled once per body hash and shared by its calls. */
 std::shared_ptr<const Program> body_program(const ir::Body& body);
+/** Forgets the body programs (executables keep the ones they use), to measure compiles. */
+void clear_body_programs();
 /** Removes dead nodes and merges identical ones (same op, attrs and operands). */
 ir::Graph optimize(const ir::Graph& g);
 /** Human-readable kernel list and plan. */
