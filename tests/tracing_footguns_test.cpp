@@ -106,4 +106,47 @@ TEST(Footguns, OldValuesSurviveCopyInto) {
   EXPECT_EQ(doubled.to_vector<float>(), (std::vector<float>{2, 4}));
 }
 
+// assume_pure: a captured tensor is read at each call, but the captured *variable* is not:
+// a lambda that captured the handle by value keeps it, so rebinding the variable outside is
+// not seen (copy_ into the tensor is).
+TEST(Footguns, AssumePureSeesCopyIntoACapturedTensorButNotRebinding) {
+  lt::Tensor w = lt::tensor({2.0f});
+  auto f = lt::assume_pure([w](const lt::Tensor& x) { return x * w; });
+  lt::Tensor x = lt::tensor({1.0f});
+  w = lt::tensor({10.0f});  // rebinding: the lambda still holds the old tensor
+  EXPECT_EQ(f(x).item<float>(), 2.0f);
+  auto g = lt::assume_pure([&w](const lt::Tensor& x) { return x * w; });
+  EXPECT_EQ(g(x).item<float>(), 10.0f);
+  w = lt::tensor({20.0f});  // by reference: the trace lifted the tensor w held then
+  EXPECT_EQ(g(x).item<float>(), 10.0f);
+  w.copy_(lt::tensor({30.0f}));  // but the tensor it lifted is w's old one, not this
+  EXPECT_EQ(g(x).item<float>(), 10.0f);
+}
+
+// assume_pure: a host number used inside is part of the trace, frozen at its first value
+// (unlike a tensor or a static argument, which are inputs or part of the key).
+TEST(Footguns, AHostNumberInsideAssumePureIsFrozen) {
+  double scale = 2.0;
+  auto f = lt::assume_pure([&scale](const lt::Tensor& x) { return x * scale; });
+  lt::Tensor x = lt::tensor({1.0f});
+  EXPECT_EQ(f(x).item<float>(), 2.0f);
+  scale = 5.0;
+  EXPECT_EQ(f(x).item<float>(), 2.0f);  // the traced graph still multiplies by 2
+  auto g = lt::assume_pure([](const lt::Tensor& x, double s) { return x * s; });
+  EXPECT_EQ(g(x, 5.0).item<float>(), 5.0f);  // as a static argument it is part of the key
+}
+
+// compile without full_graph: a function that reads a value runs as plain code, syncing
+// where it reads, on every call (it cannot be replayed as one graph).
+TEST(Footguns, CompileWithAReadInsideRunsAsPlainCode) {
+  auto step = lt::compile([](const lt::Tensor& x) { return x * lt::sum(x).item<float>(); },
+                          {.name = "reads"});
+  lt::Tensor x = lt::tensor({1.0f, 2.0f});
+  lt::sync();
+  lt::metrics::reset();
+  for (int i = 0; i < 3; ++i) step(x);
+  EXPECT_EQ(counter("CompiledFnTrace"), 1);  // tried once, then run as plain code
+  EXPECT_EQ(counter("ExecuteCount"), 6);     // the read and the result, each call
+}
+
 }  // namespace
