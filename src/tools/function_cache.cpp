@@ -147,7 +147,9 @@ class FunctionCache {
   std::mutex mu;
   std::list<std::shared_ptr<Entry>> lru;  // most recent first
   std::unordered_map<uint64_t, std::list<std::shared_ptr<Entry>>::iterator> index;
-  std::vector<std::vector<std::string>> seen;  // every signature traced (for explanations)
+  // the most recent signatures traced (for explanations), and how many were ever traced
+  std::vector<std::vector<std::string>> seen;
+  int traced = 0;
 
   const char* tool() const { return options.tool; }
 
@@ -258,9 +260,8 @@ void CachedCall::trace(TraceFn fn) {
   if (explain || c.options.max_different_graphs > 0) {
     std::lock_guard<std::mutex> lock(c.mu);
     why = c.explain(described.parts);
-    if (c.options.max_different_graphs > 0 &&
-        static_cast<int>(c.seen.size()) >= c.options.max_different_graphs)
-      fail(c.tool(), "'", c.options.name, "' would produce graph ", c.seen.size() + 1,
+    if (c.options.max_different_graphs > 0 && c.traced >= c.options.max_different_graphs)
+      fail(c.tool(), "'", c.options.name, "' would produce graph ", c.traced + 1,
            " but max_different_graphs is ", c.options.max_different_graphs, ": ", why,
            ". Keep shapes, dtypes and static arguments fixed between calls, or raise the "
            "limit.");
@@ -299,6 +300,8 @@ void CachedCall::trace(TraceFn fn) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.seen.push_back(e->parts);
+    if (c.seen.size() > 256) c.seen.erase(c.seen.begin());
+    ++c.traced;
   }
   c.insert(e);
   entry_ = std::move(e);
