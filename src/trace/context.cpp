@@ -150,10 +150,6 @@ uint64_t TraceScope::rng_count() const {
   return ctx_->rng_count;
 }
 
-bool tracing() {
-  return g_ctx != nullptr;
-}
-
 const std::string& tracing_tool() {
   return g_ctx ? g_ctx->tool : kNoTool;
 }

@@ -98,8 +98,6 @@ void check_not_tracing(const char* what);
 /** sync(tensors), or sync() when null, naming the graph (dumps, per-name metrics). */
 void sync_named(const std::vector<Tensor>* tensors, const std::string& name);
 
-/** True while a TraceScope is active on this thread. */
-bool tracing();
 /** The active scope's tool name ("" outside any). */
 const std::string& tracing_tool();
 /** Whether t comes from outside the active trace (it is lifted when an op uses it). */
