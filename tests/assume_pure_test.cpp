@@ -10,6 +10,7 @@
 #include <string>
 
 #include "expect_error.h"
+#include "tiny_decoder.h"
 
 namespace {
 
@@ -367,15 +368,8 @@ namespace {
 // every step: each step must see the new weights (the captured tensors' group is remade
 // after writes) and train exactly like the plain model.
 TEST(AssumePureGrad, WholeModelWithCapturedWeightsTrainsLikeThePlainModel) {
-  nn::DecoderConfig cfg{.vocab = 16,
-                        .hidden = 8,
-                        .intermediate = 12,
-                        .heads = 2,
-                        .kv_heads = 1,
-                        .layers = 2,
-                        .max_seq = 8};
-  Tensor tokens = lt::tensor(std::vector<int64_t>{1, 5, 2, 7, 3, 3}, {2, 3});
-  Tensor targets = lt::tensor(std::vector<int64_t>{5, 2, 7, 3, 3, 9}, {2, 3});
+  const nn::DecoderConfig cfg = tiny_decoder_config();
+  auto [tokens, targets] = tiny_batch();
   std::vector<std::vector<float>> losses(2);
   for (int pure = 0; pure < 2; ++pure) {
     lt::manual_seed(11);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "expect_error.h"
+#include "tiny_decoder.h"
 
 namespace {
 
@@ -112,15 +113,8 @@ namespace {
 // per call, traced once, the optimizer's writes copied back, and the same losses and
 // weights as the plain loop.
 TEST(Compile, AWholeTrainingStepTrainsLikePlainCode) {
-  lt::nn::DecoderConfig cfg{.vocab = 16,
-                            .hidden = 8,
-                            .intermediate = 12,
-                            .heads = 2,
-                            .kv_heads = 1,
-                            .layers = 2,
-                            .max_seq = 8};
-  Tensor x = lt::tensor(std::vector<int64_t>{1, 5, 2, 7, 3, 3}, {2, 3});
-  Tensor y = lt::tensor(std::vector<int64_t>{5, 2, 7, 3, 3, 9}, {2, 3});
+  const lt::nn::DecoderConfig cfg = tiny_decoder_config();
+  auto [x, y] = tiny_batch();
   std::vector<std::vector<float>> losses(2), weights(2);
   for (int compiled = 0; compiled < 2; ++compiled) {
     lt::manual_seed(5);
