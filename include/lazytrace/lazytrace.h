@@ -20,6 +20,7 @@
 #include "lazytrace/optim/optim.h"
 #include "lazytrace/tools/assume_pure.h"
 #include "lazytrace/tools/compile.h"
+#include "lazytrace/tools/scan.h"
 #include "lazytrace/trace/tensor.h"
 #include "lazytrace/trace/tree.h"
 

@@ -10,6 +10,7 @@
 #include "ir/body.h"
 #include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
+#include "metrics/known.h"
 
 namespace lazytrace::compiler {
 namespace {
@@ -187,6 +188,7 @@ class Lowering {
     }
     if (n.op == OpKind::Matmul) return lower_matmul(i);
     if (n.op == OpKind::Call) return lower_call(i);
+    if (n.op == OpKind::Loop) return lower_loop(i);
     if (n.op == OpKind::CallResult) {
       vals_[i].kind = Value::AsView;
       vals_[i].view = call_results_.at(n.inputs[0])[static_cast<size_t>(n.attrs[0])];
@@ -501,13 +503,7 @@ class Lowering {
     CallStep cs;
     cs.body = prog;
     for (int s = 0; s < nd + nin; ++s) {
-      const int in = n.inputs[static_cast<size_t>(s < nd ? nin + s : s - nd)];
-      View v = use_memory_view(in);
-      if (!v.is_contiguous()) {
-        const int c = copy_to_new(v, StorageKind::Arena);
-        v = contiguous_view(c, v.dtype, v.shape);
-      }
-      cs.params.push_back(v);
+      cs.params.push_back(use_contiguous(n.inputs[static_cast<size_t>(s < nd ? nin + s : s - nd)]));
     }
     for (size_t j = 0; j < body.graph.scalar_nodes.size(); ++j)
       cs.scalars.push_back(g_.nodes[n.inputs[static_cast<size_t>(nin + nd) + j]].param);
@@ -528,6 +524,71 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
+  // A contiguous memory view of node `in` (copied if it is strided or a scalar).
+  View use_contiguous(int in) {
+    View v = use_memory_view(in);
+    if (!v.is_contiguous()) {
+      const int c = copy_to_new(v, StorageKind::Arena);
+      v = contiguous_view(c, v.dtype, v.shape);
+    }
+    return v;
+  }
+
+  // A loop: its inputs by role, then its bodies' Data leaves (body's, then cond's), then
+  // their scalar leaves.
+  void lower_loop(int i) {
+    const GNode& n = g_.nodes[i];
+    const auto& loop = *static_cast<const ir::Loop*>(n.body.get());
+    LoopStep ls;
+    ls.kind = loop.kind;
+    ls.length = loop.length;
+    ls.reverse = loop.reverse;
+    ls.body = body_program(*loop.body);
+    if (loop.cond) ls.cond = body_program(*loop.cond);
+    const int nin = loop.body->num_inputs;
+    for (int k = 0; k < nin; ++k) {
+      LoopStep::Input in;
+      in.role = loop.roles[static_cast<size_t>(k)];
+      const int node = n.inputs[static_cast<size_t>(k)];
+      if (in.role == ir::Loop::Role::Counter) {
+        in.view = use_view(node);
+        in.step = loop.steps[static_cast<size_t>(k)];
+      } else if (in.role != ir::Loop::Role::Unused) {
+        in.view = use_contiguous(node);
+      }
+      if (in.role == ir::Loop::Role::X && loop.length > 0)
+        in.slice_bytes = in.view.shape.numel() / loop.length *
+                         static_cast<int64_t>(itemsize(in.view.dtype));
+      ls.inputs.push_back(std::move(in));
+    }
+    size_t at = static_cast<size_t>(nin);
+    for (size_t k = 0; k < loop.body->graph.param_nodes.size(); ++k)
+      ls.body_leaves.push_back(use_contiguous(n.inputs[at++]));
+    if (loop.cond)
+      for (size_t k = 0; k < loop.cond->graph.param_nodes.size(); ++k)
+        ls.cond_leaves.push_back(use_contiguous(n.inputs[at++]));
+    for (size_t k = 0; k < loop.body->graph.scalar_nodes.size(); ++k)
+      ls.body_scalars.push_back(g_.nodes[n.inputs[at++]].param);
+    if (loop.cond)
+      for (size_t k = 0; k < loop.cond->graph.scalar_nodes.size(); ++k)
+        ls.cond_scalars.push_back(g_.nodes[n.inputs[at++]].param);
+    std::vector<View> results;
+    for (const auto& [shape, dtype] : loop.result_types) {
+      ls.outputs.push_back(new_storage(shape, dtype));
+      results.push_back(contiguous_view(ls.outputs.back(), dtype, shape));
+    }
+    for (int k = 0; k < loop.num_carry; ++k) {
+      const auto& [shape, dtype] = loop.result_types[static_cast<size_t>(k)];
+      ls.spare.push_back(new_storage(shape, dtype));
+    }
+    if (ls.body->arena_bytes > 0)
+      ls.scratch = new_storage(Shape{ls.body->arena_bytes}, DType::bool_);
+    if (ls.cond && ls.cond->arena_bytes > 0)
+      ls.cond_scratch = new_storage(Shape{ls.cond->arena_bytes}, DType::bool_);
+    p_.steps.emplace_back(std::move(ls));
+    call_results_[i] = std::move(results);
+  }
+
   const ir::Graph& g_;
   Program p_;
   std::vector<Value> vals_;
@@ -543,6 +604,16 @@ void for_each_view(const Step& step, F&& f) {
     for (const View& v : c->params) f(v.storage);
     for (int o : c->outputs) f(o);
     f(c->scratch);
+    return;
+  }
+  if (auto* l = std::get_if<LoopStep>(&step)) {
+    for (const LoopStep::Input& in : l->inputs) f(in.view.storage);
+    for (const View& v : l->body_leaves) f(v.storage);
+    for (const View& v : l->cond_leaves) f(v.storage);
+    for (int o : l->outputs) f(o);
+    for (int o : l->spare) f(o);
+    f(l->scratch);
+    f(l->cond_scratch);
     return;
   }
   if (auto* s = std::get_if<FusedStep>(&step)) {
@@ -661,6 +732,7 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
     g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
   }
   auto prog = std::make_shared<const Program>(lower(optimize(g)));
+  metrics::body_compile_count.add();
   std::lock_guard<std::mutex> lock(bp.mu);
   return bp.programs.emplace(body.hash, std::move(prog)).first->second;
 }

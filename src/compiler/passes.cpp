@@ -174,6 +174,14 @@ std::string describe(const Program& p) {
       for (const View& v : cs->params) os << " " << view(v);
       os << " ->";
       for (int o : cs->outputs) os << " s" << o;
+    } else if (auto* ls = std::get_if<LoopStep>(&s)) {
+      os << (ls->kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
+      if (ls->kind == ir::Loop::Kind::Scan) os << ls->length << " iterations, ";
+      os << ls->body->steps.size() << " steps, compiled once);";
+      for (const LoopStep::Input& in : ls->inputs)
+        if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
+      os << " ->";
+      for (int o : ls->outputs) os << " s" << o;
     }
     os << "\n";
   }

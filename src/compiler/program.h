@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/loop.h"
 
 namespace lazytrace::ir {
 struct Body;
@@ -103,7 +104,30 @@ struct CallStep {
   int scratch = -1;
 };
 
-using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep>;
+// A scan or while loop (ir/loop.h): the body's program, compiled once, runs once per
+// iteration on the caller's memory; x slices are read in place, ys are written in place,
+// and each carry alternates between the loop's output storage and a spare one, so
+// nothing is allocated per iteration.
+struct LoopStep {
+  ir::Loop::Kind kind = ir::Loop::Kind::Scan;
+  std::shared_ptr<const Program> body, cond;  // cond: While only
+  int64_t length = 0;
+  bool reverse = false;
+  struct Input {
+    ir::Loop::Role role;
+    View view;                // Carry: the initial value; X: the stacked tensor; Counter: base
+    int64_t slice_bytes = 0;  // X
+    int64_t step = 0;         // Counter
+  };
+  std::vector<Input> inputs;                    // one per body input
+  std::vector<View> body_leaves, cond_leaves;   // the bodies' own Data leaves
+  std::vector<int> body_scalars, cond_scalars;  // caller scalar slot of each body scalar
+  std::vector<int> outputs;                     // caller storages: final carries, then ys
+  std::vector<int> spare;                       // per carry: a second caller storage
+  int scratch = -1, cond_scratch = -1;          // the bodies' arenas
+};
+
+using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep, LoopStep>;
 
 struct ResultBinding {
   int storage;  // Param or Output storage

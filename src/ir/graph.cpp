@@ -4,6 +4,7 @@
 
 #include "core/hash.h"
 #include "ir/body.h"
+#include "ir/loop.h"
 
 namespace lazytrace::ir {
 
@@ -49,6 +50,11 @@ Walk walk(const std::vector<Node*>& roots) {
         w.params.insert(w.params.end(), b.data.begin(), b.data.end());
         w.scalars.insert(w.scalars.end(), b.scalars.begin(), b.scalars.end());
       }
+      if (n->op == OpKind::Loop) {
+        const Loop& l = loop_of(*n);
+        w.params.insert(w.params.end(), l.data.begin(), l.data.end());
+        w.scalars.insert(w.scalars.end(), l.scalars.begin(), l.scalars.end());
+      }
     }
     w.results.push_back(root->index);
     key = hash_combine(key, static_cast<uint64_t>(root->index) | (1ULL << 40));
@@ -89,7 +95,7 @@ std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& ar
       nested_results[i] = inline_body(g, inner, inner_args, &inner_leaves);
       continue;
     }
-    if (bn.op == OpKind::CallResult) {
+    if (bn.op == OpKind::CallResult && nested_results.count(static_cast<size_t>(bn.inputs[0]))) {
       at[i] =
           nested_results.at(static_cast<size_t>(bn.inputs[0]))[static_cast<size_t>(bn.attrs[0])];
       continue;
@@ -111,46 +117,56 @@ std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& ar
   return results;
 }
 
-// A Call node of g: its inputs are `args`, then the body's own leaves (made here, taking
-// the next parameter slots, in the order the walk collected them). Returns the graph
-// index of a CallResult node for each body result.
-std::vector<int> outline_call(Graph& g, const Node& call, std::vector<int> args) {
-  const Body& b = body_of(call);
-  for (int k : b.graph.param_nodes) {
-    GNode gn = b.graph.nodes[static_cast<size_t>(k)];
-    gn.param = static_cast<int>(g.param_nodes.size());
-    g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
-    args.push_back(static_cast<int>(g.nodes.size()));
-    g.nodes.push_back(std::move(gn));
-  }
-  for (int k : b.graph.scalar_nodes) {
-    GNode gn = b.graph.nodes[static_cast<size_t>(k)];
-    gn.param = static_cast<int>(g.scalar_nodes.size());
-    g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
-    args.push_back(static_cast<int>(g.nodes.size()));
-    g.nodes.push_back(std::move(gn));
-  }
+// An outlined Call or Loop node of g: its inputs are `args`, then the leaves of its bodies
+// (made here, taking the next parameter slots, in the order the walk collected them).
+// Returns the graph index of a CallResult node for each of `results`.
+std::vector<int> outline(Graph& g, const Node& n, std::vector<int> args,
+                         const std::vector<const Graph*>& bodies,
+                         const std::vector<std::pair<Shape, DType>>& results) {
+  for (const Graph* b : bodies)
+    for (int k : b->param_nodes) {
+      GNode gn = b->nodes[static_cast<size_t>(k)];
+      gn.param = static_cast<int>(g.param_nodes.size());
+      g.param_nodes.push_back(static_cast<int>(g.nodes.size()));
+      args.push_back(static_cast<int>(g.nodes.size()));
+      g.nodes.push_back(std::move(gn));
+    }
+  for (const Graph* b : bodies)
+    for (int k : b->scalar_nodes) {
+      GNode gn = b->nodes[static_cast<size_t>(k)];
+      gn.param = static_cast<int>(g.scalar_nodes.size());
+      g.scalar_nodes.push_back(static_cast<int>(g.nodes.size()));
+      args.push_back(static_cast<int>(g.nodes.size()));
+      g.nodes.push_back(std::move(gn));
+    }
   GNode c;
-  c.op = OpKind::Call;
-  c.dtype = call.dtype;
-  c.shape = call.shape;
-  c.attrs = call.attrs;
+  c.op = n.op;
+  c.dtype = n.dtype;
+  c.shape = n.shape;
+  c.attrs = n.attrs;
   c.inputs = std::move(args);
-  c.body = call.data;
+  c.body = n.data;
   const int ci = static_cast<int>(g.nodes.size());
   g.nodes.push_back(std::move(c));
-  std::vector<int> results;
-  for (size_t i = 0; i < b.results.size(); ++i) {
+  std::vector<int> out;
+  for (size_t i = 0; i < results.size(); ++i) {
     GNode r;
     r.op = OpKind::CallResult;
-    r.dtype = b.results[i]->dtype;
-    r.shape = b.results[i]->shape;
+    r.shape = results[i].first;
+    r.dtype = results[i].second;
     r.attrs.push(static_cast<int64_t>(i));
     r.inputs = {ci};
-    results.push_back(static_cast<int>(g.nodes.size()));
+    out.push_back(static_cast<int>(g.nodes.size()));
     g.nodes.push_back(std::move(r));
   }
-  return results;
+  return out;
+}
+
+std::vector<int> outline_call(Graph& g, const Node& call, std::vector<int> args) {
+  const Body& b = body_of(call);
+  std::vector<std::pair<Shape, DType>> types;
+  for (const NodePtr& r : b.results) types.emplace_back(r->shape, r->dtype);
+  return outline(g, call, std::move(args), {&b.graph}, types);
 }
 
 }  // namespace
@@ -175,6 +191,15 @@ Graph build_graph(const Walk& w, std::string name) {
       }
       call_results[pos] =
           n->attrs.flag ? inline_body(g, b, args) : outline_call(g, *n, std::move(args));
+      continue;
+    }
+    if (n->op == OpKind::Loop) {  // always outlined: its body runs once per iteration
+      const Loop& l = loop_of(*n);
+      std::vector<int> args;
+      for (int i = 0; i < n->num_operands(); ++i) args.push_back(at[n->operand(i)->index]);
+      std::vector<const Graph*> bodies{&l.body->graph};
+      if (l.cond) bodies.push_back(&l.cond->graph);
+      call_results[pos] = outline(g, *n, std::move(args), bodies, l.result_types);
       continue;
     }
     if (n->op == OpKind::Pack) continue;  // read through by the calls that use it

@@ -61,8 +61,10 @@ enum class OpKind : uint8_t {
   IndexAdd,     // attrs ints: dim; operands: input, int index vector, source
   // calls of traced bodies (ir/body.h); inlined when a graph is built
   Call,        // operands: the body's inputs; attrs ints: the body's hash; data: the Body
-  CallResult,  // operand: a Call; attrs ints: which result
+  CallResult,  // operand: a Call or Loop; attrs ints: which result
   Pack,        // operands: inputs a Call takes as one group (reused across calls)
+  Loop,        // a scan or while loop (ir/loop.h): operands: its body's inputs, then the
+               // leaves of its bodies; data: the Loop; results via CallResult
   kCount
 };
 

@@ -166,6 +166,10 @@ Counter assume_pure_hit("AssumePureHit");
 Counter assume_pure_backward_trace("AssumePureBackwardTrace");
 Counter compiled_trace("CompiledFnTrace");
 Counter compiled_hit("CompiledFnHit");
+Counter loop_trace("LoopTrace");
+Counter loop_hit("LoopHit");
+Counter loop_backward_trace("LoopBackwardTrace");
+Counter body_compile_count("BodyCompileCount");
 
 Counter& named_counter(const std::string& name) {
   static std::mutex mu;

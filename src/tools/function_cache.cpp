@@ -49,11 +49,15 @@ bool env_flag(const char* name) {
   return v && *v && std::string(v) != "0";
 }
 
-size_t cache_capacity() {
+}  // namespace
+
+size_t trace_cache_capacity() {
   const char* v = std::getenv("LAZYTRACE_TRACE_CACHE_SIZE");
   const long n = v ? std::atol(v) : 0;
   return n > 0 ? static_cast<size_t>(n) : 256;
 }
+
+namespace {
 
 std::vector<std::pair<Shape, DType>> types_of(const std::vector<Tensor>& ts) {
   std::vector<std::pair<Shape, DType>> out;
@@ -138,7 +142,7 @@ class FunctionCache {
  public:
   explicit FunctionCache(CacheOptions o)
       : options(std::move(o)),
-        capacity(cache_capacity()),
+        capacity(trace_cache_capacity()),
         check_purity(env_flag("LAZYTRACE_CHECK_PURITY")) {}
 
   CacheOptions options;

@@ -14,7 +14,10 @@ void Flat::add_leaf(const Tensor& t) {
   mix(static_cast<uint64_t>(s.size()));
   for (int64_t d : s) mix(static_cast<uint64_t>(d));
   leaves.push_back(&t);
-  if (describing) describe(t.type_str());
+  if (describing) {
+    describe(t.type_str());
+    leaf_paths.push_back(path);
+  }
 }
 
 const Tensor& Cursor::next() {

@@ -31,6 +31,9 @@ struct CacheOptions {
   bool functional_writes = false;
 };
 
+/** How many traced signatures a function keeps (LAZYTRACE_TRACE_CACHE_SIZE, default 256). */
+size_t trace_cache_capacity();
+
 class FunctionCache;
 std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options);
 

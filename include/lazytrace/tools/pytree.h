@@ -41,6 +41,7 @@ struct Flat {
   // the key, "argument 0: f32[2, 3]", in order. Off on the hot path.
   bool describing = false;
   std::vector<std::string> parts;
+  std::vector<std::string> leaf_paths;  // describing: the path of each leaf
   std::string path;
 
   void mix(uint64_t v) {

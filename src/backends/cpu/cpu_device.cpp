@@ -14,8 +14,6 @@ namespace {
 
 using compiler::StorageKind;
 
-void run_steps(const compiler::Program& prog, const RunContext& ctx);
-
 // A call: the body's program on the caller's memory (see compiler::CallStep).
 void run_call(const compiler::CallStep& c, const RunContext& caller) {
   const compiler::Program& body = *c.body;
@@ -47,6 +45,8 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
   run_steps(body, ctx);
 }
 
+}  // namespace
+
 void run_steps(const compiler::Program& prog, const RunContext& ctx) {
   for (const compiler::Step& step : prog.steps) {
     if (auto* f = std::get_if<compiler::FusedStep>(&step))
@@ -59,8 +59,12 @@ void run_steps(const compiler::Program& prog, const RunContext& ctx) {
       run_gather(*g, ctx);
     else if (auto* c = std::get_if<compiler::CallStep>(&step))
       run_call(*c, ctx);
+    else if (auto* l = std::get_if<compiler::LoopStep>(&step))
+      run_loop(*l, ctx);
   }
 }
+
+namespace {
 
 // Replays a lowered program. The arena is made once; a run allocates only its outputs.
 class CpuExecutable : public runtime::Executable {

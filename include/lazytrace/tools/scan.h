@@ -1,0 +1,175 @@
+#pragma once
+/**
+ * scan, while_loop and fori_loop: loops whose body is traced once and compiled once, run
+ * by the backend without returning to the host, like jax.lax.scan and torch_xla's scan.
+ *
+ *   auto [final, ys] = lt::scan([](const lt::Tensor& c, const lt::Tensor& x) {
+ *     lt::Tensor s = c + x;
+ *     return std::pair{s, s};
+ *   }, init, xs);
+ *
+ * fn(carry, x) -> (new_carry, y): carry, x and y may be any pytree (Tensor, Tree, vectors,
+ * tuples, pairs, nn::ParamMap); x is one slice of xs along its first dim, and ys stacks the
+ * y of each iteration. The new carry must keep init's structure, shapes and dtypes. Tensors
+ * fn uses without receiving them are lifted into loop inputs (and receive gradients); random
+ * ops draw different numbers on each iteration. The gradient of a scan is a reverse scan
+ * whose body is fn's VJP, traced once; ScanOptions::remat picks what the forward keeps for
+ * it: every intermediate value the VJP needs (save), or only the carries, recomputing the
+ * body in backward (recompute: the memory of one iteration instead of all of them).
+ */
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include "lazytrace/tools/pytree.h"
+
+namespace lazytrace {
+
+/** What the backward pass of a loop keeps: all residuals, or carries only (recompute). */
+enum class Remat { save, recompute };
+
+struct ScanOptions {
+  bool reverse = false;     // iterate from the last slice of xs to the first
+  bool is_fn_pure = false;  // trace fn once per fn type and signature, then reuse the body
+  Remat remat = Remat::save;
+};
+
+namespace tools {
+
+/** What tracing a loop body once gives: the leaves of its results and their typed form. */
+struct LoopTraced {
+  std::vector<Tensor> carry, ys;
+  bool cond = false;              // while: the condition's value
+  std::shared_ptr<void> ys_like;  // scan: the typed y, to rebuild ys from
+};
+/** Runs the body on placeholders for the carry leaves, one x slice's leaves, and consts. */
+using LoopTraceFn = std::function<LoopTraced(
+    const std::vector<Tensor>& carry, const std::vector<Tensor>& x, const std::vector<Tensor>& consts)>;
+
+struct ScanArgs {
+  std::vector<const Tensor*> init, xs, consts;  // consts: the same every iteration
+  ScanOptions options;
+  uint64_t cache_key = 0;  // is_fn_pure: fn's type and the signature; 0: no cache
+  const char* tool = "scan";
+  std::function<std::vector<std::string>()> xs_paths;  // for messages
+};
+
+struct ScanOutputs {
+  std::vector<Tensor> carry, ys;
+  std::shared_ptr<void> ys_like;
+};
+
+/** Traces (or finds) the body and records the loop, with its gradient. */
+ScanOutputs run_scan(const ScanArgs& args, const LoopTraceFn& fn);
+
+/** Throws the "[scan] carry changed" error, naming the first leaf that differs. */
+[[noreturn]] void carry_mismatch(const char* tool, const pytree::Flat& before,
+                                 const pytree::Flat& after);
+/** Throws the "body output is not a pair" error for a Tree result. */
+[[noreturn]] void not_a_pair(const char* tool, const std::string& got);
+
+template <typename T>
+struct IsPairLike : std::false_type {};
+template <typename A, typename B>
+struct IsPairLike<std::pair<A, B>> : std::true_type {};
+template <typename A, typename B>
+struct IsPairLike<std::tuple<A, B>> : std::true_type {};
+
+/** fn's (new_carry, y) as a pair, with the carry of type C. */
+template <typename C, typename R>
+auto split_result(const char* tool, R&& r) {
+  using D = std::decay_t<R>;
+  if constexpr (std::is_same_v<D, Tree>) {
+    if (!r.is_list() || r.size() != 2) not_a_pair(tool, r.structure());
+    if constexpr (std::is_same_v<C, Tensor>) {
+      return std::pair<C, Tree>{r[0].tensor(), r[1]};
+    } else {
+      static_assert(std::is_same_v<C, Tree>, "lazytrace: a Tree result needs a Tree or Tensor carry");
+      return std::pair<C, Tree>{r[0], r[1]};
+    }
+  } else {
+    static_assert(IsPairLike<D>::value,
+                  "lazytrace: [scan] fn must return std::pair{new_carry, y} (or a std::tuple "
+                  "of two, or a Tree list of two)");
+    using A = std::decay_t<std::tuple_element_t<0, D>>;
+    using B = std::decay_t<std::tuple_element_t<1, D>>;
+    static_assert(std::is_same_v<A, C> || std::is_convertible_v<A, C>,
+                  "lazytrace: [scan] fn must return the new carry with init's type");
+    return std::pair<C, B>{C(std::get<0>(r)), std::get<1>(r)};
+  }
+}
+
+/**
+ * scan with consts: fn(carry, x, consts) where consts (any pytree) are inputs of every
+ * iteration, passed explicitly (scan_layers' extra arguments), so a cached body reads the
+ * ones of each call. `type_key` identifies fn for is_fn_pure.
+ */
+template <typename F, typename C, typename X, typename K>
+auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOptions opts,
+               size_t type_key, const char* tool = "scan") {
+  using R = std::decay_t<std::invoke_result_t<const F&, const C&, const X&, const K&>>;
+  using P = decltype(split_result<C>(tool, std::declval<R>()));
+  using Y = typename P::second_type;
+  pytree::Flat fc = pytree::flatten(init), fx = pytree::flatten(xs), fk = pytree::flatten(consts);
+  ScanArgs args{fc.leaves, fx.leaves, fk.leaves, opts, 0, tool,
+                [&xs] { return pytree::flatten(xs, true).leaf_paths; }};
+  if (opts.is_fn_pure) {
+    pytree::Flat key;
+    key.mix(static_cast<uint64_t>(type_key));
+    key.mix(fc.hash);
+    key.mix(fx.hash);
+    key.mix(fk.hash);
+    args.cache_key = key.hash | 1;
+  }
+  // The structures, kept with the trace for retracing (backward): by value, with
+  // placeholders in place of the first call's tensors once traced.
+  struct Like {
+    F fn;
+    C init;
+    X xs;
+    K consts;
+    uint64_t init_hash;
+  };
+  auto like = std::make_shared<Like>(Like{fn, init, xs, consts, fc.hash});
+  LoopTraceFn trace = [like, tool](const std::vector<Tensor>& c, const std::vector<Tensor>& x,
+                                   const std::vector<Tensor>& k) {
+    pytree::Cursor cc{c}, cx{x}, ck{k};
+    like->init = pytree::Traits<C>::rebuild(like->init, cc);
+    like->xs = pytree::Traits<X>::rebuild(like->xs, cx);
+    like->consts = pytree::Traits<K>::rebuild(like->consts, ck);
+    P out = split_result<C>(tool, like->fn(like->init, like->xs, like->consts));
+    pytree::Flat nc = pytree::flatten(out.first);
+    if (nc.hash != like->init_hash)
+      carry_mismatch(tool, pytree::flatten(like->init, true), pytree::flatten(out.first, true));
+    LoopTraced t;
+    t.carry = nc.tensors();
+    t.ys = pytree::flatten(out.second).tensors();
+    t.ys_like = std::make_shared<Y>(out.second);
+    return t;
+  };
+  ScanOutputs o = run_scan(args, trace);
+  pytree::Cursor cc{o.carry}, cy{o.ys};
+  C carry = pytree::Traits<C>::rebuild(init, cc);
+  Y ys = pytree::Traits<Y>::rebuild(*static_cast<const Y*>(o.ys_like.get()), cy);
+  return std::pair<C, Y>{std::move(carry), std::move(ys)};
+}
+
+}  // namespace tools
+
+/**
+ * Loops fn(carry, x) -> (new_carry, y) over the first dim of xs; returns (final carry,
+ * ys). See the top of this header.
+ */
+template <typename F, typename C, typename X>
+auto scan(const F& fn, const C& init, const X& xs, ScanOptions options = {}) {
+  auto body = [fn](const C& c, const X& x, const std::tuple<>&) { return fn(c, x); };
+  return tools::scan_with(body, init, xs, std::tuple<>{}, options, typeid(F).hash_code());
+}
+
+}  // namespace lazytrace

@@ -1,0 +1,76 @@
+#include "ir/partition.h"
+
+#include "ir/body.h"
+#include "ir/graph.h"
+
+namespace lazytrace::ir {
+
+namespace {
+
+NodePtr clone_with(const Node& n, std::vector<NodePtr> operands) {
+  NodePtr c = make_node(n.op, n.dtype, n.shape, std::move(operands), n.attrs);
+  c->data = n.data;  // a Call's body or a Loop
+  return c;
+}
+
+}  // namespace
+
+Partition partition(const std::vector<NodePtr>& roots,
+                    const std::function<bool(const Node&)>& is_tangent, int first_param) {
+  std::vector<Node*> raw;
+  for (const NodePtr& r : roots) raw.push_back(r.get());
+  Walk w = walk(raw);
+  const size_t n = w.order.size();
+  // the NodePtr of each walk position (operands hold them; the walk has raw pointers)
+  std::vector<NodePtr> ptr(n);
+  for (size_t i = 0; i < roots.size(); ++i) ptr[static_cast<size_t>(w.results[i])] = roots[i];
+  std::vector<char> dep(n, 0), cheap(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = *w.order[i];
+    for (int k = 0; k < node.num_operands(); ++k) {
+      const NodePtr& o = node.operand(k);
+      ptr[static_cast<size_t>(o->index)] = o;
+      dep[i] |= dep[static_cast<size_t>(o->index)];
+    }
+    if (node.num_operands() == 0) {
+      dep[i] = is_tangent(node);
+      cheap[i] = !dep[i];
+    } else if (!dep[i] && (is_layout(node.op) || node.op == OpKind::Pack)) {
+      bool all = true;
+      for (int k = 0; k < node.num_operands(); ++k)
+        all = all && cheap[static_cast<size_t>(node.operand(k)->index)];
+      cheap[i] = all;
+    }
+  }
+  Partition p;
+  std::vector<NodePtr> made(n);  // the backward's node for each position
+  auto get = [&](size_t i) -> NodePtr {
+    if (made[i]) return made[i];
+    const Node& node = *w.order[i];
+    if (!dep[i] && !cheap[i]) {  // a residual: read from the forward
+      made[i] = make_param(first_param + static_cast<int>(p.residuals.size()), node.dtype,
+                           node.shape);
+      p.residuals.push_back(ptr[i]);
+    } else if (node.num_operands() == 0) {
+      made[i] = ptr[i];
+    }
+    return made[i];
+  };
+  for (size_t i = 0; i < n; ++i) {  // post order: operands are made before their users
+    const Node& node = *w.order[i];
+    if (!dep[i] && !cheap[i]) continue;  // made on first use
+    if (node.num_operands() == 0) continue;
+    std::vector<NodePtr> ops;
+    bool same = true;
+    for (int k = 0; k < node.num_operands(); ++k) {
+      const size_t o = static_cast<size_t>(node.operand(k)->index);
+      ops.push_back(get(o));
+      same = same && ops.back() == node.operand(k);
+    }
+    made[i] = same ? ptr[i] : clone_with(node, std::move(ops));
+  }
+  for (size_t r = 0; r < roots.size(); ++r) p.roots.push_back(get(static_cast<size_t>(w.results[r])));
+  return p;
+}
+
+}  // namespace lazytrace::ir

@@ -1,0 +1,23 @@
+#pragma once
+// Shared by the loop tools (scan.cpp, while_loop.cpp): recording a Loop node.
+#include <vector>
+
+#include "ir/loop.h"
+#include "lazytrace/trace/tensor.h"
+#include "trace/trace_context.h"
+
+namespace lazytrace::tools {
+
+/** Records `loop` on `operands` and returns its results as pending tensors. */
+std::vector<Tensor> record_loop(ir::Loop loop, std::vector<ir::NodePtr> operands);
+
+/**
+ * The role of each input of a traced body, from what the trace says it is: explicit
+ * inputs by position (the first `carries` are carries, the next `xs` are x slices, the
+ * rest invariants), lifted tensors and the rng seed as invariants, the rng offset as a
+ * counter stepping by `rng_count`, anything else (cotangent inputs) unused.
+ */
+void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, int carries, int xs,
+                  uint64_t rng_count);
+
+}  // namespace lazytrace::tools

@@ -1,0 +1,531 @@
+// scan: the body traced once (per signature with is_fn_pure), recorded as one Loop node;
+// its gradient a reverse scan over the body's VJP, traced once beside it. With
+// Remat::save the forward loop also returns, stacked, every value the VJP reads from the
+// forward (ir::partition); with Remat::recompute only the carries, and the backward
+// body recomputes the forward from them.
+#include "lazytrace/tools/scan.h"
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "autograd/tape.h"
+#include "ir/partition.h"
+#include "lazytrace/autograd/autograd.h"
+#include "lazytrace/ops/ops.h"
+#include "lazytrace/tools/function_cache.h"
+#include "metrics/known.h"
+#include "tools/loops.h"
+
+namespace lazytrace::tools {
+
+using Role = ir::Loop::Role;
+using Types = std::vector<std::pair<Shape, DType>>;
+
+std::vector<Tensor> record_loop(ir::Loop loop, std::vector<ir::NodePtr> operands) {
+  trace::OpScope scope;
+  std::vector<Tensor> outs;
+  for (ir::NodePtr& n : ir::make_loop(std::move(loop), std::move(operands)))
+    outs.push_back(trace::make_pending(std::move(n)));
+  return outs;
+}
+
+void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, int carries, int xs,
+                  uint64_t rng_count) {
+  loop.roles.clear();
+  loop.steps.clear();
+  for (const trace::BodyInput& in : inputs) {
+    Role r = Role::Unused;
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        r = in.index < carries ? Role::Carry : in.index < carries + xs ? Role::X : Role::Invariant;
+        break;
+      case trace::BodyInput::Lifted:
+      case trace::BodyInput::RngSeed:
+        r = Role::Invariant;
+        break;
+      case trace::BodyInput::RngOffset:
+        r = Role::Counter;
+        break;
+      case trace::BodyInput::Extra:
+        break;
+    }
+    loop.roles.push_back(r);
+    loop.steps.push_back(r == Role::Counter ? static_cast<int64_t>(rng_count) : 0);
+  }
+}
+
+namespace {
+
+Types types_of(const std::vector<Tensor>& ts) {
+  Types out;
+  for (const Tensor& t : ts) out.emplace_back(t.shape(), t.dtype());
+  return out;
+}
+Types types_of(const std::vector<const Tensor*>& ts) {
+  Types out;
+  for (const Tensor* t : ts) out.emplace_back(t->shape(), t->dtype());
+  return out;
+}
+std::vector<int> floating(const Types& ts) {
+  std::vector<int> out;
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (is_floating(ts[i].second)) out.push_back(static_cast<int>(i));
+  return out;
+}
+std::vector<Tensor> placeholders(trace::TraceScope& s, const Types& ts, bool grad = false) {
+  std::vector<Tensor> out;
+  for (const auto& [shape, dtype] : ts) out.push_back(s.input(shape, dtype, grad));
+  return out;
+}
+std::vector<ir::NodePtr> nodes_of(const std::vector<Tensor>& ts) {
+  std::vector<ir::NodePtr> out;
+  for (const Tensor& t : ts) out.push_back(trace::node_of(t));
+  return out;
+}
+
+// The differentiated form of a traced body, for one remat policy.
+struct Diff {
+  // The forward loop's body: the joint trace's inputs -> carries, ys, then the saved values
+  // (the carries the backward reads, then residuals), stacked by the loop.
+  std::shared_ptr<const ir::Body> forward;
+  std::vector<trace::BodyInput> forward_inputs;
+  int num_saved = 0;
+  // The backward loop's body: carries (cotangents of the floating carries, then gradient
+  // sums of the floating consts and lifted tensors); x slices (saved values, xs,
+  // cotangents of the floating ys); consts -> the next carries, then the xs' gradients.
+  std::shared_ptr<const ir::Body> backward;
+  std::vector<trace::BodyInput> backward_inputs;
+  std::vector<Tensor> backward_lifted;
+  int backward_carries = 0, backward_xs = 0;
+};
+
+struct ScanEntry {
+  LoopTraceFn retrace;
+  std::shared_ptr<void> ys_like;
+  std::shared_ptr<const ir::Body> body;  // carries, x slices, consts -> carries, ys
+  std::vector<trace::BodyInput> inputs;
+  std::vector<Tensor> lifted;
+  uint64_t rng_count = 0;
+  Types carry, x, consts, ys;  // x: one slice
+  std::mutex mu;               // guards diff
+  std::shared_ptr<const Diff> diff[2];
+};
+
+struct Cache {
+  std::mutex mu;
+  std::list<std::pair<uint64_t, std::shared_ptr<ScanEntry>>> lru;  // most recent first
+  std::unordered_map<uint64_t, decltype(lru)::iterator> index;
+};
+Cache& cache() {
+  static auto* c = new Cache();
+  return *c;
+}
+
+std::shared_ptr<ScanEntry> find(uint64_t key, const Types& carry, const Types& x, const Types& k) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.index.find(key);
+  if (it == c.index.end()) return nullptr;
+  const auto& e = it->second->second;
+  if (e->carry != carry || e->x != x || e->consts != k) return nullptr;  // a hash collision
+  c.lru.splice(c.lru.begin(), c.lru, it->second);
+  return e;
+}
+
+void insert(uint64_t key, std::shared_ptr<ScanEntry> e) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto old = c.index.find(key);
+  if (old != c.index.end()) {
+    c.lru.erase(old->second);
+    c.index.erase(old);
+  }
+  c.lru.emplace_front(key, std::move(e));
+  c.index[key] = c.lru.begin();
+  while (c.lru.size() > trace_cache_capacity()) {
+    c.index.erase(c.lru.back().first);
+    c.lru.pop_back();
+  }
+}
+
+std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, Types carry, Types x,
+                                  Types k) {
+  metrics::loop_trace.add();
+  auto e = std::make_shared<ScanEntry>();
+  e->retrace = fn;
+  e->carry = std::move(carry);
+  e->x = std::move(x);
+  e->consts = std::move(k);
+  trace::TraceScope scope(tool);
+  NoGradGuard no_grad;  // the VJP is traced separately
+  std::vector<Tensor> c = placeholders(scope, e->carry), xs = placeholders(scope, e->x),
+                      ks = placeholders(scope, e->consts);
+  LoopTraced t = fn(c, xs, ks);
+  std::vector<Tensor> outs = t.carry;
+  outs.insert(outs.end(), t.ys.begin(), t.ys.end());
+  e->body = scope.finish(outs, tool);
+  e->inputs = scope.inputs();
+  e->lifted = scope.lifted();
+  e->rng_count = scope.rng_count();
+  e->ys = types_of(t.ys);
+  e->ys_like = std::move(t.ys_like);
+  return e;
+}
+
+// Traces the VJP of e's body jointly with its forward, and builds the two loop bodies.
+std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std::string& tool) {
+  metrics::loop_backward_trace.add();
+  auto d = std::make_shared<Diff>();
+  const int nc = static_cast<int>(e.carry.size()), nx = static_cast<int>(e.x.size());
+  const std::vector<int> fc = floating(e.carry), fx = floating(e.x), fk = floating(e.consts),
+                         fy = floating(e.ys);
+  std::vector<int> fl;  // floating lifted tensors
+  for (size_t i = 0; i < e.lifted.size(); ++i)
+    if (is_floating(e.lifted[i].dtype())) fl.push_back(static_cast<int>(i));
+  const std::string name = tool + " (backward)";
+
+  // 1. The joint trace: the body on inputs that require grad, then its VJP.
+  std::shared_ptr<const ir::Body> core;   // joint inputs, then residuals -> gradients
+  std::vector<int> saved_carries;         // joint Param of each carry the backward reads
+  std::vector<trace::BodyInput> joint;
+  {
+    trace::TraceScope s(name);
+    s.set_lift_grad(trace::TraceScope::LiftGrad::all);
+    EnableGradGuard grad_on;
+    std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
+                        ks = placeholders(s, e.consts, true);
+    LoopTraced t = e.retrace(c, xs, ks);
+    const std::vector<Tensor>& lifted = s.lifted();
+    bool same = lifted.size() == e.lifted.size();
+    for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
+    if (!same)
+      fail(tool, "the loop body used different outside tensors when traced again for backward (",
+           lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
+    std::vector<Tensor> outs, cots;
+    auto add_cot = [&](const Tensor& y) {
+      Tensor cot = s.extra(y.shape(), y.dtype());
+      if (y.requires_grad()) {
+        outs.push_back(y);
+        cots.push_back(cot);
+      }
+    };
+    for (int i : fc) add_cot(t.carry[static_cast<size_t>(i)]);
+    for (int i : fy) add_cot(t.ys[static_cast<size_t>(i)]);
+    std::vector<Tensor> wrt;
+    for (int i : fc) wrt.push_back(c[static_cast<size_t>(i)]);
+    for (int i : fx) wrt.push_back(xs[static_cast<size_t>(i)]);
+    for (int i : fk) wrt.push_back(ks[static_cast<size_t>(i)]);
+    for (int i : fl) wrt.push_back(s.lifted_placeholders()[static_cast<size_t>(i)]);
+    std::vector<Tensor> grads;
+    if (!outs.empty() && !wrt.empty()) {
+      grads = autograd::grad(outs, wrt, cots);
+    } else {
+      for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
+    }
+    joint = s.inputs();
+    const int nj = static_cast<int>(joint.size());
+    std::vector<ir::NodePtr> roots = nodes_of(grads);
+    ir::Partition part;
+    if (remat == Remat::save) {
+      part = ir::partition(
+          roots,
+          [&](const ir::Node& n) {
+            return n.op == ir::OpKind::Param &&
+                   joint[static_cast<size_t>(n.attrs[0])].kind == trace::BodyInput::Extra;
+          },
+          nj);
+    } else {
+      part.roots = roots;
+    }
+    // the carries the backward reads are saved too (stacked by the forward loop)
+    std::vector<ir::Node*> raw;
+    for (const ir::NodePtr& r : part.roots) raw.push_back(r.get());
+    std::vector<char> reads(static_cast<size_t>(nj), 0);
+    for (ir::Node* n : ir::walk(raw).order)
+      if (n->op == ir::OpKind::Param && n->attrs[0] < nj) reads[static_cast<size_t>(n->attrs[0])] = 1;
+    std::vector<ir::NodePtr> fwd = nodes_of(t.carry);
+    for (const ir::NodePtr& n : nodes_of(t.ys)) fwd.push_back(n);
+    for (int p = 0; p < nj; ++p) {
+      const trace::BodyInput& in = joint[static_cast<size_t>(p)];
+      if (in.kind == trace::BodyInput::Explicit && in.index < nc && reads[static_cast<size_t>(p)]) {
+        saved_carries.push_back(p);
+        fwd.push_back(trace::node_of(c[static_cast<size_t>(in.index)]));
+      }
+    }
+    for (const ir::NodePtr& r : part.residuals) fwd.push_back(r);
+    d->num_saved = static_cast<int>(saved_carries.size() + part.residuals.size());
+    d->forward = ir::make_body(std::move(fwd), nj, tool + " (forward)");
+    d->forward_inputs = joint;
+    core = ir::make_body(part.roots, nj + static_cast<int>(part.residuals.size()), name);
+  }
+
+  // 2. The backward loop's body, calling `core` inline.
+  trace::TraceScope s(name);
+  NoGradGuard no_grad;
+  Types ct_types, acc_types, saved_types, cty_types;
+  for (int i : fc) ct_types.push_back(e.carry[static_cast<size_t>(i)]);
+  for (int i : fk) acc_types.push_back(e.consts[static_cast<size_t>(i)]);
+  for (int i : fl) acc_types.emplace_back(e.lifted[static_cast<size_t>(i)].shape(),
+                                          e.lifted[static_cast<size_t>(i)].dtype());
+  const auto& fwd_results = d->forward->results;
+  for (size_t i = fwd_results.size() - static_cast<size_t>(d->num_saved); i < fwd_results.size(); ++i)
+    saved_types.emplace_back(fwd_results[i]->shape, fwd_results[i]->dtype);
+  for (int i : fy) cty_types.push_back(e.ys[static_cast<size_t>(i)]);
+  std::vector<Tensor> ct = placeholders(s, ct_types), acc = placeholders(s, acc_types),
+                      saved = placeholders(s, saved_types), xs = placeholders(s, e.x),
+                      cty = placeholders(s, cty_types), ks = placeholders(s, e.consts);
+  d->backward_carries = static_cast<int>(ct.size() + acc.size());
+  d->backward_xs = static_cast<int>(saved.size() + xs.size() + cty.size());
+  std::pair<ir::NodePtr, ir::NodePtr> rng;
+  if (e.rng_count > 0) rng = trace::random_operands(0);
+  std::vector<ir::NodePtr> args;
+  size_t next_saved_carry = 0;
+  for (const trace::BodyInput& in : joint) {
+    const auto i = static_cast<size_t>(in.index);
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        if (in.index < nc) {  // a carry: saved if the backward reads it, else never read
+          const bool read = next_saved_carry < saved_carries.size() &&
+                            joint[static_cast<size_t>(saved_carries[next_saved_carry])].index ==
+                                in.index;
+          args.push_back(read ? trace::node_of(saved[next_saved_carry++])
+                              : trace::node_of(zeros(e.carry[i].first, e.carry[i].second)));
+        } else if (in.index < nc + nx) {
+          args.push_back(trace::node_of(xs[i - static_cast<size_t>(nc)]));
+        } else {
+          args.push_back(trace::node_of(ks[i - static_cast<size_t>(nc + nx)]));
+        }
+        break;
+      case trace::BodyInput::Lifted:
+        args.push_back(trace::node_of(e.lifted[i]));
+        break;
+      case trace::BodyInput::RngSeed:
+        args.push_back(rng.first);
+        break;
+      case trace::BodyInput::RngOffset:
+        args.push_back(rng.second);
+        break;
+      case trace::BodyInput::Extra:  // cotangents: floating carries, then floating ys
+        args.push_back(trace::node_of(i < ct.size() ? ct[i] : cty[i - ct.size()]));
+        break;
+    }
+  }
+  for (size_t r = saved_carries.size(); r < saved.size(); ++r)
+    args.push_back(trace::node_of(saved[r]));
+  std::vector<Tensor> g;
+  {
+    trace::OpScope op;
+    for (ir::NodePtr& n : ir::make_call(core, std::move(args), nullptr, /*inline_call=*/true))
+      g.push_back(trace::make_pending(std::move(n)));
+  }
+  // g: floating carries, floating xs, floating consts, floating lifted
+  std::vector<Tensor> outs(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(fc.size()));
+  for (size_t j = 0; j < acc.size(); ++j) outs.push_back(acc[j] + g[fc.size() + fx.size() + j]);
+  for (size_t j = 0; j < fx.size(); ++j) outs.push_back(g[fc.size() + j]);
+  d->backward = s.finish(outs, name);
+  d->backward_inputs = s.inputs();
+  d->backward_lifted = s.lifted();
+  return d;
+}
+
+// The forward loop's operands, in body input order.
+std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
+                                  const std::vector<ir::NodePtr>& explicit_nodes,
+                                  const std::vector<Tensor>& lifted,
+                                  const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
+  std::vector<ir::NodePtr> ops;
+  for (const trace::BodyInput& in : inputs) {
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        ops.push_back(explicit_nodes[static_cast<size_t>(in.index)]);
+        break;
+      case trace::BodyInput::Lifted:
+        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
+        break;
+      case trace::BodyInput::RngSeed:
+        ops.push_back(rng.first);
+        break;
+      case trace::BodyInput::RngOffset:
+        ops.push_back(rng.second);
+        break;
+      case trace::BodyInput::Extra:  // never read
+        ops.push_back(ir::make_scalar(0, 0, DType::int64));
+        break;
+    }
+  }
+  return ops;
+}
+
+ir::Loop scan_loop(std::shared_ptr<const ir::Body> body, int64_t length, bool reverse,
+                   int num_carry) {
+  ir::Loop l;
+  l.kind = ir::Loop::Kind::Scan;
+  l.body = std::move(body);
+  l.length = length;
+  l.reverse = reverse;
+  l.num_carry = num_carry;
+  return l;
+}
+
+}  // namespace
+
+void not_a_pair(const char* tool, const std::string& got) {
+  fail(tool, "the body must return a pair (new_carry, y), but it returned a Tree ", got,
+       ". Return std::pair{new_carry, y}, or Tree::list({new_carry, y}); for no y, use an "
+       "empty Tree as y.");
+}
+
+void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::Flat& after) {
+  const auto& a = before.parts;
+  const auto& b = after.parts;
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  std::string what;
+  if (i < a.size() && i < b.size()) {
+    what = "the input carry component " + a[i] + " became " + b[i];
+  } else if (i < a.size()) {
+    what = "the new carry lacks " + a[i];
+  } else {
+    what = "the new carry has an extra " + (i < b.size() ? b[i] : std::string("part"));
+  }
+  fail(tool, "the body function's carry input and carry output must have equal types "
+       "(structure, shapes and dtypes), but they differ: ", what,
+       ". Return a new carry with init's structure; cast it with .to(dtype) or reshape it, "
+       "or change init to the type the body produces.");
+}
+
+ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
+  const char* tool = a.tool;
+  if (a.xs.empty())
+    fail(tool, "xs is an empty pytree: scan takes the number of iterations from the leading "
+         "dim of xs. Pass at least one tensor whose first dim is the length (for a counted "
+         "loop, use fori_loop).");
+  int64_t n = -1;
+  size_t first = 0;
+  for (size_t i = 0; i < a.xs.size(); ++i) {
+    const Tensor& x = *a.xs[i];
+    if (x.ndim() == 0)
+      fail(tool, "xs leaf ", a.xs_paths()[i], " is a scalar (", x.type_str(),
+           "); every xs leaf needs a leading dim to scan over.");
+    if (n < 0) {
+      n = x.shape()[0];
+      first = i;
+    } else if (x.shape()[0] != n) {
+      const auto paths = a.xs_paths();
+      fail(tool, "got xs leaves with different leading sizes: ", paths[first], " ",
+           a.xs[first]->type_str(), " has ", n, ", ", paths[i], " ", x.type_str(), " has ",
+           x.shape()[0], ". Every xs leaf must have the number of iterations as its first dim.");
+    }
+  }
+  Types carry = types_of(a.init), slice = types_of(a.xs), const_types = types_of(a.consts);
+  for (auto& [shape, dtype] : slice) shape = Shape(shape.begin() + 1, shape.end());
+
+  std::shared_ptr<ScanEntry> e;
+  if (a.cache_key) e = find(a.cache_key, carry, slice, const_types);
+  if (e) {
+    metrics::loop_hit.add();
+  } else {
+    e = trace_body(tool, fn, carry, slice, const_types);
+    if (a.cache_key) insert(a.cache_key, e);
+  }
+  const int nc = static_cast<int>(carry.size()), nx = static_cast<int>(slice.size()),
+            ny = static_cast<int>(e->ys.size());
+
+  bool differentiated = false;
+  if (autograd::grad_enabled()) {
+    for (const auto* list : {&a.init, &a.xs, &a.consts})
+      for (const Tensor* t : *list) differentiated = differentiated || autograd::requires_grad(*t);
+    for (const Tensor& t : e->lifted) differentiated = differentiated || autograd::requires_grad(t);
+  }
+  std::pair<ir::NodePtr, ir::NodePtr> rng;
+  if (e->rng_count > 0) rng = trace::random_operands(static_cast<uint64_t>(n) * e->rng_count);
+  std::vector<ir::NodePtr> explicit_nodes;
+  for (const auto* list : {&a.init, &a.xs, &a.consts})
+    for (const Tensor* t : *list) explicit_nodes.push_back(trace::node_of(*t));
+
+  ScanOutputs out;
+  out.ys_like = e->ys_like;
+  const bool reverse = a.options.reverse;
+  if (!differentiated) {
+    ir::Loop l = scan_loop(e->body, n, reverse, nc);
+    assign_roles(l, e->inputs, nc, nx, e->rng_count);
+    std::vector<Tensor> r = record_loop(std::move(l), operands(e->inputs, explicit_nodes, e->lifted, rng));
+    out.carry.assign(r.begin(), r.begin() + nc);
+    out.ys.assign(r.begin() + nc, r.end());
+    return out;
+  }
+
+  std::shared_ptr<const Diff> d;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    auto& slot = e->diff[a.options.remat == Remat::save ? 0 : 1];
+    if (!slot) slot = make_diff(*e, a.options.remat, tool);
+    d = slot;
+  }
+  ir::Loop l = scan_loop(d->forward, n, reverse, nc);
+  assign_roles(l, d->forward_inputs, nc, nx, e->rng_count);
+  std::vector<Tensor> r =
+      record_loop(std::move(l), operands(d->forward_inputs, explicit_nodes, e->lifted, rng));
+  out.carry.assign(r.begin(), r.begin() + nc);
+  out.ys.assign(r.begin() + nc, r.begin() + nc + ny);
+  std::vector<Tensor> saved(r.begin() + nc + ny, r.end());
+
+  std::vector<Tensor> outs = out.carry;
+  outs.insert(outs.end(), out.ys.begin(), out.ys.end());
+  std::vector<const Tensor*> inputs = a.init;
+  inputs.insert(inputs.end(), a.xs.begin(), a.xs.end());
+  inputs.insert(inputs.end(), a.consts.begin(), a.consts.end());
+  for (const Tensor& t : e->lifted) inputs.push_back(&t);
+  std::vector<Tensor> xs, consts;
+  for (const Tensor* t : a.xs) xs.push_back(*t);
+  for (const Tensor* t : a.consts) consts.push_back(*t);
+  autograd::record_multi(
+      outs, tool, inputs,
+      [e, d, n, reverse, saved, xs, consts, rng](const std::vector<Tensor>& grads) {
+        const size_t nc = e->carry.size();
+        const std::vector<int> fc = floating(e->carry), fx = floating(e->x),
+                               fk = floating(e->consts), fy = floating(e->ys);
+        auto grad_or_zeros = [&](size_t k, const Shape& shape, DType dtype) {
+          return k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype);
+        };
+        // the backward loop's explicit inputs, in the order make_diff made them
+        std::vector<ir::NodePtr> ex;
+        for (int i : fc) {
+          const auto& [shape, dtype] = e->carry[static_cast<size_t>(i)];
+          ex.push_back(trace::node_of(grad_or_zeros(static_cast<size_t>(i), shape, dtype)));
+        }
+        std::vector<size_t> fl;
+        for (size_t i = 0; i < e->lifted.size(); ++i)
+          if (is_floating(e->lifted[i].dtype())) fl.push_back(i);
+        for (int i : fk) {
+          const auto& [shape, dtype] = e->consts[static_cast<size_t>(i)];
+          ex.push_back(trace::node_of(zeros(shape, dtype)));
+        }
+        for (size_t i : fl) ex.push_back(trace::node_of(zeros_like(e->lifted[i])));
+        for (const Tensor& t : saved) ex.push_back(trace::node_of(t));
+        for (const Tensor& t : xs) ex.push_back(trace::node_of(t));
+        for (int i : fy) {
+          auto [shape, dtype] = e->ys[static_cast<size_t>(i)];
+          std::vector<int64_t> dims = shape.vec();
+          dims.insert(dims.begin(), n);
+          ex.push_back(trace::node_of(grad_or_zeros(nc + static_cast<size_t>(i), Shape(dims), dtype)));
+        }
+        for (const Tensor& t : consts) ex.push_back(trace::node_of(t));
+        ir::Loop l = scan_loop(d->backward, n, !reverse, d->backward_carries);
+        assign_roles(l, d->backward_inputs, d->backward_carries, d->backward_xs, e->rng_count);
+        std::vector<Tensor> r =
+            record_loop(std::move(l), operands(d->backward_inputs, ex, d->backward_lifted, rng));
+        // r: gradients of floating carries, consts, lifted; then of floating xs (stacked)
+        std::vector<Tensor> g(nc + xs.size() + consts.size() + e->lifted.size());
+        size_t at = 0;
+        for (int i : fc) g[static_cast<size_t>(i)] = r[at++];
+        for (int i : fk) g[nc + xs.size() + static_cast<size_t>(i)] = r[at++];
+        for (size_t i : fl) g[nc + xs.size() + consts.size() + i] = r[at++];
+        for (int i : fx) g[nc + static_cast<size_t>(i)] = r[at++];
+        return g;
+      });
+  return out;
+}
+
+}  // namespace lazytrace::tools
