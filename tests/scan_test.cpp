@@ -166,4 +166,206 @@ TEST(Scan, RnnCellWithClosedOverWeights) {
                "rnn " + policy_name(o));
 }
 
+
+TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {
+  Tensor w = random_tensor({3}, 5);
+  using Carry = std::tuple<Tensor, Tensor>;
+  auto fn = [&](const Carry& c, const std::vector<Tensor>& x) {
+    const auto& [h, i] = c;
+    Tensor step = lt::astype(i, lt::DType::float32);
+    Tensor nh = h * lt::sigmoid(x[0]) + x[1] * w * step;
+    return std::pair{Carry{nh, i + 1}, std::pair{lt::sum(nh), i * 2}};
+  };
+  Carry init{random_tensor({2, 3}, 6), lt::tensor({0})};
+  std::vector<Tensor> xs{random_tensor({5, 2, 3}, 7), random_tensor({5, 3}, 8)};
+  for (const auto& o : kPolicies) check_scan(fn, init, xs, {w}, o, 1e-5, "tuple " + policy_name(o));
+  auto [c, ys] = lt::scan(fn, init, xs);
+  EXPECT_EQ(std::get<1>(c).to_vector<int64_t>(), std::vector<int64_t>({5}));
+  EXPECT_EQ(ys.second.to_vector<int64_t>(), std::vector<int64_t>({0, 2, 4, 6, 8}));
+}
+
+TEST(Scan, MixedDtypesHalfCarryBfloat16AndFloat32Xs) {
+  auto fn = [](const Tensor& c, const std::pair<Tensor, Tensor>& x) {
+    Tensor f = lt::astype(c, lt::DType::float32) * 0.5 + lt::astype(x.first, lt::DType::float32) * x.second;
+    return std::pair{lt::astype(f, lt::DType::float16), lt::astype(f, lt::DType::bfloat16)};
+  };
+  Tensor init = random_tensor({4}, 9, lt::DType::float16);
+  std::pair<Tensor, Tensor> xs{random_tensor({3, 4}, 10, lt::DType::bfloat16), random_tensor({3, 4}, 11)};
+  for (const auto& o : kPolicies) check_scan(fn, init, xs, {}, o, 2e-2, "mixed " + policy_name(o));
+}
+
+TEST(Scan, ConstantsMadeInsideTheBodyAndBoolCarry) {
+  auto fn = [](const std::pair<Tensor, Tensor>& c, const Tensor& x) {
+    Tensor k = lt::tensor({1.5f, -2.0f, 3.0f});  // a constant made inside
+    Tensor h = c.first * k + x;
+    Tensor seen = lt::astype(lt::astype(c.second, lt::DType::float32) + lt::astype(x > 1.0, lt::DType::float32), lt::DType::float32) > 0.5;
+    return std::pair{std::pair{h, seen}, lt::where(seen, h, -h)};
+  };
+  std::pair<Tensor, Tensor> init{random_tensor({3}, 12), lt::tensor({false, false, false})};
+  Tensor xs = random_tensor({4, 3}, 13);
+  for (const auto& o : kPolicies) check_scan(fn, init, xs, {}, o, 1e-5, "constants " + policy_name(o));
+}
+
+TEST(Scan, RandomOpsDrawDifferentNumbersEachIteration) {
+  auto fn = [](const Tensor& c, const Tensor& x) {
+    Tensor r = lt::rand({8});
+    return std::pair{c + lt::sum(r), r + x * 0.0};
+  };
+  auto [c1, ys1] = lt::scan(fn, lt::tensor({0.0f}), lt::zeros({3, 8}));
+  std::vector<float> v = ys1.to_vector<float>();
+  for (int i = 0; i < 3; ++i)
+    for (int j = i + 1; j < 3; ++j)
+      EXPECT_NE(std::vector<float>(v.begin() + i * 8, v.begin() + i * 8 + 8),
+                std::vector<float>(v.begin() + j * 8, v.begin() + j * 8 + 8));
+  for (float f : v) EXPECT_TRUE(f >= 0 && f < 1);
+  auto [c2, ys2] = lt::scan(fn, lt::tensor({0.0f}), lt::zeros({3, 8}));
+  EXPECT_NE(ys2.to_vector<float>(), v) << "a second call draws new numbers";
+}
+
+TEST(Scan, DropoutGradientsAreTheSameWithBothPolicies) {
+  // recompute draws the forward's numbers again: the same mask, the same gradients
+  Tensor w = random_tensor({5, 5}, 14);
+  auto fn = [&](const Tensor& h, const Tensor& x) {
+    Tensor keep = lt::astype(lt::rand(h.shape()) > 0.3, lt::DType::float32);
+    Tensor nh = lt::tanh(lt::matmul(h * keep, w) + x);
+    return std::pair{nh, nh};
+  };
+  std::vector<std::vector<float>> grads;
+  for (lt::Remat r : {lt::Remat::save, lt::Remat::recompute}) {
+    lt::manual_seed(7);
+    Tensor init = random_tensor({2, 5}, 15), xs = random_tensor({4, 2, 5}, 16);
+    w.set_grad({});
+    w.requires_grad_();
+    auto [c, ys] = lt::scan(fn, init, xs, {.remat = r});
+    total({c, ys}).backward();
+    grads.push_back(w.grad().to_vector<float>());
+  }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[0][i], grads[1][i], 1e-5);
+}
+
+TEST(Scan, ZeroLengthReturnsInitAndEmptyYs) {
+  Tensor init = random_tensor({2, 3}, 17);
+  init.requires_grad_();
+  auto fn = [](const Tensor& c, const Tensor& x) { return std::pair{c * x, c + x}; };
+  auto [c, ys] = lt::scan(fn, init, lt::zeros({0, 2, 3}));
+  EXPECT_EQ(c.to_vector<float>(), init.to_vector<float>());
+  EXPECT_EQ(ys.shape(), lt::Shape({0, 2, 3}));
+  lt::sum(c).backward();
+  EXPECT_EQ(init.grad().to_vector<float>(), std::vector<float>(6, 1.0f));
+}
+
+TEST(Scan, BodyIsTracedOnceAndCompiledOnceWhateverTheLength) {
+  auto fn = [](const Tensor& c, const Tensor& x) {
+    Tensor n = c * 0.5 + lt::exp(x);
+    return std::pair{n, n * 2};
+  };
+  const int64_t traces = counter("LoopTrace"), bodies = counter("BodyCompileCount");
+  for (int64_t n : {10, 100, 1000}) {
+    auto [c, ys] = lt::scan(fn, lt::tensor({0.0f, 1.0f}), lt::zeros({n, 2}));
+    // c_{k+1} = c_k / 2 + 1 -> 2 - (2 - c_0) / 2^n
+    std::vector<float> v = c.to_vector<float>();
+    EXPECT_NEAR(v[0], 2 - 2 / std::pow(2.0, static_cast<double>(n)), 1e-6);
+    EXPECT_EQ(ys.shape(), lt::Shape({n, 2}));
+  }
+  EXPECT_EQ(counter("LoopTrace") - traces, 3) << "traced once per scan call";
+  EXPECT_EQ(counter("BodyCompileCount") - bodies, 1) << "one body program for every length";
+
+  const int64_t hits = counter("LoopHit"), traced = counter("LoopTrace");
+  for (int i = 0; i < 3; ++i) {
+    auto [c, ys] = lt::scan(fn, lt::tensor({0.0f, 1.0f}), lt::zeros({7, 2}), {.is_fn_pure = true});
+    lt::sync({c, ys});
+  }
+  EXPECT_EQ(counter("LoopTrace") - traced, 1) << "is_fn_pure: traced on the first call only";
+  EXPECT_EQ(counter("LoopHit") - hits, 2);
+}
+
+TEST(Scan, IsFnPureReadsEachCallsXsAndGradients) {
+  Tensor w = random_tensor({3}, 18);
+  auto fn = [&](const Tensor& c, const Tensor& x) { return std::pair{c * w + x, c}; };
+  lt::ScanOptions pure{.is_fn_pure = true};
+  for (uint64_t seed : {19, 20}) {
+    w.set_grad({});
+    check_scan(fn, random_tensor({3}, seed), random_tensor({4, 3}, seed + 10), {w}, pure, 1e-5,
+               "pure seed " + std::to_string(seed));
+  }
+}
+
+TEST(Scan, NestedScanAndScanInsideCompileAndAssumePure) {
+  Tensor w = random_tensor({3}, 21);
+  // an inner scan over each row of x, inside an outer scan over rows
+  auto inner = [&](const Tensor& c, const Tensor& x) { return std::pair{c * w + x, c}; };
+  auto outer = [&](const Tensor& c, const Tensor& xrow) {
+    auto [ci, ys] = lt::scan(inner, c, xrow);
+    return std::pair{lt::tanh(ci), lt::sum(ys, {0})};
+  };
+  for (const auto& o : kPolicies)
+    check_scan(outer, random_tensor({3}, 22), random_tensor({4, 2, 3}, 23), {w}, o, 1e-5,
+               "nested " + policy_name(o));
+
+  Tensor init = random_tensor({3}, 24), xs = random_tensor({5, 2, 3}, 25);
+  auto [rc, ry] = unrolled(outer, init, xs, false);
+  auto step = lt::compile([&](const Tensor& i, const Tensor& x) { return lt::scan(outer, i, x); });
+  auto pure = lt::assume_pure([&](const Tensor& i, const Tensor& x) { return lt::scan(outer, i, x); });
+  for (int k = 0; k < 2; ++k) {
+    auto [c, ys] = step(init, xs);
+    expect_close(c, rc[0], 1e-5, "compiled carry");
+    expect_close(ys, ry[0], 1e-5, "compiled ys");
+    auto [c2, ys2] = pure(init, xs);
+    expect_close(c2, rc[0], 1e-5, "assume_pure carry");
+    expect_close(ys2, ry[0], 1e-5, "assume_pure ys");
+  }
+}
+
+// ---- errors
+
+TEST(ScanErrors, XsWithDifferentLeadingSizes) {
+  auto fn = [](const Tensor& c, const std::vector<Tensor>& x) { return std::pair{c + x[0] + x[1], Tree()}; };
+  expect_error([&] { lt::scan(fn, lt::zeros({2}), std::vector<Tensor>{lt::zeros({3, 2}), lt::zeros({5, 2})}); },
+               {"[scan]", "different leading sizes", "[0] f32[3, 2] has 3", "[1] f32[5, 2] has 5",
+                "first dim"});
+}
+
+TEST(ScanErrors, EmptyXs) {
+  auto fn = [](const Tensor& c, const std::vector<Tensor>&) { return std::pair{c, Tree()}; };
+  expect_error([&] { lt::scan(fn, lt::zeros({2}), std::vector<Tensor>{}); },
+               {"[scan]", "xs is an empty pytree", "fori_loop"});
+}
+
+TEST(ScanErrors, ScalarXsLeaf) {
+  auto fn = [](const Tensor& c, const Tensor& x) { return std::pair{c + x, Tree()}; };
+  expect_error([&] { lt::scan(fn, lt::zeros({2}), lt::sum(lt::tensor({1.0f}))); },
+               {"[scan]", "is a scalar (f32[])", "leading dim"});
+}
+
+TEST(ScanErrors, CarryChangesDtype) {
+  auto fn = [](const std::pair<Tensor, Tensor>& c, const Tensor& x) {
+    return std::pair{std::pair{c.first + x, lt::astype(c.second, lt::DType::float16)}, Tree()};
+  };
+  expect_error([&] { lt::scan(fn, std::pair{lt::zeros({2}), lt::zeros({2})}, lt::zeros({3, 2})); },
+               {"[scan]", "carry input and carry output must have equal types", "[1]: f32[2]",
+                "became [1]: f16[2]", ".to(dtype)"});
+}
+
+TEST(ScanErrors, CarryChangesShape) {
+  auto fn = [](const Tensor& c, const Tensor& x) { return std::pair{lt::concat({c, x}, 0), Tree()}; };
+  expect_error([&] { lt::scan(fn, lt::zeros({2}), lt::zeros({3, 2})); },
+               {"[scan]", "f32[2] became", "f32[4]", "reshape"});
+}
+
+TEST(ScanErrors, CarryChangesStructure) {
+  auto fn = [](const Tree& c, const Tensor& x) {
+    return std::pair{Tree::dict({{"a", c["a"].tensor() + x}, {"b", x}}), Tree()};
+  };
+  expect_error([&] { lt::scan(fn, Tree::dict({{"a", lt::zeros({2})}}), lt::zeros({3, 2})); },
+               {"[scan]", "carry input and carry output must have equal types", "tree {a: *}",
+                "tree {a: *, b: *}"});
+}
+
+TEST(ScanErrors, BodyOutputThatIsNotAPair) {
+  auto fn = [](const Tree& c, const Tensor& x) { return Tree::list({c, Tree(x), Tree(x)}); };
+  expect_error([&] { lt::scan(fn, Tree(lt::zeros({2})), lt::zeros({3, 2})); },
+               {"[scan]", "must return a pair (new_carry, y)", "[*, *, *]", "std::pair"});
+}
+
 }  // namespace

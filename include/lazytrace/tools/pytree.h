@@ -80,6 +80,13 @@ void at_path(Flat& flat, S&& step, F&& f) {
   flat.path.resize(n);
 }
 
+/** "[i]", a list or tuple item's path step (appended, which g++ 12 checks without noise). */
+inline std::string index_path(size_t i) {
+  std::string s("[");
+  s.append(std::to_string(i)).append("]");
+  return s;
+}
+
 /** Leaves consumed in order while rebuilding. */
 struct Cursor {
   const std::vector<Tensor>& leaves;
@@ -125,7 +132,7 @@ struct Traits<std::vector<T>> {
     if (f.describing) f.describe("list of " + std::to_string(v.size()));
     for (size_t i = 0; i < v.size(); ++i)
       at_path(
-          f, [&] { return "[" + std::to_string(i) + "]"; }, [&] { Traits<T>::flatten(v[i], f); });
+          f, [&] { return index_path(i); }, [&] { Traits<T>::flatten(v[i], f); });
   }
   static std::vector<T> rebuild(const std::vector<T>& like, Cursor& c) {
     std::vector<T> out;
@@ -150,7 +157,7 @@ struct Traits<std::tuple<Ts...>> {
   template <size_t... I>
   static void flatten_items(const std::tuple<Ts...>& t, Flat& f, std::index_sequence<I...>) {
     (at_path(
-         f, [] { return "[" + std::to_string(I) + "]"; },
+         f, [] { return index_path(I); },
          [&] { Traits<std::decay_t<Ts>>::flatten(std::get<I>(t), f); }),
      ...);
   }
