@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lazytrace/ops/ops.h"
+#include "lazytrace/tools/assume_pure.h"
 
 namespace lazytrace::nn {
 
@@ -125,8 +126,30 @@ Tensor DecoderLM::forward(const Tensor& tokens) const {
          "; shorten it or raise DecoderConfig::max_seq.");
   Tensor h = (*embed)(tokens);
   if (pos_embed) h = h + (*pos_embed)(arange(static_cast<double>(t)));
-  for (const auto& layer : *layers) h = std::static_pointer_cast<DecoderLayer>(layer)->forward(h);
-  return (*head)((*norm)(h));
+  return (*head)((*norm)(run_layers(h)));
+}
+
+Tensor DecoderLM::run_layers(const Tensor& x) const {
+  Tensor h = x;
+  switch (layers_mode) {
+    case LayersMode::loop:
+      for (const auto& layer : *layers) h = std::static_pointer_cast<DecoderLayer>(layer)->forward(h);
+      return h;
+    case LayersMode::assume_pure:
+      if (layers->empty()) return h;
+      if (!pure_layer_) {
+        auto first = layers->at<DecoderLayer>(0);
+        auto pure = assume_pure(
+            [first](const ParamMap& p, const Tensor& in) { return functional_call(*first, p, {}, in); },
+            "decoder_layer");
+        pure_layer_ = pure;
+      }
+      for (const auto& layer : *layers) h = pure_layer_(layer->named_parameters(), h);
+      return h;
+    case LayersMode::scan:
+      return scan_layers<DecoderLayer>(*layers, h, scan_options);
+  }
+  return h;
 }
 
 }  // namespace lazytrace::nn

@@ -5,9 +5,11 @@
  * MLP, with residual connections.
  */
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "lazytrace/nn/layers.h"
+#include "lazytrace/nn/scan_layers.h"
 
 namespace lazytrace::nn {
 
@@ -65,11 +67,20 @@ class DecoderLayer : public Module {
   std::shared_ptr<GatedMLP> mlp;
 };
 
+/**
+ * How DecoderLM runs its layers: a plain loop (every layer traced op by op), each layer
+ * through assume_pure (one call node per layer, the layer traced once), or scan_layers
+ * (one loop node, the layer traced and compiled once).
+ */
+enum class LayersMode { loop, assume_pure, scan };
+
 /** Token ids [batch, seq] (int32/int64) to next-token logits [batch, seq, vocab]. */
 class DecoderLM : public Module {
  public:
   explicit DecoderLM(const DecoderConfig& config);
   Tensor forward(const Tensor& tokens) const;
+  /** The layers on hidden states [batch, seq, hidden], as layers_mode says. */
+  Tensor run_layers(const Tensor& h) const;
   Tensor operator()(const Tensor& tokens) const { return forward(tokens); }
   std::string name() const override { return "DecoderLM"; }
 
@@ -79,6 +90,12 @@ class DecoderLM : public Module {
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> head;
+  LayersMode layers_mode = LayersMode::loop;
+  ScanLayersOptions scan_options{};  // LayersMode::scan
+
+ private:
+  // LayersMode::assume_pure: the traced layer, made on first use
+  mutable std::function<Tensor(const ParamMap&, const Tensor&)> pure_layer_;
 };
 
 /**

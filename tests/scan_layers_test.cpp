@@ -1,0 +1,233 @@
+// scan_layers: layers of one structure run as a scan over stacked weights, against the
+// plain loop over the same layers (outputs and every layer's gradients), and its errors.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cmath>
+#include <string>
+
+#include "expect_error.h"
+#include "tiny_decoder.h"
+
+namespace {
+
+using lt::Tensor;
+namespace nn = lt::nn;
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
+
+Tensor random_tensor(const lt::Shape& shape, uint64_t seed) {
+  lt::manual_seed(seed);
+  return lt::randn(shape);
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double abs, double rel, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(x[i], y[i], abs + rel * std::fabs(y[i])) << what << " element " << i;
+}
+
+// Gradients of every parameter of `layers`, after backward of `loss`.
+std::vector<Tensor> grads_of(const std::vector<std::shared_ptr<nn::Linear>>& layers) {
+  std::vector<Tensor> out;
+  for (const auto& l : layers) {
+    out.push_back(l->weight.grad());
+    out.push_back(l->bias.grad());
+  }
+  return out;
+}
+
+TEST(ScanLayers, TenLinearLayersMatchThePlainLoop) {
+  lt::manual_seed(1);
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+  for (int i = 0; i < 10; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64));
+  Tensor x = random_tensor({4, 64}, 2);
+  x.requires_grad_();
+
+  Tensor plain = x;
+  for (const auto& l : layers) plain = (*l)(plain);
+  lt::sum(plain * plain).backward();
+  std::vector<Tensor> ref_grads = grads_of(layers);
+  Tensor ref_gx = x.grad();
+
+  for (lt::Remat remat : {lt::Remat::save, lt::Remat::recompute}) {
+    for (const auto& l : layers) l->zero_grad();
+    x.set_grad({});
+    Tensor out = nn::scan_layers(layers, x, {.remat = remat});
+    expect_close(out, plain, 1e-4, 1e-3, "output");
+    lt::sum(out * out).backward();
+    std::vector<Tensor> g = grads_of(layers);
+    for (size_t i = 0; i < g.size(); ++i)
+      expect_close(g[i], ref_grads[i], 1e-4, 1e-3, "layer " + std::to_string(i / 2) + (i % 2 ? " bias" : " weight"));
+    expect_close(x.grad(), ref_gx, 1e-4, 1e-3, "input gradient");
+  }
+}
+
+TEST(ScanLayers, DecoderLayersMatchTheUnrolledModel) {
+  nn::DecoderConfig cfg = tiny_decoder_config();
+  cfg.layers = 4;
+  lt::manual_seed(3);
+  auto model = std::make_shared<nn::DecoderLM>(cfg);
+  auto [x, y] = tiny_batch();
+  std::vector<std::vector<float>> logits, grads;
+  for (auto mode : {nn::LayersMode::loop, nn::LayersMode::scan, nn::LayersMode::assume_pure}) {
+    for (lt::Remat remat : {lt::Remat::save, lt::Remat::recompute}) {
+      if (mode != nn::LayersMode::scan && remat == lt::Remat::recompute) continue;
+      model->layers_mode = mode;
+      model->scan_options.remat = remat;
+      model->zero_grad();
+      Tensor out = (*model)(x);
+      nn::cross_entropy(out, y).backward();
+      logits.push_back(out.to_vector<float>());
+      std::vector<float> g;
+      for (const Tensor& p : model->parameters())
+        for (float v : p.grad().to_vector<float>()) g.push_back(v);
+      grads.push_back(g);
+    }
+  }
+  ASSERT_EQ(logits.size(), 4u);
+  for (size_t k = 1; k < logits.size(); ++k) {
+    for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_NEAR(logits[k][i], logits[0][i], 1e-4) << k;
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      ASSERT_NEAR(grads[k][i], grads[0][i], 1e-4 + 1e-3 * std::fabs(grads[0][i])) << k << " " << i;
+  }
+}
+
+TEST(ScanLayers, CompiledTrainingStepWithScannedLayersTrainsLikeTheLoop) {
+  nn::DecoderConfig cfg = tiny_decoder_config();
+  cfg.layers = 3;
+  auto [x, y] = tiny_batch();
+  std::vector<std::vector<float>> losses(2);
+  for (int scanned = 0; scanned < 2; ++scanned) {
+    lt::manual_seed(5);
+    auto model = std::make_shared<nn::DecoderLM>(cfg);
+    if (scanned) model->layers_mode = nn::LayersMode::scan;
+    lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+    auto step = lt::compile(
+        [&](const Tensor& tokens, const Tensor& targets) {
+          Tensor loss = nn::cross_entropy((*model)(tokens), targets);
+          loss.backward();
+          opt.step();
+          opt.zero_grad();
+          return loss;
+        },
+        {.full_graph = true, .name = "train"});
+    const int64_t compiles = counter("CompileCount[train]");
+    for (int i = 0; i < 4; ++i) losses[static_cast<size_t>(scanned)].push_back(step(x, y).item<float>());
+    EXPECT_EQ(counter("CompileCount[train]") - compiles, 1);
+  }
+  for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4) << i;
+  EXPECT_LT(losses[1].back(), losses[1].front());
+}
+
+TEST(ScanLayers, IsLayerPureTracesTheLayerOnce) {
+  lt::manual_seed(6);
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+  for (int i = 0; i < 3; ++i) layers.push_back(std::make_shared<nn::Linear>(8, 8));
+  Tensor x = random_tensor({2, 8}, 7);
+  const int64_t traces = counter("LoopTrace"), hits = counter("LoopHit");
+  for (int k = 0; k < 3; ++k) {
+    Tensor plain = x;
+    for (const auto& l : layers) plain = (*l)(plain);
+    expect_close(nn::scan_layers(layers, x, {.is_layer_pure = true}), plain, 1e-5, 1e-5, "pure");
+    for (const auto& l : layers) {  // new weights: read by the cached body
+      Tensor w = l->weight;
+      lt::NoGradGuard no_grad;
+      w.copy_(w * 0.5);
+    }
+  }
+  EXPECT_EQ(counter("LoopTrace") - traces, 1);
+  EXPECT_EQ(counter("LoopHit") - hits, 2);
+}
+
+// A layer without weights, one taking and returning a tuple, one with a shared extra input.
+class Squash : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) const { return lt::tanh(x) * 2.0; }
+  std::string name() const override { return "Squash"; }
+};
+
+class Mixer : public nn::Module {
+ public:
+  using Carry = std::tuple<Tensor, Tensor, Tensor>;
+  explicit Mixer(int64_t d) : lin(register_module("lin", std::make_shared<nn::Linear>(d, d))) {}
+  Carry forward(const Carry& c) const {
+    const auto& [a, b, k] = c;
+    return {(*lin)(a) + b, b * 0.5 + a, k + 1};
+  }
+  std::string name() const override { return "Mixer"; }
+  std::shared_ptr<nn::Linear> lin;
+};
+
+class Masked : public nn::Module {
+ public:
+  explicit Masked(int64_t d) : lin(register_module("lin", std::make_shared<nn::Linear>(d, d))) {}
+  Tensor forward(const Tensor& x, const Tensor& mask) const { return (*lin)(x) * mask; }
+  std::string name() const override { return "Masked"; }
+  std::shared_ptr<nn::Linear> lin;
+};
+
+TEST(ScanLayers, WeightlessTupleAndExtraArgumentLayers) {
+  std::vector<std::shared_ptr<Squash>> squash(4, std::make_shared<Squash>());
+  Tensor x = random_tensor({3, 5}, 8);
+  Tensor plain = x;
+  for (const auto& l : squash) plain = l->forward(plain);
+  expect_close(nn::scan_layers(squash, x), plain, 1e-6, 1e-6, "weightless");
+
+  lt::manual_seed(9);
+  std::vector<std::shared_ptr<Mixer>> mixers;
+  for (int i = 0; i < 3; ++i) mixers.push_back(std::make_shared<Mixer>(5));
+  Mixer::Carry c{x, random_tensor({3, 5}, 10), lt::tensor({0})};
+  Mixer::Carry pc = c;
+  for (const auto& m : mixers) pc = m->forward(pc);
+  Mixer::Carry sc = nn::scan_layers(mixers, c);
+  expect_close(std::get<0>(sc), std::get<0>(pc), 1e-5, 1e-5, "tuple a");
+  expect_close(std::get<1>(sc), std::get<1>(pc), 1e-5, 1e-5, "tuple b");
+  EXPECT_EQ(std::get<2>(sc).to_vector<int64_t>(), std::vector<int64_t>({3}));
+
+  std::vector<std::shared_ptr<Masked>> masked;
+  for (int i = 0; i < 3; ++i) masked.push_back(std::make_shared<Masked>(5));
+  Tensor mask = lt::astype(random_tensor({3, 5}, 11) > 0.0, lt::DType::float32);
+  mask.requires_grad_();
+  Tensor pm = x;
+  for (const auto& m : masked) pm = m->forward(pm, mask);
+  lt::sum(pm).backward();
+  Tensor ref_mask_grad = mask.grad();
+  mask.set_grad({});
+  Tensor sm = nn::scan_layers(masked, x, {}, mask);
+  expect_close(sm, pm, 1e-5, 1e-5, "masked");
+  lt::sum(sm).backward();
+  expect_close(mask.grad(), ref_mask_grad, 1e-5, 1e-5, "mask gradient");
+}
+
+TEST(ScanLayers, EmptyListReturnsTheInput) {
+  Tensor x = random_tensor({2, 3}, 12);
+  Tensor out = nn::scan_layers(std::vector<std::shared_ptr<nn::Linear>>{}, x);
+  EXPECT_EQ(out.impl(), x.impl());
+}
+
+TEST(ScanLayersErrors, MismatchedLayersNameTheLayerAndParameter) {
+  auto a = std::make_shared<nn::Linear>(4, 4), b = std::make_shared<nn::Linear>(4, 3);
+  auto nobias = std::make_shared<nn::Linear>(4, 4, false);
+  Tensor x = random_tensor({2, 4}, 13);
+  using L = std::vector<std::shared_ptr<nn::Linear>>;
+  expect_error([&] { nn::scan_layers(L{a, a, b}, x); },
+               {"[scan_layers]", "layer 2 does not match layer 0", "parameter 'weight' is f32[3, 4]",
+                "but f32[4, 4] in layer 0", "plain loop"});
+  expect_error([&] { nn::scan_layers(L{a, nobias}, x); },
+               {"[scan_layers]", "layer 1", "has no parameter 'bias'"});
+  expect_error([&] { nn::scan_layers(L{nobias, a}, x); },
+               {"[scan_layers]", "layer 1", "extra parameter 'bias'"});
+}
+
+TEST(ScanLayersErrors, ModuleListOfAnotherType) {
+  nn::ModuleList list;
+  list.push_back(std::make_shared<nn::Linear>(4, 4));
+  list.push_back(std::make_shared<Squash>());
+  expect_error([&] { nn::scan_layers<nn::Linear>(list, random_tensor({2, 4}, 14)); }, "ModuleList");
+}
+
+}  // namespace
