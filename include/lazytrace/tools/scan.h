@@ -17,6 +17,7 @@
  * it: every intermediate value the VJP needs (save), or only the carries, recomputing the
  * body in backward (recompute: the memory of one iteration instead of all of them).
  */
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "lazytrace/ops/ops.h"
 #include "lazytrace/tools/pytree.h"
 
 namespace lazytrace {
@@ -67,6 +69,10 @@ struct ScanOutputs {
 
 /** Traces (or finds) the body and records the loop, with its gradient. */
 ScanOutputs run_scan(const ScanArgs& args, const LoopTraceFn& fn);
+
+/** Traces cond and body (fn returns the next carries, and the condition as ys[0]) and
+ * records the loop. */
+std::vector<Tensor> run_while(const std::vector<const Tensor*>& init, const LoopTraceFn& fn);
 
 /** Throws the "[scan] carry changed" error, naming the first leaf that differs. */
 [[noreturn]] void carry_mismatch(const char* tool, const pytree::Flat& before,
@@ -170,6 +176,95 @@ template <typename F, typename C, typename X>
 auto scan(const F& fn, const C& init, const X& xs, ScanOptions options = {}) {
   auto body = [fn](const C& c, const X& x, const std::tuple<>&) { return fn(c, x); };
   return tools::scan_with(body, init, xs, std::tuple<>{}, options, typeid(F).hash_code());
+}
+
+namespace tools {
+template <typename T>
+struct IsTuple : std::false_type {};
+template <typename... Ts>
+struct IsTuple<std::tuple<Ts...>> : std::true_type {};
+
+/** f(v...) for a tuple v, else f(v). */
+template <typename F, typename V>
+decltype(auto) apply_carry(const F& f, const V& v) {
+  if constexpr (IsTuple<V>::value)
+    return std::apply(f, v);
+  else
+    return f(v);
+}
+}  // namespace tools
+
+/**
+ * Runs body_fn while cond_fn holds, in the backend: cond_fn(carry...) returns a bool
+ * scalar tensor, body_fn(carry...) the next carry with the same structure, shapes and
+ * dtypes. A std::tuple init is passed as separate arguments, like torch's while_loop:
+ *
+ *   auto [i, x] = lt::while_loop([](const Tensor& i, const Tensor&) { return i > 0; },
+ *                                [](const Tensor& i, const Tensor& x) {
+ *                                  return std::tuple{i - 1, x + 1};
+ *                                }, std::tuple{lt::tensor({10}), lt::tensor({3})});
+ *
+ * Not differentiable (reverse mode needs the iteration count in advance): use fori_loop
+ * with integer bounds or scan.
+ */
+template <typename Cond, typename Body, typename Init>
+Init while_loop(const Cond& cond_fn, const Body& body_fn, const Init& init) {
+  pytree::Flat fi = pytree::flatten(init);
+  const uint64_t init_hash = fi.hash;
+  tools::LoopTraceFn trace = [&](const std::vector<Tensor>& c, const std::vector<Tensor>&,
+                                 const std::vector<Tensor>&) {
+    pytree::Cursor cur{c};
+    Init carry = pytree::Traits<Init>::rebuild(init, cur);
+    Tensor cond = tools::apply_carry(cond_fn, carry);
+    auto next = tools::apply_carry(body_fn, carry);
+    static_assert(std::is_convertible_v<decltype(next), Init>,
+                  "lazytrace: [while_loop] body_fn must return the carry with init's type");
+    Init nc(next);
+    pytree::Flat fn = pytree::flatten(nc);
+    if (fn.hash != init_hash)
+      tools::carry_mismatch("while_loop", pytree::flatten(init, true), pytree::flatten(nc, true));
+    tools::LoopTraced t;
+    t.carry = fn.tensors();
+    t.ys = {cond};
+    return t;
+  };
+  std::vector<Tensor> out = tools::run_while(fi.leaves, trace);
+  pytree::Cursor cur{out};
+  return pytree::Traits<Init>::rebuild(init, cur);
+}
+
+/**
+ * body_fn(i, carry) -> carry for i in [lower, upper) (i an int64 scalar tensor). Integer
+ * bounds make it a scan (differentiable; lower >= upper runs nothing); tensor bounds
+ * (int64 scalars) a while_loop.
+ */
+template <typename Body, typename Init>
+Init fori_loop(int64_t lower, int64_t upper, const Body& body_fn, const Init& init) {
+  const int64_t n = std::max<int64_t>(upper - lower, 0);
+  Tensor is = arange(static_cast<double>(lower), static_cast<double>(lower + n));
+  auto fn = [body_fn](const Init& c, const Tensor& i, const std::tuple<>&) {
+    return std::pair<Init, Tree>{Init(body_fn(i, c)), Tree()};
+  };
+  return tools::scan_with(fn, init, is, std::tuple<>{}, ScanOptions{}, typeid(Body).hash_code(),
+                          "fori_loop")
+      .first;
+}
+
+template <typename Body, typename Init>
+Init fori_loop(const Tensor& lower, const Tensor& upper, const Body& body_fn, const Init& init) {
+  for (const Tensor* t : {&lower, &upper})
+    if (!t->defined() || t->dtype() != DType::int64 || t->numel() != 1)
+      fail("fori_loop", "tensor bounds must be int64 scalars, got ",
+           t->defined() ? t->type_str() : std::string("an undefined tensor"),
+           "; make them with lt::tensor({n}) or pass integers.");
+  using C = std::tuple<Tensor, Tensor, Init>;
+  C out = while_loop(
+      [](const Tensor& i, const Tensor& hi, const Init&) { return i < hi; },
+      [&body_fn](const Tensor& i, const Tensor& hi, const Init& c) {
+        return C{i + 1, hi, Init(body_fn(i, c))};
+      },
+      C{reshape(lower, Shape{}), reshape(upper, Shape{}), init});
+  return std::get<2>(out);
 }
 
 }  // namespace lazytrace
