@@ -136,6 +136,13 @@ void CompileCache::evict_locked() {
   }
 }
 
+int64_t CompileCache::arena_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t total = 0;
+  for (const auto& [key, e] : map_) total += e.exe->arena_bytes();
+  return total;
+}
+
 size_t CompileCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return map_.size();

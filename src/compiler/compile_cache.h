@@ -32,6 +32,8 @@ class CompileCache {
       const std::function<ir::Graph()>& build_graph);
 
   size_t size() const;
+  /** Bytes of the scratch arenas (every intermediate of a graph) the executables hold. */
+  int64_t arena_bytes() const;
   size_t capacity() const { return capacity_; }
   void set_capacity(size_t n);
   void clear();

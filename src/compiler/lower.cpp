@@ -35,7 +35,7 @@ struct Group {
 
 class Lowering {
  public:
-  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) {}
+  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) { find_unstacked(); }
 
   Program run() {
     p_.name = g_.name;
@@ -151,8 +151,31 @@ class Lowering {
     return s;
   }
 
+  // A stack (a concat along dim 0 of tensors with leading dim 1) that only loops read as
+  // xs is never made: each iteration reads its part where it lies (scan_layers' weights).
+  void find_unstacked() {
+    std::vector<int> uses(g_.nodes.size(), 0), loop_uses(g_.nodes.size(), 0);
+    for (const GNode& n : g_.nodes) {
+      for (int in : n.inputs) ++uses[static_cast<size_t>(in)];
+      if (n.op != OpKind::Loop) continue;
+      const auto& loop = *static_cast<const ir::Loop*>(n.body.get());
+      for (size_t k = 0; k < loop.roles.size(); ++k)
+        if (loop.roles[k] == ir::Loop::Role::X) ++loop_uses[static_cast<size_t>(n.inputs[k])];
+    }
+    unstacked_.assign(g_.nodes.size(), 0);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const GNode& n = g_.nodes[i];
+      if (n.op != OpKind::Concat || n.attrs[0] != 0 || uses[i] == 0 || uses[i] != loop_uses[i])
+        continue;
+      bool parts = true;
+      for (int in : n.inputs) parts = parts && g_.nodes[static_cast<size_t>(in)].shape[0] == 1;
+      unstacked_[i] = parts;
+    }
+  }
+
   void lower_node(int i) {
     const GNode& n = g_.nodes[i];
+    if (unstacked_[static_cast<size_t>(i)]) return;  // read part by part by the loops
     Value& out = vals_[i];
     switch (ir::op_info(n.op).family) {
       case ir::OpFamily::Leaf:
@@ -553,6 +576,11 @@ class Lowering {
       if (in.role == ir::Loop::Role::Counter) {
         in.view = use_view(node);
         in.step = loop.steps[static_cast<size_t>(k)];
+      } else if (in.role == ir::Loop::Role::X && unstacked_[static_cast<size_t>(node)]) {
+        for (int part : g_.nodes[static_cast<size_t>(node)].inputs)
+          in.slices.push_back(use_contiguous(part));
+        in.view.dtype = g_.nodes[static_cast<size_t>(node)].dtype;
+        in.view.shape = g_.nodes[static_cast<size_t>(node)].shape;
       } else if (in.role != ir::Loop::Role::Unused) {
         in.view = use_contiguous(node);
       }
@@ -596,6 +624,7 @@ class Lowering {
   std::vector<std::vector<int>> writers_;
   std::map<int, int> param_storages_;
   std::map<int, std::vector<View>> call_results_;
+  std::vector<char> unstacked_;  // concat nodes that loops read part by part
 };
 
 template <typename F>
@@ -607,7 +636,10 @@ void for_each_view(const Step& step, F&& f) {
     return;
   }
   if (auto* l = std::get_if<LoopStep>(&step)) {
-    for (const LoopStep::Input& in : l->inputs) f(in.view.storage);
+    for (const LoopStep::Input& in : l->inputs) {
+      f(in.view.storage);
+      for (const View& v : in.slices) f(v.storage);
+    }
     for (const View& v : l->body_leaves) f(v.storage);
     for (const View& v : l->cond_leaves) f(v.storage);
     for (int o : l->outputs) f(o);

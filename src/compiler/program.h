@@ -118,6 +118,9 @@ struct LoopStep {
     View view;                // Carry: the initial value; X: the stacked tensor; Counter: base
     int64_t slice_bytes = 0;  // X
     int64_t step = 0;         // Counter
+    // X whose stacked tensor was never made (a stack of separate tensors, which the loop
+    // reads where they lie): slice i is slices[i]
+    std::vector<View> slices;
   };
   std::vector<Input> inputs;                    // one per body input
   std::vector<View> body_leaves, cond_leaves;   // the bodies' own Data leaves

@@ -12,6 +12,7 @@ namespace lazytrace::runtime {
 namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
+std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_allocations{0};
 
 // Freed blocks are kept by size and handed out again, so a step that repeats gets its
@@ -72,7 +73,12 @@ class BlockCache {
 
 Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   data_ = BlockCache::get().take(BlockCache::round(bytes));
-  g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+  const int64_t live =
+      g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
+      static_cast<int64_t>(bytes);
+  int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
   g_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -83,6 +89,14 @@ Buffer::~Buffer() {
 
 int64_t Buffer::allocations() {
   return g_allocations.load(std::memory_order_relaxed);
+}
+
+int64_t Buffer::peak_bytes() {
+  return g_peak_bytes.load(std::memory_order_relaxed);
+}
+
+void Buffer::reset_peak() {
+  g_peak_bytes.store(g_live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
 int64_t Buffer::live_bytes() {

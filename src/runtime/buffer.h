@@ -20,6 +20,10 @@ class Buffer {
 
   /** Bytes held by all live buffers (for memory tests and reports). */
   static int64_t live_bytes();
+  /** The most bytes live buffers held at once since the last reset_peak(). */
+  static int64_t peak_bytes();
+  /** Starts a new peak at the bytes held now. */
+  static void reset_peak();
   /** Buffers allocated since the process started. */
   static int64_t allocations();
 

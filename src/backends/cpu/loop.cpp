@@ -149,7 +149,8 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
       if (in.role == Role::Carry) {
         b.set_input(k, cur[c++]);
       } else if (in.role == Role::X) {
-        b.set_input(k, at(caller, in.view) + idx * in.slice_bytes);
+        b.set_input(k, in.slices.empty() ? at(caller, in.view) + idx * in.slice_bytes
+                                         : at(caller, in.slices[static_cast<size_t>(idx)]));
       } else if (in.role == Role::Counter) {
         counter[k] = counter_base[k] + idx * in.step;
       }
