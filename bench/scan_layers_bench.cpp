@@ -91,6 +91,7 @@ int64_t timer(const char* name) {
 
 void BM_DecoderStep(benchmark::State& state) {
   Trainer trainer(state.range(0), static_cast<int>(state.range(1)));
+  lt::sync();  // the initial weights
   // the first step, compiled from scratch
   lazytrace::compiler::CompileCache::global().clear();
   lazytrace::compiler::clear_body_programs();

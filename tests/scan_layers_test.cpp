@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -121,6 +122,70 @@ TEST(ScanLayers, CompiledTrainingStepWithScannedLayersTrainsLikeTheLoop) {
   }
   for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4) << i;
   EXPECT_LT(losses[1].back(), losses[1].front());
+}
+
+TEST(ScanLayers, StackedDecoderWeightsMatchTheUnstackedModel) {
+  nn::DecoderConfig cfg = tiny_decoder_config();
+  cfg.layers = 3;
+  nn::DecoderConfig stacked_cfg = cfg;
+  stacked_cfg.stacked_layers = true;
+  lt::manual_seed(11);
+  auto plain = std::make_shared<nn::DecoderLM>(cfg);
+  lt::manual_seed(11);
+  auto stacked = std::make_shared<nn::DecoderLM>(stacked_cfg);
+  EXPECT_EQ(stacked->layers, nullptr);
+  const nn::ParamMap sp = stacked->named_parameters();
+  ASSERT_TRUE(sp.contains("layers.attn.q_proj.weight"));
+  EXPECT_EQ(sp.at("layers.attn.q_proj.weight").shape(), lt::Shape({3, 8, 8}));
+  EXPECT_EQ(sp.size() + 2 * 9, plain->named_parameters().size());  // 9 per layer, once
+
+  auto [x, y] = tiny_batch();
+  nn::cross_entropy((*plain)(x), y).backward();
+  const nn::ParamMap pp = plain->named_parameters();
+  for (auto mode : {nn::LayersMode::scan, nn::LayersMode::loop, nn::LayersMode::assume_pure}) {
+    stacked->layers_mode = mode;
+    stacked->zero_grad();
+    Tensor logits = (*stacked)(x);
+    expect_close(logits, (*plain)(x), 1e-5, 1e-5, "logits");
+    nn::cross_entropy(logits, y).backward();
+    for (const auto& [name, t] : sp) {
+      if (name.rfind("layers.", 0) != 0) {
+        expect_close(t.grad(), pp.at(name).grad(), 1e-5, 1e-4, name);
+        continue;
+      }
+      for (int64_t i = 0; i < 3; ++i) {
+        const std::string own = "layers." + std::to_string(i) + name.substr(6);
+        expect_close(lt::select(t.grad(), 0, i), pp.at(own).grad(), 1e-5, 1e-4, own);
+      }
+    }
+  }
+}
+
+TEST(ScanLayers, StackedTrainingStepGraphDoesNotGrowWithDepth) {
+  // the compiled step's graph, optimizer included, has the same size for 2 and 6 layers
+  auto [x, y] = tiny_batch();
+  std::vector<float> first_losses;
+  std::vector<size_t> nodes;
+  for (int64_t depth : {2, 6}) {
+    nn::DecoderConfig cfg = tiny_decoder_config();
+    cfg.layers = depth;
+    cfg.stacked_layers = true;
+    lt::manual_seed(12);
+    auto model = std::make_shared<nn::DecoderLM>(cfg);
+    model->layers_mode = nn::LayersMode::scan;
+    lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+    Tensor loss = nn::cross_entropy((*model)(x), y);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    std::vector<Tensor> roots{loss};
+    for (const Tensor& p : model->parameters()) roots.push_back(p);
+    const std::string text = lt::debug::to_text(roots);
+    nodes.push_back(static_cast<size_t>(std::count(text.begin(), text.end(), '\n')));
+    lt::sync();
+  }
+  EXPECT_GT(nodes[0], 50u);
+  EXPECT_EQ(nodes[0], nodes[1]);
 }
 
 TEST(ScanLayers, IsLayerPureTracesTheLayerOnce) {

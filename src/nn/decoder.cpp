@@ -110,10 +110,22 @@ DecoderLM::DecoderLM(const DecoderConfig& c) : config(c) {
   embed = register_module("embed", std::make_shared<Embedding>(c.vocab, c.hidden));
   if (c.positions == Positions::learned)
     pos_embed = register_module("pos_embed", std::make_shared<Embedding>(c.max_seq, c.hidden));
-  layers = register_module("layers", std::make_shared<ModuleList>());
-  for (int64_t i = 0; i < c.layers; ++i) layers->push_back(std::make_shared<DecoderLayer>(c));
+  std::vector<std::shared_ptr<DecoderLayer>> made;
+  for (int64_t i = 0; i < c.layers; ++i) made.push_back(std::make_shared<DecoderLayer>(c));
+  if (c.stacked_layers) {
+    std::vector<const Module*> mods;
+    for (const auto& l : made) mods.push_back(l.get());
+    stack_layers_into(*made[0], mods);  // the first layer's slots now hold the stacks
+    stacked = register_module("layers", made[0]);
+  } else {
+    layers = register_module("layers", std::make_shared<ModuleList>());
+    for (const auto& l : made) layers->push_back(l);
+  }
   norm = register_module("norm", std::make_shared<RMSNorm>(c.hidden, c.norm_eps));
   head = register_module("head", std::make_shared<Linear>(c.hidden, c.vocab, false));
+  // stacked: a module of one layer's shapes to run each slice (made last, so the weights
+  // above are drawn as an unstacked model's are)
+  layer_ = c.stacked_layers ? std::make_shared<DecoderLayer>(c) : made[0];
 }
 
 Tensor DecoderLM::forward(const Tensor& tokens) const {
@@ -130,24 +142,39 @@ Tensor DecoderLM::forward(const Tensor& tokens) const {
 }
 
 Tensor DecoderLM::run_layers(const Tensor& x) const {
+  if (config.layers == 0) return x;
+  if (layers_mode == LayersMode::scan)
+    return stacked ? scan_stacked(layer_, *stacked, x, scan_options)
+                   : scan_layers<DecoderLayer>(*layers, x, scan_options);
+  // one call per layer, on its own weights (stacked: slice i of each stack)
+  const ParamMap sp = stacked ? stacked->named_parameters() : ParamMap{};
+  const ParamMap sb = stacked ? stacked->named_buffers() : ParamMap{};
+  auto weights = [&](int64_t i) {
+    if (!stacked) {
+      const auto& l = (*layers)[static_cast<size_t>(i)];
+      return std::pair{l->named_parameters(), l->named_buffers()};
+    }
+    std::pair<ParamMap, ParamMap> w;
+    for (const auto& [n, t] : sp) w.first.insert(n, select(t, 0, i));
+    for (const auto& [n, t] : sb) w.second.insert(n, select(t, 0, i));
+    return w;
+  };
+  if (layers_mode == LayersMode::assume_pure && !pure_layer_) {
+    pure_layer_ = assume_pure(
+        [l = layer_](const ParamMap& p, const ParamMap& b, const Tensor& in) {
+          return functional_call(*l, p, b, in);
+        },
+        "decoder_layer");
+  }
   Tensor h = x;
-  switch (layers_mode) {
-    case LayersMode::loop:
-      for (const auto& layer : *layers) h = std::static_pointer_cast<DecoderLayer>(layer)->forward(h);
-      return h;
-    case LayersMode::assume_pure:
-      if (layers->empty()) return h;
-      if (!pure_layer_) {
-        auto first = layers->at<DecoderLayer>(0);
-        auto pure = assume_pure(
-            [first](const ParamMap& p, const Tensor& in) { return functional_call(*first, p, {}, in); },
-            "decoder_layer");
-        pure_layer_ = pure;
-      }
-      for (const auto& layer : *layers) h = pure_layer_(layer->named_parameters(), h);
-      return h;
-    case LayersMode::scan:
-      return scan_layers<DecoderLayer>(*layers, h, scan_options);
+  for (int64_t i = 0; i < config.layers; ++i) {
+    if (!stacked && layers_mode == LayersMode::loop) {
+      h = (*layers).at<DecoderLayer>(static_cast<size_t>(i))->forward(h);
+      continue;
+    }
+    auto [p, b] = weights(i);
+    h = layers_mode == LayersMode::assume_pure ? pure_layer_(p, b, h)
+                                               : functional_call(*layer_, p, b, h);
   }
   return h;
 }

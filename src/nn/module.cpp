@@ -74,6 +74,26 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
   return children_;
 }
 
+void Module::replace_tensors(const ParamMap& params, const ParamMap& buffers) {
+  const ParamMap own_p = named_parameters(), own_b = named_buffers();
+  for (const auto* given : {&params, &buffers})
+    for (const auto& [n, t] : *given) {
+      if (!(given == &params ? own_p : own_b).contains(n))
+        fail(name(), "has no ", given == &params ? "parameter" : "buffer", " named '", n, "'.");
+      if (!t.defined()) fail(name(), "'", n, "' is an undefined tensor.");
+    }
+  auto put = [](const ParamMap& given, bool param) {
+    return [&given, param](const std::string& n, Tensor& slot) {
+      const Tensor* t = given.find(n);
+      if (!t) return;
+      slot = t->detach();
+      if (param) slot.requires_grad_();
+    };
+  };
+  for_each_slot(false, "", put(params, true));
+  for_each_slot(true, "", put(buffers, false));
+}
+
 void Module::zero_grad() {
   for_each_slot(false, "", [](const std::string&, Tensor& t) { t.set_grad(Tensor()); });
 }

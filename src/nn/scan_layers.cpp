@@ -1,5 +1,6 @@
 #include "lazytrace/nn/scan_layers.h"
 
+#include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
 
 namespace lazytrace::nn::detail {
@@ -48,3 +49,18 @@ ParamMap stack_layers(const std::vector<const Module*>& layers, bool buffers) {
 }
 
 }  // namespace lazytrace::nn::detail
+
+namespace lazytrace::nn {
+
+void stack_layers_into(Module& holder, const std::vector<const Module*>& layers) {
+  if (layers.empty()) fail("scan_layers", "stack_layers_into needs at least one layer.");
+  detail::check_layers(layers);
+  NoGradGuard no_grad;
+  ParamMap params = detail::stack_layers(layers, false), buffers = detail::stack_layers(layers, true);
+  std::vector<Tensor> all = params.values();
+  for (const Tensor& t : buffers.values()) all.push_back(t);
+  sync(all);
+  holder.replace_tensors(params, buffers);
+}
+
+}  // namespace lazytrace::nn

@@ -26,6 +26,10 @@ struct DecoderConfig {
   Positions positions = Positions::rotary;
   double rope_theta = 10000;
   double norm_eps = 1e-6;
+  // Keep the layers' weights stacked, [layers, ...] per name ("layers.attn.q_proj.weight"),
+  // as flax's nn.scan does: a training step's graph, optimizer included, then does not grow
+  // with depth. The weights start equal to an unstacked model's of the same seed.
+  bool stacked_layers = false;
   int64_t head_dim() const { return hidden / heads; }
   /** Throws lt::Error naming the first inconsistent field. */
   void validate() const;
@@ -87,15 +91,18 @@ class DecoderLM : public Module {
   DecoderConfig config;
   std::shared_ptr<Embedding> embed;
   std::shared_ptr<Embedding> pos_embed;  // learned positions only
-  std::shared_ptr<ModuleList> layers;
+  std::shared_ptr<ModuleList> layers;     // one module per layer (null if stacked)
+  std::shared_ptr<DecoderLayer> stacked;  // stacked_layers: every layer's weights, [layers, ...]
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Linear> head;
   LayersMode layers_mode = LayersMode::loop;
   ScanLayersOptions scan_options{};  // LayersMode::scan
 
  private:
+  // the module run on one layer's weights (the first layer's; stacked: one of their shape)
+  std::shared_ptr<DecoderLayer> layer_;
   // LayersMode::assume_pure: the traced layer, made on first use
-  mutable std::function<Tensor(const ParamMap&, const Tensor&)> pure_layer_;
+  mutable std::function<Tensor(const ParamMap&, const ParamMap&, const Tensor&)> pure_layer_;
 };
 
 /**

@@ -75,6 +75,12 @@ class Module {
   bool is_training() const { return training_; }
   /** Converts every floating parameter and buffer to `dtype`, in place. */
   void to(DType dtype);
+  /**
+   * Makes `params` and `buffers` (dotted names, which must exist) this module's own tensors
+   * in place of the ones it has, whatever their shapes; parameters become leaves that
+   * require grad. stack_layers_into() keeps a layer's weights stacked this way.
+   */
+  void replace_tensors(const ParamMap& params, const ParamMap& buffers);
 
   /** The module's type for messages ("Linear"). */
   virtual std::string name() const = 0;

@@ -39,27 +39,23 @@ namespace detail {
 void check_layers(const std::vector<const Module*>& layers);
 /** Each parameter (buffers: each buffer) of the layers, stacked along a new first dim. */
 ParamMap stack_layers(const std::vector<const Module*>& layers, bool buffers);
-}  // namespace detail
 
+
+/** scan over the weights `params` and `buffers` stacked [n, ...], running `layer`. */
 template <typename M, typename C, typename... Extra>
-C scan_layers(const std::vector<std::shared_ptr<M>>& layers, const C& input,
-              ScanLayersOptions options = {}, const Extra&... extra) {
-  if (layers.empty()) return input;
-  std::vector<const Module*> mods;
-  for (const auto& l : layers) mods.push_back(l.get());
-  detail::check_layers(mods);
+C scan_weights(const std::shared_ptr<M>& layer, ParamMap params, ParamMap buffers, int64_t n,
+               const C& input, ScanLayersOptions options, const Extra&... extra) {
   // the weights are the xs; weightless layers scan over their index
   using X = std::tuple<ParamMap, ParamMap, std::vector<Tensor>>;
-  X xs{detail::stack_layers(mods, false), detail::stack_layers(mods, true), {}};
+  X xs{std::move(params), std::move(buffers), {}};
   if (std::get<0>(xs).empty() && std::get<1>(xs).empty())
-    std::get<2>(xs).push_back(arange(static_cast<double>(layers.size())));
+    std::get<2>(xs).push_back(arange(static_cast<double>(n)));
   // the layer that is traced (its tensors are swapped for one slice of the stacks); held
   // by the traced function, which a cache may keep
-  std::shared_ptr<M> first = layers[0];
-  auto fn = [first](const C& carry, const X& w, const std::tuple<Extra...>& consts) {
+  auto fn = [layer](const C& carry, const X& w, const std::tuple<Extra...>& consts) {
     C out = std::apply(
         [&](const Extra&... e) {
-          return C(functional_call(*first, std::get<0>(w), std::get<1>(w), carry, e...));
+          return C(functional_call(*layer, std::get<0>(w), std::get<1>(w), carry, e...));
         },
         consts);
     return std::pair{out, Tree()};
@@ -70,6 +66,45 @@ C scan_layers(const std::vector<std::shared_ptr<M>>& layers, const C& input,
   return tools::scan_with(fn, input, xs, std::tuple<Extra...>{extra...}, so, typeid(fn).hash_code(),
                           "scan_layers")
       .first;
+}
+}  // namespace detail
+
+template <typename M, typename C, typename... Extra>
+C scan_layers(const std::vector<std::shared_ptr<M>>& layers, const C& input,
+              ScanLayersOptions options = {}, const Extra&... extra) {
+  if (layers.empty()) return input;
+  std::vector<const Module*> mods;
+  for (const auto& l : layers) mods.push_back(l.get());
+  detail::check_layers(mods);
+  return detail::scan_weights(layers[0], detail::stack_layers(mods, false),
+                              detail::stack_layers(mods, true), static_cast<int64_t>(mods.size()),
+                              input, options, extra...);
+}
+
+/**
+ * Keeps the layers' weights stacked, as flax's nn.scan does: each parameter and buffer of
+ * `holder` (a module of the layers' type) becomes the stack [L, ...] of the layers' own
+ * (parameters as leaves that require grad). A model that trains the stacks has one
+ * parameter per name whatever its depth, so its optimizer, like its layers, adds nothing
+ * to a step's graph per layer. Run them with scan_stacked().
+ */
+void stack_layers_into(Module& holder, const std::vector<const Module*>& layers);
+
+/**
+ * scan_layers over weights kept stacked in `stacked` (see stack_layers_into), running
+ * `layer`, a module of the same type with one layer's shapes, on each slice.
+ */
+template <typename M, typename C, typename... Extra>
+C scan_stacked(const std::shared_ptr<M>& layer, const Module& stacked, const C& input,
+               ScanLayersOptions options = {}, const Extra&... extra) {
+  ParamMap params = stacked.named_parameters(), buffers = stacked.named_buffers();
+  const ParamMap& any = params.empty() ? buffers : params;
+  if (any.empty())
+    fail("scan_layers", "the stacked module has no parameters or buffers, so no depth; use "
+         "scan_layers with the list of layers.");
+  const int64_t n = any.begin()->second.shape()[0];
+  return detail::scan_weights(layer, std::move(params), std::move(buffers), n, input, options,
+                              extra...);
 }
 
 /** scan_layers over a ModuleList whose modules are all of type M. */
