@@ -3,17 +3,21 @@
 // sequence 32 of GPL-3 bytes, with the layers run by a for loop, by scan_layers, and by
 // scan_layers with Remat::recompute, at 10, 50, 100 and 200 layers.
 //
-//   BM_DecoderStep/L/mode   mode 0: for loop, 1: scan_layers, 2: scan_layers + recompute
+//   BM_DecoderStep/L/mode   mode 0: for loop; 1: scan_layers over weights kept stacked
+//                           (DecoderConfig::stacked_layers); 2: the same with
+//                           Remat::recompute; 3: scan_layers over per-layer modules (their
+//                           weights stacked in every step, torch_xla's way)
 //     compile_ms   compiling the step's graph from scratch (graph and body caches cleared):
 //                  the first step's CompileTime
 //     first_trace_ms  the first step's TraceTime
 //     trace_ms     TraceTime of a steady-state step (the layer is traced every step:
 //                  is_layer_pure is off)
 //     step_ms      wall time of a steady-state step (a compile-cache hit)
-//     act_mb       the step executable's arena: every intermediate value of forward and
-//                  backward (the saved activations), planned by liveness
 //     peak_mb      the most bytes live at once during steady steps (weights, AdamW state,
 //                  gradients, outputs, arenas)
+//   BM_ActivationMemory/L/mode  forward and backward only (gradients are the graph's
+//                  outputs): act_mb is that graph's arena, every intermediate value (the
+//                  activations saved for backward), planned by liveness
 #include <benchmark/benchmark.h>
 
 #include <fstream>
@@ -58,13 +62,15 @@ struct Trainer {
                                                               .heads = 4,
                                                               .kv_heads = 2,
                                                               .layers = layers,
-                                                              .max_seq = kSeq});
+                                                              .max_seq = kSeq,
+                                                              .stacked_layers = mode == 1 || mode == 2});
     model->layers_mode = mode == 0 ? nn::LayersMode::loop : nn::LayersMode::scan;
     model->scan_options.remat = mode == 2 ? lt::Remat::recompute : lt::Remat::save;
     opt = std::make_unique<lt::optim::AdamW>(model->parameters(), lt::optim::AdamWOptions{});
   }
 
-  float step() {
+  // Forward and backward on a batch; returns the loss.
+  lt::Tensor forward_backward() {
     std::vector<int64_t> tokens(static_cast<size_t>(kBatch * (kSeq + 1)));
     for (int64_t b = 0; b < kBatch; ++b) {
       const size_t start = rng() % (text().size() - kSeq - 1);
@@ -75,6 +81,11 @@ struct Trainer {
     lt::Tensor loss = nn::cross_entropy((*model)(lt::slice(data, 1, 0, kSeq)),
                                         lt::slice(data, 1, 1, kSeq + 1));
     loss.backward();
+    return loss;
+  }
+
+  float step() {
+    lt::Tensor loss = forward_backward();
     opt->step();
     opt->zero_grad();
     lt::sync();
@@ -99,8 +110,6 @@ void BM_DecoderStep(benchmark::State& state) {
   trainer.step();
   state.counters["first_trace_ms"] = ms(timer("TraceTime") - t0);
   state.counters["compile_ms"] = ms(timer("CompileTime") - c0);
-  state.counters["act_mb"] =
-      static_cast<double>(lazytrace::compiler::CompileCache::global().arena_bytes()) / 1e6;
 
   const int64_t compiles = lt::metrics::counter("CompileCount");
   lazytrace::runtime::Buffer::reset_peak();
@@ -119,8 +128,30 @@ void BM_DecoderStep(benchmark::State& state) {
   state.counters["peak_mb"] = static_cast<double>(lazytrace::runtime::Buffer::peak_bytes()) / 1e6;
 }
 BENCHMARK(BM_DecoderStep)
-    ->ArgsProduct({{10, 50, 100, 200}, {0, 1, 2}})
+    ->ArgsProduct({{10, 50, 100, 200}, {0, 1, 2, 3}})
     ->Iterations(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_ActivationMemory(benchmark::State& state) {
+  Trainer trainer(state.range(0), static_cast<int>(state.range(1)));
+  lt::sync();
+  lazytrace::runtime::Buffer::reset_peak();
+  for (auto _ : state) {
+    lazytrace::compiler::CompileCache::global().clear();
+    lt::Tensor loss = trainer.forward_backward();
+    std::vector<lt::Tensor> out{loss};
+    for (const lt::Tensor& p : trainer.model->parameters()) out.push_back(p.grad());
+    lt::sync(out);
+    trainer.opt->zero_grad();
+  }
+  state.counters["act_mb"] =
+      static_cast<double>(lazytrace::compiler::CompileCache::global().arena_bytes()) / 1e6;
+  state.counters["peak_mb"] = static_cast<double>(lazytrace::runtime::Buffer::peak_bytes()) / 1e6;
+}
+BENCHMARK(BM_ActivationMemory)
+    ->ArgsProduct({{50, 100}, {0, 1, 2}})
+    ->Iterations(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

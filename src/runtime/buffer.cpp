@@ -13,11 +13,15 @@ namespace {
 
 std::atomic<int64_t> g_live_bytes{0};
 std::atomic<int64_t> g_peak_bytes{0};
+std::atomic<int64_t> g_high_water{0};  // the peak since the process started
 std::atomic<int64_t> g_allocations{0};
 
 // Freed blocks are kept by size and handed out again, so a step that repeats gets its
 // output memory back without asking the system (and without page faults), as PyTorch's
-// caching allocator does. The cache holds at most LAZYTRACE_BUFFER_CACHE_MB (default 1024).
+// caching allocator does. The cache holds at most LAZYTRACE_BUFFER_CACHE_MB if set; by
+// default 1 GiB or, when more, the most bytes ever live at once: a training step whose
+// weights and optimizer state are larger reuses them too (a step frees what the next one
+// allocates again).
 class BlockCache {
  public:
   static size_t round(size_t bytes) {
@@ -43,7 +47,24 @@ class BlockCache {
 
   void give(void* p, size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + rounded > limit_) {
+    const size_t limit =
+        fixed_ ? limit_
+               : std::max(limit_, static_cast<size_t>(g_high_water.load(std::memory_order_relaxed)));
+    // over the limit: the blocks kept longest of other sizes make room (the workload has
+    // changed, e.g. another model), else the block is returned to the system
+    for (auto it = free_.begin(); cached_ + rounded > limit && it != free_.end();) {
+      if (it->first == rounded) {
+        ++it;
+        continue;
+      }
+      while (!it->second.empty() && cached_ + rounded > limit) {
+        std::free(it->second.front());
+        it->second.erase(it->second.begin());
+        cached_ -= it->first;
+      }
+      it = it->second.empty() ? free_.erase(it) : std::next(it);
+    }
+    if (cached_ + rounded > limit) {
       std::free(p);
       return;
     }
@@ -59,14 +80,17 @@ class BlockCache {
  private:
   BlockCache() {
     size_t mb = 1024;
-    if (const char* e = std::getenv("LAZYTRACE_BUFFER_CACHE_MB"))
+    if (const char* e = std::getenv("LAZYTRACE_BUFFER_CACHE_MB")) {
       mb = std::strtoull(e, nullptr, 10);
+      fixed_ = true;
+    }
     limit_ = mb << 20;
   }
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;
   size_t cached_ = 0;
   size_t limit_ = 0;
+  bool fixed_ = false;
 };
 
 }  // namespace
@@ -78,6 +102,9 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
       static_cast<int64_t>(bytes);
   int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
   while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  int64_t high = g_high_water.load(std::memory_order_relaxed);
+  while (live > high && !g_high_water.compare_exchange_weak(high, live, std::memory_order_relaxed)) {
   }
   g_allocations.fetch_add(1, std::memory_order_relaxed);
 }
