@@ -56,14 +56,15 @@ struct Trainer {
 
   Trainer(int64_t layers, int mode) {
     lt::manual_seed(0);
-    model = std::make_shared<nn::DecoderLM>(nn::DecoderConfig{.vocab = 256,
-                                                              .hidden = 256,
-                                                              .intermediate = 2048,
-                                                              .heads = 4,
-                                                              .kv_heads = 2,
-                                                              .layers = layers,
-                                                              .max_seq = kSeq,
-                                                              .stacked_layers = mode == 1 || mode == 2});
+    model = std::make_shared<nn::DecoderLM>(
+        nn::DecoderConfig{.vocab = 256,
+                          .hidden = 256,
+                          .intermediate = 2048,
+                          .heads = 4,
+                          .kv_heads = 2,
+                          .layers = layers,
+                          .max_seq = kSeq,
+                          .stacked_layers = mode == 1 || mode == 2});
     model->layers_mode = mode == 0 ? nn::LayersMode::loop : nn::LayersMode::scan;
     model->scan_options.remat = mode == 2 ? lt::Remat::recompute : lt::Remat::save;
     opt = std::make_unique<lt::optim::AdamW>(model->parameters(), lt::optim::AdamWOptions{});
@@ -78,8 +79,8 @@ struct Trainer {
         tokens[b * (kSeq + 1) + i] = static_cast<unsigned char>(text()[start + i]);
     }
     lt::Tensor data = lt::tensor(tokens, {kBatch, kSeq + 1});
-    lt::Tensor loss = nn::cross_entropy((*model)(lt::slice(data, 1, 0, kSeq)),
-                                        lt::slice(data, 1, 1, kSeq + 1));
+    lt::Tensor loss =
+        nn::cross_entropy((*model)(lt::slice(data, 1, 0, kSeq)), lt::slice(data, 1, 1, kSeq + 1));
     loss.backward();
     return loss;
   }

@@ -40,7 +40,8 @@ TEST(WhileLoop, DataDependentLoopMatchesAHostLoopInOneExecution) {
   auto [x, n] = lt::while_loop(cond_fn, body_fn, std::tuple{x0, lt::scalar(int64_t{0})});
   lt::sync({x, n});
   EXPECT_EQ(counter("ExecuteCount") - runs, 1) << "the whole loop is one execution";
-  EXPECT_EQ(counter("TransferToHostCount") - reads, 0) << "no value returns to the host per iteration";
+  EXPECT_EQ(counter("TransferToHostCount") - reads, 0)
+      << "no value returns to the host per iteration";
   std::vector<float> ref = start;
   int64_t count = 0;
   while (*std::max_element(ref.begin(), ref.end()) > 1.0f) {
@@ -54,7 +55,9 @@ TEST(WhileLoop, DataDependentLoopMatchesAHostLoopInOneExecution) {
 
 TEST(WhileLoop, ZeroIterationsAndSingleTensorCarry) {
   auto [x, n] = lt::while_loop([](const Tensor& x, const Tensor&) { return lt::amax(x) > 5.0; },
-                               [](const Tensor& x, const Tensor& n) { return std::tuple{x * 0.0, n + 1}; },
+                               [](const Tensor& x, const Tensor& n) {
+                                 return std::tuple{x * 0.0, n + 1};
+                               },
                                std::tuple{lt::tensor({1.0f, 2.0f}), lt::scalar(int64_t{7})});
   EXPECT_EQ(x.to_vector<float>(), std::vector<float>({1, 2}));
   EXPECT_EQ(n.item<int64_t>(), 7);
@@ -66,12 +69,12 @@ TEST(WhileLoop, ZeroIterationsAndSingleTensorCarry) {
 
 TEST(WhileLoop, RandomOpsDrawNewNumbersEachIteration) {
   using C = std::tuple<Tensor, Tensor, Tensor>;
-  auto [i, a, b] = lt::while_loop(
-      [](const Tensor& i, const Tensor&, const Tensor&) { return i < 2; },
-      [](const Tensor& i, const Tensor& a, const Tensor&) {
-        return C{i + 1, lt::rand({6}), a};  // b: the previous iteration's draw
-      },
-      C{lt::scalar(int64_t{0}), lt::zeros({6}), lt::zeros({6})});
+  auto [i, a, b] =
+      lt::while_loop([](const Tensor& i, const Tensor&, const Tensor&) { return i < 2; },
+                     [](const Tensor& i, const Tensor& a, const Tensor&) {
+                       return C{i + 1, lt::rand({6}), a};  // b: the previous iteration's draw
+                     },
+                     C{lt::scalar(int64_t{0}), lt::zeros({6}), lt::zeros({6})});
   EXPECT_NE(a.to_vector<float>(), b.to_vector<float>());
   EXPECT_NE(b.to_vector<float>(), std::vector<float>(6, 0.0f));
 }
@@ -101,11 +104,14 @@ TEST(ForiLoop, IntegerBoundsMatchAnUnrolledLoopWithGradients) {
 }
 
 TEST(ForiLoop, TensorBoundsRunAsAWhileLoop) {
-  auto body = [](const Tensor& i, const Tensor& c) { return c + lt::astype(i * i, lt::DType::float32); };
+  auto body = [](const Tensor& i, const Tensor& c) {
+    return c + lt::astype(i * i, lt::DType::float32);
+  };
   Tensor lo = lt::tensor({2}), hi = lt::tensor({6});
   Tensor out = lt::fori_loop(lo, hi, body, lt::tensor({0.0f}));
   EXPECT_EQ(out.to_vector<float>(), std::vector<float>({4 + 9 + 16 + 25}));
-  EXPECT_EQ(lt::fori_loop(hi, lo, body, lt::tensor({1.0f})).to_vector<float>(), std::vector<float>({1}));
+  EXPECT_EQ(lt::fori_loop(hi, lo, body, lt::tensor({1.0f})).to_vector<float>(),
+            std::vector<float>({1}));
   expect_error([&] { lt::fori_loop(lt::tensor({2.0f}), hi, body, lt::tensor({0.0f})); },
                {"[fori_loop]", "int64 scalars", "f32[1]"});
 }
@@ -114,22 +120,33 @@ TEST(WhileLoopErrors, CondMustBeABoolScalar) {
   auto body = [](const Tensor& x) { return x + 1.0; };
   expect_error([&] { lt::while_loop([](const Tensor& x) { return x; }, body, lt::tensor({1.0f})); },
                {"[while_loop]", "cond_fn must return a bool scalar tensor", "got f32[1]"});
-  expect_error([&] { lt::while_loop([](const Tensor& x) { return x > 0.0; }, body, lt::tensor({1.0f, 2.0f})); },
-               {"[while_loop]", "bool scalar", "got bool[2]"});
+  expect_error(
+      [&] {
+        lt::while_loop([](const Tensor& x) { return x > 0.0; }, body, lt::tensor({1.0f, 2.0f}));
+      },
+      {"[while_loop]", "bool scalar", "got bool[2]"});
 }
 
 TEST(WhileLoopErrors, BodyMustKeepShapesAndDtypes) {
   auto cond = [](const Tensor& x, const Tensor&) { return lt::sum(x) < 10.0; };
   expect_error(
       [&] {
-        lt::while_loop(cond, [](const Tensor& x, const Tensor& y) { return std::tuple{x + 1.0, lt::astype(y, lt::DType::float16)}; },
-                       std::tuple{lt::tensor({1.0f}), lt::tensor({1.0f})});
+        lt::while_loop(
+            cond,
+            [](const Tensor& x, const Tensor& y) {
+              return std::tuple{x + 1.0, lt::astype(y, lt::DType::float16)};
+            },
+            std::tuple{lt::tensor({1.0f}), lt::tensor({1.0f})});
       },
       {"[while_loop]", "[1]: f32[1] became [1]: f16[1]"});
   expect_error(
       [&] {
-        lt::while_loop(cond, [](const Tensor& x, const Tensor& y) { return std::tuple{lt::concat({x, x}, 0), y}; },
-                       std::tuple{lt::tensor({1.0f}), lt::tensor({1.0f})});
+        lt::while_loop(
+            cond,
+            [](const Tensor& x, const Tensor& y) {
+              return std::tuple{lt::concat({x, x}, 0), y};
+            },
+            std::tuple{lt::tensor({1.0f}), lt::tensor({1.0f})});
       },
       {"[while_loop]", "[0]: f32[1] became [0]: f32[2]"});
 }

@@ -24,7 +24,8 @@ Tensor random_tensor(const lt::Shape& shape, uint64_t seed) {
   return lt::randn(shape);
 }
 
-void expect_close(const Tensor& a, const Tensor& b, double abs, double rel, const std::string& what) {
+void expect_close(const Tensor& a, const Tensor& b, double abs, double rel,
+                  const std::string& what) {
   ASSERT_EQ(a.shape(), b.shape()) << what;
   std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i)
@@ -62,7 +63,8 @@ TEST(ScanLayers, TenLinearLayersMatchThePlainLoop) {
     lt::sum(out * out).backward();
     std::vector<Tensor> g = grads_of(layers);
     for (size_t i = 0; i < g.size(); ++i)
-      expect_close(g[i], ref_grads[i], 1e-4, 1e-3, "layer " + std::to_string(i / 2) + (i % 2 ? " bias" : " weight"));
+      expect_close(g[i], ref_grads[i], 1e-4, 1e-3,
+                   "layer " + std::to_string(i / 2) + (i % 2 ? " bias" : " weight"));
     expect_close(x.grad(), ref_gx, 1e-4, 1e-3, "input gradient");
   }
 }
@@ -91,7 +93,8 @@ TEST(ScanLayers, DecoderLayersMatchTheUnrolledModel) {
   }
   ASSERT_EQ(logits.size(), 4u);
   for (size_t k = 1; k < logits.size(); ++k) {
-    for (size_t i = 0; i < logits[0].size(); ++i) ASSERT_NEAR(logits[k][i], logits[0][i], 1e-4) << k;
+    for (size_t i = 0; i < logits[0].size(); ++i)
+      ASSERT_NEAR(logits[k][i], logits[0][i], 1e-4) << k;
     for (size_t i = 0; i < grads[0].size(); ++i)
       ASSERT_NEAR(grads[k][i], grads[0][i], 1e-4 + 1e-3 * std::fabs(grads[0][i])) << k << " " << i;
   }
@@ -117,7 +120,8 @@ TEST(ScanLayers, CompiledTrainingStepWithScannedLayersTrainsLikeTheLoop) {
         },
         {.full_graph = true, .name = "train"});
     const int64_t compiles = counter("CompileCount[train]");
-    for (int i = 0; i < 4; ++i) losses[static_cast<size_t>(scanned)].push_back(step(x, y).item<float>());
+    for (int i = 0; i < 4; ++i)
+      losses[static_cast<size_t>(scanned)].push_back(step(x, y).item<float>());
     EXPECT_EQ(counter("CompileCount[train]") - compiles, 1);
   }
   for (size_t i = 0; i < losses[0].size(); ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-4) << i;
@@ -230,7 +234,7 @@ class Mixer : public nn::Module {
 class Masked : public nn::Module {
  public:
   explicit Masked(int64_t d) : lin(register_module("lin", std::make_shared<nn::Linear>(d, d))) {}
-  Tensor forward(const Tensor& x, const Tensor& mask) const { return (*lin)(x) * mask; }
+  Tensor forward(const Tensor& x, const Tensor& mask) const { return (*lin)(x)*mask; }
   std::string name() const override { return "Masked"; }
   std::shared_ptr<nn::Linear> lin;
 };
@@ -279,13 +283,22 @@ TEST(ScanLayersErrors, MismatchedLayersNameTheLayerAndParameter) {
   auto nobias = std::make_shared<nn::Linear>(4, 4, false);
   Tensor x = random_tensor({2, 4}, 13);
   using L = std::vector<std::shared_ptr<nn::Linear>>;
-  expect_error([&] { nn::scan_layers(L{a, a, b}, x); },
-               {"[scan_layers]", "layer 2 does not match layer 0", "parameter 'weight' is f32[3, 4]",
-                "but f32[4, 4] in layer 0", "plain loop"});
-  expect_error([&] { nn::scan_layers(L{a, nobias}, x); },
-               {"[scan_layers]", "layer 1", "has no parameter 'bias'"});
-  expect_error([&] { nn::scan_layers(L{nobias, a}, x); },
-               {"[scan_layers]", "layer 1", "extra parameter 'bias'"});
+  expect_error(
+      [&] {
+        nn::scan_layers(L{a, a, b}, x);
+      },
+      {"[scan_layers]", "layer 2 does not match layer 0", "parameter 'weight' is f32[3, 4]",
+       "but f32[4, 4] in layer 0", "plain loop"});
+  expect_error(
+      [&] {
+        nn::scan_layers(L{a, nobias}, x);
+      },
+      {"[scan_layers]", "layer 1", "has no parameter 'bias'"});
+  expect_error(
+      [&] {
+        nn::scan_layers(L{nobias, a}, x);
+      },
+      {"[scan_layers]", "layer 1", "extra parameter 'bias'"});
 }
 
 TEST(ScanLayersErrors, ModuleListOfAnotherType) {

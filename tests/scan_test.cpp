@@ -66,7 +66,6 @@ TEST(Scan, SpecDictCarry) {
   EXPECT_EQ(means.tensor().to_vector<float>(), std::vector<float>({1, 1.5, 2, 2.5, 3}));
 }
 
-
 // ---- against an unrolled loop of the same function
 
 std::vector<Tensor> floating_leaves(const std::vector<Tensor>& ts) {
@@ -79,14 +78,15 @@ std::vector<Tensor> floating_leaves(const std::vector<Tensor>& ts) {
 // The sum of every floating leaf, in float32: the loss whose gradients are compared.
 Tensor total(const std::vector<Tensor>& leaves) {
   Tensor s = lt::tensor({0.0f});
-  for (const Tensor& t : floating_leaves(leaves)) s = s + lt::astype(lt::sum(t), lt::DType::float32);
+  for (const Tensor& t : floating_leaves(leaves))
+    s = s + lt::astype(lt::sum(t), lt::DType::float32);
   return s;
 }
 
 // Runs fn as a plain C++ loop over the slices of xs; returns (carry, stacked ys) leaves.
 template <typename F, typename C, typename X>
-std::pair<std::vector<Tensor>, std::vector<Tensor>> unrolled(const F& fn, const C& init, const X& xs,
-                                                             bool reverse) {
+std::pair<std::vector<Tensor>, std::vector<Tensor>> unrolled(const F& fn, const C& init,
+                                                             const X& xs, bool reverse) {
   namespace pt = lt::pytree;
   std::vector<Tensor> xl = pt::flatten(xs).tensors();
   const int64_t n = xl[0].shape()[0];
@@ -131,10 +131,12 @@ void check_scan(const F& fn, const C& init, const X& xs, const std::vector<Tenso
   auto [carry, ys] = lt::scan(fn, init, xs, opts);
   std::vector<Tensor> sc = pt::flatten(carry).tensors(), sy = pt::flatten(ys).tensors();
   ASSERT_EQ(sc.size(), rc.size()) << what;
-  for (size_t i = 0; i < sc.size(); ++i) expect_close(sc[i], rc[i], tol, what + ": carry " + std::to_string(i));
+  for (size_t i = 0; i < sc.size(); ++i)
+    expect_close(sc[i], rc[i], tol, what + ": carry " + std::to_string(i));
   if (!ry.empty()) {
     ASSERT_EQ(sy.size(), ry.size()) << what;
-    for (size_t i = 0; i < sy.size(); ++i) expect_close(sy[i], ry[i], tol, what + ": ys " + std::to_string(i));
+    for (size_t i = 0; i < sy.size(); ++i)
+      expect_close(sy[i], ry[i], tol, what + ": ys " + std::to_string(i));
   }
   std::vector<Tensor> all = sc;
   all.insert(all.end(), sy.begin(), sy.end());
@@ -166,7 +168,6 @@ TEST(Scan, RnnCellWithClosedOverWeights) {
                "rnn " + policy_name(o));
 }
 
-
 TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {
   Tensor w = random_tensor({3}, 5);
   using Carry = std::tuple<Tensor, Tensor>;
@@ -186,11 +187,13 @@ TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {
 
 TEST(Scan, MixedDtypesHalfCarryBfloat16AndFloat32Xs) {
   auto fn = [](const Tensor& c, const std::pair<Tensor, Tensor>& x) {
-    Tensor f = lt::astype(c, lt::DType::float32) * 0.5 + lt::astype(x.first, lt::DType::float32) * x.second;
+    Tensor f = lt::astype(c, lt::DType::float32) * 0.5 +
+               lt::astype(x.first, lt::DType::float32) * x.second;
     return std::pair{lt::astype(f, lt::DType::float16), lt::astype(f, lt::DType::bfloat16)};
   };
   Tensor init = random_tensor({4}, 9, lt::DType::float16);
-  std::pair<Tensor, Tensor> xs{random_tensor({3, 4}, 10, lt::DType::bfloat16), random_tensor({3, 4}, 11)};
+  std::pair<Tensor, Tensor> xs{random_tensor({3, 4}, 10, lt::DType::bfloat16),
+                               random_tensor({3, 4}, 11)};
   for (const auto& o : kPolicies) check_scan(fn, init, xs, {}, o, 2e-2, "mixed " + policy_name(o));
 }
 
@@ -198,12 +201,15 @@ TEST(Scan, ConstantsMadeInsideTheBodyAndBoolCarry) {
   auto fn = [](const std::pair<Tensor, Tensor>& c, const Tensor& x) {
     Tensor k = lt::tensor({1.5f, -2.0f, 3.0f});  // a constant made inside
     Tensor h = c.first * k + x;
-    Tensor seen = lt::astype(lt::astype(c.second, lt::DType::float32) + lt::astype(x > 1.0, lt::DType::float32), lt::DType::float32) > 0.5;
+    Tensor seen = lt::astype(lt::astype(c.second, lt::DType::float32) +
+                                 lt::astype(x > 1.0, lt::DType::float32),
+                             lt::DType::float32) > 0.5;
     return std::pair{std::pair{h, seen}, lt::where(seen, h, -h)};
   };
   std::pair<Tensor, Tensor> init{random_tensor({3}, 12), lt::tensor({false, false, false})};
   Tensor xs = random_tensor({4, 3}, 13);
-  for (const auto& o : kPolicies) check_scan(fn, init, xs, {}, o, 1e-5, "constants " + policy_name(o));
+  for (const auto& o : kPolicies)
+    check_scan(fn, init, xs, {}, o, 1e-5, "constants " + policy_name(o));
 }
 
 TEST(Scan, RandomOpsDrawDifferentNumbersEachIteration) {
@@ -306,7 +312,8 @@ TEST(Scan, NestedScanAndScanInsideCompileAndAssumePure) {
   Tensor init = random_tensor({3}, 24), xs = random_tensor({5, 2, 3}, 25);
   auto [rc, ry] = unrolled(outer, init, xs, false);
   auto step = lt::compile([&](const Tensor& i, const Tensor& x) { return lt::scan(outer, i, x); });
-  auto pure = lt::assume_pure([&](const Tensor& i, const Tensor& x) { return lt::scan(outer, i, x); });
+  auto pure =
+      lt::assume_pure([&](const Tensor& i, const Tensor& x) { return lt::scan(outer, i, x); });
   for (int k = 0; k < 2; ++k) {
     auto [c, ys] = step(init, xs);
     expect_close(c, rc[0], 1e-5, "compiled carry");
@@ -320,10 +327,15 @@ TEST(Scan, NestedScanAndScanInsideCompileAndAssumePure) {
 // ---- errors
 
 TEST(ScanErrors, XsWithDifferentLeadingSizes) {
-  auto fn = [](const Tensor& c, const std::vector<Tensor>& x) { return std::pair{c + x[0] + x[1], Tree()}; };
-  expect_error([&] { lt::scan(fn, lt::zeros({2}), std::vector<Tensor>{lt::zeros({3, 2}), lt::zeros({5, 2})}); },
-               {"[scan]", "different leading sizes", "[0] f32[3, 2] has 3", "[1] f32[5, 2] has 5",
-                "first dim"});
+  auto fn = [](const Tensor& c, const std::vector<Tensor>& x) {
+    return std::pair{c + x[0] + x[1], Tree()};
+  };
+  expect_error(
+      [&] {
+        lt::scan(fn, lt::zeros({2}), std::vector<Tensor>{lt::zeros({3, 2}), lt::zeros({5, 2})});
+      },
+      {"[scan]", "different leading sizes", "[0] f32[3, 2] has 3", "[1] f32[5, 2] has 5",
+       "first dim"});
 }
 
 TEST(ScanErrors, EmptyXs) {
@@ -342,30 +354,44 @@ TEST(ScanErrors, CarryChangesDtype) {
   auto fn = [](const std::pair<Tensor, Tensor>& c, const Tensor& x) {
     return std::pair{std::pair{c.first + x, lt::astype(c.second, lt::DType::float16)}, Tree()};
   };
-  expect_error([&] { lt::scan(fn, std::pair{lt::zeros({2}), lt::zeros({2})}, lt::zeros({3, 2})); },
-               {"[scan]", "carry input and carry output must have equal types", "[1]: f32[2]",
-                "became [1]: f16[2]", ".to(dtype)"});
+  expect_error(
+      [&] {
+        lt::scan(fn, std::pair{lt::zeros({2}), lt::zeros({2})}, lt::zeros({3, 2}));
+      },
+      {"[scan]", "carry input and carry output must have equal types", "[1]: f32[2]",
+       "became [1]: f16[2]", ".to(dtype)"});
 }
 
 TEST(ScanErrors, CarryChangesShape) {
-  auto fn = [](const Tensor& c, const Tensor& x) { return std::pair{lt::concat({c, x}, 0), Tree()}; };
-  expect_error([&] { lt::scan(fn, lt::zeros({2}), lt::zeros({3, 2})); },
-               {"[scan]", "f32[2] became", "f32[4]", "reshape"});
+  auto fn = [](const Tensor& c, const Tensor& x) {
+    return std::pair{lt::concat({c, x}, 0), Tree()};
+  };
+  expect_error(
+      [&] {
+        lt::scan(fn, lt::zeros({2}), lt::zeros({3, 2}));
+      },
+      {"[scan]", "f32[2] became", "f32[4]", "reshape"});
 }
 
 TEST(ScanErrors, CarryChangesStructure) {
   auto fn = [](const Tree& c, const Tensor& x) {
     return std::pair{Tree::dict({{"a", c["a"].tensor() + x}, {"b", x}}), Tree()};
   };
-  expect_error([&] { lt::scan(fn, Tree::dict({{"a", lt::zeros({2})}}), lt::zeros({3, 2})); },
-               {"[scan]", "carry input and carry output must have equal types", "tree {a: *}",
-                "tree {a: *, b: *}"});
+  expect_error(
+      [&] {
+        lt::scan(fn, Tree::dict({{"a", lt::zeros({2})}}), lt::zeros({3, 2}));
+      },
+      {"[scan]", "carry input and carry output must have equal types", "tree {a: *}",
+       "tree {a: *, b: *}"});
 }
 
 TEST(ScanErrors, BodyOutputThatIsNotAPair) {
   auto fn = [](const Tree& c, const Tensor& x) { return Tree::list({c, Tree(x), Tree(x)}); };
-  expect_error([&] { lt::scan(fn, Tree(lt::zeros({2})), lt::zeros({3, 2})); },
-               {"[scan]", "must return a pair (new_carry, y)", "[*, *, *]", "std::pair"});
+  expect_error(
+      [&] {
+        lt::scan(fn, Tree(lt::zeros({2})), lt::zeros({3, 2}));
+      },
+      {"[scan]", "must return a pair (new_carry, y)", "[*, *, *]", "std::pair"});
 }
 
 }  // namespace

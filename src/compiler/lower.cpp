@@ -585,8 +585,8 @@ class Lowering {
         in.view = use_contiguous(node);
       }
       if (in.role == ir::Loop::Role::X && loop.length > 0)
-        in.slice_bytes = in.view.shape.numel() / loop.length *
-                         static_cast<int64_t>(itemsize(in.view.dtype));
+        in.slice_bytes =
+            in.view.shape.numel() / loop.length * static_cast<int64_t>(itemsize(in.view.dtype));
       ls.inputs.push_back(std::move(in));
     }
     size_t at = static_cast<size_t>(nin);

@@ -48,8 +48,8 @@ Partition partition(const std::vector<NodePtr>& roots,
     if (made[i]) return made[i];
     const Node& node = *w.order[i];
     if (!dep[i] && !cheap[i]) {  // a residual: read from the forward
-      made[i] = make_param(first_param + static_cast<int>(p.residuals.size()), node.dtype,
-                           node.shape);
+      made[i] =
+          make_param(first_param + static_cast<int>(p.residuals.size()), node.dtype, node.shape);
       p.residuals.push_back(ptr[i]);
     } else if (node.num_operands() == 0) {
       made[i] = ptr[i];
@@ -69,7 +69,8 @@ Partition partition(const std::vector<NodePtr>& roots,
     }
     made[i] = same ? ptr[i] : clone_with(node, std::move(ops));
   }
-  for (size_t r = 0; r < roots.size(); ++r) p.roots.push_back(get(static_cast<size_t>(w.results[r])));
+  for (size_t r = 0; r < roots.size(); ++r)
+    p.roots.push_back(get(static_cast<size_t>(w.results[r])));
   return p;
 }
 

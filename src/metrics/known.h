@@ -7,23 +7,23 @@
 
 namespace lazytrace::metrics {
 
-extern Counter trace_count;        // ops recorded
-extern Counter compile_count;      // executables built (graph cache misses)
-extern Counter cache_hit;          // graph cache hits
-extern Counter cache_miss;         // graph cache misses
-extern Counter execute_count;      // executables run
-extern Counter sync_count;         // syncs that ran a graph
-extern Counter transfer_to_host;   // to_vector / item reads
-extern Counter cache_evictions;    // executables dropped by the LRU bound
-extern Counter assume_pure_trace;  // functions traced by assume_pure (trace-cache misses)
-extern Counter assume_pure_hit;    // assume_pure calls that reused a traced function
+extern Counter trace_count;                 // ops recorded
+extern Counter compile_count;               // executables built (graph cache misses)
+extern Counter cache_hit;                   // graph cache hits
+extern Counter cache_miss;                  // graph cache misses
+extern Counter execute_count;               // executables run
+extern Counter sync_count;                  // syncs that ran a graph
+extern Counter transfer_to_host;            // to_vector / item reads
+extern Counter cache_evictions;             // executables dropped by the LRU bound
+extern Counter assume_pure_trace;           // functions traced by assume_pure (trace-cache misses)
+extern Counter assume_pure_hit;             // assume_pure calls that reused a traced function
 extern Counter assume_pure_backward_trace;  // VJPs of traced functions, traced
-extern Counter compiled_trace;     // functions traced by compile
-extern Counter compiled_hit;       // compile calls that reused a traced function
-extern Counter loop_trace;         // loop bodies traced (scan, while_loop, fori_loop)
-extern Counter loop_hit;           // scans with is_fn_pure that reused a traced body
-extern Counter loop_backward_trace;  // loop VJP bodies traced
-extern Counter body_compile_count;   // traced bodies compiled (calls and loops share them)
+extern Counter compiled_trace;              // functions traced by compile
+extern Counter compiled_hit;                // compile calls that reused a traced function
+extern Counter loop_trace;                  // loop bodies traced (scan, while_loop, fori_loop)
+extern Counter loop_hit;                    // scans with is_fn_pure that reused a traced body
+extern Counter loop_backward_trace;         // loop VJP bodies traced
+extern Counter body_compile_count;          // traced bodies compiled (calls and loops share them)
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);

@@ -160,11 +160,10 @@ Tensor DecoderLM::run_layers(const Tensor& x) const {
     return w;
   };
   if (layers_mode == LayersMode::assume_pure && !pure_layer_) {
-    pure_layer_ = assume_pure(
-        [l = layer_](const ParamMap& p, const ParamMap& b, const Tensor& in) {
-          return functional_call(*l, p, b, in);
-        },
-        "decoder_layer");
+    pure_layer_ =
+        assume_pure([l = layer_](const ParamMap& p, const ParamMap& b,
+                                 const Tensor& in) { return functional_call(*l, p, b, in); },
+                    "decoder_layer");
   }
   Tensor h = x;
   for (int64_t i = 0; i < config.layers; ++i) {

@@ -48,8 +48,9 @@ class BlockCache {
   void give(void* p, size_t rounded) {
     std::lock_guard<std::mutex> lock(mu_);
     const size_t limit =
-        fixed_ ? limit_
-               : std::max(limit_, static_cast<size_t>(g_high_water.load(std::memory_order_relaxed)));
+        fixed_
+            ? limit_
+            : std::max(limit_, static_cast<size_t>(g_high_water.load(std::memory_order_relaxed)));
     // over the limit: the blocks kept longest of other sizes make room (the workload has
     // changed, e.g. another model), else the block is returned to the system
     for (auto it = free_.begin(); cached_ + rounded > limit && it != free_.end();) {
@@ -101,10 +102,12 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
       g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
       static_cast<int64_t>(bytes);
   int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
-  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  while (live > peak &&
+         !g_peak_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
   }
   int64_t high = g_high_water.load(std::memory_order_relaxed);
-  while (live > high && !g_high_water.compare_exchange_weak(high, live, std::memory_order_relaxed)) {
+  while (live > high &&
+         !g_high_water.compare_exchange_weak(high, live, std::memory_order_relaxed)) {
   }
   g_allocations.fetch_add(1, std::memory_order_relaxed);
 }

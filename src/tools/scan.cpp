@@ -150,7 +150,7 @@ void insert(uint64_t key, std::shared_ptr<ScanEntry> e) {
 }
 
 std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, Types carry, Types x,
-                                  Types k) {
+                                      Types k) {
   metrics::loop_trace.add();
   auto e = std::make_shared<ScanEntry>();
   e->retrace = fn;
@@ -186,8 +186,8 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
   const std::string name = tool + " (backward)";
 
   // 1. The joint trace: the body on inputs that require grad, then its VJP.
-  std::shared_ptr<const ir::Body> core;   // joint inputs, then residuals -> gradients
-  std::vector<int> saved_carries;         // joint Param of each carry the backward reads
+  std::shared_ptr<const ir::Body> core;  // joint inputs, then residuals -> gradients
+  std::vector<int> saved_carries;        // joint Param of each carry the backward reads
   std::vector<trace::BodyInput> joint;
   {
     trace::TraceScope s(name);
@@ -198,7 +198,8 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     LoopTraced t = e.retrace(c, xs, ks);
     const std::vector<Tensor>& lifted = s.lifted();
     bool same = lifted.size() == e.lifted.size();
-    for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
+    for (size_t i = 0; same && i < lifted.size(); ++i)
+      same = lifted[i].impl() == e.lifted[i].impl();
     if (!same)
       fail(tool, "the loop body used different outside tensors when traced again for backward (",
            lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
@@ -243,7 +244,8 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     for (const ir::NodePtr& r : part.roots) raw.push_back(r.get());
     std::vector<char> reads(static_cast<size_t>(nj), 0);
     for (ir::Node* n : ir::walk(raw).order)
-      if (n->op == ir::OpKind::Param && n->attrs[0] < nj) reads[static_cast<size_t>(n->attrs[0])] = 1;
+      if (n->op == ir::OpKind::Param && n->attrs[0] < nj)
+        reads[static_cast<size_t>(n->attrs[0])] = 1;
     std::vector<ir::NodePtr> fwd = nodes_of(t.carry);
     for (const ir::NodePtr& n : nodes_of(t.ys)) fwd.push_back(n);
     for (int p = 0; p < nj; ++p) {
@@ -266,10 +268,12 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
   Types ct_types, acc_types, saved_types, cty_types;
   for (int i : fc) ct_types.push_back(e.carry[static_cast<size_t>(i)]);
   for (int i : fk) acc_types.push_back(e.consts[static_cast<size_t>(i)]);
-  for (int i : fl) acc_types.emplace_back(e.lifted[static_cast<size_t>(i)].shape(),
-                                          e.lifted[static_cast<size_t>(i)].dtype());
+  for (int i : fl)
+    acc_types.emplace_back(e.lifted[static_cast<size_t>(i)].shape(),
+                           e.lifted[static_cast<size_t>(i)].dtype());
   const auto& fwd_results = d->forward->results;
-  for (size_t i = fwd_results.size() - static_cast<size_t>(d->num_saved); i < fwd_results.size(); ++i)
+  for (size_t i = fwd_results.size() - static_cast<size_t>(d->num_saved); i < fwd_results.size();
+       ++i)
     saved_types.emplace_back(fwd_results[i]->shape, fwd_results[i]->dtype);
   for (int i : fy) cty_types.push_back(e.ys[static_cast<size_t>(i)]);
   std::vector<Tensor> ct = placeholders(s, ct_types), acc = placeholders(s, acc_types),
@@ -286,9 +290,9 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     switch (in.kind) {
       case trace::BodyInput::Explicit:
         if (in.index < nc) {  // a carry: saved if the backward reads it, else never read
-          const bool read = next_saved_carry < saved_carries.size() &&
-                            joint[static_cast<size_t>(saved_carries[next_saved_carry])].index ==
-                                in.index;
+          const bool read =
+              next_saved_carry < saved_carries.size() &&
+              joint[static_cast<size_t>(saved_carries[next_saved_carry])].index == in.index;
           args.push_back(read ? trace::node_of(saved[next_saved_carry++])
                               : trace::node_of(zeros(e.carry[i].first, e.carry[i].second)));
         } else if (in.index < nc + nx) {
@@ -389,8 +393,10 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
   } else {
     what = "the new carry has an extra " + (i < b.size() ? b[i] : std::string("part"));
   }
-  fail(tool, "the body function's carry input and carry output must have equal types "
-       "(structure, shapes and dtypes), but they differ: ", what,
+  fail(tool,
+       "the body function's carry input and carry output must have equal types "
+       "(structure, shapes and dtypes), but they differ: ",
+       what,
        ". Return a new carry with init's structure; cast it with .to(dtype) or reshape it, "
        "or change init to the type the body produces.");
 }
@@ -398,7 +404,8 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
 ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   const char* tool = a.tool;
   if (a.xs.empty())
-    fail(tool, "xs is an empty pytree: scan takes the number of iterations from the leading "
+    fail(tool,
+         "xs is an empty pytree: scan takes the number of iterations from the leading "
          "dim of xs. Pass at least one tensor whose first dim is the length (for a counted "
          "loop, use fori_loop).");
   int64_t n = -1;
@@ -450,7 +457,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   if (!differentiated) {
     ir::Loop l = scan_loop(e->body, n, reverse, nc);
     assign_roles(l, e->inputs, nc, nx, e->rng_count);
-    std::vector<Tensor> r = record_loop(std::move(l), operands(e->inputs, explicit_nodes, e->lifted, rng));
+    std::vector<Tensor> r =
+        record_loop(std::move(l), operands(e->inputs, explicit_nodes, e->lifted, rng));
     out.carry.assign(r.begin(), r.begin() + nc);
     out.ys.assign(r.begin() + nc, r.end());
     return out;
@@ -509,7 +517,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
           auto [shape, dtype] = e->ys[static_cast<size_t>(i)];
           std::vector<int64_t> dims = shape.vec();
           dims.insert(dims.begin(), n);
-          ex.push_back(trace::node_of(grad_or_zeros(nc + static_cast<size_t>(i), Shape(dims), dtype)));
+          ex.push_back(
+              trace::node_of(grad_or_zeros(nc + static_cast<size_t>(i), Shape(dims), dtype)));
         }
         for (const Tensor& t : consts) ex.push_back(trace::node_of(t));
         ir::Loop l = scan_loop(d->backward, n, !reverse, d->backward_carries);

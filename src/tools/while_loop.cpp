@@ -69,15 +69,17 @@ std::vector<Tensor> run_while(const std::vector<const Tensor*>& init, const Loop
   for (const Tensor& t : lifted) diff_inputs.push_back(&t);
   bool differentiated = false;
   if (autograd::grad_enabled())
-    for (const Tensor* t : diff_inputs) differentiated = differentiated || autograd::requires_grad(*t);
+    for (const Tensor* t : diff_inputs)
+      differentiated = differentiated || autograd::requires_grad(*t);
   if (differentiated)
-    autograd::record_multi(out, tool, diff_inputs, [](const std::vector<Tensor>&) -> std::vector<Tensor> {
-      fail("while_loop",
-           "reverse-mode differentiation through while_loop is not supported: its number of "
-           "iterations is known only when it runs, so there is nothing to reverse. Use "
-           "fori_loop with integer bounds (a scan, differentiable) or scan over xs with a "
-           "fixed length; or compute the loop under NoGradGuard.");
-    });
+    autograd::record_multi(
+        out, tool, diff_inputs, [](const std::vector<Tensor>&) -> std::vector<Tensor> {
+          fail("while_loop",
+               "reverse-mode differentiation through while_loop is not supported: its number of "
+               "iterations is known only when it runs, so there is nothing to reverse. Use "
+               "fori_loop with integer bounds (a scan, differentiable) or scan over xs with a "
+               "fixed length; or compute the loop under NoGradGuard.");
+        });
   return out;
 }
 

@@ -90,7 +90,7 @@ class DecoderLM : public Module {
 
   DecoderConfig config;
   std::shared_ptr<Embedding> embed;
-  std::shared_ptr<Embedding> pos_embed;  // learned positions only
+  std::shared_ptr<Embedding> pos_embed;   // learned positions only
   std::shared_ptr<ModuleList> layers;     // one module per layer (null if stacked)
   std::shared_ptr<DecoderLayer> stacked;  // stacked_layers: every layer's weights, [layers, ...]
   std::shared_ptr<RMSNorm> norm;

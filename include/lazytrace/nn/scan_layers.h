@@ -40,7 +40,6 @@ void check_layers(const std::vector<const Module*>& layers);
 /** Each parameter (buffers: each buffer) of the layers, stacked along a new first dim. */
 ParamMap stack_layers(const std::vector<const Module*>& layers, bool buffers);
 
-
 /** scan over the weights `params` and `buffers` stacked [n, ...], running `layer`. */
 template <typename M, typename C, typename... Extra>
 C scan_weights(const std::shared_ptr<M>& layer, ParamMap params, ParamMap buffers, int64_t n,
@@ -100,7 +99,8 @@ C scan_stacked(const std::shared_ptr<M>& layer, const Module& stacked, const C& 
   ParamMap params = stacked.named_parameters(), buffers = stacked.named_buffers();
   const ParamMap& any = params.empty() ? buffers : params;
   if (any.empty())
-    fail("scan_layers", "the stacked module has no parameters or buffers, so no depth; use "
+    fail("scan_layers",
+         "the stacked module has no parameters or buffers, so no depth; use "
          "scan_layers with the list of layers.");
   const int64_t n = any.begin()->second.shape()[0];
   return detail::scan_weights(layer, std::move(params), std::move(buffers), n, input, options,

@@ -51,8 +51,9 @@ struct LoopTraced {
   std::shared_ptr<void> ys_like;  // scan: the typed y, to rebuild ys from
 };
 /** Runs the body on placeholders for the carry leaves, one x slice's leaves, and consts. */
-using LoopTraceFn = std::function<LoopTraced(
-    const std::vector<Tensor>& carry, const std::vector<Tensor>& x, const std::vector<Tensor>& consts)>;
+using LoopTraceFn =
+    std::function<LoopTraced(const std::vector<Tensor>& carry, const std::vector<Tensor>& x,
+                             const std::vector<Tensor>& consts)>;
 
 struct ScanArgs {
   std::vector<const Tensor*> init, xs, consts;  // consts: the same every iteration
@@ -96,7 +97,8 @@ auto split_result(const char* tool, R&& r) {
     if constexpr (std::is_same_v<C, Tensor>) {
       return std::pair<C, Tree>{r[0].tensor(), r[1]};
     } else {
-      static_assert(std::is_same_v<C, Tree>, "lazytrace: a Tree result needs a Tree or Tensor carry");
+      static_assert(std::is_same_v<C, Tree>,
+                    "lazytrace: a Tree result needs a Tree or Tensor carry");
       return std::pair<C, Tree>{r[0], r[1]};
     }
   } else {
@@ -123,8 +125,9 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
   using P = decltype(split_result<C>(tool, std::declval<R>()));
   using Y = typename P::second_type;
   pytree::Flat fc = pytree::flatten(init), fx = pytree::flatten(xs), fk = pytree::flatten(consts);
-  ScanArgs args{fc.leaves, fx.leaves, fk.leaves, opts, 0, tool,
-                [&xs] { return pytree::flatten(xs, true).leaf_paths; }};
+  ScanArgs args{fc.leaves, fx.leaves, fk.leaves, opts, 0, tool, [&xs] {
+                  return pytree::flatten(xs, true).leaf_paths;
+                }};
   if (opts.is_fn_pure) {
     pytree::Flat key;
     key.mix(static_cast<uint64_t>(type_key));
@@ -258,12 +261,11 @@ Init fori_loop(const Tensor& lower, const Tensor& upper, const Body& body_fn, co
            t->defined() ? t->type_str() : std::string("an undefined tensor"),
            "; make them with lt::tensor({n}) or pass integers.");
   using C = std::tuple<Tensor, Tensor, Init>;
-  C out = while_loop(
-      [](const Tensor& i, const Tensor& hi, const Init&) { return i < hi; },
-      [&body_fn](const Tensor& i, const Tensor& hi, const Init& c) {
-        return C{i + 1, hi, Init(body_fn(i, c))};
-      },
-      C{reshape(lower, Shape{}), reshape(upper, Shape{}), init});
+  C out = while_loop([](const Tensor& i, const Tensor& hi, const Init&) { return i < hi; },
+                     [&body_fn](const Tensor& i, const Tensor& hi, const Init& c) {
+                       return C{i + 1, hi, Init(body_fn(i, c))};
+                     },
+                     C{reshape(lower, Shape{}), reshape(upper, Shape{}), init});
   return std::get<2>(out);
 }
 

@@ -73,8 +73,8 @@ class Bound {
     for (const auto& [r, storage] : in_place_) ctx_.base[static_cast<size_t>(storage)] = dst[r];
     run_steps(prog_, ctx_);
     for (const Copy& c : copies_) {
-      const char* src = c.from_storage >= 0 ? ctx_.base[static_cast<size_t>(c.from_storage)]
-                                            : dst[c.from_result];
+      const char* src =
+          c.from_storage >= 0 ? ctx_.base[static_cast<size_t>(c.from_storage)] : dst[c.from_result];
       if (src != dst[c.result]) std::memcpy(dst[c.result], src, static_cast<size_t>(c.bytes));
     }
   }

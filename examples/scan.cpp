@@ -1,0 +1,71 @@
+// The spec's loop tools in C++: scan (the cumulative sum and the dict carry with running
+// means), while_loop counting to 13, fori_loop, and scan_layers over a stack of layers.
+#include <lazytrace/lazytrace.h>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+std::string values(const lt::Tensor& t) {
+  std::string s = "[";
+  for (float v : lt::astype(t, lt::DType::float32).to_vector<float>()) {
+    if (s.size() > 1) s += ", ";
+    s += std::to_string(v).substr(0, std::to_string(v).find('.') + 3);
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+int main() {
+  // def cumsum(accumulated, element): accumulated += element; return accumulated, accumulated
+  auto cumsum = [](const lt::Tensor& accumulated, const lt::Tensor& element) {
+    lt::Tensor a = accumulated + element;
+    return std::pair{a, a};
+  };
+  auto [final, result] = lt::scan(cumsum, lt::tensor({0.0f}), lt::tensor({1.0f, 2.0f, 3.0f}));
+  std::printf("cumsum: final %s, ys %s (shape %s)\n", values(final).c_str(), values(result).c_str(),
+              result.shape().str().c_str());
+
+  // a dict carry and dict xs
+  lt::Tree carry = lt::Tree::dict({{"sum", lt::tensor({0.0f})}, {"count", lt::tensor({0.0f})}});
+  lt::Tree xs = lt::Tree::dict({{"values", lt::arange(1, 6, 1, lt::DType::float32)}});
+  auto fn = [](const lt::Tree& c, const lt::Tree& x) {
+    lt::Tensor new_sum = c["sum"].tensor() + x["values"].tensor();
+    lt::Tensor new_count = c["count"].tensor() + 1.0;
+    lt::Tensor running_mean = new_sum / new_count;
+    return std::pair{lt::Tree::dict({{"sum", new_sum}, {"count", new_count}}),
+                     lt::Tree(running_mean)};
+  };
+  auto [final_carry, means] = lt::scan(fn, carry, xs);
+  std::printf("running means: %s, final sum %s\n", values(means.tensor()).c_str(),
+              values(final_carry["sum"].tensor()).c_str());
+
+  // while_loop: cond_fn(iteri, x) = iteri > 0; body_fn = (iteri - 1, x + 1)
+  auto [iteri, res] = lt::while_loop([](const lt::Tensor& i, const lt::Tensor&) { return i > 0; },
+                                     [](const lt::Tensor& i, const lt::Tensor& x) {
+                                       return std::tuple{i - 1, x + 1};
+                                     },
+                                     std::tuple{lt::scalar(int64_t{10}), lt::scalar(int64_t{3})});
+  std::printf("while_loop: res %lld\n", static_cast<long long>(res.item<int64_t>()));
+
+  // fori_loop: sum of i * i for i in [1, 5)
+  lt::Tensor squares = lt::fori_loop(
+      1, 5, [](const lt::Tensor& i, const lt::Tensor& c) { return c + i * i; },
+      lt::scalar(int64_t{0}));
+  std::printf("fori_loop: sum of squares %lld\n", static_cast<long long>(squares.item<int64_t>()));
+
+  // scan_layers: 8 identical layers, traced and compiled once
+  const int64_t traced = lt::metrics::counter("LoopTrace");
+  std::vector<std::shared_ptr<lt::nn::Linear>> layers;
+  for (int i = 0; i < 8; ++i) layers.push_back(std::make_shared<lt::nn::Linear>(16, 16));
+  lt::Tensor h = lt::nn::scan_layers(layers, lt::randn({4, 16}));
+  lt::nn::cross_entropy(h, lt::tensor({1, 2, 3, 4})).backward();
+  std::printf(
+      "scan_layers: 8 layers, the layer traced %lld time(s) (and its VJP %lld); layer 7 "
+      "got a gradient of shape %s\n",
+      static_cast<long long>(lt::metrics::counter("LoopTrace") - traced),
+      static_cast<long long>(lt::metrics::counter("LoopBackwardTrace")),
+      layers[7]->weight.grad().shape().str().c_str());
+  return 0;
+}
