@@ -19,8 +19,14 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The main job: train the byte-level decoder three ways (layers as a loop, through
+# assume_pure, as scan_layers) and compare what each costs, then sample from it.
+DEMO_DIR ?= lazytrace-report
 demo: build
-	@for ex in $(BUILD)/examples/example_*; do echo "== $$ex"; $$ex || exit 1; done
+	@$(BUILD)/apps/lazytrace compare --steps 60 --layers 8 --out-dir $(DEMO_DIR)
+	@echo "== sampling from $(DEMO_DIR)/model.safetensors (one while_loop in the backend)"
+	@$(BUILD)/apps/lazytrace generate --weights $(DEMO_DIR)/model.safetensors --prompt "This License " --max-tokens 48
+	@echo "== the table: $(DEMO_DIR)/compare.md (and compare.json); the chart: $(DEMO_DIR)/compare.png" 
 
 bench:
 	@scripts/install-deps.sh --bench
@@ -35,4 +41,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	@rm -rf $(BUILD) $(BUILD)-bench
+	@rm -rf $(BUILD) $(BUILD)-bench $(DEMO_DIR)

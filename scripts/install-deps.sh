@@ -3,7 +3,7 @@
 # Quiet when everything is present. Usage: scripts/install-deps.sh [--bench] [--peers]
 set -euo pipefail
 
-pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev)
+pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox)
 for arg in "$@"; do
   case "$arg" in
     --bench) pkgs+=(libbenchmark-dev libdnnl-dev) ;;

@@ -385,6 +385,15 @@ TEST(ScanErrors, CarryChangesStructure) {
        "tree {a: *, b: *}"});
 }
 
+TEST(ScanErrors, HigherOrderGradients) {
+  Tensor x = random_tensor({3}, 26);
+  x.requires_grad_();
+  auto fn = [](const Tensor& c, const Tensor& xi) { return std::pair{c * xi, Tree()}; };
+  auto [c, ys] = lt::scan(fn, x, lt::ones({2, 3}));
+  expect_error([&] { lt::autograd::grad({lt::sum(c)}, {x}, {}, {.create_graph = true}); },
+               {"[scan]", "higher-order gradients (create_graph)", "unroll"});
+}
+
 TEST(ScanErrors, BodyOutputThatIsNotAPair) {
   auto fn = [](const Tree& c, const Tensor& x) { return Tree::list({c, Tree(x), Tree(x)}); };
   expect_error(

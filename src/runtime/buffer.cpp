@@ -8,6 +8,8 @@
 #include <new>
 #include <vector>
 
+#include "lazytrace/metrics/metrics.h"
+
 namespace lazytrace::runtime {
 namespace {
 
@@ -134,3 +136,17 @@ int64_t Buffer::live_bytes() {
 }
 
 }  // namespace lazytrace::runtime
+
+namespace lazytrace::metrics {
+
+int64_t memory_bytes() {
+  return runtime::Buffer::live_bytes();
+}
+int64_t peak_memory_bytes() {
+  return runtime::Buffer::peak_bytes();
+}
+void reset_peak_memory() {
+  runtime::Buffer::reset_peak();
+}
+
+}  // namespace lazytrace::metrics

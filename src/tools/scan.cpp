@@ -19,41 +19,7 @@
 
 namespace lazytrace::tools {
 
-using Role = ir::Loop::Role;
 using Types = std::vector<std::pair<Shape, DType>>;
-
-std::vector<Tensor> record_loop(ir::Loop loop, std::vector<ir::NodePtr> operands) {
-  trace::OpScope scope;
-  std::vector<Tensor> outs;
-  for (ir::NodePtr& n : ir::make_loop(std::move(loop), std::move(operands)))
-    outs.push_back(trace::make_pending(std::move(n)));
-  return outs;
-}
-
-void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, int carries, int xs,
-                  uint64_t rng_count) {
-  loop.roles.clear();
-  loop.steps.clear();
-  for (const trace::BodyInput& in : inputs) {
-    Role r = Role::Unused;
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        r = in.index < carries ? Role::Carry : in.index < carries + xs ? Role::X : Role::Invariant;
-        break;
-      case trace::BodyInput::Lifted:
-      case trace::BodyInput::RngSeed:
-        r = Role::Invariant;
-        break;
-      case trace::BodyInput::RngOffset:
-        r = Role::Counter;
-        break;
-      case trace::BodyInput::Extra:
-        break;
-    }
-    loop.roles.push_back(r);
-    loop.steps.push_back(r == Role::Counter ? static_cast<int64_t>(rng_count) : 0);
-  }
-}
 
 namespace {
 
@@ -490,7 +456,12 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   for (const Tensor* t : a.consts) consts.push_back(*t);
   autograd::record_multi(
       outs, tool, inputs,
-      [e, d, n, reverse, saved, xs, consts, rng](const std::vector<Tensor>& grads) {
+      [e, d, n, reverse, saved, xs, consts, rng, tool](const std::vector<Tensor>& grads) {
+        if (autograd::grad_enabled())  // the engine enables grad for create_graph only
+          fail(tool,
+               "higher-order gradients (create_graph) through a loop are not supported: "
+               "its backward loop records no gradient of its own. Take first-order gradients "
+               "of the loop, or unroll it for higher orders.");
         const size_t nc = e->carry.size();
         const std::vector<int> fc = floating(e->carry), fx = floating(e->x),
                                fk = floating(e->consts), fy = floating(e->ys);

@@ -1,7 +1,7 @@
 // while_loop: cond and body traced together once, recorded as one Loop node whose cond
 // the backend checks before each iteration, so the loop never returns to the host.
 #include "autograd/tape.h"
-#include "lazytrace/ops/ops.h"
+#include "lazytrace/autograd/autograd.h"
 #include "lazytrace/tools/scan.h"
 #include "metrics/known.h"
 #include "tools/loops.h"

@@ -67,6 +67,11 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
+void clear_caches() {
+  compiler::CompileCache::global().clear();
+  compiler::clear_body_programs();
+}
+
 void sync() {
   trace::sync_named(nullptr, "");
 }

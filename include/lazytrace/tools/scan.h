@@ -46,8 +46,7 @@ namespace tools {
 
 /** What tracing a loop body once gives: the leaves of its results and their typed form. */
 struct LoopTraced {
-  std::vector<Tensor> carry, ys;
-  bool cond = false;              // while: the condition's value
+  std::vector<Tensor> carry, ys;  // while: ys holds the condition
   std::shared_ptr<void> ys_like;  // scan: the typed y, to rebuild ys from
 };
 /** Runs the body on placeholders for the carry leaves, one x slice's leaves, and consts. */

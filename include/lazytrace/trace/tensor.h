@@ -103,6 +103,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 void sync();
 /** Computes only these tensors (and what they need), in one graph. */
 void sync(const std::vector<Tensor>& tensors);
+/** Forgets every compiled graph and traced-body program (like jax.clear_caches()): the
+ * next sync compiles again, and their scratch memory is released. */
+void clear_caches();
 
 namespace debug {
 /** The pending graph of these tensors as text (one line per node). */

@@ -1,0 +1,179 @@
+#include "run.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+namespace cli {
+
+namespace nn = lt::nn;
+
+void add_model_flags(Flags& f, int64_t steps, int64_t layers) {
+  f.add("text", kDefaultText, "text file to train on (bytes are tokens)");
+  f.add("hidden", "128", "model width");
+  f.add("intermediate", "512", "MLP width");
+  f.add("heads", "4", "attention heads");
+  f.add("kv-heads", "2", "key/value heads (grouped-query attention)");
+  f.add("layers", std::to_string(layers), "decoder layers");
+  f.add("steps", std::to_string(steps), "training steps");
+  f.add("batch", "8", "sequences per step");
+  f.add("seq", "64", "tokens per sequence");
+  f.add("lr", "0.003", "AdamW learning rate");
+  f.add("seed", "0", "random seed (weights and batches)");
+  f.add("layers-mode", "scan", "how layers run: loop, assume-pure or scan");
+  f.add("remat", "save", "scan's backward: save residuals or recompute the layer");
+}
+
+nn::DecoderConfig model_config(const Flags& f, const std::string& mode) {
+  nn::DecoderConfig c;
+  c.vocab = 256;
+  c.hidden = f.integer("hidden", 1);
+  c.intermediate = f.integer("intermediate", 1);
+  c.heads = f.integer("heads", 1);
+  c.kv_heads = f.integer("kv-heads", 1);
+  c.layers = f.integer("layers", 1);
+  c.max_seq = f.integer("seq", 2);
+  c.stacked_layers = mode == "scan";
+  try {
+    c.validate();
+  } catch (const lt::Error& e) {
+    throw UsageError(e.what());
+  }
+  return c;
+}
+
+nn::LayersMode layers_mode(const std::string& mode) {
+  if (mode == "loop") return nn::LayersMode::loop;
+  if (mode == "assume-pure") return nn::LayersMode::assume_pure;
+  return nn::LayersMode::scan;
+}
+
+std::string read_text(const std::string& path, int64_t seq) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError(cat("cannot read the text file '", path, "'; pass --text FILE"));
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (static_cast<int64_t>(s.size()) < seq + 2)
+    throw UsageError(cat("the text file '", path, "' has ", std::to_string(s.size()),
+                         " bytes; it needs more than --seq + 1 = ", std::to_string(seq + 1)));
+  return s;
+}
+
+std::map<std::string, std::string> config_metadata(const nn::DecoderConfig& c) {
+  return {{"format", "lazytrace-decoder"},
+          {"vocab", std::to_string(c.vocab)},
+          {"hidden", std::to_string(c.hidden)},
+          {"intermediate", std::to_string(c.intermediate)},
+          {"heads", std::to_string(c.heads)},
+          {"kv_heads", std::to_string(c.kv_heads)},
+          {"layers", std::to_string(c.layers)},
+          {"max_seq", std::to_string(c.max_seq)},
+          {"stacked_layers", c.stacked_layers ? "1" : "0"}};
+}
+
+nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>& m,
+                                       const std::string& path) {
+  auto field = [&](const char* k) -> int64_t {
+    auto it = m.find(k);
+    if (it == m.end())
+      throw UsageError(cat("'", path, "' has no '", k,
+                           "' in its metadata: it was not saved by lazytrace train"));
+    try {
+      return std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw UsageError(cat("'", path, "' has a bad '", k, "' in its metadata: ", it->second));
+    }
+  };
+  nn::DecoderConfig c;
+  c.vocab = field("vocab");
+  c.hidden = field("hidden");
+  c.intermediate = field("intermediate");
+  c.heads = field("heads");
+  c.kv_heads = field("kv_heads");
+  c.layers = field("layers");
+  c.max_seq = field("max_seq");
+  c.stacked_layers = field("stacked_layers") != 0;
+  return c;
+}
+
+RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step) {
+  lt::clear_caches();  // each run compiles from scratch, and holds only its own executables
+  lt::manual_seed(o.seed);
+  RunResult r;
+  r.model = std::make_shared<nn::DecoderLM>(o.config);
+  if (!o.init.empty()) nn::load(*r.model, o.init);
+  r.model->layers_mode = layers_mode(o.mode);
+  r.model->scan_options = {.is_layer_pure = true, .remat = o.remat};
+  lt::optim::AdamW opt(r.model->parameters(), {.lr = o.lr});
+  lt::sync();
+  std::mt19937_64 rng(o.seed + 1);
+  const int64_t b = o.batch, t = o.seq;
+  std::vector<int64_t> tokens(static_cast<size_t>(b * (t + 1)));
+  lt::metrics::reset_peak_memory();
+  const int64_t start = lt::metrics::now_ns();
+  int64_t steady_wall = 0, steady_trace = 0;
+  const int64_t compile0 = lt::metrics::timer_ns("CompileTime");
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    for (int64_t i = 0; i < b; ++i) {
+      const size_t at = rng() % (text.size() - static_cast<size_t>(t) - 1);
+      for (int64_t j = 0; j <= t; ++j)
+        tokens[static_cast<size_t>(i * (t + 1) + j)] = static_cast<unsigned char>(text[at + j]);
+    }
+    const int64_t w0 = lt::metrics::now_ns(), t0 = lt::metrics::timer_ns("TraceTime");
+    lt::Tensor data = lt::tensor(tokens, {b, t + 1});
+    lt::Tensor loss =
+        nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    const float l = loss.item<float>();
+    const int64_t w1 = lt::metrics::now_ns();
+    if (step == 1) {
+      r.first_step_ms = static_cast<double>(w1 - w0) / 1e6;
+    } else {
+      steady_wall += w1 - w0;
+      steady_trace += lt::metrics::timer_ns("TraceTime") - t0;
+    }
+    r.losses.push_back(l);
+    if (on_step) on_step(step, l, static_cast<double>(w1 - start) / 1e9);
+  }
+  const double steady = static_cast<double>(std::max<int64_t>(o.steps - 1, 1));
+  r.step_ms = o.steps > 1 ? static_cast<double>(steady_wall) / 1e6 / steady : r.first_step_ms;
+  r.trace_ms_per_step = static_cast<double>(steady_trace) / 1e6 / steady;
+  r.compile_ms = static_cast<double>(lt::metrics::timer_ns("CompileTime") - compile0) / 1e6;
+  r.peak_mb = static_cast<double>(lt::metrics::peak_memory_bytes()) / 1e6;
+  r.tokens_per_s = static_cast<double>(b * t) / (r.step_ms / 1e3);
+  return r;
+}
+
+Progress::Progress(int64_t total, int64_t tokens_per_step, int64_t every)
+    : total_(total),
+      tokens_(tokens_per_step),
+      every_(std::max<int64_t>(every, 1)),
+      tty_(isatty(fileno(stdout)) != 0) {}
+
+void Progress::update(int64_t step, float loss, double seconds) {
+  const double rate = static_cast<double>(step * tokens_) / std::max(seconds, 1e-9);
+  const double eta = seconds / static_cast<double>(step) * static_cast<double>(total_ - step);
+  if (tty_) {
+    const int width = 24, filled = static_cast<int>(width * step / std::max<int64_t>(total_, 1));
+    std::string bar(static_cast<size_t>(filled), '=');
+    bar.resize(static_cast<size_t>(width), ' ');
+    std::printf("\r  [%s] step %lld/%lld  loss %.3f  %.0f tok/s  ETA %.0fs ", bar.c_str(),
+                static_cast<long long>(step), static_cast<long long>(total_), loss, rate, eta);
+    std::fflush(stdout);
+  } else if (step % every_ == 0 || step == total_ || step == 1) {
+    std::printf("step %lld/%lld loss %.4f tokens/s %.0f eta_s %.0f\n", static_cast<long long>(step),
+                static_cast<long long>(total_), loss, rate, eta);
+    std::fflush(stdout);
+  }
+}
+
+void Progress::done() {
+  if (tty_) std::printf("\n");
+}
+
+}  // namespace cli

@@ -1,0 +1,75 @@
+#pragma once
+// What the subcommands share: the model flags, the text, batches, and a training run that
+// measures itself (trace, compile and step time, peak memory, losses).
+#include <lazytrace/lazytrace.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "flags.h"
+
+namespace cli {
+
+inline const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
+
+/** The model and data flags train, compare and report share. */
+void add_model_flags(Flags& f, int64_t steps, int64_t layers);
+/** The decoder those flags describe (vocab 256: bytes) for a --layers-mode (scan keeps
+ * the layers' weights stacked). */
+lt::nn::DecoderConfig model_config(const Flags& f, const std::string& mode);
+/** --layers-mode as the library's mode. */
+lt::nn::LayersMode layers_mode(const std::string& mode);
+
+/** The bytes of a text file; a UsageError if it cannot be read or is too short. */
+std::string read_text(const std::string& path, int64_t seq);
+
+/** The config as safetensors metadata, and back (UsageError naming a bad field). */
+std::map<std::string, std::string> config_metadata(const lt::nn::DecoderConfig& c);
+lt::nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>& m,
+                                           const std::string& path);
+
+struct RunOptions {
+  lt::nn::DecoderConfig config;
+  std::string mode = "loop";  // loop, assume-pure, scan
+  lt::Remat remat = lt::Remat::save;
+  int64_t steps = 100, batch = 8, seq = 64;
+  double lr = 3e-3;
+  uint64_t seed = 0;
+  std::string init;  // weights to start from
+};
+
+struct RunResult {
+  std::vector<float> losses;
+  double trace_ms_per_step = 0;  // steady steps (after the first)
+  double compile_ms = 0;         // all steps (the first compiles)
+  double step_ms = 0;            // steady steps, wall
+  double first_step_ms = 0;
+  double peak_mb = 0;
+  double tokens_per_s = 0;
+  std::shared_ptr<lt::nn::DecoderLM> model;
+};
+
+/** Called after each step with its 1-based number, the loss and the seconds so far. */
+using StepFn = std::function<void(int64_t step, float loss, double seconds)>;
+
+/** Trains the decoder with AdamW on random windows of `text`, measuring as it goes. */
+RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step);
+
+/** A progress line: a bar with step, loss, tokens/s and ETA on a terminal, plain lines
+ * every `every` steps otherwise. */
+class Progress {
+ public:
+  Progress(int64_t total, int64_t tokens_per_step, int64_t every);
+  void update(int64_t step, float loss, double seconds);
+  void done();
+
+ private:
+  int64_t total_, tokens_, every_;
+  bool tty_;
+};
+
+}  // namespace cli

@@ -1,0 +1,89 @@
+// lazytrace train / report: train a byte-level decoder on a text file.
+#include <cstdio>
+
+#include "commands.h"
+#include "run.h"
+
+namespace cli {
+
+namespace {
+
+RunOptions run_options(const Flags& f) {
+  RunOptions o;
+  o.mode = f.choice("layers-mode", {"loop", "assume-pure", "scan"});
+  o.remat =
+      f.choice("remat", {"save", "recompute"}) == "save" ? lt::Remat::save : lt::Remat::recompute;
+  o.config = model_config(f, o.mode);
+  o.steps = f.integer("steps", 1);
+  o.batch = f.integer("batch", 1);
+  o.seq = f.integer("seq", 2);
+  o.lr = f.number("lr");
+  o.seed = static_cast<uint64_t>(f.integer("seed", 0));
+  return o;
+}
+
+}  // namespace
+
+int train(int argc, char** argv) {
+  Flags f("train",
+          "Trains a byte-level decoder (DecoderLM) on a text file with AdamW and saves its\n"
+          "weights as safetensors (the model's shape goes into the file's metadata).");
+  add_model_flags(f, 200, 4);
+  f.add("out", "lazytrace-model.safetensors", "where to save the weights");
+  f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
+  f.add("log-every", "20", "steps between progress lines when not on a terminal");
+  if (!f.parse(argc, argv)) return 0;
+  RunOptions o = run_options(f);
+  if (!f.str("init").empty()) {
+    o.init = f.str("init");
+    lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(o.init), o.init);
+    for (const char* k : {"hidden", "intermediate", "heads", "kv-heads", "layers"})
+      if (f.given(k))
+        throw UsageError(cat(std::string("--"), k,
+                             " conflicts with --init: the model's shape "
+                             "comes from '",
+                             o.init, "'"));
+    c.max_seq = std::max(c.max_seq, o.seq);
+    if (c.stacked_layers != (o.mode == "scan"))
+      throw UsageError(cat("'", o.init, "' holds ", (c.stacked_layers ? "stacked" : "per-layer"),
+                           " weights; train it again with --layers-mode ",
+                           (c.stacked_layers ? "scan" : "loop or assume-pure")));
+    o.config = c;
+  }
+  const std::string text = read_text(f.str("text"), o.seq);
+  std::printf(
+      "training a %lld-layer decoder (hidden %lld) on %s (%zu bytes), %lld steps of %lld x "
+      "%lld tokens, layers run by %s\n",
+      static_cast<long long>(o.config.layers), static_cast<long long>(o.config.hidden),
+      f.str("text").c_str(), text.size(), static_cast<long long>(o.steps),
+      static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.mode.c_str());
+  Progress progress(o.steps, o.batch * o.seq, f.integer("log-every", 1));
+  RunResult r =
+      train_run(o, text, [&](int64_t s, float l, double sec) { progress.update(s, l, sec); });
+  progress.done();
+  lt::nn::save_file(r.model->named_parameters(), f.str("out"), config_metadata(o.config));
+  std::printf(
+      "loss %.4f -> %.4f; step %.1f ms (%.0f tokens/s), first step %.1f ms, compile %.1f "
+      "ms, trace %.2f ms/step, peak %.0f MB\nsaved %s\n",
+      r.losses.front(), r.losses.back(), r.step_ms, r.tokens_per_s, r.first_step_ms, r.compile_ms,
+      r.trace_ms_per_step, r.peak_mb, f.str("out").c_str());
+  return 0;
+}
+
+int report(int argc, char** argv) {
+  Flags f("report",
+          "Runs a short training (the same flags as train) and prints lt::metrics::report():\n"
+          "what was traced, compiled and executed, and the time each took.");
+  add_model_flags(f, 5, 4);
+  if (!f.parse(argc, argv)) return 0;
+  RunOptions o = run_options(f);
+  const std::string text = read_text(f.str("text"), o.seq);
+  lt::metrics::reset();
+  RunResult r = train_run(o, text, nullptr);
+  std::printf("%lld steps, layers run by %s, loss %.4f -> %.4f\n\n%s",
+              static_cast<long long>(o.steps), o.mode.c_str(), r.losses.front(), r.losses.back(),
+              lt::metrics::report().c_str());
+  return 0;
+}
+
+}  // namespace cli

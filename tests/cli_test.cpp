@@ -1,0 +1,201 @@
+// The lazytrace command line: a short run of every subcommand, its output files read back,
+// the generate loop as one compiled loop, and the errors for bad flags and files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code;
+  std::string out;  // stdout and stderr
+};
+
+CliRun run(const std::string& args) {
+  const std::string cmd = std::string(LAZYTRACE_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+fs::path scratch(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("lazytrace_cli_" + name + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A strict JSON syntax check (objects, arrays, strings, numbers, literals).
+struct Json {
+  const std::string& s;
+  size_t i = 0;
+  void ws() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  bool value() {
+    ws();
+    if (i >= s.size()) return false;
+    if (s[i] == '{') return seq('}', true);
+    if (s[i] == '[') return seq(']', false);
+    if (s[i] == '"') return str();
+    if (s.compare(i, 4, "true") == 0 || s.compare(i, 4, "null") == 0) return i += 4, true;
+    if (s.compare(i, 5, "false") == 0) return i += 5, true;
+    size_t start = i;
+    while (i < s.size() &&
+           (std::isdigit(static_cast<unsigned char>(s[i])) || std::strchr("+-.eE", s[i])))
+      ++i;
+    return i > start;
+  }
+  bool str() {
+    for (++i; i < s.size() && s[i] != '"'; ++i)
+      if (s[i] == '\\') ++i;
+    return i++ < s.size();
+  }
+  bool seq(char close, bool object) {
+    ++i;
+    ws();
+    if (i < s.size() && s[i] == close) return ++i, true;
+    while (true) {
+      ws();
+      if (object) {
+        if (i >= s.size() || s[i] != '"' || !str()) return false;
+        ws();
+        if (i >= s.size() || s[i++] != ':') return false;
+      }
+      if (!value()) return false;
+      ws();
+      if (i < s.size() && s[i] == ',') {
+        ++i;
+        continue;
+      }
+      return i < s.size() && s[i++] == close;
+    }
+  }
+  bool whole() { return value() && (ws(), i == s.size()); }
+};
+
+const char* kTiny =
+    "--layers 2 --hidden 16 --intermediate 32 --heads 2 --kv-heads 1 --batch 2 --seq 24";
+
+TEST(Cli, HelpOnEveryCommand) {
+  CliRun top = run("--help");
+  EXPECT_EQ(top.code, 0);
+  for (const char* c : {"train", "generate", "compare", "report"}) {
+    EXPECT_NE(top.out.find(c), std::string::npos) << c;
+    CliRun h = run(std::string(c) + " --help");
+    EXPECT_EQ(h.code, 0) << c;
+    EXPECT_NE(h.out.find("usage: lazytrace " + std::string(c)), std::string::npos) << h.out;
+  }
+  EXPECT_NE(run("train --help").out.find("--layers-mode"), std::string::npos);
+}
+
+TEST(Cli, BadFlagsAndFilesAreClearErrors) {
+  struct Case {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"fly", "unknown command 'fly'"},
+      {"train --steps abc", "--steps must be an integer, got 'abc'"},
+      {"train --steps 0", "--steps must be at least 1"},
+      {"train --colour red", "unknown flag --colour"},
+      {"train --steps", "--steps needs a value"},
+      {"train --layers-mode spiral", "--layers-mode must be one of loop, assume-pure, scan"},
+      {"train --text /nonexistent/file.txt", "cannot read the text file '/nonexistent/file.txt'"},
+      {"train --hidden 10 --heads 4", "DecoderConfig"},
+      {"generate --weights /nonexistent.safetensors", "/nonexistent.safetensors"},
+      {"compare --layers-mode loop", "compare runs every --layers-mode"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = run(c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << " said: " << r.out;
+  }
+}
+
+TEST(Cli, TrainResumeAndGenerateInOneLoop) {
+  const fs::path d = scratch("train");
+  const std::string model = (d / "m.safetensors").string();
+  for (const char* mode : {"loop", "scan"}) {
+    CliRun t =
+        run(std::string("train --steps 3 ") + kTiny + " --layers-mode " + mode + " --out " + model);
+    ASSERT_EQ(t.code, 0) << t.out;
+    EXPECT_NE(t.out.find("step 3/3 loss"), std::string::npos) << t.out;  // not a terminal: lines
+    std::map<std::string, std::string> meta = lt::nn::load_metadata(model);
+    EXPECT_EQ(meta.at("hidden"), "16");
+    EXPECT_EQ(meta.at("stacked_layers"), std::string(mode) == "scan" ? "1" : "0");
+    lt::nn::ParamMap w = lt::nn::load_file(model);
+    EXPECT_GT(w.size(), 5u);
+    // resume from the file; its shape wins, and a conflicting shape flag is an error
+    CliRun again = run("train --steps 2 --batch 2 --seq 24 --layers-mode " + std::string(mode) +
+                       " --init " + model + " --out " + model);
+    EXPECT_EQ(again.code, 0) << again.out;
+    CliRun conflict =
+        run("train --steps 1 --hidden 32 --layers-mode " + std::string(mode) + " --init " + model);
+    EXPECT_NE(conflict.code, 0);
+    EXPECT_NE(conflict.out.find("--hidden conflicts with --init"), std::string::npos)
+        << conflict.out;
+
+    CliRun g =
+        run("generate --weights " + model + " --prompt 'The ' --max-tokens 12 --temperature 0");
+    ASSERT_EQ(g.code, 0) << g.out;
+    EXPECT_EQ(g.out.rfind("The ", 0), 0u) << g.out;
+    // the whole sampling loop: one compiled graph, run once (no per-token sync)
+    EXPECT_NE(g.out.find("12 tokens in one loop: 1 compile(s), 1 execution(s)"), std::string::npos)
+        << g.out;
+    CliRun nl =
+        run("generate --weights " + model + " --prompt 'a' --max-tokens 8 --stop-at-newline");
+    EXPECT_EQ(nl.code, 0) << nl.out;
+    CliRun too_long = run("generate --weights " + model + " --max-tokens 100");
+    EXPECT_NE(too_long.code, 0);
+    EXPECT_NE(too_long.out.find("exceed the model's context of 24 tokens"), std::string::npos)
+        << too_long.out;
+  }
+  fs::remove_all(d);
+}
+
+TEST(Cli, CompareWritesTableJsonChartAndWeights) {
+  const fs::path d = scratch("compare");
+  CliRun c = run(std::string("compare --steps 3 ") + kTiny + " --out-dir " + d.string());
+  ASSERT_EQ(c.code, 0) << c.out;
+  for (const char* mode : {"| loop |", "| assume-pure |", "| scan |"})
+    EXPECT_NE(c.out.find(mode), std::string::npos) << c.out;
+  const std::string md = read(d / "compare.md");
+  EXPECT_NE(md.find("| layers | trace ms/step | compile ms |"), std::string::npos) << md;
+  const std::string json = read(d / "compare.json");
+  EXPECT_TRUE(Json{json}.whole()) << json;
+  size_t runs = 0;
+  for (size_t at = json.find("\"layers_mode\""); at != std::string::npos;
+       at = json.find("\"layers_mode\"", at + 1))
+    ++runs;
+  EXPECT_EQ(runs, 3u);
+  const std::string png = read(d / "compare.png");
+  ASSERT_GE(png.size(), 8u) << "no chart";
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  EXPECT_GT(lt::nn::load_file((d / "model.safetensors").string()).size(), 5u);
+  fs::remove_all(d);
+}
+
+TEST(Cli, ReportPrintsTheMetrics) {
+  CliRun r = run(std::string("report --steps 2 ") + kTiny);
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* m : {"CompileCount", "ExecuteCount", "TraceTime"})
+    EXPECT_NE(r.out.find(m), std::string::npos) << r.out;
+}
+
+}  // namespace
