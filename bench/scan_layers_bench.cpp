@@ -20,8 +20,6 @@
 //                  activations saved for backward), planned by liveness
 #include <benchmark/benchmark.h>
 
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -30,22 +28,13 @@
 
 #include "compiler/compile_cache.h"
 #include "compiler/program.h"
+#include "gpl_text.h"
 #include "runtime/buffer.h"
 
 namespace {
 
 namespace nn = lt::nn;
 using lt::metrics::now_ns;
-
-const std::string& text() {
-  static const std::string t = [] {
-    std::ifstream f("/usr/share/common-licenses/GPL-3", std::ios::binary);
-    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (s.size() < 1000) s.assign(100000, 'a');  // a machine without the text still runs
-    return s;
-  }();
-  return t;
-}
 
 constexpr int64_t kBatch = 2, kSeq = 32;
 
@@ -74,9 +63,9 @@ struct Trainer {
   lt::Tensor forward_backward() {
     std::vector<int64_t> tokens(static_cast<size_t>(kBatch * (kSeq + 1)));
     for (int64_t b = 0; b < kBatch; ++b) {
-      const size_t start = rng() % (text().size() - kSeq - 1);
+      const size_t start = rng() % (gpl_text().size() - kSeq - 1);
       for (int64_t i = 0; i <= kSeq; ++i)
-        tokens[b * (kSeq + 1) + i] = static_cast<unsigned char>(text()[start + i]);
+        tokens[b * (kSeq + 1) + i] = static_cast<unsigned char>(gpl_text()[start + i]);
     }
     lt::Tensor data = lt::tensor(tokens, {kBatch, kSeq + 1});
     lt::Tensor loss =

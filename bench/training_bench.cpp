@@ -8,8 +8,6 @@
 //                         the alternative a cache hit saves
 #include <benchmark/benchmark.h>
 
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -17,20 +15,11 @@
 #include <lazytrace/lazytrace.h>
 
 #include "compiler/compile_cache.h"
+#include "gpl_text.h"
 
 namespace {
 
 using lt::metrics::now_ns;
-
-const std::string& text() {
-  static const std::string t = [] {
-    std::ifstream f("/usr/share/common-licenses/GPL-3", std::ios::binary);
-    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (s.size() < 1000) s.assign(100000, 'a');  // a machine without the text still runs
-    return s;
-  }();
-  return t;
-}
 
 struct Trainer {
   std::shared_ptr<lt::nn::DecoderLM> model;
@@ -53,9 +42,9 @@ struct Trainer {
   float step() {
     std::vector<int64_t> tokens(static_cast<size_t>(batch * (seq + 1)));
     for (int64_t b = 0; b < batch; ++b) {
-      const size_t start = rng() % (text().size() - seq - 1);
+      const size_t start = rng() % (gpl_text().size() - seq - 1);
       for (int64_t i = 0; i <= seq; ++i)
-        tokens[b * (seq + 1) + i] = static_cast<unsigned char>(text()[start + i]);
+        tokens[b * (seq + 1) + i] = static_cast<unsigned char>(gpl_text()[start + i]);
     }
     lt::Tensor data = lt::tensor(tokens, {batch, seq + 1});
     lt::Tensor loss =

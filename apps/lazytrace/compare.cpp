@@ -107,9 +107,9 @@ int compare(int argc, char** argv) {
     std::ofstream gp(dir / "compare.gp");
     gp << "set terminal pngcairo size 1200,450\nset output 'compare.png'\nset multiplot layout "
           "1,2\n"
-          "set title 'loss'\nset xlabel 'step'\n"
-          "plot 'loss.dat' using 1:2 with lines title 'loop', '' using 1:3 with lines title "
-          "'assume-pure', '' using 1:4 with lines title 'scan'\n"
+          "set title 'loss (the same computation: the curves coincide)'\nset xlabel 'step'\n"
+          "plot 'loss.dat' using 1:2 with lines lw 5 title 'loop', '' using 1:3 with lines lw 3 "
+          "title 'assume-pure', '' using 1:4 with lines lw 1 title 'scan'\n"
           "set title 'time (ms)'\nset xlabel ''\nset style data histograms\nset style fill solid\n"
           "set logscale y\nplot 'times.dat' using 2:xtic(1) title 'trace per step', '' using 3 "
           "title 'compile'\nunset multiplot\n";

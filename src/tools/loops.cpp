@@ -38,4 +38,31 @@ void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, i
   }
 }
 
+std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inputs,
+                                       const std::vector<ir::NodePtr>& explicit_nodes,
+                                       const std::vector<Tensor>& lifted,
+                                       const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
+  std::vector<ir::NodePtr> ops;
+  for (const trace::BodyInput& in : inputs) {
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        ops.push_back(explicit_nodes[static_cast<size_t>(in.index)]);
+        break;
+      case trace::BodyInput::Lifted:
+        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
+        break;
+      case trace::BodyInput::RngSeed:
+        ops.push_back(rng.first);
+        break;
+      case trace::BodyInput::RngOffset:
+        ops.push_back(rng.second);
+        break;
+      case trace::BodyInput::Extra:  // never read
+        ops.push_back(ir::make_scalar(0, 0, DType::int64));
+        break;
+    }
+  }
+  return ops;
+}
+
 }  // namespace lazytrace::tools

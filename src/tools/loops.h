@@ -20,4 +20,13 @@ std::vector<Tensor> record_loop(ir::Loop loop, std::vector<ir::NodePtr> operands
 void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, int carries, int xs,
                   uint64_t rng_count);
 
+/**
+ * A loop's operands in body input order: explicit inputs from `explicit_nodes` (by their
+ * index), lifted tensors, the rng seed and offset, and a placeholder for unused inputs.
+ */
+std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inputs,
+                                       const std::vector<ir::NodePtr>& explicit_nodes,
+                                       const std::vector<Tensor>& lifted,
+                                       const std::pair<ir::NodePtr, ir::NodePtr>& rng);
+
 }  // namespace lazytrace::tools

@@ -299,34 +299,6 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
   return d;
 }
 
-// The forward loop's operands, in body input order.
-std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
-                                  const std::vector<ir::NodePtr>& explicit_nodes,
-                                  const std::vector<Tensor>& lifted,
-                                  const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
-  std::vector<ir::NodePtr> ops;
-  for (const trace::BodyInput& in : inputs) {
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        ops.push_back(explicit_nodes[static_cast<size_t>(in.index)]);
-        break;
-      case trace::BodyInput::Lifted:
-        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
-        break;
-      case trace::BodyInput::RngSeed:
-        ops.push_back(rng.first);
-        break;
-      case trace::BodyInput::RngOffset:
-        ops.push_back(rng.second);
-        break;
-      case trace::BodyInput::Extra:  // never read
-        ops.push_back(ir::make_scalar(0, 0, DType::int64));
-        break;
-    }
-  }
-  return ops;
-}
-
 ir::Loop scan_loop(std::shared_ptr<const ir::Body> body, int64_t length, bool reverse,
                    int num_carry) {
   ir::Loop l;
@@ -424,7 +396,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
     ir::Loop l = scan_loop(e->body, n, reverse, nc);
     assign_roles(l, e->inputs, nc, nx, e->rng_count);
     std::vector<Tensor> r =
-        record_loop(std::move(l), operands(e->inputs, explicit_nodes, e->lifted, rng));
+        record_loop(std::move(l), loop_operands(e->inputs, explicit_nodes, e->lifted, rng));
     out.carry.assign(r.begin(), r.begin() + nc);
     out.ys.assign(r.begin() + nc, r.end());
     return out;
@@ -440,7 +412,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   ir::Loop l = scan_loop(d->forward, n, reverse, nc);
   assign_roles(l, d->forward_inputs, nc, nx, e->rng_count);
   std::vector<Tensor> r =
-      record_loop(std::move(l), operands(d->forward_inputs, explicit_nodes, e->lifted, rng));
+      record_loop(std::move(l), loop_operands(d->forward_inputs, explicit_nodes, e->lifted, rng));
   out.carry.assign(r.begin(), r.begin() + nc);
   out.ys.assign(r.begin() + nc, r.begin() + nc + ny);
   std::vector<Tensor> saved(r.begin() + nc + ny, r.end());
@@ -494,8 +466,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
         for (const Tensor& t : consts) ex.push_back(trace::node_of(t));
         ir::Loop l = scan_loop(d->backward, n, !reverse, d->backward_carries);
         assign_roles(l, d->backward_inputs, d->backward_carries, d->backward_xs, e->rng_count);
-        std::vector<Tensor> r =
-            record_loop(std::move(l), operands(d->backward_inputs, ex, d->backward_lifted, rng));
+        std::vector<Tensor> r = record_loop(
+            std::move(l), loop_operands(d->backward_inputs, ex, d->backward_lifted, rng));
         // r: gradients of floating carries, consts, lifted; then of floating xs (stacked)
         std::vector<Tensor> g(nc + xs.size() + consts.size() + e->lifted.size());
         size_t at = 0;

@@ -45,26 +45,9 @@ std::vector<Tensor> run_while(const std::vector<const Tensor*>& init, const Loop
   // so a loop reserves 2^32 iterations' worth of the generator
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (rng_count > 0) rng = trace::random_operands(rng_count << 32);
-  std::vector<ir::NodePtr> ops;
-  for (const trace::BodyInput& in : inputs) {
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        ops.push_back(trace::node_of(*init[static_cast<size_t>(in.index)]));
-        break;
-      case trace::BodyInput::Lifted:
-        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
-        break;
-      case trace::BodyInput::RngSeed:
-        ops.push_back(rng.first);
-        break;
-      case trace::BodyInput::RngOffset:
-        ops.push_back(rng.second);
-        break;
-      case trace::BodyInput::Extra:
-        break;
-    }
-  }
-  std::vector<Tensor> out = record_loop(std::move(l), std::move(ops));
+  std::vector<ir::NodePtr> carries;
+  for (const Tensor* t : init) carries.push_back(trace::node_of(*t));
+  std::vector<Tensor> out = record_loop(std::move(l), loop_operands(inputs, carries, lifted, rng));
   std::vector<const Tensor*> diff_inputs = init;
   for (const Tensor& t : lifted) diff_inputs.push_back(&t);
   bool differentiated = false;
