@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench install format clean
+.PHONY: all deps configure build test demo bench bench-peers install format clean
 
 all: build
 
@@ -34,6 +34,13 @@ bench:
 	@cmake --build $(BUILD)-bench -j $(JOBS)
 	@scripts/run-bench.sh $(BUILD)-bench -- --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
+# lazytrace beside LibTorch eager on the same weights (Debian's libtorch-dev)
+bench-peers:
+	@scripts/install-deps.sh --peers
+	@cmake -S . -B $(BUILD)-peers -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PEERS=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-peers -j $(JOBS)
+	@$(BUILD)-peers/bench/peers/peers_bench
+
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
@@ -41,4 +48,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	@rm -rf $(BUILD) $(BUILD)-bench $(DEMO_DIR)
+	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(DEMO_DIR)

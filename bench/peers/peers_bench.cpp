@@ -1,0 +1,228 @@
+// lazytrace beside LibTorch (eager), in one process, on the same weights and inputs: the
+// decoder written with LibTorch's C++ API reads the safetensors file lazytrace saved; the
+// logits must agree within 1e-4; then forward and training step (AdamW) times, LibTorch
+// eager against lazytrace with its layers as a loop, through assume_pure, and as
+// scan_layers. Both use the same number of threads.
+#include <torch/torch.h>
+
+#include <lazytrace/lazytrace.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace nn = lt::nn;
+
+struct Size {
+  const char* name;
+  nn::DecoderConfig config;
+  int64_t batch, seq;
+  int reps;
+};
+
+// ---- the decoder in LibTorch, over the weights of a lazytrace safetensors file
+
+struct TorchDecoder {
+  nn::DecoderConfig c;
+  std::map<std::string, torch::Tensor> w;
+
+  torch::Tensor p(const std::string& n) const { return w.at(n); }
+
+  torch::Tensor rms(const torch::Tensor& x, const std::string& n) const {
+    return x * torch::rsqrt((x * x).mean(-1, true) + c.norm_eps) * p(n);
+  }
+  torch::Tensor rotary(const torch::Tensor& x) const {
+    const int64_t t = x.size(-2), dim = x.size(-1), half = dim / 2;
+    auto inv_freq = torch::exp(torch::arange(half, torch::kFloat32) *
+                               (-2 * std::log(c.rope_theta) / static_cast<double>(dim)));
+    auto angles = torch::arange(t, torch::kFloat32).unsqueeze(1) * inv_freq.unsqueeze(0);
+    angles = torch::cat({angles, angles}, -1);
+    auto rotated = torch::cat({-x.slice(-1, half, dim), x.slice(-1, 0, half)}, -1);
+    return x * torch::cos(angles) + rotated * torch::sin(angles);
+  }
+  torch::Tensor attention(const torch::Tensor& x, const std::string& l) const {
+    const int64_t b = x.size(0), t = x.size(1), hd = c.head_dim(), rep = c.heads / c.kv_heads;
+    auto heads = [&](const torch::Tensor& y, int64_t n) {
+      return y.view({b, t, n, hd}).permute({0, 2, 1, 3});
+    };
+    auto q = rotary(heads(torch::linear(x, p(l + "attn.q_proj.weight")), c.heads));
+    auto k = rotary(heads(torch::linear(x, p(l + "attn.k_proj.weight")), c.kv_heads));
+    auto v = heads(torch::linear(x, p(l + "attn.v_proj.weight")), c.kv_heads);
+    k = k.repeat_interleave(rep, 1);
+    v = v.repeat_interleave(rep, 1);
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
+    auto causal = torch::ones({t, t}, torch::kBool).tril();
+    scores = scores.masked_fill(causal.logical_not(), -INFINITY);
+    auto out = torch::matmul(torch::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({b, t, c.hidden});
+    return torch::linear(out, p(l + "attn.o_proj.weight"));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) const {
+    auto h = torch::embedding(p("embed.weight"), tokens);
+    for (int64_t i = 0; i < c.layers; ++i) {
+      const std::string l = "layers." + std::to_string(i) + ".";
+      h = h + attention(rms(h, l + "attn_norm.weight"), l);
+      auto x = rms(h, l + "mlp_norm.weight");
+      h = h + torch::linear(torch::silu(torch::linear(x, p(l + "mlp.gate_proj.weight"))) *
+                                torch::linear(x, p(l + "mlp.up_proj.weight")),
+                            p(l + "mlp.down_proj.weight"));
+    }
+    return torch::linear(rms(h, "norm.weight"), p("head.weight"));
+  }
+};
+
+torch::Tensor to_torch(const lt::Tensor& t) {
+  std::vector<float> v = lt::astype(t, lt::DType::float32).to_vector<float>();
+  std::vector<int64_t> shape = t.shape().vec();
+  return torch::from_blob(v.data(), shape, torch::kFloat32).clone();
+}
+
+double median_ms(int reps, const std::function<void()>& f) {
+  f();  // warm up (lazytrace compiles here)
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    const int64_t t0 = lt::metrics::now_ns();
+    f();
+    ms.push_back(static_cast<double>(lt::metrics::now_ns() - t0) / 1e6);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// lazytrace's model for a mode, with the file's weights (stacked for scan)
+std::shared_ptr<nn::DecoderLM> lazytrace_model(const nn::DecoderConfig& base, const std::string& mode,
+                                               const nn::ParamMap& weights) {
+  nn::DecoderConfig c = base;
+  c.stacked_layers = mode == "scan";
+  auto m = std::make_shared<nn::DecoderLM>(c);
+  nn::ParamMap params;
+  for (const auto& [name, t] : m->named_parameters()) {
+    if (!c.stacked_layers || name.rfind("layers.", 0) != 0) {
+      params.insert(name, weights.at(name));
+      continue;
+    }
+    std::vector<lt::Tensor> parts;
+    for (int64_t i = 0; i < c.layers; ++i)
+      parts.push_back(weights.at("layers." + std::to_string(i) + name.substr(6)));
+    params.insert(name, lt::stack(parts));
+  }
+  m->replace_tensors(params, {});
+  m->layers_mode = mode == "loop" ? nn::LayersMode::loop
+                   : mode == "assume-pure" ? nn::LayersMode::assume_pure
+                                           : nn::LayersMode::scan;
+  m->scan_options.is_layer_pure = true;
+  lt::sync();
+  return m;
+}
+
+bool run_size(const Size& s, int threads) {
+  const nn::DecoderConfig& c = s.config;
+  const std::string path = std::string("/tmp/lazytrace_peer_") + s.name + ".safetensors";
+  {
+    lt::manual_seed(1);
+    nn::DecoderLM init(c);
+    nn::save(init, path);
+  }
+  const nn::ParamMap weights = nn::load_file(path);
+  std::mt19937_64 rng(2);
+  std::vector<int64_t> tok(static_cast<size_t>(s.batch * s.seq)), tgt(tok.size());
+  for (size_t i = 0; i < tok.size(); ++i) {
+    tok[i] = static_cast<int64_t>(rng() % 256);
+    tgt[i] = static_cast<int64_t>(rng() % 256);
+  }
+  const lt::Tensor lt_tokens = lt::tensor(tok, {s.batch, s.seq}), lt_targets = lt::tensor(tgt, {s.batch, s.seq});
+  const torch::Tensor th_tokens = torch::tensor(tok).view({s.batch, s.seq});
+  const torch::Tensor th_targets = torch::tensor(tgt).view({s.batch * s.seq});
+
+  TorchDecoder th{c, {}};
+  for (const auto& [name, t] : weights) th.w[name] = to_torch(t).requires_grad_(true);
+  torch::Tensor ref;
+  {
+    torch::NoGradGuard no_grad;
+    ref = th.forward(th_tokens);
+  }
+  std::printf("\n== %s: hidden %lld, intermediate %lld, %lld layers, heads %lld/%lld kv, batch %lld x "
+              "seq %lld, %d threads\n",
+              s.name, static_cast<long long>(c.hidden), static_cast<long long>(c.intermediate),
+              static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+              static_cast<long long>(c.kv_heads), static_cast<long long>(s.batch),
+              static_cast<long long>(s.seq), threads);
+
+  // LibTorch eager
+  const double th_fwd = median_ms(s.reps, [&] {
+    torch::NoGradGuard no_grad;
+    th.forward(th_tokens);
+  });
+  std::vector<torch::Tensor> th_params;
+  for (auto& [n, t] : th.w) th_params.push_back(t);
+  torch::optim::AdamW th_opt(th_params, torch::optim::AdamWOptions(1e-3));
+  const double th_step = median_ms(s.reps, [&] {
+    auto logits = th.forward(th_tokens);
+    auto loss = torch::cross_entropy_loss(logits.view({-1, c.vocab}), th_targets);
+    loss.backward();
+    th_opt.step();
+    th_opt.zero_grad();
+  });
+  std::printf("%-22s %12s %12s %12s %12s %14s\n", "", "forward ms", "vs LibTorch", "step ms",
+              "vs LibTorch", "max |dlogits|");
+  std::printf("%-22s %12.2f %12s %12.2f %12s %14s\n", "LibTorch eager", th_fwd, "1.00x", th_step,
+              "1.00x", "");
+
+  bool ok = true;
+  for (const char* mode : {"loop", "assume-pure", "scan"}) {
+    auto m = lazytrace_model(c, mode, weights);
+    lt::Tensor logits;
+    {
+      lt::NoGradGuard no_grad;
+      logits = (*m)(lt_tokens);
+    }
+    const torch::Tensor diff = (to_torch(logits) - ref).abs().max();
+    const double max_diff = diff.item<double>();
+    ok = ok && max_diff <= 1e-4;
+    const double fwd = median_ms(s.reps, [&] {
+      lt::NoGradGuard no_grad;
+      lt::Tensor y = (*m)(lt_tokens);
+      lt::sync({y});
+    });
+    lt::optim::AdamW opt(m->parameters(), {.lr = 1e-3});
+    const double step = median_ms(s.reps, [&] {
+      lt::Tensor loss = nn::cross_entropy((*m)(lt_tokens), lt_targets);
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+      lt::sync();
+    });
+    std::printf("%-22s %12.2f %11.2fx %12.2f %11.2fx %14.2e%s\n",
+                (std::string("lazytrace ") + mode).c_str(), fwd, th_fwd / fwd, step,
+                th_step / step, max_diff, max_diff <= 1e-4 ? "" : "  MISMATCH");
+  }
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* e = std::getenv("LAZYTRACE_NUM_THREADS")) threads = std::atoi(e);
+  torch::set_num_threads(threads);
+  const Size sizes[] = {
+      {"spec-10", {.vocab = 256, .hidden = 128, .intermediate = 1024, .heads = 4, .kv_heads = 2,
+                   .layers = 10, .max_seq = 8}, 2, 8, 20},
+      {"spec-100", {.vocab = 256, .hidden = 128, .intermediate = 1024, .heads = 4, .kv_heads = 2,
+                    .layers = 100, .max_seq = 8}, 2, 8, 10},
+      {"compute", {.vocab = 256, .hidden = 512, .intermediate = 2048, .heads = 8, .kv_heads = 4,
+                   .layers = 4, .max_seq = 256}, 2, 256, 5},
+  };
+  std::printf("lazytrace vs LibTorch %s eager; times are medians; ratios are LibTorch time / "
+              "lazytrace time (> 1: lazytrace faster)\n", TORCH_VERSION);
+  bool ok = true;
+  for (const Size& s : sizes) ok = run_size(s, threads) && ok;
+  std::printf("\nlogits %s within 1e-4 of LibTorch's\n", ok ? "agree" : "DO NOT agree");
+  return ok ? 0 : 1;
+}
