@@ -67,5 +67,19 @@ int main() {
       static_cast<long long>(lt::metrics::counter("LoopTrace") - traced),
       static_cast<long long>(lt::metrics::counter("LoopBackwardTrace")),
       layers[7]->weight.grad().shape().str().c_str());
+
+  // a decoder keeping its layers' weights stacked, run as one scan
+  lt::nn::DecoderLM model({.vocab = 64,
+                           .hidden = 16,
+                           .intermediate = 32,
+                           .heads = 2,
+                           .kv_heads = 1,
+                           .layers = 6,
+                           .max_seq = 8,
+                           .stacked_layers = true});
+  model.layers_mode = lt::nn::LayersMode::scan;
+  lt::Tensor logits = model(lt::tensor(std::vector<int64_t>{1, 2, 3, 4}, {1, 4}));
+  std::printf("stacked decoder: %zu parameter tensors for 6 layers, logits %s\n",
+              model.parameters().size(), logits.shape().str().c_str());
   return 0;
 }
