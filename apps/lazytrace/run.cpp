@@ -162,8 +162,10 @@ void Progress::update(int64_t step, float loss, double seconds) {
     const int width = 24, filled = static_cast<int>(width * step / std::max<int64_t>(total_, 1));
     std::string bar(static_cast<size_t>(filled), '=');
     bar.resize(static_cast<size_t>(width), ' ');
-    std::printf("\r  [%s] step %lld/%lld  loss %.3f  %.0f tok/s  ETA %.0fs ", bar.c_str(),
-                static_cast<long long>(step), static_cast<long long>(total_), loss, rate, eta);
+    const auto e = static_cast<long long>(eta + 0.5);
+    std::printf("\r  [%s] step %lld/%lld  loss %.3f  %.0f tok/s  ETA %lld:%02lld ", bar.c_str(),
+                static_cast<long long>(step), static_cast<long long>(total_), loss, rate, e / 60,
+                e % 60);
     std::fflush(stdout);
   } else if (step % every_ == 0 || step == total_ || step == 1) {
     std::printf("step %lld/%lld loss %.4f tokens/s %.0f eta_s %.0f\n", static_cast<long long>(step),
