@@ -109,8 +109,9 @@ void unary(OpKind op, T* d, const T* a, int64_t n) {
     LT_UNARY(Neg)
     LT_UNARY(Exp)
     LT_UNARY(Log)
-    LT_UNARY(Sin) LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu)
-        LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default : return;
+    LT_UNARY(Sin)
+    LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu)
+        LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default : return;
   }
 #undef LT_UNARY
 }
@@ -130,6 +131,31 @@ void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
 #undef LT_BINARY
 }
 
+// Binary ops with one operand (or both) a single value, without filling a register with
+// it: the common shape of optimizer updates and scaled activations.
+template <typename T>
+void binary_scalar(OpKind op, T* d, const T* a, bool a_one, const T* b, bool b_one, int64_t n) {
+#define LT_BINARY_S(K)                                                         \
+  case OpKind::K:                                                              \
+    if (a_one && b_one) {                                                      \
+      d[0] = math::binary(OpKind::K, a[0], b[0]);                              \
+    } else if (a_one) {                                                        \
+      const T x = a[0];                                                        \
+      for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, x, b[j]); \
+    } else {                                                                   \
+      const T y = b[0];                                                        \
+      for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], y); \
+    }                                                                          \
+    return;
+  switch (op) {
+    LT_BINARY_S(Add)
+    LT_BINARY_S(Sub)
+    LT_BINARY_S(Mul)
+    LT_BINARY_S(Div) LT_BINARY_S(Pow) LT_BINARY_S(Maximum) LT_BINARY_S(Minimum) default : return;
+  }
+#undef LT_BINARY_S
+}
+
 template <typename T>
 void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
 #define LT_CMP(K)                                                                \
@@ -142,16 +168,53 @@ void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
 #undef LT_CMP
 }
 
+// A view that reads one value everywhere (a constant, a 0-d tensor broadcast).
+bool single_value(const View& v) {
+  if (v.is_scalar()) return true;
+  for (int64_t s : v.strides)
+    if (s != 0) return false;
+  return true;
+}
+
+// one[r]: 0 if register r holds n values, else the byte width (4: float, 8: double or
+// int64) of the single value it holds in element 0.
+char width_of(Compute c) {
+  return c == Compute::F32 ? 4 : 8;
+}
+
+// Fills register r from its element 0 (a single-value register that an op needs whole).
+void expand(uint64_t* regs, int r, int64_t n, char* one) {
+  if (!one[r]) return;
+  if (one[r] == 4) {
+    float* x = reg<float>(regs, r);
+    for (int64_t j = 1; j < n; ++j) x[j] = x[0];
+  } else {
+    uint64_t* x = reg<uint64_t>(regs, r);
+    for (int64_t j = 1; j < n; ++j) x[j] = x[0];
+  }
+  one[r] = 0;
+}
+
 void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, int64_t n,
-          const RunContext& ctx) {
+          const RunContext& ctx, char* one) {
   const Compute out_c = compute_of(ins.dtype), in_c = compute_of(ins.in_dtype);
+  const bool arith = !ir::is_compare(ins.op) && ins.src[1] >= 0 && ins.src[2] < 0 &&
+                     ins.op != OpKind::RandUniform && ins.op != OpKind::RandNormal;
+  if (!arith)
+    for (int r : ins.src)
+      if (r >= 0) expand(regs, r, n, one);
+  // read before dst's flag is reset: dst may reuse an operand's register
+  const bool a1 = arith && one[ins.src[0]], b1 = arith && one[ins.src[1]];
+  one[ins.dst] = 0;
   switch (ins.op) {
     case OpKind::Data: {
       const View& v = st.loads[ins.load];
+      const bool single = single_value(v);
       dispatch(v.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        load<S>(v, ctx, start, n, reg<compute_t<S>>(regs, ins.dst));
+        load<S>(v, ctx, start, single ? 1 : n, reg<compute_t<S>>(regs, ins.dst));
       });
+      one[ins.dst] = single ? width_of(compute_of(v.dtype)) : 0;
       if (!v.is_scalar()) return;  // stored values already fit their dtype; constants may not
       break;
     }
@@ -220,9 +283,14 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       } else if (ins.src[1] >= 0) {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          binary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]),
-                    reg<C>(regs, ins.src[1]), n);
+          if (a1 || b1)
+            binary_scalar<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), a1,
+                             reg<C>(regs, ins.src[1]), b1, n);
+          else
+            binary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]),
+                      reg<C>(regs, ins.src[1]), n);
         });
+        one[ins.dst] = a1 && b1 ? width_of(out_c) : 0;
       } else {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
@@ -231,7 +299,7 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       }
       break;
   }
-  round_to(ins.dtype, regs, ins.dst, n);
+  round_to(ins.dtype, regs, ins.dst, one[ins.dst] ? 1 : n);
 }
 
 }  // namespace
@@ -242,12 +310,17 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t tiles = (total + kTile - 1) / kTile;
   runtime::parallel_for(tiles, 16, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<uint64_t> scratch;
+    thread_local std::vector<char> single;  // registers holding one value (see expand)
     size_t need = static_cast<size_t>(std::max(st.num_regs, 1)) * kTile;
     if (scratch.size() < need) scratch.resize(need);
+    if (single.size() < static_cast<size_t>(st.num_regs))
+      single.resize(static_cast<size_t>(st.num_regs));
     uint64_t* regs = scratch.data();
+    char* one = single.data();
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t start = t * kTile, n = std::min(kTile, total - start);
-      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx);
+      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx, one);
+      for (const auto& s : st.stores) expand(regs, s.reg, n, one);
       for (const auto& s : st.stores)
         dispatch(s.dst.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
