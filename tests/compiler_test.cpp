@@ -98,6 +98,30 @@ TEST(Compiler, ABatchOfRowsTimesASharedMatrixIsOneGemm) {
     }
 }
 
+// A weight's gradient, x^T dy read through the transpose's VJP, is computed as dy^T x into
+// the weight's layout: no strided copy after the product.
+TEST(Compiler, TransposedProductIsComputedTransposed) {
+  auto x = lt::randn({5, 4}), dy = lt::randn({5, 6});
+  lt::sync();
+  auto g = lt::transpose(lt::matmul(lt::transpose(x), dy));  // [6, 4]
+  const std::string plan = lt::debug::to_program({g});
+  EXPECT_EQ(plan.find("fused"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("[6, 4]"), std::string::npos) << plan;
+  auto xv = x.to_vector<float>(), dv = dy.to_vector<float>(), gv = g.to_vector<float>();
+  for (int o = 0; o < 6; ++o)
+    for (int k = 0; k < 4; ++k) {
+      double ref = 0;
+      for (int r = 0; r < 5; ++r) ref += double(dv[r * 6 + o]) * xv[r * 4 + k];
+      ASSERT_NEAR(gv[o * 4 + k], ref, 1e-5) << o << " " << k;
+    }
+  // read twice (the product itself too): computed as written, then transposed
+  auto p = lt::matmul(lt::transpose(x), dy);
+  auto both = lt::transpose(p) + 0.5;
+  auto pv = p.to_vector<float>(), bv = both.to_vector<float>();
+  for (int o = 0; o < 6; ++o)
+    for (int k = 0; k < 4; ++k) ASSERT_NEAR(bv[o * 4 + k], pv[k * 6 + o] + 0.5, 1e-5);
+}
+
 TEST(Compiler, MatmulWithAnEmptyBatch) {
   auto y = lt::matmul(lt::zeros({0, 4, 5}), lt::ones({5, 3}));
   EXPECT_EQ(y.shape(), (lt::Shape{0, 4, 3}));

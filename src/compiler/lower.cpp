@@ -154,9 +154,16 @@ class Lowering {
   // A stack (a concat along dim 0 of tensors with leading dim 1) that only loops read as
   // xs is never made: each iteration reads its part where it lies (scan_layers' weights).
   void find_unstacked() {
-    std::vector<int> uses(g_.nodes.size(), 0), loop_uses(g_.nodes.size(), 0);
-    for (const GNode& n : g_.nodes) {
-      for (int in : n.inputs) ++uses[static_cast<size_t>(in)];
+    std::vector<int>& uses = uses_;
+    uses.assign(g_.nodes.size(), 0);
+    sole_user_.assign(g_.nodes.size(), -1);
+    std::vector<int> loop_uses(g_.nodes.size(), 0);
+    for (size_t u = 0; u < g_.nodes.size(); ++u) {
+      const GNode& n = g_.nodes[u];
+      for (int in : n.inputs) {
+        ++uses[static_cast<size_t>(in)];
+        sole_user_[static_cast<size_t>(in)] = static_cast<int>(u);
+      }
       if (n.op != OpKind::Loop) continue;
       const auto& loop = *static_cast<const ir::Loop*>(n.body.get());
       for (size_t k = 0; k < loop.roles.size(); ++k)
@@ -391,11 +398,39 @@ class Lowering {
     b.strides = {b.strides[rb], b.strides[rb + 1]};
   }
 
+  // A 2-d product read only through its transpose (a weight's gradient, x^T dy, which the
+  // transpose's VJP turns back into the weight's layout) is computed transposed, as
+  // dy^T x: the result lands in the layout its reader wants, with no strided copy after.
+  bool read_transposed(int i) const {
+    const int u = sole_user_[static_cast<size_t>(i)];
+    if (uses_[static_cast<size_t>(i)] != 1 || u < 0 ||
+        g_.results.end() != std::find(g_.results.begin(), g_.results.end(), i))
+      return false;
+    const GNode& p = g_.nodes[static_cast<size_t>(u)];
+    return p.op == OpKind::Permute && p.attrs.n == 2 && p.attrs[0] == 1 && p.attrs[1] == 0;
+  }
+
   void lower_matmul(int i) {
     const GNode& n = g_.nodes[i];
     MatmulStep ms;
     ms.a = matmul_operand(n.inputs[0], false);
     ms.b = matmul_operand(n.inputs[1], true);
+    if (n.shape.size() == 2 && ms.a.shape.size() == 2 && ms.b.shape.size() == 2 &&
+        read_transposed(i)) {
+      static const int64_t swap[2] = {1, 0};
+      MatmulStep t;
+      t.a = permute_view(ms.b, swap);
+      t.b = permute_view(ms.a, swap);
+      t.out_shape = Shape{n.shape[1], n.shape[0]};
+      t.dtype = n.dtype;
+      t.out_storage = new_storage(t.out_shape, n.dtype);
+      const int storage = t.out_storage;
+      if (t.out_shape.numel() > 0) p_.steps.emplace_back(std::move(t));
+      vals_[i].kind = Value::AsView;
+      vals_[i].view =
+          permute_view(contiguous_view(storage, n.dtype, Shape{n.shape[1], n.shape[0]}), swap);
+      return;
+    }
     Shape ba(ms.a.shape.begin(), ms.a.shape.end() - 2),
         bb(ms.b.shape.begin(), ms.b.shape.end() - 2);
     if (bb.numel() == 1 && ba.size() > 0) fold_batch_into_rows(ms);
@@ -625,6 +660,8 @@ class Lowering {
   std::map<int, int> param_storages_;
   std::map<int, std::vector<View>> call_results_;
   std::vector<char> unstacked_;  // concat nodes that loops read part by part
+  std::vector<int> uses_;        // how many operands refer to each node
+  std::vector<int> sole_user_;   // the last node using each node (the only one if uses_ is 1)
 };
 
 template <typename F>
