@@ -165,6 +165,40 @@ TEST(ScanLayers, StackedDecoderWeightsMatchTheUnstackedModel) {
   }
 }
 
+TEST(ScanLayers, PerLayerParametersMoveBetweenStackedAndUnstackedModels) {
+  nn::DecoderConfig cfg = tiny_decoder_config();
+  cfg.layers = 3;
+  lt::manual_seed(13);
+  auto plain = std::make_shared<nn::DecoderLM>(cfg);
+  nn::DecoderConfig scfg = cfg;
+  scfg.stacked_layers = true;
+  lt::manual_seed(99);  // other weights, replaced below
+  auto stacked = std::make_shared<nn::DecoderLM>(scfg);
+  const nn::ParamMap own = plain->named_parameters();
+  nn::load_per_layer_parameters(*stacked, nn::per_layer_parameters(*plain));
+  const nn::ParamMap back = nn::per_layer_parameters(*stacked);
+  ASSERT_EQ(back.size(), own.size());
+  for (const auto& [name, t] : own) expect_close(back.at(name), t, 0, 0, name);
+  stacked->layers_mode = nn::LayersMode::scan;
+  auto [x, y] = tiny_batch();
+  expect_close((*stacked)(x), (*plain)(x), 1e-5, 1e-5, "logits");
+  EXPECT_TRUE(stacked->named_parameters().at("layers.mlp.up_proj.weight").requires_grad());
+
+  nn::ParamMap missing = own, wrong = own, extra = own;
+  missing = {};
+  for (const auto& [name, t] : own)
+    if (name != "layers.2.mlp.up_proj.weight") missing.insert(name, t);
+  wrong["layers.1.attn.q_proj.weight"] = lt::zeros({8, 7});
+  extra.insert("layers.9.attn.q_proj.weight", lt::zeros({8, 8}));
+  expect_error([&] { nn::load_per_layer_parameters(*stacked, missing); },
+               {"[load_per_layer_parameters]", "no tensor named 'layers.2.mlp.up_proj.weight'"});
+  expect_error(
+      [&] { nn::load_per_layer_parameters(*stacked, wrong); },
+      {"[load_per_layer_parameters]", "'layers.1.attn.q_proj.weight' is f32[8, 7]", "f32[8, 8]"});
+  expect_error([&] { nn::load_per_layer_parameters(*plain, extra); },
+               {"[load_per_layer_parameters]", "'layers.9.attn.q_proj.weight'", "not a parameter"});
+}
+
 TEST(ScanLayers, StackedTrainingStepGraphDoesNotGrowWithDepth) {
   // the compiled step's graph, optimizer included, has the same size for 2 and 6 layers
   auto [x, y] = tiny_batch();

@@ -63,7 +63,7 @@ int compare(int argc, char** argv) {
         train_run(o, text, [&](int64_t s, float l, double sec) { progress.update(s, l, sec); }));
     progress.done();
     if (std::string(mode) == "scan")
-      lt::nn::save_file(results.back().model->named_parameters(),
+      lt::nn::save_file(lt::nn::per_layer_parameters(*results.back().model),
                         (dir / "model.safetensors").string(), config_metadata(o.config));
   }
 

@@ -62,15 +62,10 @@ std::string read_text(const std::string& path, int64_t seq) {
 }
 
 std::map<std::string, std::string> config_metadata(const nn::DecoderConfig& c) {
-  return {{"format", "lazytrace-decoder"},
-          {"vocab", std::to_string(c.vocab)},
-          {"hidden", std::to_string(c.hidden)},
-          {"intermediate", std::to_string(c.intermediate)},
-          {"heads", std::to_string(c.heads)},
-          {"kv_heads", std::to_string(c.kv_heads)},
-          {"layers", std::to_string(c.layers)},
-          {"max_seq", std::to_string(c.max_seq)},
-          {"stacked_layers", c.stacked_layers ? "1" : "0"}};
+  return {{"format", "lazytrace-decoder"},      {"vocab", std::to_string(c.vocab)},
+          {"hidden", std::to_string(c.hidden)}, {"intermediate", std::to_string(c.intermediate)},
+          {"heads", std::to_string(c.heads)},   {"kv_heads", std::to_string(c.kv_heads)},
+          {"layers", std::to_string(c.layers)}, {"max_seq", std::to_string(c.max_seq)}};
 }
 
 nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>& m,
@@ -94,7 +89,6 @@ nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>&
   c.kv_heads = field("kv_heads");
   c.layers = field("layers");
   c.max_seq = field("max_seq");
-  c.stacked_layers = field("stacked_layers") != 0;
   return c;
 }
 
@@ -103,7 +97,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   lt::manual_seed(o.seed);
   RunResult r;
   r.model = std::make_shared<nn::DecoderLM>(o.config);
-  if (!o.init.empty()) nn::load(*r.model, o.init);
+  if (!o.init.empty()) nn::load_per_layer_parameters(*r.model, nn::load_file(o.init));
   r.model->layers_mode = layers_mode(o.mode);
   r.model->scan_options = {.is_layer_pure = true, .remat = o.remat};
   lt::optim::AdamW opt(r.model->parameters(), {.lr = o.lr});

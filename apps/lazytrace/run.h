@@ -27,7 +27,8 @@ lt::nn::LayersMode layers_mode(const std::string& mode);
 /** The bytes of a text file; a UsageError if it cannot be read or is too short. */
 std::string read_text(const std::string& path, int64_t seq);
 
-/** The config as safetensors metadata, and back (UsageError naming a bad field). */
+/** The config as safetensors metadata, and back (UsageError naming a bad field). Files hold
+ * per-layer weights (nn::per_layer_parameters), so every --layers-mode reads every file. */
 std::map<std::string, std::string> config_metadata(const lt::nn::DecoderConfig& c);
 lt::nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>& m,
                                            const std::string& path);

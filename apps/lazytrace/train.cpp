@@ -44,10 +44,7 @@ int train(int argc, char** argv) {
                              "comes from '",
                              o.init, "'"));
     c.max_seq = std::max(c.max_seq, o.seq);
-    if (c.stacked_layers != (o.mode == "scan"))
-      throw UsageError(cat("'", o.init, "' holds ", (c.stacked_layers ? "stacked" : "per-layer"),
-                           " weights; train it again with --layers-mode ",
-                           (c.stacked_layers ? "scan" : "loop or assume-pure")));
+    c.stacked_layers = o.mode == "scan";
     o.config = c;
   }
   const std::string text = read_text(f.str("text"), o.seq);
@@ -61,7 +58,8 @@ int train(int argc, char** argv) {
   RunResult r =
       train_run(o, text, [&](int64_t s, float l, double sec) { progress.update(s, l, sec); });
   progress.done();
-  lt::nn::save_file(r.model->named_parameters(), f.str("out"), config_metadata(o.config));
+  lt::nn::save_file(lt::nn::per_layer_parameters(*r.model), f.str("out"),
+                    config_metadata(o.config));
   std::printf(
       "loss %.4f -> %.4f; step %.1f ms (%.0f tokens/s), first step %.1f ms, compile %.1f "
       "ms, trace %.2f ms/step, peak %.0f MB\nsaved %s\n",

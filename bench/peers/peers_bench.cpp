@@ -60,7 +60,9 @@ struct TorchDecoder {
     auto scores = torch::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(hd));
     auto causal = torch::ones({t, t}, torch::kBool).tril();
     scores = scores.masked_fill(causal.logical_not(), -INFINITY);
-    auto out = torch::matmul(torch::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({b, t, c.hidden});
+    auto out = torch::matmul(torch::softmax(scores, -1), v)
+                   .permute({0, 2, 1, 3})
+                   .reshape({b, t, c.hidden});
     return torch::linear(out, p(l + "attn.o_proj.weight"));
   }
   torch::Tensor forward(const torch::Tensor& tokens) const {
@@ -96,24 +98,14 @@ double median_ms(int reps, const std::function<void()>& f) {
 }
 
 // lazytrace's model for a mode, with the file's weights (stacked for scan)
-std::shared_ptr<nn::DecoderLM> lazytrace_model(const nn::DecoderConfig& base, const std::string& mode,
+std::shared_ptr<nn::DecoderLM> lazytrace_model(const nn::DecoderConfig& base,
+                                               const std::string& mode,
                                                const nn::ParamMap& weights) {
   nn::DecoderConfig c = base;
   c.stacked_layers = mode == "scan";
   auto m = std::make_shared<nn::DecoderLM>(c);
-  nn::ParamMap params;
-  for (const auto& [name, t] : m->named_parameters()) {
-    if (!c.stacked_layers || name.rfind("layers.", 0) != 0) {
-      params.insert(name, weights.at(name));
-      continue;
-    }
-    std::vector<lt::Tensor> parts;
-    for (int64_t i = 0; i < c.layers; ++i)
-      parts.push_back(weights.at("layers." + std::to_string(i) + name.substr(6)));
-    params.insert(name, lt::stack(parts));
-  }
-  m->replace_tensors(params, {});
-  m->layers_mode = mode == "loop" ? nn::LayersMode::loop
+  nn::load_per_layer_parameters(*m, weights);
+  m->layers_mode = mode == "loop"          ? nn::LayersMode::loop
                    : mode == "assume-pure" ? nn::LayersMode::assume_pure
                                            : nn::LayersMode::scan;
   m->scan_options.is_layer_pure = true;
@@ -136,7 +128,8 @@ bool run_size(const Size& s, int threads) {
     tok[i] = static_cast<int64_t>(rng() % 256);
     tgt[i] = static_cast<int64_t>(rng() % 256);
   }
-  const lt::Tensor lt_tokens = lt::tensor(tok, {s.batch, s.seq}), lt_targets = lt::tensor(tgt, {s.batch, s.seq});
+  const lt::Tensor lt_tokens = lt::tensor(tok, {s.batch, s.seq}),
+                   lt_targets = lt::tensor(tgt, {s.batch, s.seq});
   const torch::Tensor th_tokens = torch::tensor(tok).view({s.batch, s.seq});
   const torch::Tensor th_targets = torch::tensor(tgt).view({s.batch * s.seq});
 
@@ -147,12 +140,13 @@ bool run_size(const Size& s, int threads) {
     torch::NoGradGuard no_grad;
     ref = th.forward(th_tokens);
   }
-  std::printf("\n== %s: hidden %lld, intermediate %lld, %lld layers, heads %lld/%lld kv, batch %lld x "
-              "seq %lld, %d threads\n",
-              s.name, static_cast<long long>(c.hidden), static_cast<long long>(c.intermediate),
-              static_cast<long long>(c.layers), static_cast<long long>(c.heads),
-              static_cast<long long>(c.kv_heads), static_cast<long long>(s.batch),
-              static_cast<long long>(s.seq), threads);
+  std::printf(
+      "\n== %s: hidden %lld, intermediate %lld, %lld layers, heads %lld/%lld kv, batch %lld x "
+      "seq %lld, %d threads\n",
+      s.name, static_cast<long long>(c.hidden), static_cast<long long>(c.intermediate),
+      static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+      static_cast<long long>(c.kv_heads), static_cast<long long>(s.batch),
+      static_cast<long long>(s.seq), threads);
 
   // LibTorch eager
   const double th_fwd = median_ms(s.reps, [&] {
@@ -199,8 +193,8 @@ bool run_size(const Size& s, int threads) {
       lt::sync();
     });
     std::printf("%-22s %12.2f %11.2fx %12.2f %11.2fx %14.2e%s\n",
-                (std::string("lazytrace ") + mode).c_str(), fwd, th_fwd / fwd, step,
-                th_step / step, max_diff, max_diff <= 1e-4 ? "" : "  MISMATCH");
+                (std::string("lazytrace ") + mode).c_str(), fwd, th_fwd / fwd, step, th_step / step,
+                max_diff, max_diff <= 1e-4 ? "" : "  MISMATCH");
   }
   return ok;
 }
@@ -212,15 +206,44 @@ int main() {
   if (const char* e = std::getenv("LAZYTRACE_NUM_THREADS")) threads = std::atoi(e);
   torch::set_num_threads(threads);
   const Size sizes[] = {
-      {"spec-10", {.vocab = 256, .hidden = 128, .intermediate = 1024, .heads = 4, .kv_heads = 2,
-                   .layers = 10, .max_seq = 8}, 2, 8, 20},
-      {"spec-100", {.vocab = 256, .hidden = 128, .intermediate = 1024, .heads = 4, .kv_heads = 2,
-                    .layers = 100, .max_seq = 8}, 2, 8, 10},
-      {"compute", {.vocab = 256, .hidden = 512, .intermediate = 2048, .heads = 8, .kv_heads = 4,
-                   .layers = 4, .max_seq = 256}, 2, 256, 5},
+      {"spec-10",
+       {.vocab = 256,
+        .hidden = 128,
+        .intermediate = 1024,
+        .heads = 4,
+        .kv_heads = 2,
+        .layers = 10,
+        .max_seq = 8},
+       2,
+       8,
+       20},
+      {"spec-100",
+       {.vocab = 256,
+        .hidden = 128,
+        .intermediate = 1024,
+        .heads = 4,
+        .kv_heads = 2,
+        .layers = 100,
+        .max_seq = 8},
+       2,
+       8,
+       10},
+      {"compute",
+       {.vocab = 256,
+        .hidden = 512,
+        .intermediate = 2048,
+        .heads = 8,
+        .kv_heads = 4,
+        .layers = 4,
+        .max_seq = 256},
+       2,
+       256,
+       5},
   };
-  std::printf("lazytrace vs LibTorch %s eager; times are medians; ratios are LibTorch time / "
-              "lazytrace time (> 1: lazytrace faster)\n", TORCH_VERSION);
+  std::printf(
+      "lazytrace vs LibTorch %s eager; times are medians; ratios are LibTorch time / "
+      "lazytrace time (> 1: lazytrace faster)\n",
+      TORCH_VERSION);
   bool ok = true;
   for (const Size& s : sizes) ok = run_size(s, threads) && ok;
   std::printf("\nlogits %s within 1e-4 of LibTorch's\n", ok ? "agree" : "DO NOT agree");

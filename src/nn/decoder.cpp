@@ -178,4 +178,62 @@ Tensor DecoderLM::run_layers(const Tensor& x) const {
   return h;
 }
 
+namespace {
+// "layers.attn.x" of a stacked model -> "layers.<i>.attn.x"
+std::string layer_name(const std::string& stacked_name, int64_t i) {
+  std::string n = "layers.";
+  n.append(std::to_string(i)).append(stacked_name.substr(6));
+  return n;
+}
+bool in_layers(const std::string& name) {
+  return name.rfind("layers.", 0) == 0;
+}
+}  // namespace
+
+ParamMap per_layer_parameters(const DecoderLM& model) {
+  ParamMap out;
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (!model.stacked || !in_layers(name)) {
+      out.insert(name, t);
+      continue;
+    }
+    for (int64_t i = 0; i < model.config.layers; ++i)
+      out.insert(layer_name(name, i), select(t, 0, i));
+  }
+  return out;
+}
+
+void load_per_layer_parameters(DecoderLM& model, const ParamMap& tensors) {
+  const char* op = "load_per_layer_parameters";
+  size_t used = 0;
+  auto take = [&](const std::string& name, const Tensor& like) {
+    const Tensor* t = tensors.find(name);
+    if (!t) fail(op, "no tensor named '", name, "' (", like.type_str(), " in the model).");
+    if (t->shape() != like.shape())
+      fail(op, "'", name, "' is ", t->type_str(), " but the model's is ", like.type_str(),
+           "; the file holds a model of another shape.");
+    ++used;
+    return is_floating(t->dtype()) && t->dtype() != like.dtype() ? astype(*t, like.dtype()) : *t;
+  };
+  ParamMap params;
+  for (const auto& [name, t] : model.named_parameters()) {
+    if (!model.stacked || !in_layers(name)) {
+      params.insert(name, take(name, t));
+      continue;
+    }
+    const Tensor one = select(t, 0, 0);
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < model.config.layers; ++i)
+      parts.push_back(take(layer_name(name, i), one));
+    params.insert(name, stack(parts));
+  }
+  if (used != tensors.size())
+    for (const auto& [name, t] : tensors)
+      if (!per_layer_parameters(model).contains(name))
+        fail(op, "'", name, "' (", t.type_str(), ") is not a parameter of the model.");
+  std::vector<Tensor> all = params.values();
+  sync(all);
+  model.replace_tensors(params, {});
+}
+
 }  // namespace lazytrace::nn

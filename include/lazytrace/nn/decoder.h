@@ -106,6 +106,20 @@ class DecoderLM : public Module {
 };
 
 /**
+ * The model's parameters under per-layer names ("layers.3.attn.q_proj.weight"), whether or
+ * not it keeps its layers stacked: the form to save, so that a model of either kind (and
+ * other frameworks) reads the file.
+ */
+ParamMap per_layer_parameters(const DecoderLM& model);
+/**
+ * Sets the model's parameters from per-layer tensors (as per_layer_parameters() names them),
+ * stacking them if the model keeps its layers stacked. Every parameter must be given with
+ * its shape; floating tensors are converted to the model's dtype. lt::Error names the first
+ * tensor that is missing, unexpected or of the wrong shape.
+ */
+void load_per_layer_parameters(DecoderLM& model, const ParamMap& tensors);
+
+/**
  * Rotary position embedding (Llama's "rotate half" form) of x [..., seq, head_dim] for
  * positions 0..seq-1.
  */
