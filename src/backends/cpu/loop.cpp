@@ -33,12 +33,10 @@ class Bound {
     ctx_.scalars = &scalars_;
     char* arena = scratch >= 0 ? caller.base[static_cast<size_t>(scratch)] : nullptr;
     param_storage_.assign(static_cast<size_t>(prog.num_params), -1);
-    output_storage_.assign(static_cast<size_t>(prog.num_outputs), -1);
     for (size_t i = 0; i < prog.storages.size(); ++i) {
       const compiler::Storage& st = prog.storages[i];
       if (st.kind == StorageKind::Arena) ctx_.base[i] = arena + st.offset;
       if (st.kind == StorageKind::Param) param_storage_[static_cast<size_t>(st.slot)] = int(i);
-      if (st.kind == StorageKind::Output) output_storage_[static_cast<size_t>(st.slot)] = int(i);
     }
     for (size_t k = 0; k < leaves.size(); ++k) {
       const compiler::View& v = leaves[k];
@@ -47,7 +45,7 @@ class Bound {
     }
     // Which results are written in place (the first result of each output storage), and
     // which are copied after the run (from an input, or from an earlier result).
-    std::vector<int> first(output_storage_.size(), -1);
+    std::vector<int> first(static_cast<size_t>(prog.num_outputs), -1);
     for (size_t r = 0; r < prog.results.size(); ++r) {
       const compiler::ResultBinding& b = prog.results[r];
       const compiler::Storage& st = prog.storages[static_cast<size_t>(b.storage)];
@@ -93,7 +91,7 @@ class Bound {
   size_t nleaves_;
   RunContext ctx_;
   std::vector<runtime::ScalarArg> scalars_;
-  std::vector<int> param_storage_, output_storage_;
+  std::vector<int> param_storage_;
   std::vector<std::pair<int, int>> in_place_;  // result, storage
   std::vector<Copy> copies_;
 };
