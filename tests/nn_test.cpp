@@ -545,11 +545,17 @@ TEST(Optim, SGDWithMomentumWeightDecayAndNesterovMatchesALoop) {
   }
 }
 
-TEST(Optim, AdamWMatchesALoopAndEveryStepIsOneCachedGraph) {
+class AdamWFused : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AdamWFused, MatchesALoopAndEveryStepIsOneCachedGraph) {
   Tensor w = lt::tensor({1.0, -2.0, 0.5}).requires_grad_();
   Tensor x = lt::tensor({0.5, 1.5, -1.0});
-  lt::optim::AdamW opt({w},
-                       {.lr = 0.05, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+  lt::optim::AdamW opt({w}, {.lr = 0.05,
+                             .beta1 = 0.8,
+                             .beta2 = 0.95,
+                             .eps = 1e-8,
+                             .weight_decay = 0.1,
+                             .fused = GetParam()});
   lt::metrics::reset();
   std::vector<double> ref = {1.0, -2.0, 0.5}, m(3, 0.0), v(3, 0.0);
   const double xs[] = {0.5, 1.5, -1.0};
@@ -573,6 +579,63 @@ TEST(Optim, AdamWMatchesALoopAndEveryStepIsOneCachedGraph) {
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], ref[i], 1e-12) << i;
   EXPECT_EQ(lt::metrics::counter("CompileCount"), 1);
   EXPECT_EQ(lt::metrics::counter("CacheHit"), 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Optim, AdamWFused, ::testing::Bool());
+
+// The fused update (one adamw_update op per parameter) against the same update op by op:
+// the same float operations in the same order, so every dtype gives identical bits, over
+// several steps (the moments feed back) and a size with vector tails and several chunks.
+TEST(Optim, FusedAdamWIsBitIdenticalToTheUpdateOpByOp) {
+  for (lt::DType dt : {lt::float32, lt::float64, lt::float16, lt::bfloat16}) {
+    const int64_t n = 70001;
+    lt::manual_seed(11);
+    Tensor init = lt::astype(lt::randn({n}), dt);
+    std::vector<Tensor> grads;
+    for (int s = 0; s < 3; ++s) grads.push_back(lt::astype(lt::randn({n}) * (s + 1), dt));
+    std::vector<std::vector<float>> result;
+    for (bool fused : {true, false}) {
+      Tensor w = lt::clone(init).requires_grad_();
+      // eps above float16's smallest number: with 1e-8 a moment that underflows gives 0 / 0
+      lt::optim::AdamW opt({w}, {.lr = 0.01, .eps = 1e-3, .weight_decay = 0.1, .fused = fused});
+      for (const Tensor& g : grads) {
+        w.set_grad(g);
+        opt.step();
+        if (fused) {
+          EXPECT_NE(lt::debug::to_program({w}).find("adamw"), std::string::npos);
+        }
+        lt::sync({w});
+      }
+      result.push_back(lt::astype(w, lt::float32).to_vector<float>());
+    }
+    ASSERT_EQ(result[0].size(), static_cast<size_t>(n));
+    int differ = 0;
+    for (int64_t i = 0; i < n; ++i)
+      differ +=
+          result[0][i] != result[1][i] && !(std::isnan(result[0][i]) && std::isnan(result[1][i]));
+    EXPECT_EQ(differ, 0) << lt::dtype_name(dt);
+    EXPECT_NE(result[0], lt::astype(init, lt::float32).to_vector<float>());
+  }
+}
+
+TEST(Optim, AdamWUpdateErrors) {
+  Tensor p = lt::zeros({3}), g = lt::zeros({3}), m = lt::zeros({3}), v = lt::zeros({3});
+  Tensor one = lt::full({}, 1.0);
+  expect_error([&] { lt::adamw_update(p, lt::zeros({4}), m, v, one, one, one, 0.9, 0.99, 1e-8); },
+               "[adamw_update] grad must match the parameter f32[3], got f32[4]");
+  expect_error(
+      [&] {
+        lt::adamw_update(p, g, lt::zeros({3}, lt::float64), v, one, one, one, 0.9, 0.99, 1e-8);
+      },
+      "[adamw_update] exp_avg must match the parameter f32[3], got f64[3]");
+  expect_error([&] { lt::adamw_update(p, g, m, v, lt::ones({1}), one, one, 0.9, 0.99, 1e-8); },
+               "[adamw_update] decay must be a 0-d floating tensor, got f32[1]");
+  Tensor i = lt::zeros({3}, lt::int64);
+  expect_error([&] { lt::adamw_update(i, i, i, i, one, one, one, 0.9, 0.99, 1e-8); },
+               "[adamw_update] needs a floating parameter, got i64[3]");
+  Tensor w = lt::zeros({3}).requires_grad_();
+  expect_error([&] { lt::adamw_update(w, g, m, v, one, one, one, 0.9, 0.99, 1e-8); },
+               "[adamw_update] is not differentiable: call it under lt::NoGradGuard");
 }
 
 TEST(Optim, Errors) {

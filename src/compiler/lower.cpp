@@ -225,6 +225,7 @@ class Lowering {
       return;
     }
     if (n.op == OpKind::Concat) return lower_concat(i);
+    if (n.op == OpKind::AdamW) return lower_adamw(i);
     if (n.op == OpKind::IndexSelect || n.op == OpKind::IndexAdd) {
       GatherStep gs;
       gs.in = use_memory_view(n.inputs[0]);
@@ -582,6 +583,25 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
+  void lower_adamw(int i) {
+    const GNode& n = g_.nodes[i];
+    AdamWStep s;
+    View* tensors[] = {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq};
+    View* numbers[] = {&s.decay, &s.step_size, &s.inv_sqrt_bc2};
+    for (int k = 0; k < 4; ++k) *tensors[k] = use_contiguous(n.inputs[k]);
+    for (int k = 0; k < 3; ++k) *numbers[k] = use_view(n.inputs[4 + k]);
+    s.beta1 = n.attrs.get_double(0);
+    s.beta2 = n.attrs.get_double(1);
+    s.eps = n.attrs.get_double(2);
+    std::vector<View> results;
+    for (int& o : s.out) {
+      o = new_storage(n.shape, n.dtype);
+      results.push_back(contiguous_view(o, n.dtype, n.shape));
+    }
+    p_.steps.emplace_back(std::move(s));
+    call_results_[i] = std::move(results);
+  }
+
   // A contiguous memory view of node `in` (copied if it is strided or a scalar).
   View use_contiguous(int in) {
     View v = use_memory_view(in);
@@ -700,6 +720,11 @@ void for_each_view(const Step& step, F&& f) {
     f(gs->index.storage);
     if (gs->source) f(gs->source->storage);
     f(gs->out_storage);
+  } else if (auto* a = std::get_if<AdamWStep>(&step)) {
+    for (const View* v : {&a->param, &a->grad, &a->exp_avg, &a->exp_avg_sq, &a->decay,
+                          &a->step_size, &a->inv_sqrt_bc2})
+      if (!v->is_scalar()) f(v->storage);
+    for (int o : a->out) f(o);
   }
 }
 

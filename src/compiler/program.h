@@ -90,6 +90,15 @@ struct GatherStep {
   Shape out_shape;
 };
 
+// One AdamW update (ir OpKind::AdamW) over contiguous param, grad and moments, writing the
+// three results to out[0..2]; decay, step_size and inv_sqrt_bc2 are single values.
+struct AdamWStep {
+  View param, grad, exp_avg, exp_avg_sq;
+  View decay, step_size, inv_sqrt_bc2;
+  double beta1 = 0, beta2 = 0, eps = 0;
+  int out[3] = {-1, -1, -1};
+};
+
 struct Program;
 
 // A call of a traced body: its program (compiled once per body, shared by every call)
@@ -130,7 +139,8 @@ struct LoopStep {
   int scratch = -1, cond_scratch = -1;          // the bodies' arenas
 };
 
-using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep, LoopStep>;
+using Step =
+    std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep, LoopStep, AdamWStep>;
 
 struct ResultBinding {
   int storage;  // Param or Output storage

@@ -203,7 +203,7 @@ Graph build_graph(const Walk& w, std::string name) {
       continue;
     }
     if (n->op == OpKind::Pack) continue;  // read through by the calls that use it
-    if (n->op == OpKind::CallResult) {
+    if (n->op == OpKind::CallResult && n->operand(0)->op != OpKind::AdamW) {
       at[pos] = call_results[n->operand(0)->index][static_cast<size_t>(n->attrs[0])];
       continue;
     }

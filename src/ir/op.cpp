@@ -57,6 +57,7 @@ const OpInfo& op_info(OpKind k) {
       {"call_result", F::Other, 1},
       {"pack", F::Other, -1},
       {"loop", F::Other, -1},
+      {"adamw", F::Other, 7},
   };
   static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
   return table[static_cast<int>(k)];

@@ -65,6 +65,10 @@ enum class OpKind : uint8_t {
   Pack,        // operands: inputs a Call takes as one group (reused across calls)
   Loop,        // a scan or while loop (ir/loop.h): operands: its body's inputs, then the
                // leaves of its bodies; data: the Loop; results via CallResult
+  // optimizer updates
+  AdamW,  // operands: param, grad, exp_avg, exp_avg_sq (one shape), decay, step_size,
+          // inv_sqrt_bc2 (0-d); attrs doubles: beta1, beta2, eps; results via CallResult:
+          // param, exp_avg, exp_avg_sq after the step
   kCount
 };
 

@@ -28,6 +28,10 @@ void verify(const Graph& g) {
       if (in_shape(0).numel() != n.shape.numel()) expect = in_shape(0);
     } else if (n.op == OpKind::BroadcastTo) {
       check_broadcast_to(info.name, in_shape(0), n.shape);
+    } else if (n.op == OpKind::AdamW) {
+      for (int k = 1; k < 7; ++k)
+        if (in_shape(k) != (k < 4 ? n.shape : Shape{}))
+          fail("verify", "node %", i, " (adamw) operand ", k, " has shape ", in_shape(k).str());
     } else if (is_reduce(n.op)) {
       std::vector<int> dims(n.attrs.begin(), n.attrs.end());
       expect = reduce_shape(info.name, in_shape(0), dims, n.attrs.flag);

@@ -125,6 +125,14 @@ void AdamW::step() {
     Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (options_.fused && g.dtype() == p.dtype()) {
+      AdamWState s =
+          adamw_update(p, g, m_[i], v_[i], decay, step_size, inv_sqrt_bc2, b1, b2, options_.eps);
+      m_[i].copy_(s.exp_avg);
+      v_[i].copy_(s.exp_avg_sq);
+      p.copy_(s.param);
+      continue;
+    }
     m_[i].copy_(b1 * m_[i] + (1 - b1) * g);
     v_[i].copy_(b2 * v_[i] + (1 - b2) * (g * g));
     Tensor denom = sqrt(v_[i]) * inv_sqrt_bc2 + options_.eps;

@@ -151,6 +151,25 @@ Tensor index_select(const Tensor& t, int dim, const Tensor& index);
  */
 Tensor index_add(const Tensor& t, int dim, const Tensor& index, const Tensor& source);
 
+// ---- optimizer updates
+/** A parameter and its AdamW moments after one step (adamw_update). */
+struct AdamWState {
+  Tensor param, exp_avg, exp_avg_sq;
+};
+/**
+ * One AdamW step of one parameter in a single pass (torch's fused AdamW kernel):
+ *   exp_avg'    = beta1 * exp_avg + (1 - beta1) * grad
+ *   exp_avg_sq' = beta2 * exp_avg_sq + (1 - beta2) * (grad * grad)
+ *   param'      = param * decay - step_size * exp_avg' / (sqrt(exp_avg_sq') * inv_sqrt_bc2 + eps)
+ * with the same float operations in the same order as those ops one by one, so the results
+ * are identical; it reads each input once and writes each output once. param, grad and the
+ * moments have one shape and one floating dtype; decay, step_size and inv_sqrt_bc2 are 0-d
+ * floating tensors (per-step numbers that never recompile). Not differentiable.
+ */
+AdamWState adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                        const Tensor& exp_avg_sq, const Tensor& decay, const Tensor& step_size,
+                        const Tensor& inv_sqrt_bc2, double beta1, double beta2, double eps);
+
 // ---- linear algebra
 /** NumPy matmul: 1-d operands, batch dims broadcast. */
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -60,6 +60,9 @@ struct AdamWOptions {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.01;  // decoupled: p -= lr * weight_decay * p
+  /** One adamw_update op per parameter (one pass over p, grad and the moments, like torch's
+   * fused=True) instead of the update op by op; the results are identical. */
+  bool fused = true;
 };
 
 /** torch.optim.AdamW. */

@@ -61,6 +61,8 @@ void run_steps(const compiler::Program& prog, const RunContext& ctx) {
       run_call(*c, ctx);
     else if (auto* l = std::get_if<compiler::LoopStep>(&step))
       run_loop(*l, ctx);
+    else if (auto* a = std::get_if<compiler::AdamWStep>(&step))
+      run_adamw(*a, ctx);
   }
 }
 

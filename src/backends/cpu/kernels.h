@@ -22,6 +22,7 @@ void run_fused(const compiler::FusedStep& s, const RunContext& ctx);
 void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx);
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx);
 void run_gather(const compiler::GatherStep& s, const RunContext& ctx);
+void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx);
 /** A scan or while loop: its body's program run per iteration (loop.cpp). */
 void run_loop(const compiler::LoopStep& s, const RunContext& ctx);
 /** Every step of a program, in order. */

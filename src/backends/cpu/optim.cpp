@@ -1,0 +1,98 @@
+// Optimizer update kernels: one pass over a parameter and its state.
+#include <cmath>
+#include <type_traits>
+
+#include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace lazytrace::cpu {
+namespace {
+
+double single_value(const compiler::View& v, const RunContext& ctx) {
+  if (v.is_scalar()) return ctx.scalar(v).f;
+  return dispatch(v.dtype, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    return static_cast<double>(reinterpret_cast<const S*>(ctx.base[v.storage])[v.offset]);
+  });
+}
+
+template <typename S>
+using compute_t = std::conditional_t<std::is_same_v<S, double>, double, float>;
+
+// Rounds to what S holds, as the same ops one by one would after each operation (a no-op
+// for float and double).
+template <typename S>
+compute_t<S> round_to(compute_t<S> x) {
+  if constexpr (std::is_same_v<S, compute_t<S>>)
+    return x;
+  else
+    return static_cast<compute_t<S>>(S(x));
+}
+
+template <typename S>
+struct AdamWNumbers {
+  compute_t<S> decay, step, inv, b1, c1, b2, c2, eps;
+};
+
+// Arguments by value and restrict pointers, so the loop vectorizes.
+template <typename S>
+void adamw_range(const S* __restrict p, const S* __restrict g, const S* __restrict m,
+                 const S* __restrict v, S* __restrict po, S* __restrict mo, S* __restrict vo,
+                 AdamWNumbers<S> k, int64_t n) {
+  using C = compute_t<S>;
+  constexpr auto r = round_to<S>;
+  for (int64_t i = 0; i < n; ++i) {
+    const C gi = static_cast<C>(g[i]);
+    const C mi = r(r(k.b1 * static_cast<C>(m[i])) + r(k.c1 * gi));
+    const C vi = r(r(k.b2 * static_cast<C>(v[i])) + r(k.c2 * r(gi * gi)));
+    const C denom = r(r(r(std::sqrt(vi)) * k.inv) + k.eps);
+    mo[i] = S(mi);
+    vo[i] = S(vi);
+    po[i] = S(r(r(static_cast<C>(p[i]) * k.decay) - r(r(k.step * mi) / denom)));
+  }
+}
+
+template <typename S>
+void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
+  using C = compute_t<S>;
+  constexpr auto r = round_to<S>;
+  auto at = [&](const compiler::View& v) {
+    return reinterpret_cast<S*>(ctx.base[v.storage]) + v.offset;
+  };
+  auto number = [&](double x) { return r(static_cast<C>(x)); };
+  const AdamWNumbers<S> k{number(single_value(s.decay, ctx)),
+                          number(single_value(s.step_size, ctx)),
+                          number(single_value(s.inv_sqrt_bc2, ctx)),
+                          number(s.beta1),
+                          number(1 - s.beta1),
+                          number(s.beta2),
+                          number(1 - s.beta2),
+                          number(s.eps)};
+  const S *p = at(s.param), *g = at(s.grad), *m = at(s.exp_avg), *v = at(s.exp_avg_sq);
+  S* po = reinterpret_cast<S*>(ctx.base[s.out[0]]);
+  S* mo = reinterpret_cast<S*>(ctx.base[s.out[1]]);
+  S* vo = reinterpret_cast<S*>(ctx.base[s.out[2]]);
+  runtime::parallel_for(s.param.shape.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+    adamw_range<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
+  });
+}
+
+}  // namespace
+
+void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx) {
+  switch (s.param.dtype) {
+    case DType::float32:
+      return adamw_typed<float>(s, ctx);
+    case DType::float64:
+      return adamw_typed<double>(s, ctx);
+    case DType::float16:
+      return adamw_typed<Half>(s, ctx);
+    case DType::bfloat16:
+      return adamw_typed<BFloat16>(s, ctx);
+    default:
+      fail("adamw", "needs a floating parameter, got ", dtype_name(s.param.dtype));
+  }
+}
+
+}  // namespace lazytrace::cpu
