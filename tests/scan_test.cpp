@@ -168,6 +168,27 @@ TEST(Scan, RnnCellWithClosedOverWeights) {
                "rnn " + policy_name(o));
 }
 
+// A weight's gradient reads the activation transposed (h^T dy): the forward loop saves h as
+// computed and the backward reads it through a view, instead of saving a transposed copy.
+TEST(Scan, ActivationReadTransposedIsSavedAsComputed) {
+  Tensor w1 = random_tensor({8, 16}, 21), w2 = random_tensor({16, 6}, 22);
+  auto fn = [&](const Tensor& c, const Tensor& x) {
+    Tensor h = lt::tanh(lt::matmul(x, w1));  // [4, 16]
+    Tensor nc = c + lt::matmul(h, w2);
+    return std::pair{nc, lt::sum(nc, {1})};
+  };
+  check_scan(fn, random_tensor({4, 6}, 23), random_tensor({5, 4, 8}, 24), {w1, w2}, kPolicies[0],
+             1e-5, "mlp");
+  w1.requires_grad_();
+  w2.requires_grad_();
+  auto [carry, ys] = lt::scan(fn, random_tensor({4, 6}, 23), random_tensor({5, 4, 8}, 24));
+  std::vector<Tensor> grads = lt::autograd::grad({lt::sum(carry) + lt::sum(ys)}, {w1, w2});
+  const std::string plan = lt::debug::to_program(grads);
+  // the saved h stack [5, 4, 16] as computed: strides {64,16,1}; transposed it was {64,4,1}
+  EXPECT_NE(plan.find("{64,16,1}"), std::string::npos) << plan;
+  EXPECT_EQ(plan.find("{64,4,1}"), std::string::npos) << plan;
+}
+
 TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {
   Tensor w = random_tensor({3}, 5);
   using Carry = std::tuple<Tensor, Tensor>;

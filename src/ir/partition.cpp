@@ -13,6 +13,13 @@ NodePtr clone_with(const Node& n, std::vector<NodePtr> operands) {
   return c;
 }
 
+// A view the backward rebuilds from its saved operand rather than saving it: the same
+// values or fewer, and saving it would copy them into its layout (a transposed activation
+// read by a weight's gradient). A slice is saved as it is: its operand may be far larger.
+bool rebuilt_view(OpKind op) {
+  return op == OpKind::Permute || op == OpKind::Reshape || op == OpKind::BroadcastTo;
+}
+
 }  // namespace
 
 Partition partition(const std::vector<NodePtr>& roots,
@@ -35,6 +42,8 @@ Partition partition(const std::vector<NodePtr>& roots,
     if (node.num_operands() == 0) {
       dep[i] = is_tangent(node);
       cheap[i] = !dep[i];
+    } else if (!dep[i] && rebuilt_view(node.op)) {
+      cheap[i] = 1;  // its operand is saved (or rebuilt) instead: no copy in the layout
     } else if (!dep[i] && (is_layout(node.op) || node.op == OpKind::Pack)) {
       bool all = true;
       for (int k = 0; k < node.num_operands(); ++k)
