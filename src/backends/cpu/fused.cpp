@@ -1,8 +1,10 @@
 // The fused elementwise kernel: runs a step's instruction list over tiles of the
 // iteration space, with loads and stores through strided views.
+#include <cstdlib>
 #include <type_traits>
 
 #include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/random.h"
@@ -99,61 +101,24 @@ void round_to(DType dt, uint64_t* regs, int r, int64_t n) {
   }
 }
 
-template <typename T>
-void unary(OpKind op, T* d, const T* a, int64_t n) {
-#define LT_UNARY(K)                                                      \
-  case OpKind::K:                                                        \
-    for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
-    return;
-  switch (op) {
-    LT_UNARY(Neg)
-    LT_UNARY(Exp)
-    LT_UNARY(Log)
-    LT_UNARY(Sin)
-    LT_UNARY(Cos) LT_UNARY(Tanh) LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu)
-        LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default : return;
-  }
-#undef LT_UNARY
+// The loops of elementwise.h, in their AVX2 copies for float32 where the CPU has AVX2.
+template <typename C>
+void unary_op(OpKind op, C* d, const C* a, int64_t n) {
+  if constexpr (std::is_same_v<C, float>)
+    if (has_avx2()) return unary_f32_avx2(op, d, a, n);
+  elementwise::unary<C>(op, d, a, n);
 }
 
-template <typename T>
-void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
-#define LT_BINARY(K)                                                            \
-  case OpKind::K:                                                               \
-    for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], b[j]); \
-    return;
-  switch (op) {
-    LT_BINARY(Add)
-    LT_BINARY(Sub)
-    LT_BINARY(Mul)
-    LT_BINARY(Div) LT_BINARY(Pow) LT_BINARY(Maximum) LT_BINARY(Minimum) default : return;
-  }
-#undef LT_BINARY
-}
-
-// Binary ops with one operand (or both) a single value, without filling a register with
-// it: the common shape of optimizer updates and scaled activations.
-template <typename T>
-void binary_scalar(OpKind op, T* d, const T* a, bool a_one, const T* b, bool b_one, int64_t n) {
-#define LT_BINARY_S(K)                                                         \
-  case OpKind::K:                                                              \
-    if (a_one && b_one) {                                                      \
-      d[0] = math::binary(OpKind::K, a[0], b[0]);                              \
-    } else if (a_one) {                                                        \
-      const T x = a[0];                                                        \
-      for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, x, b[j]); \
-    } else {                                                                   \
-      const T y = b[0];                                                        \
-      for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], y); \
-    }                                                                          \
-    return;
-  switch (op) {
-    LT_BINARY_S(Add)
-    LT_BINARY_S(Sub)
-    LT_BINARY_S(Mul)
-    LT_BINARY_S(Div) LT_BINARY_S(Pow) LT_BINARY_S(Maximum) LT_BINARY_S(Minimum) default : return;
-  }
-#undef LT_BINARY_S
+template <typename C>
+void binary_op(OpKind op, C* d, const C* a, bool a_one, const C* b, bool b_one, int64_t n) {
+  if constexpr (std::is_same_v<C, float>)
+    if (has_avx2())
+      return a_one || b_one ? binary_scalar_f32_avx2(op, d, a, a_one, b, b_one, n)
+                            : binary_f32_avx2(op, d, a, b, n);
+  if (a_one || b_one)
+    elementwise::binary_scalar<C>(op, d, a, a_one, b, b_one, n);
+  else
+    elementwise::binary<C>(op, d, a, b, n);
 }
 
 template <typename T>
@@ -283,18 +248,14 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       } else if (ins.src[1] >= 0) {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          if (a1 || b1)
-            binary_scalar<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), a1,
-                             reg<C>(regs, ins.src[1]), b1, n);
-          else
-            binary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]),
-                      reg<C>(regs, ins.src[1]), n);
+          binary_op<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), a1,
+                       reg<C>(regs, ins.src[1]), b1, n);
         });
         one[ins.dst] = a1 && b1 ? width_of(out_c) : 0;
       } else {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          unary<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), n);
+          unary_op<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), n);
         });
       }
       break;
@@ -303,6 +264,16 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
 }
 
 }  // namespace
+
+bool has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // LAZYTRACE_NO_AVX2 set: the baseline loops everywhere (tests run both; A/B timing)
+  static const bool yes = __builtin_cpu_supports("avx2") && !std::getenv("LAZYTRACE_NO_AVX2");
+  return yes;
+#else
+  return false;
+#endif
+}
 
 void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t total = st.shape.numel();

@@ -10,11 +10,30 @@
 
 namespace lazytrace::cpu::math {
 
+// Always inlined into the kernel loops, including their AVX2 versions (fused.cpp), so those
+// loops vectorize instead of calling a baseline copy once per element.
+#define LT_MATH_INLINE [[gnu::always_inline]] inline
+
+/**
+ * c ? a : b on floats by bit masks. GCC does not if-convert some chains of float ?: when it
+ * targets AVX2 (elementwise_avx2.cpp), and the loop around them then stays scalar.
+ */
+LT_MATH_INLINE float select(bool c, float a, float b) {
+  uint32_t ab, bb;
+  std::memcpy(&ab, &a, sizeof ab);
+  std::memcpy(&bb, &b, sizeof bb);
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  const uint32_t r = (ab & m) | (bb & ~m);
+  float out;
+  std::memcpy(&out, &r, sizeof out);
+  return out;
+}
+
 /**
  * exp for float32 without a libm call, so loops over it vectorize: Cody-Waite range
  * reduction and Cephes' degree-6 polynomial (relative error about 1e-7).
  */
-inline float exp_f32(float x) {
+LT_MATH_INLINE float exp_f32(float x) {
   const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
   const float t = xc * 1.44269504088896341f;
   int n = static_cast<int>(t);
@@ -33,12 +52,13 @@ inline float exp_f32(float x) {
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
   y *= scale;
-  y = x > 88.72283f ? HUGE_VALF : (x < -87.33654f ? 0.0f : y);
-  return x != x ? x : y;
+  y = select(x > 88.72283f, HUGE_VALF, y);
+  y = select(x < -87.33654f, 0.0f, y);
+  return select(x != x, x, y);
 }
 
 /** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
-inline float tanh_f32(float x) {
+LT_MATH_INLINE float tanh_f32(float x) {
   const float ax = x < 0 ? -x : x;
   const float z = x * x;
   float small = -5.70498872745e-3f;
@@ -48,12 +68,12 @@ inline float tanh_f32(float x) {
   small = small * z - 3.33332819422e-1f;
   small = small * z * x + x;
   float big = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
-  big = x < 0 ? -big : big;
-  return ax < 0.625f ? small : big;
+  big = select(x < 0, -big, big);
+  return select(ax < 0.625f, small, big);
 }
 
 template <typename T>
-inline T exp(T x) {
+LT_MATH_INLINE T exp(T x) {
   if constexpr (std::is_same_v<T, float>)
     return exp_f32(x);
   else
@@ -61,12 +81,12 @@ inline T exp(T x) {
 }
 
 template <typename T>
-inline T sigmoid(T x) {
+LT_MATH_INLINE T sigmoid(T x) {
   return T(1) / (T(1) + math::exp(-x));
 }
 
 template <typename T>
-inline T unary(ir::OpKind op, T x) {
+LT_MATH_INLINE T unary(ir::OpKind op, T x) {
   using K = ir::OpKind;
   switch (op) {
     case K::Neg:
@@ -122,7 +142,7 @@ inline int64_t ipow(int64_t base, int64_t exp) {
 }
 
 template <typename T>
-inline T binary(ir::OpKind op, T a, T b) {
+LT_MATH_INLINE T binary(ir::OpKind op, T a, T b) {
   using K = ir::OpKind;
   switch (op) {
     case K::Add:
@@ -152,7 +172,7 @@ inline T binary(ir::OpKind op, T a, T b) {
 }
 
 template <typename T>
-inline bool compare(ir::OpKind op, T a, T b) {
+LT_MATH_INLINE bool compare(ir::OpKind op, T a, T b) {
   using K = ir::OpKind;
   switch (op) {
     case K::Eq:

@@ -1,0 +1,22 @@
+// elementwise.h's float32 loops compiled with AVX2 (-mavx2 for this file alone, see
+// src/CMakeLists.txt); fused.cpp calls them only where has_avx2(). Only always-inlined code
+// from the headers ends up here, so the linker can never pick an AVX2 copy of a function
+// that other files use too.
+#include "backends/cpu/elementwise.h"
+
+namespace lazytrace::cpu {
+
+void unary_f32_avx2(ir::OpKind op, float* d, const float* a, int64_t n) {
+  elementwise::unary<float>(op, d, a, n);
+}
+
+void binary_f32_avx2(ir::OpKind op, float* d, const float* a, const float* b, int64_t n) {
+  elementwise::binary<float>(op, d, a, b, n);
+}
+
+void binary_scalar_f32_avx2(ir::OpKind op, float* d, const float* a, bool a_one, const float* b,
+                            bool b_one, int64_t n) {
+  elementwise::binary_scalar<float>(op, d, a, a_one, b, b_one, n);
+}
+
+}  // namespace lazytrace::cpu
