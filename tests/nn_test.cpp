@@ -594,26 +594,41 @@ TEST(Optim, FusedAdamWIsBitIdenticalToTheUpdateOpByOp) {
     std::vector<Tensor> grads;
     for (int s = 0; s < 3; ++s) grads.push_back(lt::astype(lt::randn({n}) * (s + 1), dt));
     std::vector<std::vector<float>> result;
-    for (bool fused : {true, false}) {
+    // fused (in place: p, m and v are donated), fused with a handle on the parameter's old
+    // value (m and v in place, p not), and op by op
+    for (int run = 0; run < 3; ++run) {
+      const bool fused = run < 2, keep_old = run == 1;
       Tensor w = lt::clone(init).requires_grad_();
       // eps above float16's smallest number: with 1e-8 a moment that underflows gives 0 / 0
       lt::optim::AdamW opt({w}, {.lr = 0.01, .eps = 1e-3, .weight_decay = 0.1, .fused = fused});
       for (const Tensor& g : grads) {
         w.set_grad(g);
+        Tensor old = keep_old ? w.detach() : Tensor();
+        const std::vector<float> before =
+            keep_old ? lt::astype(w, lt::float32).to_vector<float>() : std::vector<float>();
+        lt::metrics::reset();
         opt.step();
         if (fused) {
           EXPECT_NE(lt::debug::to_program({w}).find("adamw"), std::string::npos);
         }
-        lt::sync({w});
+        lt::sync();
+        if (run == 0) {
+          EXPECT_GE(lt::metrics::counter("DonatedBuffers"), 3);  // p, m and v at least
+        }
+        if (keep_old) {
+          EXPECT_EQ(lt::astype(old, lt::float32).to_vector<float>(), before);
+        }
       }
       result.push_back(lt::astype(w, lt::float32).to_vector<float>());
     }
     ASSERT_EQ(result[0].size(), static_cast<size_t>(n));
-    int differ = 0;
-    for (int64_t i = 0; i < n; ++i)
-      differ +=
-          result[0][i] != result[1][i] && !(std::isnan(result[0][i]) && std::isnan(result[1][i]));
-    EXPECT_EQ(differ, 0) << lt::dtype_name(dt);
+    for (int run = 1; run < 3; ++run) {
+      int differ = 0;
+      for (int64_t i = 0; i < n; ++i)
+        differ += result[0][i] != result[run][i] &&
+                  !(std::isnan(result[0][i]) && std::isnan(result[run][i]));
+      EXPECT_EQ(differ, 0) << lt::dtype_name(dt) << " run " << run;
+    }
     EXPECT_NE(result[0], lt::astype(init, lt::float32).to_vector<float>());
   }
 }

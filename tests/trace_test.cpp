@@ -162,4 +162,79 @@ TEST(Trace, RandomNumbersAreReproducibleAndNewSeedsDoNotRecompile) {
   EXPECT_EQ(counter("CompileCount"), 0);
 }
 
+// ---- donation: an output written into an input's buffer that no one can read any more
+
+std::vector<float> iota(int n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.25f * static_cast<float>(i) - 7.0f;
+  return v;
+}
+
+TEST(Donation, AnInputNoOneElseHoldsTakesTheOutput) {
+  const std::vector<float> v = iota(1000);
+  lt::Tensor x = lt::tensor(v, {1000});
+  lt::sync({x});
+  lt::metrics::reset();
+  x = x * 2.0f + 1.0f;  // the old x has no other holder: its buffer takes the result
+  lt::sync({x});
+  EXPECT_EQ(counter("DonatedBuffers"), 1);
+  const std::vector<float> got = x.to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] * 2.0f + 1.0f) << i;
+}
+
+TEST(Donation, NeverGivesABufferThatCanStillBeRead) {
+  const std::vector<float> v = iota(1000);
+  auto expect_values = [&](const lt::Tensor& t, float scale, float shift, const char* what) {
+    const std::vector<float> got = t.to_vector<float>();
+    ASSERT_EQ(got.size(), v.size()) << what;
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] * scale + shift) << what << i;
+  };
+  {  // another handle to the old value
+    lt::Tensor x = lt::tensor(v, {1000});
+    lt::sync({x});
+    lt::Tensor keep = x;
+    lt::metrics::reset();
+    x = x * 2.0f + 1.0f;
+    lt::sync({x});
+    EXPECT_EQ(counter("DonatedBuffers"), 0);
+    expect_values(keep, 1, 0, "another handle ");
+    expect_values(x, 2, 1, "the update ");
+  }
+  {  // a pending op outside the sync reads the old value, and is computed later
+    lt::Tensor x = lt::tensor(v, {1000});
+    lt::sync({x});
+    lt::Tensor later = x * 3.0f;
+    lt::metrics::reset();
+    x = x * 2.0f + 1.0f;
+    lt::sync({x});
+    EXPECT_EQ(counter("DonatedBuffers"), 0);
+    expect_values(later, 3, 0, "a pending reader ");
+  }
+  {  // a view of the input shares its buffer (and may come back as a result): kept
+    lt::Tensor x = lt::tensor(v, {1000});
+    lt::sync({x});
+    lt::Tensor view = lt::reshape(x, {10, 100}), twice = x * 2.0f;
+    x = lt::Tensor();  // only the two pending ops hold the old value now
+    lt::metrics::reset();
+    lt::sync({view, twice});
+    EXPECT_EQ(counter("DonatedBuffers"), 0);
+    expect_values(view, 1, 0, "the view ");
+    expect_values(twice, 2, 0, "the product ");
+  }
+  {  // one result of a multi-result op synced, the others later: the op runs again then
+    lt::Tensor p = lt::tensor(v, {1000}), g = lt::full({1000}, 0.5f), m = lt::zeros({1000}),
+               sq = lt::zeros({1000}), one = lt::full({}, 1.0f);
+    lt::sync({p, g, m, sq, one});
+    lt::AdamWState s = lt::adamw_update(p, g, m, sq, one, one, one, 0.9, 0.99, 1e-8);
+    p = lt::Tensor();
+    m = lt::Tensor();
+    sq = lt::Tensor();
+    lt::metrics::reset();
+    lt::sync({s.param});
+    EXPECT_EQ(counter("DonatedBuffers"), 0);
+    const std::vector<float> got = s.exp_avg.to_vector<float>();
+    for (float e : got) ASSERT_FLOAT_EQ(e, 0.05f);
+  }
+}
+
 }  // namespace

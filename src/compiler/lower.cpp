@@ -48,6 +48,7 @@ class Lowering {
     for (Step& s : p_.steps)
       if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
     plan_arena();
+    find_donations();
     return std::move(p_);
   }
 
@@ -550,6 +551,7 @@ class Lowering {
   }
 
   void plan_arena();
+  void find_donations();
 
   // A call: the body's program (compiled once per body) runs on the caller's memory. The
   // call's inputs are the body's inputs, then its Data leaves, then its scalar leaves.
@@ -789,6 +791,63 @@ void Lowering::plan_arena() {
 }
 
 }  // namespace
+
+// Outputs that can take a parameter's buffer (Program::donations): written by a fused step
+// or an AdamW update, the step that reads that parameter last, at the same positions in the
+// same layout (each tile, or element, is read before it is written). A parameter that is
+// also a result, or read in another layout by the same step, is never given.
+void Lowering::find_donations() {
+  const int ns = static_cast<int>(p_.storages.size());
+  const int nsteps = static_cast<int>(p_.steps.size());
+  std::vector<int> first(ns, nsteps), last(ns, -1);
+  for (int i = 0; i < nsteps; ++i)
+    for_each_view(p_.steps[i], [&](int s) {
+      if (s < 0) return;
+      first[s] = std::min(first[s], i);
+      last[s] = std::max(last[s], i);
+    });
+  std::vector<char> taken(ns, 0);
+  for (const ResultBinding& b : p_.results)  // a parameter handed back as a result is kept
+    if (p_.storages[b.storage].kind == StorageKind::Param) taken[b.storage] = 1;
+  auto same_layout = [](const View& a, const View& b) {
+    return !a.is_scalar() && !b.is_scalar() && a.dtype == b.dtype && a.shape == b.shape &&
+           a.strides == b.strides && a.offset == b.offset;
+  };
+  // `reads`: every view of the parameter's storage that step i reads
+  auto consider = [&](int i, const View& out, const View& in,
+                      const std::vector<const View*>& reads) {
+    if (out.is_scalar() || in.is_scalar()) return;
+    const Storage &so = p_.storages[out.storage], &sp = p_.storages[in.storage];
+    if (so.kind != StorageKind::Output || sp.kind != StorageKind::Param || so.bytes != sp.bytes ||
+        first[out.storage] != i || last[in.storage] != i || taken[out.storage] || taken[in.storage])
+      return;
+    for (const View* r : reads)
+      if (!same_layout(*r, out)) return;
+    taken[out.storage] = taken[in.storage] = 1;
+    p_.donations.push_back({so.slot, sp.slot});
+  };
+  for (int i = 0; i < nsteps; ++i) {
+    if (auto* a = std::get_if<AdamWStep>(&p_.steps[i])) {
+      const View* in[] = {&a->param, &a->exp_avg, &a->exp_avg_sq};
+      const View all[] = {a->param, a->grad, a->exp_avg, a->exp_avg_sq};
+      for (int k = 0; k < 3; ++k) {
+        std::vector<const View*> reads;
+        for (const View& v : all)
+          if (v.storage == in[k]->storage) reads.push_back(&v);
+        consider(i, contiguous_view(a->out[k], in[k]->dtype, in[k]->shape), *in[k], reads);
+      }
+    } else if (auto* f = std::get_if<FusedStep>(&p_.steps[i])) {
+      for (const auto& st : f->stores)
+        for (const View& in : f->loads) {
+          if (in.is_scalar()) continue;
+          std::vector<const View*> reads;
+          for (const View& v : f->loads)
+            if (!v.is_scalar() && v.storage == in.storage) reads.push_back(&v);
+          consider(i, st.dst, in, reads);
+        }
+    }
+  }
+}
 
 Program lower(const ir::Graph& g) {
   return Lowering(g).run();

@@ -148,11 +148,20 @@ struct ResultBinding {
   DType dtype;
 };
 
+// An output that may be written into a parameter's buffer when the caller gives that buffer
+// up (Executable::run's `donated`): the same size and layout, read last by the one step that
+// writes the output, element by element at the positions it writes, and not a result.
+struct Donation {
+  int output_slot;
+  int param_slot;
+};
+
 struct Program {
   std::string name;
   std::vector<Storage> storages;
   std::vector<Step> steps;
   std::vector<ResultBinding> results;
+  std::vector<Donation> donations;
   int num_params = 0;
   int num_scalars = 0;
   int num_outputs = 0;

@@ -170,6 +170,7 @@ Counter loop_trace("LoopTrace");
 Counter loop_hit("LoopHit");
 Counter loop_backward_trace("LoopBackwardTrace");
 Counter body_compile_count("BodyCompileCount");
+Counter donated_buffers("DonatedBuffers");
 
 Counter& named_counter(const std::string& name) {
   static std::mutex mu;

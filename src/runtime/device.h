@@ -19,9 +19,14 @@ struct ScalarArg {
 class Executable {
  public:
   virtual ~Executable() = default;
-  /** One buffer per graph result; a result may be one of the parameter buffers. */
+  /**
+   * One buffer per graph result; a result may be one of the parameter buffers. donated[k]
+   * set: nothing reads parameter k's buffer after this run, so an output may be written
+   * into it (in place, as XLA's donated arguments); empty: none.
+   */
   virtual std::vector<BufferPtr> run(const std::vector<BufferPtr>& params,
-                                     const std::vector<ScalarArg>& scalars) = 0;
+                                     const std::vector<ScalarArg>& scalars,
+                                     const std::vector<char>& donated = {}) = 0;
   /** Kernel list and buffer plan, for debugging. */
   virtual std::string describe() const = 0;
   /** Bytes of scratch memory the executable keeps between runs. */

@@ -14,6 +14,47 @@ namespace {
 // Walks stamp scratch fields on shared nodes, so one graph is gathered at a time.
 std::mutex g_walk_mutex;
 
+// Which parameter buffers no one can read after this sync, so the executable may write its
+// outputs into them (Executable::run's `donated`). Every holder of a node is counted: its
+// users in this graph, the synced tensors (their nodes become leaves, dropping their
+// operands), and anything else (another tensor, a pending op outside the graph, a traced
+// body). A node held from outside, or by a live node that is not a synced root, stays
+// live, and so does all it reads; a parameter that stays live, or whose buffer another node
+// or tensor also holds, is never given.
+std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>& todo) {
+  const size_t n = w.order.size();
+  std::vector<long> refs(n, 0), count(n, 0);
+  std::vector<char> root(n, 0), live(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *w.order[i];
+    for (int k = 0; k < node.num_operands(); ++k) {
+      const ir::NodePtr& o = node.operand(k);
+      ++refs[static_cast<size_t>(o->index)];
+      count[static_cast<size_t>(o->index)] = o.use_count();
+    }
+  }
+  for (TensorImpl* impl : todo) {
+    const auto r = static_cast<size_t>(impl->node->index);
+    ++refs[r];
+    count[r] = impl->node.use_count();
+    root[r] = 1;
+  }
+  for (size_t i = n; i-- > 0;) {  // users before their operands
+    live[i] = live[i] || count[i] > refs[i];
+    if (!live[i] || root[i]) continue;
+    const ir::Node& node = *w.order[i];
+    for (int k = 0; k < node.num_operands(); ++k)
+      live[static_cast<size_t>(node.operand(k)->index)] = 1;
+  }
+  std::vector<char> dead(w.params.size(), 0);
+  for (size_t k = 0; k < w.params.size(); ++k) {
+    const ir::Node* p = w.params[k];
+    const auto i = static_cast<size_t>(p->index);
+    dead[k] = !live[i] && !root[i] && p->data.use_count() == 1;
+  }
+  return dead;
+}
+
 // Runs with g_walk_mutex held. A named sync (compile's) names its graph and counts into
 // "ExecuteCount[name]" and "CompileCount[name]" too.
 void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name = "") {
@@ -36,6 +77,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name =
     if (metrics::compile_count.value() != compiles)
       metrics::named_counter("CompileCount[" + name + "]").add();
   }
+  const std::vector<char> donated = dead_params(w, todo);
   std::vector<runtime::BufferPtr> params;
   params.reserve(w.params.size());
   for (ir::Node* n : w.params) params.push_back(std::static_pointer_cast<runtime::Buffer>(n->data));
@@ -45,7 +87,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name =
   std::vector<runtime::BufferPtr> results;
   {
     metrics::ScopedTimer t(metrics::execute_time);
-    results = exe->run(params, scalars);
+    results = exe->run(params, scalars, donated);
   }
   metrics::execute_count.add();
   metrics::sync_count.add();

@@ -82,16 +82,23 @@ class CpuExecutable : public runtime::Executable {
   }
 
   std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,
-                                      const std::vector<runtime::ScalarArg>& scalars) override {
+                                      const std::vector<runtime::ScalarArg>& scalars,
+                                      const std::vector<char>& donated) override {
     std::lock_guard<std::mutex> lock(mu_);  // the arena belongs to one run at a time
     std::vector<runtime::BufferPtr> outputs(static_cast<size_t>(prog_.num_outputs));
+    for (const compiler::Donation& d : prog_.donations)
+      if (static_cast<size_t>(d.param_slot) < donated.size() && donated[d.param_slot]) {
+        outputs[static_cast<size_t>(d.output_slot)] = params[static_cast<size_t>(d.param_slot)];
+        metrics::donated_buffers.add();
+      }
     for (size_t i = 0; i < prog_.storages.size(); ++i) {
       const compiler::Storage& st = prog_.storages[i];
       if (st.kind == StorageKind::Param) {
         ctx_.base[i] = static_cast<char*>(params[static_cast<size_t>(st.slot)]->data());
       } else if (st.kind == StorageKind::Output) {
-        outputs[static_cast<size_t>(st.slot)] = runtime::make_buffer(static_cast<size_t>(st.bytes));
-        ctx_.base[i] = static_cast<char*>(outputs[static_cast<size_t>(st.slot)]->data());
+        runtime::BufferPtr& out = outputs[static_cast<size_t>(st.slot)];
+        if (!out) out = runtime::make_buffer(static_cast<size_t>(st.bytes));
+        ctx_.base[i] = static_cast<char*>(out->data());
       }
     }
     ctx_.scalars = &scalars;

@@ -35,22 +35,41 @@ struct AdamWNumbers {
   compute_t<S> decay, step, inv, b1, c1, b2, c2, eps;
 };
 
-// Arguments by value and restrict pointers, so the loop vectorizes.
+// One element: every input read before any output is written, so outputs may be the
+// inputs' own buffers (donated: Program::donations).
+template <typename S>
+[[gnu::always_inline]] inline void adamw_one(const S& p, const S& g, const S& m, const S& v,
+                                             const AdamWNumbers<S>& k, S& po, S& mo, S& vo) {
+  using C = compute_t<S>;
+  constexpr auto r = round_to<S>;
+  const C gi = static_cast<C>(g), pi = static_cast<C>(p);
+  const C mi = r(r(k.b1 * static_cast<C>(m)) + r(k.c1 * gi));
+  const C vi = r(r(k.b2 * static_cast<C>(v)) + r(k.c2 * r(gi * gi)));
+  const C denom = r(r(r(std::sqrt(vi)) * k.inv) + k.eps);
+  mo = S(mi);
+  vo = S(vi);
+  po = S(r(r(pi * k.decay) - r(r(k.step * mi) / denom)));
+}
+
+// Arguments by value and restrict pointers, so the loops vectorize: new buffers, or the
+// inputs' own (all three donated), or, for anything between, a loop that assumes nothing.
 template <typename S>
 void adamw_range(const S* __restrict p, const S* __restrict g, const S* __restrict m,
                  const S* __restrict v, S* __restrict po, S* __restrict mo, S* __restrict vo,
                  AdamWNumbers<S> k, int64_t n) {
-  using C = compute_t<S>;
-  constexpr auto r = round_to<S>;
-  for (int64_t i = 0; i < n; ++i) {
-    const C gi = static_cast<C>(g[i]);
-    const C mi = r(r(k.b1 * static_cast<C>(m[i])) + r(k.c1 * gi));
-    const C vi = r(r(k.b2 * static_cast<C>(v[i])) + r(k.c2 * r(gi * gi)));
-    const C denom = r(r(r(std::sqrt(vi)) * k.inv) + k.eps);
-    mo[i] = S(mi);
-    vo[i] = S(vi);
-    po[i] = S(r(r(static_cast<C>(p[i]) * k.decay) - r(r(k.step * mi) / denom)));
-  }
+  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
+}
+
+template <typename S>
+void adamw_in_place(S* __restrict p, const S* __restrict g, S* __restrict m, S* __restrict v,
+                    AdamWNumbers<S> k, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, p[i], m[i], v[i]);
+}
+
+template <typename S>
+void adamw_any(const S* p, const S* g, const S* m, const S* v, S* po, S* mo, S* vo,
+               AdamWNumbers<S> k, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
 }
 
 template <typename S>
@@ -73,8 +92,15 @@ void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
   S* po = reinterpret_cast<S*>(ctx.base[s.out[0]]);
   S* mo = reinterpret_cast<S*>(ctx.base[s.out[1]]);
   S* vo = reinterpret_cast<S*>(ctx.base[s.out[2]]);
+  const bool in_place = po == p && mo == m && vo == v;
+  const bool apart = po != p && mo != m && vo != v;
   runtime::parallel_for(s.param.shape.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
-    adamw_range<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
+    if (in_place)
+      adamw_in_place<S>(po + lo, g + lo, mo + lo, vo + lo, k, hi - lo);
+    else if (apart)
+      adamw_range<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
+    else
+      adamw_any<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
   });
 }
 
