@@ -182,6 +182,36 @@ TEST(Donation, AnInputNoOneElseHoldsTakesTheOutput) {
   for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] * 2.0f + 1.0f) << i;
 }
 
+// Constants made inside a traced body are leaves the cached body keeps, not nodes of the
+// synced graph: they are parameters too, and are never given.
+TEST(Donation, NeverGivesATracedBodysOwnConstants) {
+  const std::vector<float> v = iota(1000);
+  auto body = [](const lt::Tensor& c, const lt::Tensor& x) {
+    lt::Tensor next = c + x + lt::tensor(std::vector<float>(1000, 0.5f), {1000});
+    return std::pair{next, lt::Tree()};
+  };
+  for (int call = 0; call < 3; ++call) {
+    lt::Tensor xs = lt::reshape(lt::tensor(v, {1000}), {1, 1000}), init = lt::zeros({1000});
+    lt::sync({xs, init});
+    auto [c, ys] = lt::scan(body, init, xs, {.is_fn_pure = true});
+    lt::sync({c});
+    const std::vector<float> got = c.to_vector<float>();
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] + 0.5f) << call << " " << i;
+  }
+  // the same in a function traced once: its body is inlined, so the constant is read by a
+  // fused step that could write into it (x, the other candidate, is kept by its handle)
+  auto add_constant = lt::assume_pure(
+      [](const lt::Tensor& x) { return x + lt::tensor(std::vector<float>(1000, 0.5f), {1000}); });
+  lt::Tensor x = lt::tensor(v, {1000});
+  lt::sync({x});
+  for (int call = 0; call < 3; ++call) {
+    lt::Tensor y = add_constant(x);
+    lt::sync({y});
+    const std::vector<float> got = y.to_vector<float>();
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(got[i], v[i] + 0.5f) << call << " " << i;
+  }
+}
+
 TEST(Donation, NeverGivesABufferThatCanStillBeRead) {
   const std::vector<float> v = iota(1000);
   auto expect_values = [&](const lt::Tensor& t, float scale, float shift, const char* what) {

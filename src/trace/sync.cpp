@@ -23,18 +23,25 @@ std::mutex g_walk_mutex;
 // or tensor also holds, is never given.
 std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>& todo) {
   const size_t n = w.order.size();
-  std::vector<long> refs(n, 0), count(n, 0);
-  std::vector<char> root(n, 0), live(n, 0);
+  // the walk position of a node, or n for one it did not visit (a traced body's own
+  // leaves are parameters too, but not in `order`: the body holds them, so they live)
+  auto pos = [&](const ir::Node* node) {
+    const auto i = static_cast<size_t>(node->index);
+    return node->index >= 0 && i < n && w.order[i] == node ? i : n;
+  };
+  std::vector<long> refs(n + 1, 0), count(n + 1, 0);
+  std::vector<char> root(n + 1, 0), live(n + 1, 0);
+  live[n] = 1;
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = *w.order[i];
     for (int k = 0; k < node.num_operands(); ++k) {
       const ir::NodePtr& o = node.operand(k);
-      ++refs[static_cast<size_t>(o->index)];
-      count[static_cast<size_t>(o->index)] = o.use_count();
+      ++refs[pos(o.get())];
+      count[pos(o.get())] = o.use_count();
     }
   }
   for (TensorImpl* impl : todo) {
-    const auto r = static_cast<size_t>(impl->node->index);
+    const size_t r = pos(impl->node.get());
     ++refs[r];
     count[r] = impl->node.use_count();
     root[r] = 1;
@@ -43,13 +50,12 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
     live[i] = live[i] || count[i] > refs[i];
     if (!live[i] || root[i]) continue;
     const ir::Node& node = *w.order[i];
-    for (int k = 0; k < node.num_operands(); ++k)
-      live[static_cast<size_t>(node.operand(k)->index)] = 1;
+    for (int k = 0; k < node.num_operands(); ++k) live[pos(node.operand(k).get())] = 1;
   }
   std::vector<char> dead(w.params.size(), 0);
   for (size_t k = 0; k < w.params.size(); ++k) {
     const ir::Node* p = w.params[k];
-    const auto i = static_cast<size_t>(p->index);
+    const size_t i = pos(p);
     dead[k] = !live[i] && !root[i] && p->data.use_count() == 1;
   }
   return dead;
