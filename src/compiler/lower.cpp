@@ -730,19 +730,26 @@ void for_each_view(const Step& step, F&& f) {
   }
 }
 
+// The first and last step touching each storage (nsteps and -1: none).
+std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
+  const int nsteps = static_cast<int>(p.steps.size());
+  std::vector<int> first(p.storages.size(), nsteps), last(p.storages.size(), -1);
+  for (int i = 0; i < nsteps; ++i)
+    for_each_view(p.steps[i], [&](int s) {
+      if (s < 0) return;
+      first[s] = std::min(first[s], i);
+      last[s] = std::max(last[s], i);
+    });
+  return {std::move(first), std::move(last)};
+}
+
 // Liveness-based first-fit placement of arena storages: a storage is placed before the
 // first step that touches it and freed after the last, so steps never overlap their
 // inputs with their outputs.
 void Lowering::plan_arena() {
   const int ns = static_cast<int>(p_.storages.size());
   const int nsteps = static_cast<int>(p_.steps.size());
-  std::vector<int> first(ns, nsteps), last(ns, -1);
-  for (int i = 0; i < nsteps; ++i)
-    for_each_view(p_.steps[i], [&](int s) {
-      if (s < 0) return;
-      first[s] = std::min(first[s], i);
-      last[s] = std::max(last[s], i);
-    });
+  const auto [first, last] = storage_uses(p_);
   std::vector<std::vector<int>> starts(nsteps), ends(nsteps);
   for (int s = 0; s < ns; ++s)
     if (p_.storages[s].kind == StorageKind::Arena && last[s] >= 0) {
@@ -799,13 +806,7 @@ void Lowering::plan_arena() {
 void Lowering::find_donations() {
   const int ns = static_cast<int>(p_.storages.size());
   const int nsteps = static_cast<int>(p_.steps.size());
-  std::vector<int> first(ns, nsteps), last(ns, -1);
-  for (int i = 0; i < nsteps; ++i)
-    for_each_view(p_.steps[i], [&](int s) {
-      if (s < 0) return;
-      first[s] = std::min(first[s], i);
-      last[s] = std::max(last[s], i);
-    });
+  const auto [first, last] = storage_uses(p_);
   std::vector<char> taken(ns, 0);
   for (const ResultBinding& b : p_.results)  // a parameter handed back as a result is kept
     if (p_.storages[b.storage].kind == StorageKind::Param) taken[b.storage] = 1;
