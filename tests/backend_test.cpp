@@ -1,18 +1,22 @@
 // The CPU backend's instruction-set copies: the AVX2 float32 loops compute the same bits as
-// the baseline loops, for every elementwise op and special values.
+// the baseline loops, for every elementwise op and special values; the AVX2 + FMA small
+// products match a float64 loop for every layout, size and tail they take.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/small_gemm.h"
 
 namespace {
 
 using lazytrace::ir::OpKind;
+
 namespace cpu = lazytrace::cpu;
 
 std::vector<float> inputs(uint32_t seed) {
@@ -59,6 +63,76 @@ TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
       expect_same_bits(got, want, lazytrace::ir::op_name(op));
     }
   }
+}
+
+// One product through small_gemm_f32: A [m, k] and B [k, n] in the given strides, C with
+// row stride ldc at `c_off` floats past a 64-byte boundary. Checks C against a float64 loop
+// and that nothing outside C's m x n window was written.
+struct Layout {
+  int64_t ars, acs, brs, bcs;
+};
+
+void check_small_gemm(int64_t m, int64_t n, int64_t k, const Layout& l, int64_t ldc, int64_t c_off,
+                      bool expect_taken) {
+  std::mt19937 g(static_cast<uint32_t>(m * 131 + n * 17 + k));
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> a(static_cast<size_t>((m - 1) * l.ars + (k - 1) * l.acs + 1));
+  std::vector<float> b(static_cast<size_t>((k - 1) * l.brs + (n - 1) * l.bcs + 1));
+  for (float& x : a) x = d(g);
+  for (float& x : b) x = d(g);
+  const float sentinel = -12345.0f;
+  std::vector<float> buf(static_cast<size_t>(16 + c_off + m * ldc), sentinel);
+  float* base = buf.data();  // the first 64-byte boundary in buf
+  while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
+  float* C = base + c_off;
+  const bool taken =
+      cpu::small_gemm_f32(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc);
+  ASSERT_EQ(taken, expect_taken) << m << "x" << n << "x" << k;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const float got = C[i * ldc + j];
+      if (j >= n || !taken) {
+        ASSERT_EQ(got, sentinel) << "wrote outside C at " << i << "," << j;
+        continue;
+      }
+      double want = 0, scale = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = a[i * l.ars + p * l.acs], y = b[p * l.brs + j * l.bcs];
+        want += x * y;
+        scale += std::fabs(x * y);
+      }
+      ASSERT_NEAR(got, want, 1e-6 * (scale + 1))
+          << m << "x" << n << "x" << k << " at " << i << "," << j;
+    }
+  for (int64_t j = 0; j < c_off; ++j) ASSERT_EQ(base[j], sentinel);
+}
+
+TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
+  if (!cpu::has_avx2_fma())
+    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product";
+  // few rows, both operands contiguous along k (x Wᵀ): tiles of 3 x 4, k in steps of 8
+  for (int64_t m : {1, 2, 3, 4, 7, 16, 32})
+    for (int64_t n : {1, 2, 3, 4, 5, 9, 64})
+      for (int64_t k : {8, 9, 31, 128}) {
+        const int64_t lda = k + 3, ldb = k + 5;  // rows padded: strides, not widths
+        check_small_gemm(m, n, k, {lda, 1, 1, ldb}, n + 2, 1, true);
+      }
+  // a short reduction, B contiguous along n: A as rows (dY W) or transposed (Xᵀ dY)
+  for (int64_t m : {1, 5, 6, 7, 13, 40})
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 40})
+      for (int64_t k : {1, 2, 16, 32}) {
+        check_small_gemm(m, n, k, {k + 1, 1, n + 3, 1}, n, 0, true);
+        check_small_gemm(m, n, k, {1, m + 2, n, 1}, n + 1, 3, true);
+      }
+  // weight-gradient sizes: C written with streaming stores when aligned, plainly when not
+  check_small_gemm(128, 1024, 16, {1, 128, 1024, 1}, 1024, 0, true);
+  check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 0, true);
+  check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 1, true);
+  check_small_gemm(300, 333, 3, {3, 1, 333, 1}, 333, 0, true);
+  // anything else is BLAS's, and C is left alone
+  check_small_gemm(33, 16, 33, {33, 1, 1, 33}, 16, 0, false);  // rows and reduction > 32
+  check_small_gemm(8, 16, 7, {7, 1, 1, 7}, 16, 0, false);      // k < 8 with B transposed
+  check_small_gemm(8, 16, 64, {64, 1, 16, 1}, 16, 0, false);   // B along n, long reduction
 }
 
 }  // namespace

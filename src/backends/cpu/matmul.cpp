@@ -5,7 +5,9 @@
 #include <type_traits>
 
 #include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/small_gemm.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -53,6 +55,8 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
       for (int64_t j = 0; j < n; ++j) pc[i * ldc + j] = T(0);
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (has_avx2_fma() && small_gemm_f32(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc)) return;
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
   auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
   if constexpr (std::is_same_v<T, float>)
@@ -134,6 +138,15 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
 }
 
 }  // namespace
+
+bool has_avx2_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = has_avx2() && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
 
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {
   dispatch(s.dtype, [&](auto tag) {

@@ -1,0 +1,24 @@
+#pragma once
+// float32 products with few rows or a short reduction, by AVX2 + FMA kernels that read the
+// operands where they lie instead of packing them (small_gemm_avx2.cpp). At a transformer's
+// small batch, x Wᵀ has 16 rows and a weight gradient Xᵀ dY a reduction of 16: BLAS then
+// spends more time packing the weight, and zeroing C before accumulating into it, than
+// multiplying.
+#include <cstdint>
+
+namespace lazytrace::cpu {
+
+/** Whether this CPU has AVX2 and FMA, checked once (false with LAZYTRACE_NO_AVX2 set). */
+bool has_avx2_fma();
+
+/**
+ * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]
+ * and B's (p, j) at B[p * brs + j * bcs]. Runs and returns true for the layouts and sizes
+ * where it beats BLAS: at most 32 rows with both operands contiguous along k (x Wᵀ), or a
+ * reduction of at most 32 with B contiguous along n (Xᵀ dY, dYᵀ X). Returns false, touching
+ * nothing, otherwise. Call only where has_avx2_fma().
+ */
+bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc);
+
+}  // namespace lazytrace::cpu

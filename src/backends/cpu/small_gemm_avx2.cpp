@@ -1,0 +1,191 @@
+// small_gemm.h's kernels, compiled with -mavx2 -mfma for this file alone (see
+// src/CMakeLists.txt); matmul.cpp calls them only where has_avx2_fma(). The file uses no
+// templates or inline functions from shared headers, so the linker can never pick an AVX2
+// copy of a function that other files use too.
+#include "backends/cpu/small_gemm.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+namespace lazytrace::cpu {
+namespace {
+
+// ---- few rows, k contiguous in both: C[i, j] = dot(A row i, B column j) ------------------
+// An MR x NR tile of dot products over k, eight lanes at a time, summed across lanes at the
+// end. The weight's NR rows stay in L1 while the tile walks down A's rows.
+
+inline float lane_sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <int MR, int NR>
+[[gnu::always_inline]] inline void dot_tile(int64_t k, const float* A, int64_t lda, const float* B,
+                                            int64_t ldb, float* C, int64_t ldc) {
+  __m256 c[MR][NR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) c[i][j] = _mm256_setzero_ps();
+  const int64_t k8 = k & ~int64_t{7};
+  for (int64_t p = 0; p < k8; p += 8) {
+    __m256 b[NR];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) b[j] = _mm256_loadu_ps(B + j * ldb + p);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_loadu_ps(A + i * lda + p);
+#pragma GCC unroll 4
+      for (int j = 0; j < NR; ++j) c[i][j] = _mm256_fmadd_ps(a, b[j], c[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; ++j) {
+      float s = lane_sum(c[i][j]);
+      for (int64_t p = k8; p < k; ++p) s += A[i * lda + p] * B[j * ldb + p];
+      C[i * ldc + j] = s;
+    }
+}
+
+template <int NR>
+void dot_rows(int64_t m, int64_t k, const float* A, int64_t lda, const float* B, int64_t ldb,
+              float* C, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + 3 <= m; i += 3) dot_tile<3, NR>(k, A + i * lda, lda, B, ldb, C + i * ldc, ldc);
+  if (m - i == 2) dot_tile<2, NR>(k, A + i * lda, lda, B, ldb, C + i * ldc, ldc);
+  if (m - i == 1) dot_tile<1, NR>(k, A + i * lda, lda, B, ldb, C + i * ldc, ldc);
+}
+
+// B's column j starts at B + j * ldb.
+void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+              int64_t ldb, float* C, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) dot_rows<4>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+  switch (n - j) {
+    case 3:
+      return dot_rows<3>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+    case 2:
+      return dot_rows<2>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+    case 1:
+      return dot_rows<1>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+    default:
+      return;
+  }
+}
+
+// ---- short reduction, B contiguous along n: C[i, :] = sum_p A[i, p] B[p, :] --------------
+// An MR x (8 * NV) tile: each step of p broadcasts MR values of A against NV vectors of B's
+// row p. B (k rows) stays in L1. A large C, which will not be read again soon, is written
+// with streaming stores: it then costs one pass over memory instead of a read and a write.
+
+template <int MR, int NV, bool Stream>
+[[gnu::always_inline]] inline void bcast_tile(int64_t k, const float* A, int64_t ars, int64_t acs,
+                                              const float* B, int64_t ldb, float* C, int64_t ldc) {
+  __m256 c[MR][NV];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) c[i][v] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m256 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + p * ldb + 8 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(A + i * ars + p * acs);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      if constexpr (Stream)
+        _mm256_stream_ps(C + i * ldc + 8 * v, c[i][v]);
+      else
+        _mm256_storeu_ps(C + i * ldc + 8 * v, c[i][v]);
+    }
+}
+
+template <int MR, bool Stream>
+void bcast_row_tile(int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs, const float* B,
+                    int64_t ldb, float* C, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) bcast_tile<MR, 2, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc);
+  if (j + 8 <= n) {
+    bcast_tile<MR, 1, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc);
+    j += 8;
+  }
+  for (; j < n; ++j)  // the last n % 8 columns
+    for (int i = 0; i < MR; ++i) {
+      float s = 0;
+      for (int64_t p = 0; p < k; ++p) s += A[i * ars + p * acs] * B[p * ldb + j];
+      C[i * ldc + j] = s;
+    }
+}
+
+template <bool Stream>
+void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                const float* B, int64_t ldb, float* C, int64_t ldc) {
+  int64_t i = 0;
+  for (; i + 6 <= m; i += 6)
+    bcast_row_tile<6, Stream>(n, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc);
+  const float* a = A + i * ars;
+  float* c = C + i * ldc;
+  switch (m - i) {
+    case 5:
+      return bcast_row_tile<5, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+    case 4:
+      return bcast_row_tile<4, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+    case 3:
+      return bcast_row_tile<3, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+    case 2:
+      return bcast_row_tile<2, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+    case 1:
+      return bcast_row_tile<1, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc) {
+  constexpr int64_t kSmall = 32;
+  if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
+    gemm_dot(m, n, k, A, ars, B, bcs, C, ldc);
+    return true;
+  }
+  if (k <= kSmall && bcs == 1) {
+    // streaming stores need 32-byte aligned rows, and pay off once C outgrows the caches
+    const bool stream =
+        m * n >= (int64_t{1} << 16) && ldc % 8 == 0 && (reinterpret_cast<uintptr_t>(C) & 31) == 0;
+    if (stream) {
+      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc);
+      _mm_sfence();  // order the streaming stores before the pool's hand-over
+    } else {
+      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc);
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace lazytrace::cpu
+
+#else  // another CPU: BLAS everywhere
+
+namespace lazytrace::cpu {
+bool small_gemm_f32(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                    int64_t, int64_t, float*, int64_t) {
+  return false;
+}
+}  // namespace lazytrace::cpu
+
+#endif
