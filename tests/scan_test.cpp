@@ -189,6 +189,44 @@ TEST(Scan, ActivationReadTransposedIsSavedAsComputed) {
   EXPECT_EQ(plan.find("{64,4,1}"), std::string::npos) << plan;
 }
 
+// Stacked weights read as x Wᵀ over few rows: each weight's gradient, xᵀ dy per
+// iteration, leaves the backward loop as its two thin factors and is multiplied after the
+// loop for every iteration at once. The gradients match an unrolled loop, in both remat
+// policies and reversed; a weight read some other way keeps its stacked gradient.
+TEST(Scan, LowRankWeightGradientsLeaveTheLoopAsFactors) {
+  const int64_t steps = 5;
+  for (const auto& o : kPolicies) {
+    Tensor u = random_tensor({steps, 24, 16}, 31).requires_grad_();  // [layers, out, in]
+    Tensor v = random_tensor({steps, 16, 24}, 32).requires_grad_();
+    Tensor s = random_tensor({steps, 16}, 33).requires_grad_();  // a scale: not a product
+    Tensor h0 = random_tensor({4, 16}, 34).requires_grad_();
+    auto layer = [](const Tensor& h, const Tensor& ui, const Tensor& vi, const Tensor& si) {
+      Tensor a = lt::tanh(lt::matmul(h, lt::transpose(ui)));  // [4, 24]
+      return lt::matmul(a, lt::transpose(vi)) * si + h;       // [4, 16]
+    };
+    lt::metrics::reset();
+    auto [hn, ys] = lt::scan(
+        [&](const Tensor& h, const std::vector<Tensor>& w) {
+          Tensor nh = layer(h, w[0], w[1], w[2]);
+          return std::pair{nh, lt::sum(nh * nh)};
+        },
+        h0, std::vector<Tensor>{u, v, s}, o);
+    std::vector<Tensor> got = lt::autograd::grad({lt::sum(hn) + lt::sum(ys)}, {u, v, s, h0});
+    EXPECT_EQ(counter("LoopGradFactored"), 2) << policy_name(o);  // u and v, not s
+    // unrolled
+    Tensor h = h0, total = lt::zeros({});
+    const int64_t first = o.reverse ? steps - 1 : 0, step = o.reverse ? -1 : 1;
+    for (int64_t k = 0, i = first; k < steps; ++k, i += step) {
+      h = layer(h, lt::select(u, 0, i), lt::select(v, 0, i), lt::select(s, 0, i));
+      total = total + lt::sum(h * h);
+    }
+    std::vector<Tensor> want = lt::autograd::grad({lt::sum(h) + total}, {u, v, s, h0});
+    const char* names[] = {"du", "dv", "ds", "dh0"};
+    for (int k = 0; k < 4; ++k)
+      expect_close(got[k], want[k], 1e-4, policy_name(o) + " " + names[k]);
+  }
+}
+
 TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {
   Tensor w = random_tensor({3}, 5);
   using Carry = std::tuple<Tensor, Tensor>;

@@ -217,7 +217,10 @@ class Lowering {
       case ir::OpFamily::Other:
         break;
     }
-    if (n.op == OpKind::Matmul) return lower_matmul(i);
+    if (n.op == OpKind::Matmul) {
+      if (!product_for_adamw(i)) lower_matmul(i);  // else the AdamW update computes it
+      return;
+    }
     if (n.op == OpKind::Call) return lower_call(i);
     if (n.op == OpKind::Loop) return lower_loop(i);
     if (n.op == OpKind::CallResult) {
@@ -585,12 +588,45 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
+  // A float32 product read only by an AdamW update, as its gradient, with a reduction of at
+  // most 32 and no broadcast batch dims: the update computes it (AdamWStep::grad_product),
+  // so a weight's gradient over few tokens never goes through memory.
+  bool product_for_adamw(int i) const {
+    const GNode& n = g_.nodes[static_cast<size_t>(i)];
+    const int u = sole_user_[static_cast<size_t>(i)];
+    if (n.op != OpKind::Matmul || n.dtype != DType::float32 || n.shape.size() < 2 ||
+        uses_[static_cast<size_t>(i)] != 1 || u < 0 ||
+        g_.results.end() != std::find(g_.results.begin(), g_.results.end(), i))
+      return false;
+    const GNode& user = g_.nodes[static_cast<size_t>(u)];
+    if (user.op != OpKind::AdamW || user.inputs[1] != i || user.shape != n.shape) return false;
+    const int nd = n.shape.size();
+    for (int in : {n.inputs[0], n.inputs[1]}) {
+      const GNode& x = g_.nodes[static_cast<size_t>(in)];
+      if (x.dtype != DType::float32 || x.shape.size() != nd) return false;
+      for (int d = 0; d < nd - 2; ++d)
+        if (x.shape[d] != n.shape[d]) return false;
+    }
+    return g_.nodes[static_cast<size_t>(n.inputs[1])].shape[nd - 2] <= 32;
+  }
+
   void lower_adamw(int i) {
     const GNode& n = g_.nodes[i];
     AdamWStep s;
+    if (product_for_adamw(n.inputs[1])) {
+      const GNode& m = g_.nodes[static_cast<size_t>(n.inputs[1])];
+      MatmulStep ms;
+      ms.a = matmul_operand(m.inputs[0], false);
+      ms.b = matmul_operand(m.inputs[1], true);
+      ms.out_storage = -1;
+      ms.out_shape = m.shape;
+      ms.dtype = m.dtype;
+      s.grad_product = std::move(ms);
+    }
     View* tensors[] = {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq};
     View* numbers[] = {&s.decay, &s.step_size, &s.inv_sqrt_bc2};
-    for (int k = 0; k < 4; ++k) *tensors[k] = use_contiguous(n.inputs[k]);
+    for (int k = 0; k < 4; ++k)
+      if (k != 1 || !s.grad_product) *tensors[k] = use_contiguous(n.inputs[k]);
     for (int k = 0; k < 3; ++k) *numbers[k] = use_view(n.inputs[4 + k]);
     s.beta1 = n.attrs.get_double(0);
     s.beta2 = n.attrs.get_double(1);
@@ -726,6 +762,10 @@ void for_each_view(const Step& step, F&& f) {
     for (const View* v : {&a->param, &a->grad, &a->exp_avg, &a->exp_avg_sq, &a->decay,
                           &a->step_size, &a->inv_sqrt_bc2})
       if (!v->is_scalar()) f(v->storage);
+    if (a->grad_product) {
+      f(a->grad_product->a.storage);
+      f(a->grad_product->b.storage);
+    }
     for (int o : a->out) f(o);
   }
 }
@@ -832,6 +872,9 @@ void Lowering::find_donations() {
       const View* in[] = {&a->param, &a->exp_avg, &a->exp_avg_sq};
       const View all[] = {a->param, a->grad, a->exp_avg, a->exp_avg_sq};
       for (int k = 0; k < 3; ++k) {
+        if (a->grad_product && (a->grad_product->a.storage == in[k]->storage ||
+                                a->grad_product->b.storage == in[k]->storage))
+          continue;  // the product's factors are read out of order: never given
         std::vector<const View*> reads;
         for (const View& v : all)
           if (v.storage == in[k]->storage) reads.push_back(&v);

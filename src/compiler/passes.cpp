@@ -170,9 +170,14 @@ std::string describe(const Program& p) {
       else
         os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
     } else if (auto* a = std::get_if<AdamWStep>(&s)) {
-      os << "adamw " << view(a->param) << " " << view(a->grad) << " " << view(a->exp_avg) << " "
-         << view(a->exp_avg_sq) << " " << view(a->decay) << " " << view(a->step_size) << " "
-         << view(a->inv_sqrt_bc2) << " -> s" << a->out[0] << " s" << a->out[1] << " s" << a->out[2];
+      os << "adamw " << view(a->param) << " ";
+      if (a->grad_product)  // the gradient as the product the update computes
+        os << "(" << view(a->grad_product->a) << " x " << view(a->grad_product->b) << ")";
+      else
+        os << view(a->grad);
+      os << " " << view(a->exp_avg) << " " << view(a->exp_avg_sq) << " " << view(a->decay) << " "
+         << view(a->step_size) << " " << view(a->inv_sqrt_bc2) << " -> s" << a->out[0] << " s"
+         << a->out[1] << " s" << a->out[2];
     } else if (auto* cs = std::get_if<CallStep>(&s)) {
       os << "call (" << cs->body->steps.size() << " steps, compiled once);";
       for (const View& v : cs->params) os << " " << view(v);

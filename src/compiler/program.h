@@ -97,6 +97,10 @@ struct AdamWStep {
   View decay, step_size, inv_sqrt_bc2;
   double beta1 = 0, beta2 = 0, eps = 0;
   int out[3] = {-1, -1, -1};
+  // Set when the gradient is a float32 product with a short reduction (a weight's gradient
+  // over few tokens; scan stacks it as two factors): the update computes it a block of rows
+  // at a time beside the update, and `grad` is unused. Its out_storage is unused (-1).
+  std::optional<MatmulStep> grad_product;
 };
 
 struct Program;

@@ -169,6 +169,7 @@ Counter compiled_hit("CompiledFnHit");
 Counter loop_trace("LoopTrace");
 Counter loop_hit("LoopHit");
 Counter loop_backward_trace("LoopBackwardTrace");
+Counter loop_grad_factored("LoopGradFactored");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
 

@@ -64,7 +64,34 @@ struct Diff {
   std::vector<trace::BodyInput> backward_inputs;
   std::vector<Tensor> backward_lifted;
   int backward_carries = 0, backward_xs = 0;
+  // Per floating x: its gradient leaves the backward loop as two factors (see
+  // low_rank_product), multiplied after the loop for every iteration at once.
+  std::vector<char> factored;
 };
+
+bool is_transpose(const ir::Node& n) {
+  return n.op == ir::OpKind::Permute && n.attrs.n == 2 && n.attrs[0] == 1 && n.attrs[1] == 0;
+}
+
+// A gradient that is a product Fᵀ G of two thin factors, F [t, p] and G [t, q]: a weight's
+// gradient xᵀ dy over t tokens, or (dyᵀ x)ᵀ as the transpose's VJP writes it. A scan then
+// stacks the factors, t (p + q) values an iteration, instead of the p q of the product,
+// and one batched product after the loop makes them every iteration's gradient: the step
+// that consumes the gradients (an optimizer) gets them as one product it can fuse with.
+bool low_rank_product(const ir::NodePtr& n, ir::NodePtr& f, ir::NodePtr& g) {
+  const bool outer = is_transpose(*n);
+  const ir::Node& m = outer ? *n->operand(0) : *n;
+  if (m.op != ir::OpKind::Matmul || m.shape.size() != 2 || !is_transpose(*m.operand(0)))
+    return false;
+  const ir::NodePtr& a = m.operand(0)->operand(0);  // m = aᵀ b
+  const ir::NodePtr& b = m.operand(1);
+  if (a->shape.size() != 2 || b->shape.size() != 2 || a->dtype != n->dtype || b->dtype != n->dtype)
+    return false;
+  f = outer ? b : a;  // n = fᵀ g
+  g = outer ? a : b;
+  const int64_t t = f->shape[0], p = f->shape[1], q = g->shape[1];
+  return 2 * t * (p + q) <= p * q;
+}
 
 struct ScanEntry {
   LoopTraceFn retrace;
@@ -225,7 +252,21 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     d->num_saved = static_cast<int>(saved_carries.size() + part.residuals.size());
     d->forward = ir::make_body(std::move(fwd), nj, tool + " (forward)");
     d->forward_inputs = joint;
-    core = ir::make_body(part.roots, nj + static_cast<int>(part.residuals.size()), name);
+    std::vector<ir::NodePtr> core_roots;  // roots, with the xs' low-rank gradients factored
+    for (size_t r = 0; r < part.roots.size(); ++r) {
+      ir::NodePtr f, g;
+      const bool is_x = r >= fc.size() && r < fc.size() + fx.size();
+      const bool factor = is_x && low_rank_product(part.roots[r], f, g);
+      if (is_x) d->factored.push_back(factor);
+      if (factor) {
+        core_roots.push_back(std::move(f));
+        core_roots.push_back(std::move(g));
+        metrics::loop_grad_factored.add();
+      } else {
+        core_roots.push_back(part.roots[r]);
+      }
+    }
+    core = ir::make_body(core_roots, nj + static_cast<int>(part.residuals.size()), name);
   }
 
   // 2. The backward loop's body, calling `core` inline.
@@ -289,10 +330,13 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     for (ir::NodePtr& n : ir::make_call(core, std::move(args), nullptr, /*inline_call=*/true))
       g.push_back(trace::make_pending(std::move(n)));
   }
-  // g: floating carries, floating xs, floating consts, floating lifted
+  // g: floating carries, floating xs (two factors where factored), floating consts, floating
+  // lifted
+  size_t xs_end = fc.size();
+  for (char f : d->factored) xs_end += f ? 2 : 1;
   std::vector<Tensor> outs(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(fc.size()));
-  for (size_t j = 0; j < acc.size(); ++j) outs.push_back(acc[j] + g[fc.size() + fx.size() + j]);
-  for (size_t j = 0; j < fx.size(); ++j) outs.push_back(g[fc.size() + j]);
+  for (size_t j = 0; j < acc.size(); ++j) outs.push_back(acc[j] + g[xs_end + j]);
+  for (size_t j = fc.size(); j < xs_end; ++j) outs.push_back(g[j]);
   d->backward = s.finish(outs, name);
   d->backward_inputs = s.inputs();
   d->backward_lifted = s.lifted();
@@ -474,7 +518,15 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
         for (int i : fc) g[static_cast<size_t>(i)] = r[at++];
         for (int i : fk) g[nc + xs.size() + static_cast<size_t>(i)] = r[at++];
         for (size_t i : fl) g[nc + xs.size() + consts.size() + i] = r[at++];
-        for (int i : fx) g[nc + static_cast<size_t>(i)] = r[at++];
+        for (size_t j = 0; j < fx.size(); ++j) {
+          Tensor& gx = g[nc + static_cast<size_t>(fx[j])];
+          if (d->factored[j]) {  // every iteration's Fᵀ G, as one batched product
+            gx = matmul(transpose(r[at], -1, -2), r[at + 1]);
+            at += 2;
+          } else {
+            gx = r[at++];
+          }
+        }
         return g;
       });
   return out;

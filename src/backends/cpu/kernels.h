@@ -21,6 +21,9 @@ struct RunContext {
 void run_fused(const compiler::FusedStep& s, const RunContext& ctx);
 void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx);
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx);
+/** Rows [r0, r0 + rows) of batch `bi` of a float32 product, into `out` (row stride n). */
+void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
+                     float* out, const RunContext& ctx);
 void run_gather(const compiler::GatherStep& s, const RunContext& ctx);
 void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx);
 /** A scan or while loop: its body's program run per iteration (loop.cpp). */

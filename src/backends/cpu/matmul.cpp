@@ -139,6 +139,18 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
 
 }  // namespace
 
+void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
+                     float* out, const RunContext& ctx) {
+  const int64_t n = s.out_shape[s.out_shape.size() - 1];
+  const int64_t k = s.a.shape[s.a.shape.size() - 1];
+  const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
+  int64_t offa, offb;
+  batch_offsets(s, bi, offa, offb);
+  const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + offa + r0 * oa.rs;
+  const float* B = reinterpret_cast<const float*>(ctx.base[s.b.storage]) + offb;
+  gemm<float>(oa, ob, rows, n, k, A, B, out, n);
+}
+
 bool has_avx2_fma() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = has_avx2() && __builtin_cpu_supports("fma");

@@ -1,6 +1,8 @@
 // Optimizer update kernels: one pass over a parameter and its state.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
@@ -94,14 +96,41 @@ void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
   S* vo = reinterpret_cast<S*>(ctx.base[s.out[2]]);
   const bool in_place = po == p && mo == m && vo == v;
   const bool apart = po != p && mo != m && vo != v;
-  runtime::parallel_for(s.param.shape.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+  // elements [lo, lo + n) with their gradient at gr
+  auto update = [&](int64_t lo, const S* gr, int64_t n) {
     if (in_place)
-      adamw_in_place<S>(po + lo, g + lo, mo + lo, vo + lo, k, hi - lo);
+      adamw_in_place<S>(po + lo, gr, mo + lo, vo + lo, k, n);
     else if (apart)
-      adamw_range<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
+      adamw_range<S>(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
     else
-      adamw_any<S>(p + lo, g + lo, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, hi - lo);
-  });
+      adamw_any<S>(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
+  };
+  if (!s.grad_product) {
+    runtime::parallel_for(s.param.shape.numel(), 1 << 15,
+                          [&](int64_t lo, int64_t hi) { update(lo, g + lo, hi - lo); });
+    return;
+  }
+  if constexpr (std::is_same_v<S, float>) {
+    // The gradient is a product (a weight's, over few tokens): each block of rows is
+    // multiplied into a buffer that stays in L1, then updated from it.
+    const compiler::MatmulStep& mp = *s.grad_product;
+    const int nd = mp.out_shape.size();
+    const int64_t rows = mp.out_shape[nd - 2], cols = mp.out_shape[nd - 1];
+    if (rows * cols == 0) return;
+    const int64_t nbatch = mp.out_shape.numel() / (rows * cols);
+    const int64_t block = std::clamp<int64_t>(8192 / std::max<int64_t>(cols, 1), 1, rows);
+    const int64_t per_batch = (rows + block - 1) / block;
+    runtime::parallel_for(nbatch * per_batch, 4, [&](int64_t w0, int64_t w1) {
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(block * cols));
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t bi = w / per_batch, r0 = (w % per_batch) * block;
+        const int64_t nr = std::min(block, rows - r0);
+        matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx);
+        update((bi * rows + r0) * cols, buf.data(), nr * cols);
+      }
+    });
+  }
 }
 
 }  // namespace
