@@ -633,45 +633,52 @@ TEST(Optim, FusedAdamWIsBitIdenticalToTheUpdateOpByOp) {
   }
 }
 
-// A gradient that is a product with a short reduction (a weight's gradient over few tokens,
-// as scan hands it over) is computed by the update itself, a block of rows at a time: the
-// program has no separate product, and the parameter matches the update of the same
-// gradient computed first, and the update op by op, over steps (sizes with row and column
-// tails; several blocks per batch).
+// A gradient that is a product with a short reduction (a weight's gradient over few tokens:
+// stacked, as scan hands it over, or one weight's, transposed, as autograd writes it) is
+// computed by the update itself, a block of rows at a time: the program has no separate
+// product, and the parameter matches the update of the same gradient computed first, and
+// the update op by op, over steps (sizes with row and column tails; several blocks).
 TEST(Optim, AdamWComputesAProductGradientBesideTheUpdate) {
-  const int64_t layers = 3, tokens = 5, rows = 301, cols = 70;
-  lt::manual_seed(12);
-  Tensor init = lt::randn({layers, rows, cols});
-  std::vector<std::pair<Tensor, Tensor>> factors;
-  for (int s = 0; s < 3; ++s)
-    factors.emplace_back(lt::randn({layers, tokens, rows}), lt::randn({layers, tokens, cols}));
-  lt::sync();
-  std::vector<std::vector<float>> result;
-  for (int run = 0; run < 3; ++run) {  // product in the update; gradient first; op by op
-    Tensor w = lt::clone(init).requires_grad_();
-    lt::optim::AdamW opt({w}, {.lr = 0.01, .weight_decay = 0.1, .fused = run < 2});
-    for (const auto& [a, b] : factors) {
-      Tensor g = lt::matmul(lt::transpose(a, -1, -2), b);
-      if (run == 1) lt::sync({g});
-      w.set_grad(g);
-      g = Tensor();
-      opt.step();
-      opt.zero_grad();
-      const std::string plan = lt::debug::to_program({w});
-      if (run == 0) {
-        EXPECT_EQ(plan.find("matmul"), std::string::npos) << plan;
-        EXPECT_NE(plan.find("adamw"), std::string::npos) << plan;
-      } else {
-        EXPECT_NE(plan.find(run == 1 ? "adamw" : "matmul"), std::string::npos) << plan;
+  const int64_t tokens = 5, rows = 301, cols = 70;
+  for (bool stacked : {true, false}) {
+    lt::manual_seed(12);
+    const lt::Shape shape = stacked ? lt::Shape{3, rows, cols} : lt::Shape{rows, cols};
+    Tensor init = lt::randn(shape);
+    std::vector<std::pair<Tensor, Tensor>> factors;
+    for (int s = 0; s < 3; ++s)
+      factors.emplace_back(stacked ? lt::randn({3, tokens, rows}) : lt::randn({tokens, cols}),
+                           stacked ? lt::randn({3, tokens, cols}) : lt::randn({tokens, rows}));
+    lt::sync();
+    std::vector<std::vector<float>> result;
+    for (int run = 0; run < 3; ++run) {  // product in the update; gradient first; op by op
+      Tensor w = lt::clone(init).requires_grad_();
+      lt::optim::AdamW opt({w}, {.lr = 0.01, .weight_decay = 0.1, .fused = run < 2});
+      for (const auto& [a, b] : factors) {
+        // stacked: aᵀ b per layer; a weight: (xᵀ dy)ᵀ, x = a [tokens, in], dy = b [tokens, out]
+        Tensor g = stacked ? lt::matmul(lt::transpose(a, -1, -2), b)
+                           : lt::transpose(lt::matmul(lt::transpose(a), b));
+        if (run == 1) lt::sync({g});
+        w.set_grad(g);
+        g = Tensor();
+        opt.step();
+        opt.zero_grad();
+        const std::string plan = lt::debug::to_program({w});
+        if (run == 0) {
+          EXPECT_EQ(plan.find("matmul"), std::string::npos) << plan;
+          EXPECT_NE(plan.find("adamw"), std::string::npos) << plan;
+        } else {
+          EXPECT_NE(plan.find(run == 1 ? "adamw" : "matmul"), std::string::npos) << plan;
+        }
+        lt::sync();
       }
-      lt::sync();
+      result.push_back(w.to_vector<float>());
     }
-    result.push_back(w.to_vector<float>());
+    for (int run = 1; run < 3; ++run)
+      for (size_t i = 0; i < result[0].size(); ++i)
+        ASSERT_NEAR(result[0][i], result[run][i], 1e-6)
+            << (stacked ? "stacked" : "2-d") << " run " << run << " element " << i;
+    EXPECT_NE(result[0], init.to_vector<float>());
   }
-  for (int run = 1; run < 3; ++run)
-    for (size_t i = 0; i < result[0].size(); ++i)
-      ASSERT_NEAR(result[0][i], result[run][i], 1e-6) << "run " << run << " element " << i;
-  EXPECT_NE(result[0], init.to_vector<float>());
 }
 
 TEST(Optim, AdamWUpdateErrors) {

@@ -35,7 +35,10 @@ struct Group {
 
 class Lowering {
  public:
-  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) { find_unstacked(); }
+  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) {
+    find_unstacked();
+    find_adamw_products();
+  }
 
   Program run() {
     p_.name = g_.name;
@@ -184,6 +187,7 @@ class Lowering {
   void lower_node(int i) {
     const GNode& n = g_.nodes[i];
     if (unstacked_[static_cast<size_t>(i)]) return;  // read part by part by the loops
+    if (in_adamw_[static_cast<size_t>(i)]) return;   // an AdamW update computes it
     Value& out = vals_[i];
     switch (ir::op_info(n.op).family) {
       case ir::OpFamily::Leaf:
@@ -217,10 +221,7 @@ class Lowering {
       case ir::OpFamily::Other:
         break;
     }
-    if (n.op == OpKind::Matmul) {
-      if (!product_for_adamw(i)) lower_matmul(i);  // else the AdamW update computes it
-      return;
-    }
+    if (n.op == OpKind::Matmul) return lower_matmul(i);
     if (n.op == OpKind::Call) return lower_call(i);
     if (n.op == OpKind::Loop) return lower_loop(i);
     if (n.op == OpKind::CallResult) {
@@ -588,39 +589,67 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
-  // A float32 product read only by an AdamW update, as its gradient, with a reduction of at
-  // most 32 and no broadcast batch dims: the update computes it (AdamWStep::grad_product),
-  // so a weight's gradient over few tokens never goes through memory.
-  bool product_for_adamw(int i) const {
-    const GNode& n = g_.nodes[static_cast<size_t>(i)];
-    const int u = sole_user_[static_cast<size_t>(i)];
-    if (n.op != OpKind::Matmul || n.dtype != DType::float32 || n.shape.size() < 2 ||
-        uses_[static_cast<size_t>(i)] != 1 || u < 0 ||
-        g_.results.end() != std::find(g_.results.begin(), g_.results.end(), i))
-      return false;
+  // The product an AdamW update computes for its gradient node `grad` (AdamWStep::
+  // grad_product), or -1: a float32 matmul read only by that update, or only through a
+  // transpose that only the update reads (a weight's gradient xᵀ dy, read as the weight),
+  // with a reduction of at most 32 and no broadcast batch dims. Neither node is lowered:
+  // a weight's gradient over few tokens never goes through memory.
+  int adamw_product(int grad) const {
+    auto read_only_by = [&](int i, int reader) {
+      return uses_[static_cast<size_t>(i)] == 1 && sole_user_[static_cast<size_t>(i)] == reader &&
+             g_.results.end() == std::find(g_.results.begin(), g_.results.end(), i);
+    };
+    const GNode& gn = g_.nodes[static_cast<size_t>(grad)];
+    const int u = sole_user_[static_cast<size_t>(grad)];
+    if (u < 0 || !read_only_by(grad, u)) return -1;
     const GNode& user = g_.nodes[static_cast<size_t>(u)];
-    if (user.op != OpKind::AdamW || user.inputs[1] != i || user.shape != n.shape) return false;
+    if (user.op != OpKind::AdamW || user.inputs[1] != grad || user.shape != gn.shape) return -1;
+    int m = grad;
+    if (gn.op == OpKind::Permute && gn.shape.size() == 2 && gn.attrs[0] == 1) {
+      m = gn.inputs[0];
+      if (!read_only_by(m, grad)) return -1;
+    }
+    const GNode& n = g_.nodes[static_cast<size_t>(m)];
+    if (n.op != OpKind::Matmul || n.dtype != DType::float32 || n.shape.size() < 2) return -1;
     const int nd = n.shape.size();
     for (int in : {n.inputs[0], n.inputs[1]}) {
       const GNode& x = g_.nodes[static_cast<size_t>(in)];
-      if (x.dtype != DType::float32 || x.shape.size() != nd) return false;
+      if (x.dtype != DType::float32 || x.shape.size() != nd) return -1;
       for (int d = 0; d < nd - 2; ++d)
-        if (x.shape[d] != n.shape[d]) return false;
+        if (x.shape[d] != n.shape[d]) return -1;
     }
-    return g_.nodes[static_cast<size_t>(n.inputs[1])].shape[nd - 2] <= 32;
+    return g_.nodes[static_cast<size_t>(n.inputs[1])].shape[nd - 2] <= 32 ? m : -1;
+  }
+
+  void find_adamw_products() {
+    in_adamw_.assign(g_.nodes.size(), 0);
+    for (const GNode& n : g_.nodes) {
+      if (n.op != OpKind::AdamW) continue;
+      const int m = adamw_product(n.inputs[1]);
+      if (m < 0) continue;
+      in_adamw_[static_cast<size_t>(m)] = 1;
+      in_adamw_[static_cast<size_t>(n.inputs[1])] = 1;
+    }
   }
 
   void lower_adamw(int i) {
     const GNode& n = g_.nodes[i];
     AdamWStep s;
-    if (product_for_adamw(n.inputs[1])) {
-      const GNode& m = g_.nodes[static_cast<size_t>(n.inputs[1])];
+    if (const int p = adamw_product(n.inputs[1]); p >= 0) {
+      const GNode& m = g_.nodes[static_cast<size_t>(p)];
       MatmulStep ms;
       ms.a = matmul_operand(m.inputs[0], false);
       ms.b = matmul_operand(m.inputs[1], true);
       ms.out_storage = -1;
       ms.out_shape = m.shape;
       ms.dtype = m.dtype;
+      if (p != n.inputs[1]) {  // the gradient is the product's transpose: (a b)ᵀ = bᵀ aᵀ
+        static const int64_t swap[2] = {1, 0};
+        std::swap(ms.a, ms.b);
+        ms.a = permute_view(ms.a, swap);
+        ms.b = permute_view(ms.b, swap);
+        ms.out_shape = Shape{m.shape[1], m.shape[0]};
+      }
       s.grad_product = std::move(ms);
     }
     View* tensors[] = {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq};
@@ -718,6 +747,7 @@ class Lowering {
   std::map<int, int> param_storages_;
   std::map<int, std::vector<View>> call_results_;
   std::vector<char> unstacked_;  // concat nodes that loops read part by part
+  std::vector<char> in_adamw_;   // products (and their transposes) AdamW updates compute
   std::vector<int> uses_;        // how many operands refer to each node
   std::vector<int> sole_user_;   // the last node using each node (the only one if uses_ is 1)
 };

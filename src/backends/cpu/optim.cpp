@@ -90,7 +90,8 @@ void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
                           number(s.beta2),
                           number(1 - s.beta2),
                           number(s.eps)};
-  const S *p = at(s.param), *g = at(s.grad), *m = at(s.exp_avg), *v = at(s.exp_avg_sq);
+  const S *p = at(s.param), *m = at(s.exp_avg), *v = at(s.exp_avg_sq);
+  const S* g = s.grad_product ? nullptr : at(s.grad);  // else computed block by block
   S* po = reinterpret_cast<S*>(ctx.base[s.out[0]]);
   S* mo = reinterpret_cast<S*>(ctx.base[s.out[1]]);
   S* vo = reinterpret_cast<S*>(ctx.base[s.out[2]]);
