@@ -207,3 +207,36 @@ void BM_AdamW_OpByOp_44M(benchmark::State& state) {
 }
 BENCHMARK(BM_AdamW_Fused_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AdamW_OpByOp_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The same update with the gradient a weight's over 16 tokens, dyᵀ x per layer (what scan
+// hands AdamW for stacked weights): computed by the update beside it, block by block in
+// cache, against the gradient made first (through memory) and then the update.
+void weight_grad_adamw_bench(benchmark::State& state, bool through_memory) {
+  lt::manual_seed(0);
+  lt::Tensor w = lt::randn({100, 1024, 442}).requires_grad_();
+  lt::Tensor dy = lt::randn({100, 16, 1024}) * 1e-2f, x = lt::randn({100, 16, 442});
+  lt::sync({w, dy, x});
+  lt::optim::AdamW opt({w}, {.lr = 1e-3});
+  auto step = [&] {
+    lt::Tensor g = lt::matmul(lt::transpose(dy, -1, -2), x);
+    if (through_memory) lt::sync({g});
+    w.set_grad(g);
+    g = lt::Tensor();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  for (auto _ : state) step();
+  state.counters["threads"] = lt::runtime::num_threads();
+  state.SetItemsProcessed(state.iterations() * w.numel());
+}
+
+void BM_WeightGradAdamW_InTheUpdate_44M(benchmark::State& state) {
+  weight_grad_adamw_bench(state, false);
+}
+void BM_WeightGradAdamW_ThroughMemory_44M(benchmark::State& state) {
+  weight_grad_adamw_bench(state, true);
+}
+BENCHMARK(BM_WeightGradAdamW_InTheUpdate_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WeightGradAdamW_ThroughMemory_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
