@@ -1,5 +1,6 @@
 // The CPU backend's instruction-set copies: the AVX2 float32 loops compute the same bits as
-// the baseline loops, for every elementwise op and special values; the AVX2 + FMA small
+// the baseline loops, for every elementwise op, special values and the AdamW update; the
+// AVX2 + FMA small
 // products match a float64 loop for every layout, size and tail they take.
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/optim_loops.h"
 #include "backends/cpu/small_gemm.h"
 
 namespace {
@@ -63,6 +65,26 @@ TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
       expect_same_bits(got, want, lazytrace::ir::op_name(op));
     }
   }
+}
+
+TEST(CpuKernels, Avx2AdamWLoopsComputeTheBaselineBits) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+  std::vector<float> p = inputs(3), g = inputs(4), m = inputs(5), v = inputs(6);
+  for (float& x : v) x = std::fabs(x);  // a second moment is never negative
+  const size_t n = p.size();
+  const cpu::AdamWNumbers<float> k{0.999f, 1e-3f, 3.16f, 0.9f, 0.1f, 0.999f, 0.001f, 1e-8f};
+  std::vector<float> po(n), mo(n), vo(n), pw(n), mw(n), vw(n);
+  cpu::adamw_range_f32_avx2(p.data(), g.data(), m.data(), v.data(), po.data(), mo.data(), vo.data(),
+                            k, static_cast<int64_t>(n));
+  cpu::adamw_range<float>(p.data(), g.data(), m.data(), v.data(), pw.data(), mw.data(), vw.data(),
+                          k, static_cast<int64_t>(n));
+  expect_same_bits(po, pw, "adamw param");
+  expect_same_bits(mo, mw, "adamw exp_avg");
+  expect_same_bits(vo, vw, "adamw exp_avg_sq");
+  cpu::adamw_in_place_f32_avx2(p.data(), g.data(), m.data(), v.data(), k, static_cast<int64_t>(n));
+  expect_same_bits(p, pw, "adamw in place: param");
+  expect_same_bits(m, mw, "adamw in place: exp_avg");
+  expect_same_bits(v, vw, "adamw in place: exp_avg_sq");
 }
 
 // One product through small_gemm_f32: A [m, k] and B [k, n] in the given strides, C with

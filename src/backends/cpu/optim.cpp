@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "backends/cpu/dtype_dispatch.h"
+#include "backends/cpu/elementwise.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/optim_loops.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -17,61 +19,6 @@ double single_value(const compiler::View& v, const RunContext& ctx) {
     using S = typename decltype(tag)::type;
     return static_cast<double>(reinterpret_cast<const S*>(ctx.base[v.storage])[v.offset]);
   });
-}
-
-template <typename S>
-using compute_t = std::conditional_t<std::is_same_v<S, double>, double, float>;
-
-// Rounds to what S holds, as the same ops one by one would after each operation (a no-op
-// for float and double).
-template <typename S>
-compute_t<S> round_to(compute_t<S> x) {
-  if constexpr (std::is_same_v<S, compute_t<S>>)
-    return x;
-  else
-    return static_cast<compute_t<S>>(S(x));
-}
-
-template <typename S>
-struct AdamWNumbers {
-  compute_t<S> decay, step, inv, b1, c1, b2, c2, eps;
-};
-
-// One element: every input read before any output is written, so outputs may be the
-// inputs' own buffers (donated: Program::donations).
-template <typename S>
-[[gnu::always_inline]] inline void adamw_one(const S& p, const S& g, const S& m, const S& v,
-                                             const AdamWNumbers<S>& k, S& po, S& mo, S& vo) {
-  using C = compute_t<S>;
-  constexpr auto r = round_to<S>;
-  const C gi = static_cast<C>(g), pi = static_cast<C>(p);
-  const C mi = r(r(k.b1 * static_cast<C>(m)) + r(k.c1 * gi));
-  const C vi = r(r(k.b2 * static_cast<C>(v)) + r(k.c2 * r(gi * gi)));
-  const C denom = r(r(r(std::sqrt(vi)) * k.inv) + k.eps);
-  mo = S(mi);
-  vo = S(vi);
-  po = S(r(r(pi * k.decay) - r(r(k.step * mi) / denom)));
-}
-
-// Arguments by value and restrict pointers, so the loops vectorize: new buffers, or the
-// inputs' own (all three donated), or, for anything between, a loop that assumes nothing.
-template <typename S>
-void adamw_range(const S* __restrict p, const S* __restrict g, const S* __restrict m,
-                 const S* __restrict v, S* __restrict po, S* __restrict mo, S* __restrict vo,
-                 AdamWNumbers<S> k, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
-}
-
-template <typename S>
-void adamw_in_place(S* __restrict p, const S* __restrict g, S* __restrict m, S* __restrict v,
-                    AdamWNumbers<S> k, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, p[i], m[i], v[i]);
-}
-
-template <typename S>
-void adamw_any(const S* p, const S* g, const S* m, const S* v, S* po, S* mo, S* vo,
-               AdamWNumbers<S> k, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
 }
 
 template <typename S>
@@ -99,6 +46,11 @@ void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
   const bool apart = po != p && mo != m && vo != v;
   // elements [lo, lo + n) with their gradient at gr
   auto update = [&](int64_t lo, const S* gr, int64_t n) {
+    if constexpr (std::is_same_v<S, float>)
+      if (has_avx2() && (in_place || apart)) {
+        if (in_place) return adamw_in_place_f32_avx2(po + lo, gr, mo + lo, vo + lo, k, n);
+        return adamw_range_f32_avx2(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
+      }
     if (in_place)
       adamw_in_place<S>(po + lo, gr, mo + lo, vo + lo, k, n);
     else if (apart)
