@@ -14,7 +14,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
+
+// Debian's OpenBLAS serves both: LibTorch's sgemm_ binds to the same libopenblas as
+// lazytrace, and it runs on the thread count it was last given. lazytrace sets 1 on first
+// use (its pool shares the cores out); LibTorch is timed with 1 and with all threads.
+extern "C" void openblas_set_num_threads(int);
 
 namespace {
 
@@ -148,25 +154,40 @@ bool run_size(const Size& s, int threads) {
       static_cast<long long>(c.kv_heads), static_cast<long long>(s.batch),
       static_cast<long long>(s.seq), threads);
 
-  // LibTorch eager
-  const double th_fwd = median_ms(s.reps, [&] {
-    torch::NoGradGuard no_grad;
-    th.forward(th_tokens);
-  });
+  // LibTorch eager, with OpenBLAS on one thread per product (torch's own threads run the
+  // rest) and on all of them: the faster is the reference (on a 2-vCPU VM, OpenBLAS's
+  // threads beside torch's OpenMP ones made its step about 3x slower).
   std::vector<torch::Tensor> th_params;
   for (auto& [n, t] : th.w) th_params.push_back(t);
   torch::optim::AdamW th_opt(th_params, torch::optim::AdamWOptions(1e-3));
-  const double th_step = median_ms(s.reps, [&] {
-    auto logits = th.forward(th_tokens);
-    auto loss = torch::cross_entropy_loss(logits.view({-1, c.vocab}), th_targets);
-    loss.backward();
-    th_opt.step();
-    th_opt.zero_grad();
-  });
+  auto time_torch = [&](int blas_threads) {
+    openblas_set_num_threads(blas_threads);
+    const double fwd = median_ms(s.reps, [&] {
+      torch::NoGradGuard no_grad;
+      th.forward(th_tokens);
+    });
+    const double step = median_ms(s.reps, [&] {
+      auto logits = th.forward(th_tokens);
+      auto loss = torch::cross_entropy_loss(logits.view({-1, c.vocab}), th_targets);
+      loss.backward();
+      th_opt.step();
+      th_opt.zero_grad();
+    });
+    openblas_set_num_threads(1);  // lazytrace's setting
+    return std::pair{fwd, step};
+  };
+  const auto [fwd1, step1] = time_torch(1);
+  const auto [fwdn, stepn] = time_torch(threads);
+  const double th_fwd = std::min(fwd1, fwdn), th_step = std::min(step1, stepn);
   std::printf("%-22s %12s %12s %12s %12s %14s\n", "", "forward ms", "vs LibTorch", "step ms",
               "vs LibTorch", "max |dlogits|");
   std::printf("%-22s %12.2f %12s %12.2f %12s %14s\n", "LibTorch eager", th_fwd, "1.00x", th_step,
-              "1.00x", "");
+              "1.00x", "(the faster:)");
+  const std::string all = "  BLAS on " + std::to_string(threads) + " threads";
+  for (const auto& [name, f, st] :
+       {std::tuple{std::string("  BLAS on 1 thread"), fwd1, step1}, std::tuple{all, fwdn, stepn}})
+    std::printf("%-22s %12.2f %11.2fx %12.2f %11.2fx\n", name.c_str(), f, th_fwd / f, st,
+                th_step / st);
 
   bool ok = true;
   for (const char* mode : {"loop", "assume-pure", "scan"}) {
