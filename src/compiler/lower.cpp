@@ -413,7 +413,7 @@ class Lowering {
         g_.results.end() != std::find(g_.results.begin(), g_.results.end(), i))
       return false;
     const GNode& p = g_.nodes[static_cast<size_t>(u)];
-    return p.op == OpKind::Permute && p.attrs.n == 2 && p.attrs[0] == 1 && p.attrs[1] == 0;
+    return ir::is_matrix_transpose(p.op, p.attrs);
   }
 
   void lower_matmul(int i) {
@@ -605,7 +605,7 @@ class Lowering {
     const GNode& user = g_.nodes[static_cast<size_t>(u)];
     if (user.op != OpKind::AdamW || user.inputs[1] != grad || user.shape != gn.shape) return -1;
     int m = grad;
-    if (gn.op == OpKind::Permute && gn.shape.size() == 2 && gn.attrs[0] == 1) {
+    if (ir::is_matrix_transpose(gn.op, gn.attrs)) {
       m = gn.inputs[0];
       if (!read_only_by(m, grad)) return -1;
     }

@@ -82,6 +82,11 @@ struct Node {
   std::unique_ptr<std::vector<NodePtr>> more_;  // operands past the third (concat)
 };
 
+/** Whether an op is a matrix's transpose: Permute [1, 0]. */
+inline bool is_matrix_transpose(OpKind op, const Attrs& perm) {
+  return op == OpKind::Permute && perm.n == 2 && perm[0] == 1 && perm[1] == 0;
+}
+
 /** A new op node; its hashes are computed here. Operands passed by value are moved in. */
 NodePtr make_node(OpKind op, DType dtype, Shape shape, Attrs attrs = {});
 NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, Attrs attrs = {});

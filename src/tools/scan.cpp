@@ -70,7 +70,7 @@ struct Diff {
 };
 
 bool is_transpose(const ir::Node& n) {
-  return n.op == ir::OpKind::Permute && n.attrs.n == 2 && n.attrs[0] == 1 && n.attrs[1] == 0;
+  return ir::is_matrix_transpose(n.op, n.attrs);
 }
 
 // A gradient that is a product Fᵀ G of two thin factors, F [t, p] and G [t, q]: a weight's
