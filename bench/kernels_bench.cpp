@@ -182,21 +182,29 @@ BENCHMARK_MAIN();
 // stacked tensor): the fused update (one adamw_update op: reads p, grad, m, v once, writes
 // p, m, v once) against the same update op by op (AdamWOptions::fused = false: one fused
 // elementwise program of about 27 instructions). Same results, bit for bit (nn_test).
+// AdamW steps on w, the gradient from grad() each time; two first (compile, and the
+// buffer cache's first blocks). Each step syncs the parameter and the optimizer's moments.
+template <typename G>
+void adamw_steps(benchmark::State& state, lt::Tensor& w, lt::optim::AdamW& opt, G grad) {
+  auto step = [&] {
+    w.set_grad(grad());
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  for (auto _ : state) step();
+  state.counters["threads"] = lt::runtime::num_threads();
+  state.SetItemsProcessed(state.iterations() * w.numel());
+}
+
 void adamw_bench(benchmark::State& state, bool fused) {
   lt::manual_seed(0);
   lt::Tensor w = lt::randn({100, 1024, 442}).requires_grad_();
   lt::Tensor g = lt::randn({100, 1024, 442}) * 1e-2f;
   lt::sync({w, g});
   lt::optim::AdamW opt({w}, {.lr = 1e-3, .fused = fused});
-  auto step = [&] {
-    w.set_grad(g);
-    opt.step();
-    lt::sync();  // the parameter and the optimizer's moments
-  };
-  for (int i = 0; i < 2; ++i) step();  // compile, and the buffer cache's first blocks
-  for (auto _ : state) step();
-  state.counters["threads"] = lt::runtime::num_threads();
-  state.SetItemsProcessed(state.iterations() * w.numel());
+  adamw_steps(state, w, opt, [&] { return g; });
 }
 
 void BM_AdamW_Fused_44M(benchmark::State& state) {
@@ -217,19 +225,11 @@ void weight_grad_adamw_bench(benchmark::State& state, bool through_memory) {
   lt::Tensor dy = lt::randn({100, 16, 1024}) * 1e-2f, x = lt::randn({100, 16, 442});
   lt::sync({w, dy, x});
   lt::optim::AdamW opt({w}, {.lr = 1e-3});
-  auto step = [&] {
+  adamw_steps(state, w, opt, [&] {
     lt::Tensor g = lt::matmul(lt::transpose(dy, -1, -2), x);
     if (through_memory) lt::sync({g});
-    w.set_grad(g);
-    g = lt::Tensor();
-    opt.step();
-    opt.zero_grad();
-    lt::sync();
-  };
-  for (int i = 0; i < 2; ++i) step();
-  for (auto _ : state) step();
-  state.counters["threads"] = lt::runtime::num_threads();
-  state.SetItemsProcessed(state.iterations() * w.numel());
+    return g;
+  });
 }
 
 void BM_WeightGradAdamW_InTheUpdate_44M(benchmark::State& state) {
