@@ -50,6 +50,7 @@ class Lowering {
       if (groups_[gi].step_index != -2) seal(static_cast<int>(gi));
     for (Step& s : p_.steps)
       if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
+    attach_updates();
     plan_arena();
     find_donations();
     return std::move(p_);
@@ -555,6 +556,7 @@ class Lowering {
   }
 
   void plan_arena();
+  void attach_updates();
   void find_donations();
 
   // A call: the body's program (compiled once per body) runs on the caller's memory. The
@@ -753,6 +755,18 @@ class Lowering {
 };
 
 template <typename F>
+void adamw_views(const AdamWStep& a, F&& f) {
+  for (const View* v :
+       {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq, &a.decay, &a.step_size, &a.inv_sqrt_bc2})
+    if (!v->is_scalar()) f(v->storage);
+  if (a.grad_product) {
+    f(a.grad_product->a.storage);
+    f(a.grad_product->b.storage);
+  }
+  for (int o : a.out) f(o);
+}
+
+template <typename F>
 void for_each_view(const Step& step, F&& f) {
   if (auto* c = std::get_if<CallStep>(&step)) {
     for (const View& v : c->params) f(v.storage);
@@ -771,6 +785,7 @@ void for_each_view(const Step& step, F&& f) {
     for (int o : l->spare) f(o);
     f(l->scratch);
     f(l->cond_scratch);
+    for (const AdamWStep& a : l->updates) adamw_views(a, f);
     return;
   }
   if (auto* s = std::get_if<FusedStep>(&step)) {
@@ -789,13 +804,32 @@ void for_each_view(const Step& step, F&& f) {
     if (gs->source) f(gs->source->storage);
     f(gs->out_storage);
   } else if (auto* a = std::get_if<AdamWStep>(&step)) {
-    for (const View* v : {&a->param, &a->grad, &a->exp_avg, &a->exp_avg_sq, &a->decay,
-                          &a->step_size, &a->inv_sqrt_bc2})
-      if (!v->is_scalar()) f(v->storage);
-    if (a->grad_product) {
-      f(a->grad_product->a.storage);
-      f(a->grad_product->b.storage);
-    }
+    adamw_views(*a, f);
+  }
+}
+
+// The storages a step writes (every other storage it names, it only reads).
+template <typename F>
+void for_each_write(const Step& step, F&& f) {
+  if (auto* s = std::get_if<FusedStep>(&step)) {
+    for (const auto& st : s->stores) f(st.dst.storage);
+  } else if (auto* r = std::get_if<ReduceStep>(&step)) {
+    f(r->out_storage);
+  } else if (auto* m = std::get_if<MatmulStep>(&step)) {
+    f(m->out_storage);
+  } else if (auto* gs = std::get_if<GatherStep>(&step)) {
+    f(gs->out_storage);
+  } else if (auto* c = std::get_if<CallStep>(&step)) {
+    for (int o : c->outputs) f(o);
+    f(c->scratch);
+  } else if (auto* l = std::get_if<LoopStep>(&step)) {
+    for (int o : l->outputs) f(o);
+    for (int o : l->spare) f(o);
+    f(l->scratch);
+    f(l->cond_scratch);
+    for (const AdamWStep& a : l->updates)
+      for (int o : a.out) f(o);
+  } else if (auto* a = std::get_if<AdamWStep>(&step)) {
     for (int o : a->out) f(o);
   }
 }
@@ -811,6 +845,98 @@ std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
       last[s] = std::max(last[s], i);
     });
   return {std::move(first), std::move(last)};
+}
+
+// AdamW updates that can run beside a scan (LoopStep::updates): an update whose gradient
+// is a product of two of the scan's ys, batch i of it made of slice i of each, and whose
+// other operands (parameter, moments, the step's scalars) do not depend on the scan. The
+// steps that make those scalars move before the scan; the update moves into it. Runs before
+// the arena is planned, while every storage is still written by one step.
+void Lowering::attach_updates() {
+  const size_t ns = p_.storages.size();
+  auto writes = [](const Step& st) {
+    std::vector<int> w;
+    for_each_write(st, [&](int s) {
+      if (s >= 0) w.push_back(s);
+    });
+    return w;
+  };
+  auto reads = [&](const Step& st) {
+    const std::vector<int> w = writes(st);
+    std::vector<int> r;
+    for_each_view(st, [&](int s) {
+      if (s >= 0 && std::find(w.begin(), w.end(), s) == w.end()) r.push_back(s);
+    });
+    return r;
+  };
+  for (size_t li = 0; li < p_.steps.size(); ++li) {
+    auto* loop = std::get_if<LoopStep>(&p_.steps[li]);
+    if (!loop || loop->kind != ir::Loop::Kind::Scan || loop->length <= 0) continue;
+    // ys: loop output storage -> elements per slice
+    std::map<int, int64_t> ys;
+    for (size_t r = loop->spare.size(); r < loop->outputs.size(); ++r)
+      ys[loop->outputs[r]] = loop->body->results[r].shape.numel();
+    auto slice_of_ys = [&](const View& v) {  // batch i of v is slice i of a ys storage
+      auto it = ys.find(v.storage);
+      return it != ys.end() && v.shape.size() == 3 && v.shape[0] == loop->length && v.offset == 0 &&
+             v.strides[0] == it->second;
+    };
+    std::vector<char> tainted(ns, 0);  // written by the loop, or by a step that reads one
+    for (int s : writes(*loop)) tainted[static_cast<size_t>(s)] = 1;
+    std::vector<char> attach(p_.steps.size(), 0), hoist(p_.steps.size(), 0);
+    std::vector<char> needed(ns, 0);  // read by an attached update, made after the loop
+    for (size_t k = li + 1; k < p_.steps.size(); ++k) {
+      const Step& st = p_.steps[k];
+      const auto* a = std::get_if<AdamWStep>(&st);
+      bool dep = false;
+      if (a && a->grad_product && a->grad_product->out_shape.size() == 3 &&
+          a->grad_product->out_shape[0] == loop->length && slice_of_ys(a->grad_product->a) &&
+          slice_of_ys(a->grad_product->b)) {
+        bool free = true;
+        for (const View* v :
+             {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
+          if (!v->is_scalar() && tainted[static_cast<size_t>(v->storage)]) free = false;
+        if (free) {
+          attach[k] = 1;
+          for (const View* v :
+               {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
+            if (!v->is_scalar()) needed[static_cast<size_t>(v->storage)] = 1;
+        }
+        dep = true;
+      } else {
+        for (int s : reads(st))
+          if (tainted[static_cast<size_t>(s)]) dep = true;
+      }
+      if (dep)
+        for (int s : writes(st)) tainted[static_cast<size_t>(s)] = 1;
+    }
+    // the steps after the loop that make what the attached updates read (none depends on
+    // the loop, or the update would not have been attached)
+    for (size_t k = p_.steps.size(); k-- > li + 1;) {
+      if (attach[k]) continue;
+      bool makes = false;
+      for (int s : writes(p_.steps[k]))
+        if (needed[static_cast<size_t>(s)]) makes = true;
+      if (!makes) continue;
+      hoist[k] = 1;
+      for (int s : reads(p_.steps[k])) needed[static_cast<size_t>(s)] = 1;
+    }
+    if (std::find(attach.begin(), attach.end(), 1) == attach.end()) continue;
+    std::vector<Step> before, after;
+    LoopStep moved = std::move(*loop);
+    for (size_t k = li + 1; k < p_.steps.size(); ++k) {
+      if (attach[k])
+        moved.updates.push_back(std::move(std::get<AdamWStep>(p_.steps[k])));
+      else
+        (hoist[k] ? before : after).push_back(std::move(p_.steps[k]));
+    }
+    p_.steps.resize(li);
+    for (Step& st : before) p_.steps.push_back(std::move(st));
+    li = p_.steps.size();
+    metrics::updates_beside_loops.add(static_cast<int64_t>(moved.updates.size()));
+    p_.steps.emplace_back(std::move(moved));
+    for (Step& st : after) p_.steps.push_back(std::move(st));
+  }
 }
 
 // Liveness-based first-fit placement of arena storages: a storage is placed before the
@@ -909,6 +1035,34 @@ void Lowering::find_donations() {
         for (const View& v : all)
           if (v.storage == in[k]->storage) reads.push_back(&v);
         consider(i, contiguous_view(a->out[k], in[k]->dtype, in[k]->shape), *in[k], reads);
+      }
+    } else if (auto* l = std::get_if<LoopStep>(&p_.steps[i])) {
+      // An update beside the loop may write a parameter's buffer that the loop reads only
+      // as xs in the update's layout: iteration j reads slice j before batch j is updated.
+      for (const AdamWStep& a : l->updates) {
+        const View* in[] = {&a.param, &a.exp_avg, &a.exp_avg_sq};
+        for (int k = 0; k < 3; ++k) {
+          const int s = in[k]->storage;
+          std::vector<const View*> reads;
+          bool only_xs = s != a.grad_product->a.storage && s != a.grad_product->b.storage;
+          for (const LoopStep::Input& x : l->inputs) {
+            if (x.view.storage == s) {
+              if (x.role == ir::Loop::Role::X && x.slices.empty())
+                reads.push_back(&x.view);
+              else
+                only_xs = false;
+            }
+            for (const View& v : x.slices) only_xs = only_xs && v.storage != s;
+          }
+          for (const auto* leaves : {&l->body_leaves, &l->cond_leaves})
+            for (const View& v : *leaves) only_xs = only_xs && v.storage != s;
+          for (const AdamWStep& b : l->updates)
+            if (&b != &a) adamw_views(b, [&](int t) { only_xs = only_xs && t != s; });
+          for (const View* v : {&a.param, &a.exp_avg, &a.exp_avg_sq})
+            if (v->storage == s) reads.push_back(v);
+          if (only_xs)
+            consider(i, contiguous_view(a.out[k], in[k]->dtype, in[k]->shape), *in[k], reads);
+        }
       }
     } else if (auto* f = std::get_if<FusedStep>(&p_.steps[i])) {
       for (const auto& st : f->stores)

@@ -149,6 +149,16 @@ std::string describe(const Program& p) {
     }
     return o.str();
   };
+  auto adamw = [&](const AdamWStep& a) {
+    os << "adamw " << view(a.param) << " ";
+    if (a.grad_product)  // the gradient as the product the update computes
+      os << "(" << view(a.grad_product->a) << " x " << view(a.grad_product->b) << ")";
+    else
+      os << view(a.grad);
+    os << " " << view(a.exp_avg) << " " << view(a.exp_avg_sq) << " " << view(a.decay) << " "
+       << view(a.step_size) << " " << view(a.inv_sqrt_bc2) << " -> s" << a.out[0] << " s"
+       << a.out[1] << " s" << a.out[2];
+  };
   for (size_t i = 0; i < p.steps.size(); ++i) {
     os << "  [" << i << "] ";
     const Step& s = p.steps[i];
@@ -170,14 +180,7 @@ std::string describe(const Program& p) {
       else
         os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
     } else if (auto* a = std::get_if<AdamWStep>(&s)) {
-      os << "adamw " << view(a->param) << " ";
-      if (a->grad_product)  // the gradient as the product the update computes
-        os << "(" << view(a->grad_product->a) << " x " << view(a->grad_product->b) << ")";
-      else
-        os << view(a->grad);
-      os << " " << view(a->exp_avg) << " " << view(a->exp_avg_sq) << " " << view(a->decay) << " "
-         << view(a->step_size) << " " << view(a->inv_sqrt_bc2) << " -> s" << a->out[0] << " s"
-         << a->out[1] << " s" << a->out[2];
+      adamw(*a);
     } else if (auto* cs = std::get_if<CallStep>(&s)) {
       os << "call (" << cs->body->steps.size() << " steps, compiled once);";
       for (const View& v : cs->params) os << " " << view(v);
@@ -191,6 +194,10 @@ std::string describe(const Program& p) {
         if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
       os << " ->";
       for (int o : ls->outputs) os << " s" << o;
+      for (const AdamWStep& a : ls->updates) {
+        os << "; beside it: ";
+        adamw(a);
+      }
     }
     os << "\n";
   }

@@ -141,6 +141,10 @@ struct LoopStep {
   std::vector<int> outputs;                     // caller storages: final carries, then ys
   std::vector<int> spare;                       // per carry: a second caller storage
   int scratch = -1, cond_scratch = -1;          // the bodies' arenas
+  // AdamW updates of stacked weights whose gradients are products of this scan's ys
+  // (scan's factored weight gradients): batch i may run as soon as iteration i has written
+  // slice i, beside the loop's later iterations (lowering's attach_updates).
+  std::vector<AdamWStep> updates;
 };
 
 using Step =

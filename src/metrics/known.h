@@ -24,6 +24,7 @@ extern Counter loop_trace;                  // loop bodies traced (scan, while_l
 extern Counter loop_hit;                    // scans with is_fn_pure that reused a traced body
 extern Counter loop_backward_trace;         // loop VJP bodies traced
 extern Counter loop_grad_factored;          // scanned gradients stacked as two thin factors
+extern Counter updates_beside_loops;        // AdamW updates compiled to run beside a scan
 extern Counter body_compile_count;          // traced bodies compiled (calls and loops share them)
 extern Counter donated_buffers;             // outputs written into an input's buffer (sync)
 

@@ -170,6 +170,7 @@ Counter loop_trace("LoopTrace");
 Counter loop_hit("LoopHit");
 Counter loop_backward_trace("LoopBackwardTrace");
 Counter loop_grad_factored("LoopGradFactored");
+Counter updates_beside_loops("UpdatesBesideLoops");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
 

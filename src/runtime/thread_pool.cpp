@@ -53,13 +53,59 @@ class Pool {
     // since sleeping on the condition variable costs a futex wake-up (tens of microseconds
     // on a VM) on most steps.
     for (int i = 0; i < kSpin && job->done.load(std::memory_order_acquire) != chunks; ++i)
-      cpu_relax();
+      if (!run_background()) cpu_relax();
     {
       std::unique_lock<std::mutex> lock(mu_);
       done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
       job_.reset();
     }
     if (job->error) std::rethrow_exception(job->error);
+  }
+
+  // Background sessions (see thread_pool.h).
+  bool begin_background(const std::function<void(int64_t)>& task) {
+    if (bg_active_.load()) return false;
+    bg_task_ = &task;
+    bg_next_.store(0);
+    bg_published_.store(0);
+    bg_done_.store(0);
+    bg_active_.store(true);
+    return true;
+  }
+  void publish_background(int64_t n) { bg_published_.store(n, std::memory_order_release); }
+  void finish_background(int64_t n, bool use_workers) {
+    publish_background(n);
+    if (use_workers) {
+      const std::function<void(int64_t)> help = [this](int64_t) {
+        while (run_background()) {
+        }
+      };
+      run(static_cast<int64_t>(threads_.size()) + 1, help);
+    }
+    while (run_background()) {
+    }
+    while (bg_done_.load(std::memory_order_acquire) != n) cpu_relax();
+    // No thread may still be looking at this session when the next one starts.
+    bg_active_.store(false);
+    while (bg_inside_.load() != 0) cpu_relax();
+  }
+
+  // Runs one published task of the session, if there is one.
+  bool run_background() {
+    if (!bg_active_.load(std::memory_order_relaxed)) return false;
+    bg_inside_.fetch_add(1);
+    bool ran = false;
+    if (bg_active_.load()) {
+      int64_t t = bg_next_.load();
+      if (t < bg_published_.load(std::memory_order_acquire) &&
+          bg_next_.compare_exchange_strong(t, t + 1)) {
+        (*bg_task_)(t);
+        bg_done_.fetch_add(1, std::memory_order_release);
+        ran = true;
+      }
+    }
+    bg_inside_.fetch_sub(1);
+    return ran;
   }
 
  private:
@@ -88,7 +134,10 @@ class Pool {
       // Kernels of one step come back to back: spin a little before sleeping, so the
       // next one starts without a futex wake-up (tens of microseconds on a VM).
       for (int i = 0; i < kSpin && generation_.load(std::memory_order_acquire) == seen; ++i)
-        cpu_relax();
+        if (run_background())
+          i = 0;  // a session is on: keep looking for its tasks
+        else
+          cpu_relax();
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
@@ -114,6 +163,10 @@ class Pool {
   std::shared_ptr<Job> job_;
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
+  const std::function<void(int64_t)>* bg_task_ = nullptr;
+  std::atomic<bool> bg_active_{false};
+  std::atomic<int> bg_inside_{0};  // threads between checking bg_active_ and leaving
+  std::atomic<int64_t> bg_next_{0}, bg_published_{0}, bg_done_{0};
 };
 
 Pool& pool() {
@@ -150,6 +203,18 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     fn(b, e);
   };
   pool().run(chunks, task);
+}
+
+bool Background::begin(const std::function<void(int64_t)>& task) {
+  return pool().begin_background(task);
+}
+
+void Background::publish(int64_t n) {
+  pool().publish_background(n);
+}
+
+void Background::finish(int64_t n) {
+  pool().finish_background(n, num_threads() > 1 && !t_in_parallel);
 }
 
 }  // namespace lazytrace::runtime

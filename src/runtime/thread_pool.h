@@ -14,4 +14,21 @@ int num_threads();
  */
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+/**
+ * Work that runs beside the caller's own: tasks 0, 1, ... of `task`, made runnable in order
+ * by publish(), which the pool's threads run whenever they would otherwise wait (between
+ * and at the end of the caller's parallel regions). A loop hands its per-iteration
+ * optimizer updates here, so they fill the time its small serial steps leave idle.
+ * Tasks must not call parallel_for. One session at a time.
+ */
+class Background {
+ public:
+  /** Starts a session; false (and nothing starts) while another session runs. */
+  static bool begin(const std::function<void(int64_t)>& task);
+  /** Tasks [0, n) may run. */
+  static void publish(int64_t n);
+  /** Tasks [0, n) are all there are: runs the rest on every thread, returns when all ran. */
+  static void finish(int64_t n);
+};
+
 }  // namespace lazytrace::runtime

@@ -26,6 +26,12 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
                      float* out, const RunContext& ctx);
 void run_gather(const compiler::GatherStep& s, const RunContext& ctx);
 void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx);
+/**
+ * An AdamW update whose gradient is a product (AdamWStep::grad_product) in parts: block b
+ * of batch bi, of adamw_blocks_per_batch(s) per batch. run_adamw does them all.
+ */
+int64_t adamw_blocks_per_batch(const compiler::AdamWStep& s);
+void run_adamw_block(const compiler::AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b);
 /** A scan or while loop: its body's program run per iteration (loop.cpp). */
 void run_loop(const compiler::LoopStep& s, const RunContext& ctx);
 /** Every step of a program, in order. */

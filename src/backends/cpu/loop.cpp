@@ -3,10 +3,13 @@
 // read where they lie, ys are written where they belong, and each carry alternates
 // between two buffers. A result that the body returns as one of its inputs (or as another
 // result) is copied, which is the only data an iteration moves itself.
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "backends/cpu/kernels.h"
+#include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
 namespace {
@@ -96,6 +99,53 @@ class Bound {
   std::vector<Copy> copies_;
 };
 
+// The loop's AdamW updates (LoopStep::updates) as background tasks: iteration j's tasks
+// are every block of batch `slice(j)` of every update, runnable once iteration j is done.
+// Without a session (another loop's is on), they run after the loop.
+class Updates {
+ public:
+  Updates(const LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {
+    for (const compiler::AdamWStep& u : s.updates) {
+      first_.push_back(per_iteration_);
+      per_iteration_ += adamw_blocks_per_batch(u);
+    }
+    beside_ = per_iteration_ > 0 && runtime::Background::begin(task_);
+  }
+  ~Updates() {  // the loop threw: wait for the tasks already running
+    if (beside_) runtime::Background::finish(published_);
+  }
+
+  void iteration_done(int64_t j) {
+    if (!beside_) return;
+    published_ = (j + 1) * per_iteration_;
+    runtime::Background::publish(published_);
+  }
+
+  void loop_done() {
+    if (beside_) {
+      runtime::Background::finish(s_.length * per_iteration_);
+      beside_ = false;
+    } else {
+      for (const compiler::AdamWStep& u : s_.updates) run_adamw(u, caller_);
+    }
+  }
+
+ private:
+  void run(int64_t t) const {
+    const int64_t j = t / per_iteration_, r = t % per_iteration_;
+    const size_t u =
+        static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), r) - first_.begin()) - 1;
+    run_adamw_block(s_.updates[u], caller_, s_.reverse ? s_.length - 1 - j : j, r - first_[u]);
+  }
+
+  const LoopStep& s_;
+  const RunContext& caller_;
+  std::vector<int64_t> first_;  // first task of each update within an iteration's
+  int64_t per_iteration_ = 0, published_ = 0;
+  const std::function<void(int64_t)> task_ = [this](int64_t t) { run(t); };
+  bool beside_ = false;
+};
+
 char* at(const RunContext& ctx, const compiler::View& v) {
   return ctx.base[static_cast<size_t>(v.storage)] +
          v.offset * static_cast<int64_t>(itemsize(v.dtype));
@@ -170,8 +220,12 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
   };
 
   if (!is_while) {
-    for (int64_t j = 0; j < s.length; ++j)
+    Updates updates(s, caller);
+    for (int64_t j = 0; j < s.length; ++j) {
       step(s.reverse ? s.length - 1 - j : j, (s.length - 1 - j) % 2 == 0);
+      updates.iteration_done(j);
+    }
+    updates.loop_done();
   } else {
     bool flag = false;
     char* cond_dst[1] = {reinterpret_cast<char*>(&flag)};

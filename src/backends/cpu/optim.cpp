@@ -21,67 +21,111 @@ double single_value(const compiler::View& v, const RunContext& ctx) {
   });
 }
 
+// One update's operands and numbers, and the loop over a range of its elements.
+template <typename S>
+class Update {
+ public:
+  Update(const compiler::AdamWStep& s, const RunContext& ctx) {
+    auto at = [&](const compiler::View& v) {
+      return reinterpret_cast<S*>(ctx.base[v.storage]) + v.offset;
+    };
+    auto number = [&](double x) { return round_to<S>(static_cast<C>(x)); };
+    k_ = {number(single_value(s.decay, ctx)),
+          number(single_value(s.step_size, ctx)),
+          number(single_value(s.inv_sqrt_bc2, ctx)),
+          number(s.beta1),
+          number(1 - s.beta1),
+          number(s.beta2),
+          number(1 - s.beta2),
+          number(s.eps)};
+    p_ = at(s.param);
+    m_ = at(s.exp_avg);
+    v_ = at(s.exp_avg_sq);
+    g_ = s.grad_product ? nullptr : at(s.grad);  // else computed block by block
+    po_ = reinterpret_cast<S*>(ctx.base[s.out[0]]);
+    mo_ = reinterpret_cast<S*>(ctx.base[s.out[1]]);
+    vo_ = reinterpret_cast<S*>(ctx.base[s.out[2]]);
+    in_place_ = po_ == p_ && mo_ == m_ && vo_ == v_;
+    apart_ = po_ != p_ && mo_ != m_ && vo_ != v_;
+  }
+
+  const S* grad() const { return g_; }
+
+  // elements [lo, lo + n) with their gradient at gr
+  void operator()(int64_t lo, const S* gr, int64_t n) const {
+    if constexpr (std::is_same_v<S, float>)
+      if (has_avx2() && (in_place_ || apart_)) {
+        if (in_place_) return adamw_in_place_f32_avx2(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
+        return adamw_range_f32_avx2(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_,
+                                    n);
+      }
+    if (in_place_)
+      adamw_in_place<S>(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
+    else if (apart_)
+      adamw_range<S>(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_, n);
+    else
+      adamw_any<S>(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_, n);
+  }
+
+ private:
+  using C = compute_t<S>;
+  AdamWNumbers<S> k_;
+  const S *p_, *m_, *v_, *g_;
+  S *po_, *mo_, *vo_;
+  bool in_place_, apart_;
+};
+
+// The blocks of rows a product gradient is made in: each stays in L1 until its rows are
+// updated from it.
+struct ProductBlocks {
+  int64_t rows, cols, block, per_batch;
+  explicit ProductBlocks(const compiler::MatmulStep& mp) {
+    const int nd = mp.out_shape.size();
+    rows = mp.out_shape[nd - 2];
+    cols = mp.out_shape[nd - 1];
+    block = std::clamp<int64_t>(8192 / std::max<int64_t>(cols, 1), 1, std::max<int64_t>(rows, 1));
+    per_batch = (rows + block - 1) / block;
+  }
+};
+
+// Block b of batch bi: its gradient rows multiplied into a buffer, then updated from it.
+void update_block(const Update<float>& update, const compiler::MatmulStep& mp,
+                  const ProductBlocks& pb, int64_t bi, int64_t b, const RunContext& ctx) {
+  thread_local std::vector<float> buf;
+  const int64_t r0 = b * pb.block, nr = std::min(pb.block, pb.rows - r0);
+  buf.resize(static_cast<size_t>(pb.block * pb.cols));
+  matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx);
+  update((bi * pb.rows + r0) * pb.cols, buf.data(), nr * pb.cols);
+}
+
+}  // namespace
+
+int64_t adamw_blocks_per_batch(const compiler::AdamWStep& s) {
+  return ProductBlocks(*s.grad_product).per_batch;
+}
+
+void run_adamw_block(const compiler::AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b) {
+  update_block(Update<float>(s, ctx), *s.grad_product, ProductBlocks(*s.grad_product), bi, b, ctx);
+}
+
+namespace {
+
 template <typename S>
 void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
-  using C = compute_t<S>;
-  constexpr auto r = round_to<S>;
-  auto at = [&](const compiler::View& v) {
-    return reinterpret_cast<S*>(ctx.base[v.storage]) + v.offset;
-  };
-  auto number = [&](double x) { return r(static_cast<C>(x)); };
-  const AdamWNumbers<S> k{number(single_value(s.decay, ctx)),
-                          number(single_value(s.step_size, ctx)),
-                          number(single_value(s.inv_sqrt_bc2, ctx)),
-                          number(s.beta1),
-                          number(1 - s.beta1),
-                          number(s.beta2),
-                          number(1 - s.beta2),
-                          number(s.eps)};
-  const S *p = at(s.param), *m = at(s.exp_avg), *v = at(s.exp_avg_sq);
-  const S* g = s.grad_product ? nullptr : at(s.grad);  // else computed block by block
-  S* po = reinterpret_cast<S*>(ctx.base[s.out[0]]);
-  S* mo = reinterpret_cast<S*>(ctx.base[s.out[1]]);
-  S* vo = reinterpret_cast<S*>(ctx.base[s.out[2]]);
-  const bool in_place = po == p && mo == m && vo == v;
-  const bool apart = po != p && mo != m && vo != v;
-  // elements [lo, lo + n) with their gradient at gr
-  auto update = [&](int64_t lo, const S* gr, int64_t n) {
-    if constexpr (std::is_same_v<S, float>)
-      if (has_avx2() && (in_place || apart)) {
-        if (in_place) return adamw_in_place_f32_avx2(po + lo, gr, mo + lo, vo + lo, k, n);
-        return adamw_range_f32_avx2(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
-      }
-    if (in_place)
-      adamw_in_place<S>(po + lo, gr, mo + lo, vo + lo, k, n);
-    else if (apart)
-      adamw_range<S>(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
-    else
-      adamw_any<S>(p + lo, gr, m + lo, v + lo, po + lo, mo + lo, vo + lo, k, n);
-  };
+  const Update<S> update(s, ctx);
   if (!s.grad_product) {
     runtime::parallel_for(s.param.shape.numel(), 1 << 15,
-                          [&](int64_t lo, int64_t hi) { update(lo, g + lo, hi - lo); });
+                          [&](int64_t lo, int64_t hi) { update(lo, update.grad() + lo, hi - lo); });
     return;
   }
   if constexpr (std::is_same_v<S, float>) {
-    // The gradient is a product (a weight's, over few tokens): each block of rows is
-    // multiplied into a buffer that stays in L1, then updated from it.
-    const compiler::MatmulStep& mp = *s.grad_product;
-    const int nd = mp.out_shape.size();
-    const int64_t rows = mp.out_shape[nd - 2], cols = mp.out_shape[nd - 1];
-    if (rows * cols == 0) return;
-    const int64_t nbatch = mp.out_shape.numel() / (rows * cols);
-    const int64_t block = std::clamp<int64_t>(8192 / std::max<int64_t>(cols, 1), 1, rows);
-    const int64_t per_batch = (rows + block - 1) / block;
-    runtime::parallel_for(nbatch * per_batch, 4, [&](int64_t w0, int64_t w1) {
-      thread_local std::vector<float> buf;
-      buf.resize(static_cast<size_t>(block * cols));
-      for (int64_t w = w0; w < w1; ++w) {
-        const int64_t bi = w / per_batch, r0 = (w % per_batch) * block;
-        const int64_t nr = std::min(block, rows - r0);
-        matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx);
-        update((bi * rows + r0) * cols, buf.data(), nr * cols);
-      }
+    // The gradient is a product (a weight's, over few tokens), made block by block.
+    const ProductBlocks pb(*s.grad_product);
+    if (pb.rows * pb.cols == 0) return;
+    const int64_t nbatch = s.grad_product->out_shape.numel() / (pb.rows * pb.cols);
+    runtime::parallel_for(nbatch * pb.per_batch, 4, [&](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w)
+        update_block(update, *s.grad_product, pb, w / pb.per_batch, w % pb.per_batch, ctx);
     });
   }
 }
