@@ -151,10 +151,18 @@ TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
   check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 0, true);
   check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 1, true);
   check_small_gemm(300, 333, 3, {3, 1, 333, 1}, 333, 0, true);
+  // few rows, A along k and B along n, a long reduction (dY W): B in blocks of 64 rows
+  for (int64_t m : {1, 5, 6, 7, 16, 32})
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 40})
+      for (int64_t k : {33, 64, 65, 130})
+        check_small_gemm(m, n, k, {k + 1, 1, n + 3, 1}, n + 2, 1, true);
+  check_small_gemm(16, 64, 1024, {1024, 1, 128, 1}, 128, 0, true);  // a column half of dY W
+  check_small_gemm(16, 512, 128, {128, 1, 1024, 1}, 1024, 0, true);
   // anything else is BLAS's, and C is left alone
   check_small_gemm(33, 16, 33, {33, 1, 1, 33}, 16, 0, false);  // rows and reduction > 32
   check_small_gemm(8, 16, 7, {7, 1, 1, 7}, 16, 0, false);      // k < 8 with B transposed
-  check_small_gemm(8, 16, 64, {64, 1, 16, 1}, 16, 0, false);   // B along n, long reduction
+  check_small_gemm(33, 16, 64, {64, 1, 16, 1}, 16, 0, false);  // B along n, rows > 32
+  check_small_gemm(8, 16, 64, {1, 8, 16, 1}, 16, 0, false);    // A along m, long reduction
 }
 
 }  // namespace

@@ -15,8 +15,9 @@ bool has_avx2_fma();
  * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]
  * and B's (p, j) at B[p * brs + j * bcs]. Runs and returns true for the layouts and sizes
  * where it beats BLAS: at most 32 rows with both operands contiguous along k (x Wᵀ), or a
- * reduction of at most 32 with B contiguous along n (Xᵀ dY, dYᵀ X). Returns false, touching
- * nothing, otherwise. Call only where has_avx2_fma().
+ * reduction of at most 32 with B contiguous along n (Xᵀ dY, dYᵀ X), or at most 32 rows with
+ * A contiguous along k and B along n (dY W). Returns false, touching nothing, otherwise. Call only
+ * where has_avx2_fma().
  */
 bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
                     const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc);

@@ -153,6 +153,86 @@ void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, in
   }
 }
 
+// ---- few rows, B contiguous along n, a long reduction: C[i, :] = sum_p A[i, p] B[p, :] ----
+// (dY W: a layer's input gradient at few tokens.) B is read once, in blocks of kBlock rows
+// in memory order; each block's column panels stay in L1 while every row tile of A
+// accumulates into C, which the tiles load back between blocks.
+
+constexpr int64_t kBlock = 64;
+
+template <int MR, int NV>
+[[gnu::always_inline]] inline void accumulate_tile(int64_t p0, int64_t p1, const float* A,
+                                                   int64_t lda, const float* B, int64_t ldb,
+                                                   float* C, int64_t ldc) {
+  __m256 c[MR][NV];
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v)
+      c[i][v] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(C + i * ldc + 8 * v);
+  for (int64_t p = p0; p < p1; ++p) {
+    __m256 b[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + p * ldb + 8 * v);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const __m256 a = _mm256_broadcast_ss(A + i * lda + p);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(C + i * ldc + 8 * v, c[i][v]);
+}
+
+// Rows [0, m) of C (m <= 6) over columns [j, j + 8 * NV), reduction rows [p0, p1).
+template <int NV>
+void accumulate_panel(int64_t m, int64_t p0, int64_t p1, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float* C, int64_t ldc) {
+  switch (m) {
+    case 6:
+      return accumulate_tile<6, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    case 5:
+      return accumulate_tile<5, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    case 4:
+      return accumulate_tile<4, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    case 3:
+      return accumulate_tile<3, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    case 2:
+      return accumulate_tile<2, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    case 1:
+      return accumulate_tile<1, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+    default:
+      return;
+  }
+}
+
+void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float* C, int64_t ldc) {
+  for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
+    const int64_t p1 = p0 + kBlock < k ? p0 + kBlock : k;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += j + 16 <= n ? 16 : 8)
+      for (int64_t i = 0; i < m; i += 6) {
+        const int64_t mr = m - i < 6 ? m - i : 6;
+        const float* a = A + i * lda;
+        float* c = C + i * ldc + j;
+        if (j + 16 <= n)
+          accumulate_panel<2>(mr, p0, p1, a, lda, B + j, ldb, c, ldc);
+        else
+          accumulate_panel<1>(mr, p0, p1, a, lda, B + j, ldb, c, ldc);
+      }
+    for (; j < n; ++j)  // the last n % 8 columns
+      for (int64_t i = 0; i < m; ++i) {
+        float s = p0 == 0 ? 0.0f : C[i * ldc + j];
+        for (int64_t p = p0; p < p1; ++p) s += A[i * lda + p] * B[p * ldb + j];
+        C[i * ldc + j] = s;
+      }
+  }
+}
+
 }  // namespace
 
 bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
@@ -172,6 +252,10 @@ bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars
     } else {
       gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc);
     }
+    return true;
+  }
+  if (m <= kSmall && acs == 1 && bcs == 1) {
+    gemm_stream(m, n, k, A, ars, B, brs, C, ldc);
     return true;
   }
   return false;
