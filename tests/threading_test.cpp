@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <atomic>
+#include <cmath>
+#include <functional>
 #include <thread>
 #include <vector>
+
+#include "runtime/thread_pool.h"
 
 namespace {
 
@@ -39,6 +44,49 @@ TEST(Threading, APendingTensorMayBeDroppedOrSyncedOnAnotherThread) {
   auto mine = lt::tensor({1.0f}) + 1.0f;
   lt::sync();  // this thread's list only
   EXPECT_EQ(mine.item<float>(), 2.0f);
+}
+
+// A background session (how a scan runs its optimizer updates beside its iterations): every
+// task runs once, never before it is published, on whichever thread waits; one session at
+// a time, on any user thread; finish returns when all have run.
+TEST(Threading, BackgroundTasksRunOnceEachOnlyOncePublished) {
+  namespace rt = lazytrace::runtime;
+  const int64_t n = 400;
+  std::vector<std::atomic<int>> ran(n);
+  std::atomic<int64_t> published{0}, early{0};
+  const std::function<void(int64_t)> task = [&](int64_t t) {
+    if (t >= published.load()) ++early;
+    ran[static_cast<size_t>(t)].fetch_add(1);
+    volatile double x = 0;  // a little work, so that several threads take part
+    for (int i = 0; i < 2000; ++i) x = x + i;
+  };
+  ASSERT_TRUE(rt::Background::begin(task));
+  EXPECT_FALSE(rt::Background::begin(task));  // one session at a time
+  std::thread other([&] { EXPECT_FALSE(rt::Background::begin(task)); });
+  other.join();
+  std::vector<double> out(1 << 16);
+  for (int64_t g = 0; g < 10; ++g) {
+    published = (g + 1) * 20;
+    rt::Background::publish(published);
+    // the caller's own parallel work, while the pool's threads wait for it or for the next
+    rt::parallel_for(static_cast<int64_t>(out.size()), 1024, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[static_cast<size_t>(i)] = std::sqrt(double(i) + g);
+    });
+  }
+  published = n;
+  rt::Background::finish(n);
+  EXPECT_EQ(early.load(), 0);
+  for (int64_t t = 0; t < n; ++t) ASSERT_EQ(ran[static_cast<size_t>(t)].load(), 1) << t;
+  EXPECT_DOUBLE_EQ(out[100], std::sqrt(109.0));
+  // another session may start now, on any thread
+  std::thread next([&] {
+    std::atomic<int> count{0};
+    const std::function<void(int64_t)> count_task = [&](int64_t) { ++count; };
+    ASSERT_TRUE(rt::Background::begin(count_task));
+    rt::Background::finish(7);
+    EXPECT_EQ(count.load(), 7);
+  });
+  next.join();
 }
 
 }  // namespace

@@ -64,7 +64,8 @@ class Pool {
 
   // Background sessions (see thread_pool.h).
   bool begin_background(const std::function<void(int64_t)>& task) {
-    if (bg_active_.load()) return false;
+    bool free = false;
+    if (!bg_owned_.compare_exchange_strong(free, true)) return false;
     bg_task_ = &task;
     bg_next_.store(0);
     bg_published_.store(0);
@@ -88,6 +89,7 @@ class Pool {
     // No thread may still be looking at this session when the next one starts.
     bg_active_.store(false);
     while (bg_inside_.load() != 0) cpu_relax();
+    bg_owned_.store(false);
   }
 
   // Runs one published task of the session, if there is one.
@@ -164,8 +166,9 @@ class Pool {
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
   const std::function<void(int64_t)>* bg_task_ = nullptr;
-  std::atomic<bool> bg_active_{false};
-  std::atomic<int> bg_inside_{0};  // threads between checking bg_active_ and leaving
+  std::atomic<bool> bg_owned_{false};   // a session exists (begin .. end of finish)
+  std::atomic<bool> bg_active_{false};  // its tasks may be claimed
+  std::atomic<int> bg_inside_{0};       // threads between checking bg_active_ and leaving
   std::atomic<int64_t> bg_next_{0}, bg_published_{0}, bg_done_{0};
 };
 
