@@ -103,14 +103,17 @@ void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, cons
 // with streaming stores: it then costs one pass over memory instead of a read and a write.
 
 template <int MR, int NV, bool Stream>
-[[gnu::always_inline]] inline void bcast_tile(int64_t k, const float* A, int64_t ars, int64_t acs,
-                                              const float* B, int64_t ldb, float* C, int64_t ldc) {
+[[gnu::always_inline]] inline void bcast_tile(int64_t p0, int64_t p1, const float* A, int64_t ars,
+                                              int64_t acs, const float* B, int64_t ldb, float* C,
+                                              int64_t ldc) {
+  // reduction steps [p0, p1): from zero at p0 == 0, else adding to what C holds
   __m256 c[MR][NV];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) c[i][v] = _mm256_setzero_ps();
-  for (int64_t p = 0; p < k; ++p) {
+    for (int v = 0; v < NV; ++v)
+      c[i][v] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(C + i * ldc + 8 * v);
+  for (int64_t p = p0; p < p1; ++p) {
     __m256 b[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + p * ldb + 8 * v);
@@ -136,9 +139,9 @@ template <int MR, bool Stream>
 void bcast_row_tile(int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs, const float* B,
                     int64_t ldb, float* C, int64_t ldc) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) bcast_tile<MR, 2, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc);
+  for (; j + 16 <= n; j += 16) bcast_tile<MR, 2, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc);
   if (j + 8 <= n) {
-    bcast_tile<MR, 1, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc);
+    bcast_tile<MR, 1, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc);
     j += 8;
   }
   for (; j < n; ++j)  // the last n % 8 columns
@@ -176,36 +179,10 @@ void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, in
 // ---- few rows, B contiguous along n, a long reduction: C[i, :] = sum_p A[i, p] B[p, :] ----
 // (dY W: a layer's input gradient at few tokens.) B is read once, in blocks of kBlock rows
 // in memory order; each block's column panels stay in L1 while every row tile of A
-// accumulates into C, which the tiles load back between blocks.
+// accumulates into C (bcast_tile over the block's reduction steps), which the tiles load
+// back between blocks.
 
 constexpr int64_t kBlock = 64;
-
-template <int MR, int NV>
-[[gnu::always_inline]] inline void accumulate_tile(int64_t p0, int64_t p1, const float* A,
-                                                   int64_t lda, const float* B, int64_t ldb,
-                                                   float* C, int64_t ldc) {
-  __m256 c[MR][NV];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v)
-      c[i][v] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(C + i * ldc + 8 * v);
-  for (int64_t p = p0; p < p1; ++p) {
-    __m256 b[NV];
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + p * ldb + 8 * v);
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; ++i) {
-      const __m256 a = _mm256_broadcast_ss(A + i * lda + p);
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) c[i][v] = _mm256_fmadd_ps(a, b[v], c[i][v]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) _mm256_storeu_ps(C + i * ldc + 8 * v, c[i][v]);
-}
 
 // Rows [0, m) of C (m <= 6) over columns [j, j + 8 * NV), reduction rows [p0, p1).
 template <int NV>
@@ -213,17 +190,17 @@ void accumulate_panel(int64_t m, int64_t p0, int64_t p1, const float* A, int64_t
                       const float* B, int64_t ldb, float* C, int64_t ldc) {
   switch (m) {
     case 6:
-      return accumulate_tile<6, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<6, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     case 5:
-      return accumulate_tile<5, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<5, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     case 4:
-      return accumulate_tile<4, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<4, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     case 3:
-      return accumulate_tile<3, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<3, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     case 2:
-      return accumulate_tile<2, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<2, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     case 1:
-      return accumulate_tile<1, NV>(p0, p1, A, lda, B, ldb, C, ldc);
+      return bcast_tile<1, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
     default:
       return;
   }
