@@ -76,16 +76,17 @@ class Pool {
   void publish_background(int64_t n) { bg_published_.store(n, std::memory_order_release); }
   void finish_background(int64_t n, bool use_workers) {
     publish_background(n);
+    // (run_background also returns false when another thread took the task it looked at:
+    // keep looking while tasks are left)
     if (use_workers) {
-      const std::function<void(int64_t)> help = [this](int64_t) {
-        while (run_background()) {
-        }
+      const std::function<void(int64_t)> help = [this, n](int64_t) {
+        while (bg_next_.load() < n)
+          if (!run_background()) cpu_relax();
       };
       run(static_cast<int64_t>(threads_.size()) + 1, help);
     }
-    while (run_background()) {
-    }
-    while (bg_done_.load(std::memory_order_acquire) != n) cpu_relax();
+    while (bg_done_.load(std::memory_order_acquire) != n)
+      if (!run_background()) cpu_relax();
     // No thread may still be looking at this session when the next one starts.
     bg_active_.store(false);
     while (bg_inside_.load() != 0) cpu_relax();
