@@ -94,8 +94,12 @@ struct Layout {
   int64_t ars, acs, brs, bcs;
 };
 
-void check_small_gemm(int64_t m, int64_t n, int64_t k, const Layout& l, int64_t ldc, int64_t c_off,
-                      bool expect_taken) {
+// small_gemm_f32 or its AVX-512 copy
+using SmallGemm = bool (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                           int64_t, int64_t, float*, int64_t);
+
+void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const Layout& l,
+                      int64_t ldc, int64_t c_off, bool expect_taken) {
   std::mt19937 g(static_cast<uint32_t>(m * 131 + n * 17 + k));
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   std::vector<float> a(static_cast<size_t>((m - 1) * l.ars + (k - 1) * l.acs + 1));
@@ -107,8 +111,7 @@ void check_small_gemm(int64_t m, int64_t n, int64_t k, const Layout& l, int64_t 
   float* base = buf.data();  // the first 64-byte boundary in buf
   while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
   float* C = base + c_off;
-  const bool taken =
-      cpu::small_gemm_f32(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc);
+  const bool taken = kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc);
   ASSERT_EQ(taken, expect_taken) << m << "x" << n << "x" << k;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
@@ -129,40 +132,54 @@ void check_small_gemm(int64_t m, int64_t n, int64_t k, const Layout& l, int64_t 
   for (int64_t j = 0; j < c_off; ++j) ASSERT_EQ(base[j], sentinel);
 }
 
-TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
-  if (!cpu::has_avx2_fma())
-    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product";
-  // few rows, both operands contiguous along k (x Wᵀ): tiles of 3 x 4, k in steps of 8
-  for (int64_t m : {1, 2, 3, 4, 7, 16, 32})
-    for (int64_t n : {1, 2, 3, 4, 5, 9, 64})
+// Every layout and tail of the small products, through one kernel set.
+void check_small_gemms(SmallGemm kernel) {
+  auto check = [&](int64_t m, int64_t n, int64_t k, const Layout& l, int64_t ldc, int64_t c_off,
+                   bool taken) { check_small_gemm(kernel, m, n, k, l, ldc, c_off, taken); };
+  // few rows, both operands contiguous along k (x Wᵀ): AVX2 tiles of 3 x 4 with k in steps
+  // of 8; AVX-512 groups of 16 rows and tiles of 16 columns
+  for (int64_t m : {1, 2, 3, 4, 7, 16, 17, 32})
+    for (int64_t n : {1, 2, 3, 4, 5, 9, 16, 17, 33, 64})
       for (int64_t k : {8, 9, 31, 128}) {
         const int64_t lda = k + 3, ldb = k + 5;  // rows padded: strides, not widths
-        check_small_gemm(m, n, k, {lda, 1, 1, ldb}, n + 2, 1, true);
+        check(m, n, k, {lda, 1, 1, ldb}, n + 2, 1, true);
       }
   // a short reduction, B contiguous along n: A as rows (dY W) or transposed (Xᵀ dY)
   for (int64_t m : {1, 5, 6, 7, 13, 40})
-    for (int64_t n : {1, 7, 8, 9, 16, 17, 40})
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 40, 64, 100})
       for (int64_t k : {1, 2, 16, 32}) {
-        check_small_gemm(m, n, k, {k + 1, 1, n + 3, 1}, n, 0, true);
-        check_small_gemm(m, n, k, {1, m + 2, n, 1}, n + 1, 3, true);
+        check(m, n, k, {k + 1, 1, n + 3, 1}, n, 0, true);
+        check(m, n, k, {1, m + 2, n, 1}, n + 1, 3, true);
       }
   // weight-gradient sizes: C written with streaming stores when aligned, plainly when not
-  check_small_gemm(128, 1024, 16, {1, 128, 1024, 1}, 1024, 0, true);
-  check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 0, true);
-  check_small_gemm(1024, 128, 16, {1, 1024, 128, 1}, 128, 1, true);
-  check_small_gemm(300, 333, 3, {3, 1, 333, 1}, 333, 0, true);
-  // few rows, A along k and B along n, a long reduction (dY W): B in blocks of 64 rows
-  for (int64_t m : {1, 5, 6, 7, 16, 32})
+  check(128, 1024, 16, {1, 128, 1024, 1}, 1024, 0, true);
+  check(1024, 128, 16, {1, 1024, 128, 1}, 128, 0, true);
+  check(1024, 128, 16, {1, 1024, 128, 1}, 128, 1, true);
+  check(300, 333, 3, {3, 1, 333, 1}, 333, 0, true);
+  // few rows, A along k and B along n, a long reduction (dY W): B in blocks of rows
+  for (int64_t m : {1, 5, 6, 7, 16, 17, 32})
     for (int64_t n : {1, 7, 8, 9, 16, 17, 40})
-      for (int64_t k : {33, 64, 65, 130})
-        check_small_gemm(m, n, k, {k + 1, 1, n + 3, 1}, n + 2, 1, true);
-  check_small_gemm(16, 64, 1024, {1024, 1, 128, 1}, 128, 0, true);  // a column half of dY W
-  check_small_gemm(16, 512, 128, {128, 1, 1024, 1}, 1024, 0, true);
+      for (int64_t k : {33, 64, 65, 130, 600}) check(m, n, k, {k + 1, 1, n + 3, 1}, n + 2, 1, true);
+  check(16, 64, 1024, {1024, 1, 128, 1}, 128, 0, true);  // a column half of dY W
+  check(16, 128, 1024, {1024, 1, 128, 1}, 128, 0, true);
+  check(16, 512, 128, {128, 1, 1024, 1}, 1024, 0, true);
   // anything else is BLAS's, and C is left alone
-  check_small_gemm(33, 16, 33, {33, 1, 1, 33}, 16, 0, false);  // rows and reduction > 32
-  check_small_gemm(8, 16, 7, {7, 1, 1, 7}, 16, 0, false);      // k < 8 with B transposed
-  check_small_gemm(33, 16, 64, {64, 1, 16, 1}, 16, 0, false);  // B along n, rows > 32
-  check_small_gemm(8, 16, 64, {1, 8, 16, 1}, 16, 0, false);    // A along m, long reduction
+  check(33, 16, 33, {33, 1, 1, 33}, 16, 0, false);  // rows and reduction > 32
+  check(8, 16, 7, {7, 1, 1, 7}, 16, 0, false);      // k < 8 with B transposed
+  check(33, 16, 64, {64, 1, 16, 1}, 16, 0, false);  // B along n, rows > 32
+  check(8, 16, 64, {1, 8, 16, 1}, 16, 0, false);    // A along m, long reduction
+}
+
+TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
+  if (!cpu::has_avx2_fma())
+    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product";
+  check_small_gemms(cpu::small_gemm_f32);
+}
+
+TEST(CpuKernels, SmallProductsInAvx512MatchAFloat64Loop) {
+  if (!cpu::has_avx512())
+    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has the AVX2 kernels do these products";
+  check_small_gemms(cpu::small_gemm_f32_avx512);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // with a plain loop for integers. Batch dims broadcast by stride 0.
 #include <cblas.h>
 
+#include <cstdlib>
 #include <type_traits>
 
 #include "backends/cpu/dtype_dispatch.h"
@@ -55,8 +56,11 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
       for (int64_t j = 0; j < n; ++j) pc[i * ldc + j] = T(0);
     return;
   }
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_avx512() && small_gemm_f32_avx512(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc))
+      return;
     if (has_avx2_fma() && small_gemm_f32(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc)) return;
+  }
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
   auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
   if constexpr (std::is_same_v<T, float>)
@@ -154,6 +158,17 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
 bool has_avx2_fma() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = has_avx2() && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // LAZYTRACE_NO_AVX512 set: the AVX2 kernels (tests run both; A/B timing)
+  static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && !std::getenv("LAZYTRACE_NO_AVX512");
   return yes;
 #else
   return false;

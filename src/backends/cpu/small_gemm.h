@@ -1,6 +1,7 @@
 #pragma once
 // float32 products with few rows or a short reduction, by AVX2 + FMA kernels that read the
-// operands where they lie instead of packing them (small_gemm_avx2.cpp). At a transformer's
+// weight where it lies instead of packing it (small_gemm_avx2.cpp), or their AVX-512 copies
+// (small_gemm_avx512.cpp). At a transformer's
 // small batch, x Wᵀ has 16 rows and a weight gradient Xᵀ dY a reduction of 16: BLAS then
 // spends more time packing the weight, and zeroing C before accumulating into it, than
 // multiplying.
@@ -10,6 +11,11 @@ namespace lazytrace::cpu {
 
 /** Whether this CPU has AVX2 and FMA, checked once (false with LAZYTRACE_NO_AVX2 set). */
 bool has_avx2_fma();
+/**
+ * Whether this CPU has AVX-512 (F and DQ) as well, checked once (false with
+ * LAZYTRACE_NO_AVX512 or LAZYTRACE_NO_AVX2 set).
+ */
+bool has_avx512();
 
 /**
  * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]
@@ -21,5 +27,9 @@ bool has_avx2_fma();
  */
 bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
                     const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc);
+/** small_gemm_f32 in AVX-512: the same shapes and layouts. Call only where has_avx512(). */
+bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars,
+                           int64_t acs, const float* B, int64_t brs, int64_t bcs, float* C,
+                           int64_t ldc);
 
 }  // namespace lazytrace::cpu
