@@ -4,6 +4,7 @@
 
 #include <lazytrace/lazytrace.h>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <thread>
@@ -87,6 +88,43 @@ TEST(Threading, BackgroundTasksRunOnceEachOnlyOncePublished) {
     EXPECT_EQ(count.load(), 7);
   });
   next.join();
+}
+
+// While published tasks wait for a thread, the caller's parallel work runs on the caller
+// alone (the other threads are busy with the tasks, and no step should wait for them); a
+// worker asleep when tasks are published wakes up for them.
+TEST(Threading, ParallelWorkRunsInlineWhileBackgroundTasksWait) {
+  namespace rt = lazytrace::runtime;
+  if (rt::num_threads() < 2) GTEST_SKIP() << "one thread: no worker to run the tasks";
+  const int64_t n = rt::num_threads() + 1;  // more than the workers: some stay waiting
+  std::atomic<bool> release{false};
+  std::atomic<int64_t> ran{0};
+  const std::function<void(int64_t)> blocking = [&](int64_t) {
+    while (!release.load()) std::this_thread::yield();
+    ++ran;
+  };
+  ASSERT_TRUE(rt::Background::begin(blocking));
+  rt::Background::publish(n);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  rt::parallel_for(1 << 20, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) ++elsewhere;
+  });
+  EXPECT_EQ(elsewhere.load(), 0);
+  release = true;
+  rt::Background::finish(n);
+  EXPECT_EQ(ran.load(), n);
+
+  // the workers fall asleep (they spin about half a millisecond), then tasks arrive
+  ran = 0;
+  const std::function<void(int64_t)> count = [&](int64_t) { ++ran; };
+  ASSERT_TRUE(rt::Background::begin(count));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  rt::Background::publish(5);
+  for (int i = 0; i < 2000 && ran.load() < 5; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(ran.load(), 5) << "a sleeping worker did not wake up for published tasks";
+  rt::Background::finish(5);
 }
 
 }  // namespace

@@ -73,7 +73,18 @@ class Pool {
     bg_active_.store(true);
     return true;
   }
-  void publish_background(int64_t n) { bg_published_.store(n, std::memory_order_release); }
+  void publish_background(int64_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // a worker checks for tasks before it sleeps
+      bg_published_.store(n, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+  // Published tasks that no thread has taken yet.
+  bool background_pending() const {
+    return bg_active_.load(std::memory_order_relaxed) &&
+           bg_next_.load(std::memory_order_relaxed) < bg_published_.load(std::memory_order_relaxed);
+  }
   void finish_background(int64_t n, bool use_workers) {
     publish_background(n);
     // (run_background also returns false when another thread took the task it looked at:
@@ -144,12 +155,17 @@ class Pool {
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || (generation_.load() != seen && job_ != nullptr); });
+        cv_.wait(lock, [&] {
+          return stop_ || (generation_.load() != seen && job_ != nullptr) || background_pending();
+        });
         if (stop_) return;
-        seen = generation_.load();
-        job = job_;
+        // (a new generation without a job: the caller ran all of that job itself)
+        if (generation_.load() != seen) {
+          seen = generation_.load();
+          job = job_;
+        }
       }
-      work(*job);
+      if (job) work(*job);
     }
   }
 
@@ -195,7 +211,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (n <= 0) return;
   int threads = num_threads();
   grain = std::max<int64_t>(grain, 1);
-  if (threads <= 1 || t_in_parallel || n < 2 * grain) {
+  // While background tasks wait, the other threads are busy with them: do it all here.
+  if (threads <= 1 || t_in_parallel || n < 2 * grain || pool().background_pending()) {
     fn(0, n);
     return;
   }

@@ -10,7 +10,8 @@ int num_threads();
 
 /**
  * Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on the pool and the
- * calling thread. Small n runs inline. Nested calls run inline.
+ * calling thread. Small n runs inline. Nested calls run inline, and so do calls made while
+ * background tasks (below) wait for a thread.
  */
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -18,7 +19,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
  * Work that runs beside the caller's own: tasks 0, 1, ... of `task`, made runnable in order
  * by publish(), which the pool's threads run whenever they would otherwise wait (between
  * and at the end of the caller's parallel regions). A loop hands its per-iteration
- * optimizer updates here, so they fill the time its small serial steps leave idle.
+ * optimizer updates here: the other threads run them while the loop's own steps run on the
+ * caller alone, and no step waits for a thread busy with an update.
  * Tasks must not call parallel_for. One session at a time.
  */
 class Background {
