@@ -1,7 +1,7 @@
-// The CPU backend's instruction-set copies: the AVX2 float32 loops compute the same bits as
-// the baseline loops, for every elementwise op, special values and the AdamW update; the
-// AVX2 + FMA small
-// products match a float64 loop for every layout, size and tail they take.
+// The CPU backend's instruction-set copies: the AVX2 and AVX-512 float32 loops compute the
+// same bits as the baseline loops, for every elementwise op, special values and the AdamW
+// update; the small products (AVX2 + FMA, AVX-512) match a float64 loop for every layout,
+// size and tail they take.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,25 +41,37 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
         << what << " element " << i << ": " << got[i] << " vs " << want[i];
 }
 
-TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+// One instruction set's float32 loops (elementwise.h, optim_loops.h)
+struct Loops {
+  decltype(&cpu::unary_f32_avx2) unary;
+  decltype(&cpu::binary_f32_avx2) binary;
+  decltype(&cpu::binary_scalar_f32_avx2) binary_scalar;
+  decltype(&cpu::adamw_range_f32_avx2) adamw_range;
+  decltype(&cpu::adamw_in_place_f32_avx2) adamw_in_place;
+};
+const Loops avx2{cpu::unary_f32_avx2, cpu::binary_f32_avx2, cpu::binary_scalar_f32_avx2,
+                 cpu::adamw_range_f32_avx2, cpu::adamw_in_place_f32_avx2};
+const Loops avx512{cpu::unary_f32_avx512, cpu::binary_f32_avx512, cpu::binary_scalar_f32_avx512,
+                   cpu::adamw_range_f32_avx512, cpu::adamw_in_place_f32_avx512};
+
+void expect_elementwise_baseline_bits(const Loops& loops) {
   const std::vector<float> a = inputs(1), b = inputs(2);
   const size_t n = a.size();
   std::vector<float> got(n), want(n);
   for (OpKind op : {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Sin, OpKind::Cos, OpKind::Tanh,
                     OpKind::Sigmoid, OpKind::Relu, OpKind::Gelu, OpKind::Silu, OpKind::Sqrt,
                     OpKind::Rsqrt, OpKind::Abs, OpKind::Erf}) {
-    cpu::unary_f32_avx2(op, got.data(), a.data(), n);
+    loops.unary(op, got.data(), a.data(), n);
     cpu::elementwise::unary<float>(op, want.data(), a.data(), n);
     expect_same_bits(got, want, lazytrace::ir::op_name(op));
   }
   for (OpKind op : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow,
                     OpKind::Maximum, OpKind::Minimum}) {
-    cpu::binary_f32_avx2(op, got.data(), a.data(), b.data(), n);
+    loops.binary(op, got.data(), a.data(), b.data(), n);
     cpu::elementwise::binary<float>(op, want.data(), a.data(), b.data(), n);
     expect_same_bits(got, want, lazytrace::ir::op_name(op));
     for (bool a_one : {true, false}) {  // one operand a single value
-      cpu::binary_scalar_f32_avx2(op, got.data(), a.data() + 2, a_one, b.data(), !a_one, n);
+      loops.binary_scalar(op, got.data(), a.data() + 2, a_one, b.data(), !a_one, n);
       cpu::elementwise::binary_scalar<float>(op, want.data(), a.data() + 2, a_one, b.data(), !a_one,
                                              n);
       expect_same_bits(got, want, lazytrace::ir::op_name(op));
@@ -67,24 +79,43 @@ TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
   }
 }
 
-TEST(CpuKernels, Avx2AdamWLoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+void expect_adamw_baseline_bits(const Loops& loops) {
   std::vector<float> p = inputs(3), g = inputs(4), m = inputs(5), v = inputs(6);
   for (float& x : v) x = std::fabs(x);  // a second moment is never negative
   const size_t n = p.size();
   const cpu::AdamWNumbers<float> k{0.999f, 1e-3f, 3.16f, 0.9f, 0.1f, 0.999f, 0.001f, 1e-8f};
   std::vector<float> po(n), mo(n), vo(n), pw(n), mw(n), vw(n);
-  cpu::adamw_range_f32_avx2(p.data(), g.data(), m.data(), v.data(), po.data(), mo.data(), vo.data(),
-                            k, static_cast<int64_t>(n));
+  loops.adamw_range(p.data(), g.data(), m.data(), v.data(), po.data(), mo.data(), vo.data(), k,
+                    static_cast<int64_t>(n));
   cpu::adamw_range<float>(p.data(), g.data(), m.data(), v.data(), pw.data(), mw.data(), vw.data(),
                           k, static_cast<int64_t>(n));
   expect_same_bits(po, pw, "adamw param");
   expect_same_bits(mo, mw, "adamw exp_avg");
   expect_same_bits(vo, vw, "adamw exp_avg_sq");
-  cpu::adamw_in_place_f32_avx2(p.data(), g.data(), m.data(), v.data(), k, static_cast<int64_t>(n));
+  loops.adamw_in_place(p.data(), g.data(), m.data(), v.data(), k, static_cast<int64_t>(n));
   expect_same_bits(p, pw, "adamw in place: param");
   expect_same_bits(m, mw, "adamw in place: exp_avg");
   expect_same_bits(v, vw, "adamw in place: exp_avg_sq");
+}
+
+TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+  expect_elementwise_baseline_bits(avx2);
+}
+
+TEST(CpuKernels, Avx2AdamWLoopsComputeTheBaselineBits) {
+  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+  expect_adamw_baseline_bits(avx2);
+}
+
+TEST(CpuKernels, Avx512LoopsComputeTheBaselineBits) {
+  if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512";
+  expect_elementwise_baseline_bits(avx512);
+}
+
+TEST(CpuKernels, Avx512AdamWLoopsComputeTheBaselineBits) {
+  if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512";
+  expect_adamw_baseline_bits(avx512);
 }
 
 // One product through small_gemm_f32: A [m, k] and B [k, n] in the given strides, C with

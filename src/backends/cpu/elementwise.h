@@ -1,23 +1,26 @@
 #pragma once
 // The elementwise loops of the fused kernel: one op over a register of n values. Always
 // inlined, so each file that includes this compiles its own copy for its instruction set:
-// fused.cpp for the baseline, elementwise_avx2.cpp with AVX2 for float32.
+// fused.cpp for the baseline, elementwise_avx2.cpp and elementwise_avx512.cpp for float32.
 #include <cstdint>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/math.h"
 #include "ir/op.h"
 
 namespace lazytrace::cpu {
 
-/** Whether this CPU has AVX2, checked once: float32 loops then run their AVX2 copies. */
-bool has_avx2();
-
-// The AVX2 copies (elementwise_avx2.cpp): the same operations lane by lane, no FMA, so
-// every CPU computes the same bits. Call only where has_avx2().
+// The AVX2 and AVX-512 copies (elementwise_avx2.cpp, elementwise_avx512.cpp): the same
+// operations lane by lane, no FMA, so every CPU computes the same bits. Call only where
+// has_avx2() / has_avx512() (cpu_features.h).
 void unary_f32_avx2(ir::OpKind op, float* d, const float* a, int64_t n);
 void binary_f32_avx2(ir::OpKind op, float* d, const float* a, const float* b, int64_t n);
 void binary_scalar_f32_avx2(ir::OpKind op, float* d, const float* a, bool a_one, const float* b,
                             bool b_one, int64_t n);
+void unary_f32_avx512(ir::OpKind op, float* d, const float* a, int64_t n);
+void binary_f32_avx512(ir::OpKind op, float* d, const float* a, const float* b, int64_t n);
+void binary_scalar_f32_avx512(ir::OpKind op, float* d, const float* a, bool a_one, const float* b,
+                              bool b_one, int64_t n);
 
 namespace elementwise {
 
@@ -36,8 +39,9 @@ template <typename T>
     LT_UNARY(Sin)
     LT_UNARY(Cos)
     LT_UNARY(Tanh)
-    LT_UNARY(Sigmoid) LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt)
-        LT_UNARY(Abs) LT_UNARY(Erf) default : return;
+    LT_UNARY(Sigmoid)
+    LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs)
+        LT_UNARY(Erf) default : return;
   }
 #undef LT_UNARY
 }

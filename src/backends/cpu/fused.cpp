@@ -101,20 +101,27 @@ void round_to(DType dt, uint64_t* regs, int r, int64_t n) {
   }
 }
 
-// The loops of elementwise.h, in their AVX2 copies for float32 where the CPU has AVX2.
+// The loops of elementwise.h, in their AVX-512 or AVX2 copies for float32 where the CPU
+// has them.
 template <typename C>
 void unary_op(OpKind op, C* d, const C* a, int64_t n) {
-  if constexpr (std::is_same_v<C, float>)
+  if constexpr (std::is_same_v<C, float>) {
+    if (has_avx512()) return unary_f32_avx512(op, d, a, n);
     if (has_avx2()) return unary_f32_avx2(op, d, a, n);
+  }
   elementwise::unary<C>(op, d, a, n);
 }
 
 template <typename C>
 void binary_op(OpKind op, C* d, const C* a, bool a_one, const C* b, bool b_one, int64_t n) {
-  if constexpr (std::is_same_v<C, float>)
+  if constexpr (std::is_same_v<C, float>) {
+    if (has_avx512())
+      return a_one || b_one ? binary_scalar_f32_avx512(op, d, a, a_one, b, b_one, n)
+                            : binary_f32_avx512(op, d, a, b, n);
     if (has_avx2())
       return a_one || b_one ? binary_scalar_f32_avx2(op, d, a, a_one, b, b_one, n)
                             : binary_f32_avx2(op, d, a, b, n);
+  }
   if (a_one || b_one)
     elementwise::binary_scalar<C>(op, d, a, a_one, b, b_one, n);
   else
@@ -264,16 +271,6 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
 }
 
 }  // namespace
-
-bool has_avx2() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  // LAZYTRACE_NO_AVX2 set: the baseline loops everywhere (tests run both; A/B timing)
-  static const bool yes = __builtin_cpu_supports("avx2") && !std::getenv("LAZYTRACE_NO_AVX2");
-  return yes;
-#else
-  return false;
-#endif
-}
 
 void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t total = st.shape.numel();

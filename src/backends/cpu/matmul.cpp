@@ -155,26 +155,6 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
   gemm<float>(oa, ob, rows, n, k, A, B, out, n);
 }
 
-bool has_avx2_fma() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = has_avx2() && __builtin_cpu_supports("fma");
-  return yes;
-#else
-  return false;
-#endif
-}
-
-bool has_avx512() {
-#if defined(__x86_64__) && defined(__GNUC__)
-  // LAZYTRACE_NO_AVX512 set: the AVX2 kernels (tests run both; A/B timing)
-  static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512dq") && !std::getenv("LAZYTRACE_NO_AVX512");
-  return yes;
-#else
-  return false;
-#endif
-}
-
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {
   dispatch(s.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;

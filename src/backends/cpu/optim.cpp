@@ -53,12 +53,18 @@ class Update {
 
   // elements [lo, lo + n) with their gradient at gr
   void operator()(int64_t lo, const S* gr, int64_t n) const {
-    if constexpr (std::is_same_v<S, float>)
+    if constexpr (std::is_same_v<S, float>) {
+      if (has_avx512() && (in_place_ || apart_)) {
+        if (in_place_) return adamw_in_place_f32_avx512(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
+        return adamw_range_f32_avx512(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo,
+                                      k_, n);
+      }
       if (has_avx2() && (in_place_ || apart_)) {
         if (in_place_) return adamw_in_place_f32_avx2(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
         return adamw_range_f32_avx2(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_,
                                     n);
       }
+    }
     if (in_place_)
       adamw_in_place<S>(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
     else if (apart_)

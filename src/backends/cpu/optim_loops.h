@@ -1,7 +1,7 @@
 #pragma once
 // The AdamW update loops: always inlined, so each file that includes this compiles its own
-// copy for its instruction set: optim.cpp for the baseline, optim_avx2.cpp with AVX2 for
-// float32 (no FMA: every CPU computes the same bits).
+// copy for its instruction set: optim.cpp for the baseline, optim_avx2.cpp and
+// optim_avx512.cpp for float32 (no FMA: every CPU computes the same bits).
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -65,10 +65,15 @@ template <typename S>
   for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
 }
 
-// The AVX2 copies for float32 (optim_avx2.cpp). Call only where has_avx2().
+// The AVX2 and AVX-512 copies for float32 (optim_avx2.cpp, optim_avx512.cpp). Call only
+// where has_avx2() / has_avx512() (cpu_features.h).
 void adamw_range_f32_avx2(const float* p, const float* g, const float* m, const float* v, float* po,
                           float* mo, float* vo, AdamWNumbers<float> k, int64_t n);
 void adamw_in_place_f32_avx2(float* p, const float* g, float* m, float* v, AdamWNumbers<float> k,
                              int64_t n);
+void adamw_range_f32_avx512(const float* p, const float* g, const float* m, const float* v,
+                            float* po, float* mo, float* vo, AdamWNumbers<float> k, int64_t n);
+void adamw_in_place_f32_avx512(float* p, const float* g, float* m, float* v, AdamWNumbers<float> k,
+                               int64_t n);
 
 }  // namespace lazytrace::cpu

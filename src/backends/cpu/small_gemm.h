@@ -7,15 +7,9 @@
 // multiplying.
 #include <cstdint>
 
-namespace lazytrace::cpu {
+#include "backends/cpu/cpu_features.h"
 
-/** Whether this CPU has AVX2 and FMA, checked once (false with LAZYTRACE_NO_AVX2 set). */
-bool has_avx2_fma();
-/**
- * Whether this CPU has AVX-512 (F and DQ) as well, checked once (false with
- * LAZYTRACE_NO_AVX512 or LAZYTRACE_NO_AVX2 set).
- */
-bool has_avx512();
+namespace lazytrace::cpu {
 
 /**
  * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]

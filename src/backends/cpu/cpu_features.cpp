@@ -1,0 +1,35 @@
+#include "backends/cpu/cpu_features.h"
+
+#include <cstdlib>
+
+namespace lazytrace::cpu {
+
+bool has_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = __builtin_cpu_supports("avx2") && !std::getenv("LAZYTRACE_NO_AVX2");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx2_fma() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = has_avx2() && __builtin_cpu_supports("fma");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512dq") && !std::getenv("LAZYTRACE_NO_AVX512");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,17 @@
+#pragma once
+// The instruction sets the CPU kernels pick at run time, each checked once. The float32
+// loops and small products have copies built for AVX2 and AVX-512 (the *_avx2.cpp and
+// *_avx512.cpp files, the only ones built with those flags); the rest is baseline code.
+// LAZYTRACE_NO_AVX512 makes a CPU look like one without AVX-512, and LAZYTRACE_NO_AVX2 like
+// one with neither (tests run each path; A/B timing).
+
+namespace lazytrace::cpu {
+
+/** AVX2: the float32 elementwise and AdamW loops' AVX2 copies. */
+bool has_avx2();
+/** AVX2 and FMA: the small products' AVX2 kernels. */
+bool has_avx2_fma();
+/** AVX-512 (F and DQ) as well: the loops' and the small products' AVX-512 copies. */
+bool has_avx512();
+
+}  // namespace lazytrace::cpu
