@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/kernels.h"
 #include "backends/cpu/optim_loops.h"
 #include "backends/cpu/small_gemm.h"
 
@@ -211,6 +212,55 @@ TEST(CpuKernels, SmallProductsInAvx512MatchAFloat64Loop) {
   if (!cpu::has_avx512())
     GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has the AVX2 kernels do these products";
   check_small_gemms(cpu::small_gemm_f32_avx512);
+}
+
+// The fused kernel reads a contiguous float32 input in place. A step that writes one output
+// into that input's own buffer (a donated input) and stores another unchanged from it must
+// store the input's values, in either order of the stores, on every tile.
+TEST(CpuKernels, FusedStepStoresAnInputReadInPlaceBeforeOverwritingIt) {
+  namespace compiler = lazytrace::compiler;
+  const int64_t n = 5000;  // several tiles
+  for (bool overwrite_first : {true, false}) {
+    std::vector<float> x(n), copy(n, -1.0f);
+    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
+    const std::vector<float> want = x;
+    compiler::View vx{.storage = 0, .shape = lazytrace::Shape({n}), .strides = {1}};
+    compiler::View vcopy = vx, two;
+    vcopy.storage = 1;
+    two.value = 2.0;  // a scalar: storage -1
+    compiler::FusedStep st;
+    st.shape = lazytrace::Shape({n});
+    st.loads = {vx, two};
+    using lazytrace::DType;
+    st.program = {{.op = OpKind::Data,
+                   .dtype = DType::float32,
+                   .in_dtype = DType::float32,
+                   .dst = 0,
+                   .load = 0},
+                  {.op = OpKind::Data,
+                   .dtype = DType::float32,
+                   .in_dtype = DType::float32,
+                   .dst = 1,
+                   .load = 1},
+                  {.op = OpKind::Mul,
+                   .dtype = DType::float32,
+                   .in_dtype = DType::float32,
+                   .dst = 1,
+                   .src = {0, 1, -1}}};
+    st.num_regs = 2;
+    const compiler::FusedStep::Store to_x{1, vx}, to_copy{0, vcopy};
+    st.stores = overwrite_first ? std::vector{to_x, to_copy} : std::vector{to_copy, to_x};
+    cpu::RunContext ctx;
+    ctx.base = {reinterpret_cast<char*>(x.data()), reinterpret_cast<char*>(copy.data())};
+    const std::vector<lazytrace::runtime::ScalarArg> scalars;
+    ctx.scalars = &scalars;
+    cpu::run_fused(st, ctx);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      ASSERT_EQ(copy[k], want[k]) << overwrite_first << " " << i;
+      ASSERT_EQ(x[k], 2.0f * want[k]) << overwrite_first << " " << i;
+    }
+  }
 }
 
 }  // namespace

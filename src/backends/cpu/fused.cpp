@@ -1,6 +1,7 @@
 // The fused elementwise kernel: runs a step's instruction list over tiles of the
 // iteration space, with loads and stores through strided views.
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/dtype_dispatch.h"
@@ -28,10 +29,31 @@ using compute_t =
                                               std::is_same_v<S, BFloat16>,
                                           float, int64_t>>;
 
-template <typename C>
-C* reg(uint64_t* regs, int r) {
-  return reinterpret_cast<C*>(regs + static_cast<int64_t>(r) * kTile);
-}
+// A tile's registers: each has kTile values of scratch, and `at` says where its values are
+// read from: its scratch, or (a load of a contiguous view in the compute dtype) the view's
+// own memory, read in place instead of copied.
+struct Regs {
+  uint64_t* scratch;
+  const void** at;
+  int* in_load;  // the load a register reads in place, else -1
+
+  template <typename C>
+  const C* in(int r) const {
+    return static_cast<const C*>(at[r]);
+  }
+  // Register r's scratch, where an instruction writes its result (after reading operands).
+  template <typename C>
+  C* out(int r) const {
+    C* p = own<C>(r);
+    at[r] = p;
+    in_load[r] = -1;
+    return p;
+  }
+  template <typename C>
+  C* own(int r) const {
+    return reinterpret_cast<C*>(scratch + static_cast<int64_t>(r) * kTile);
+  }
+};
 
 template <typename S>
 void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, compute_t<S>* out) {
@@ -74,25 +96,25 @@ void store(const View& v, const RunContext& ctx, int64_t start, int64_t n, const
 }
 
 // Rounds register values to what the node's dtype can hold (f16, bf16, i32, bool).
-void round_to(DType dt, uint64_t* regs, int r, int64_t n) {
+void round_to(DType dt, const Regs& regs, int r, int64_t n) {
   switch (dt) {
     case DType::float16: {
-      float* x = reg<float>(regs, r);
+      float* x = regs.own<float>(r);
       for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>(Half(x[j]));
       break;
     }
     case DType::bfloat16: {
-      float* x = reg<float>(regs, r);
+      float* x = regs.own<float>(r);
       for (int64_t j = 0; j < n; ++j) x[j] = static_cast<float>(BFloat16(x[j]));
       break;
     }
     case DType::int32: {
-      int64_t* x = reg<int64_t>(regs, r);
+      int64_t* x = regs.own<int64_t>(r);
       for (int64_t j = 0; j < n; ++j) x[j] = static_cast<int32_t>(x[j]);
       break;
     }
     case DType::bool_: {
-      int64_t* x = reg<int64_t>(regs, r);
+      int64_t* x = regs.own<int64_t>(r);
       for (int64_t j = 0; j < n; ++j) x[j] = x[j] != 0;
       break;
     }
@@ -155,20 +177,28 @@ char width_of(Compute c) {
 }
 
 // Fills register r from its element 0 (a single-value register that an op needs whole).
-void expand(uint64_t* regs, int r, int64_t n, char* one) {
+// (A single-value register is always in its scratch.)
+void expand(const Regs& regs, int r, int64_t n, char* one) {
   if (!one[r]) return;
   if (one[r] == 4) {
-    float* x = reg<float>(regs, r);
+    float* x = regs.own<float>(r);
     for (int64_t j = 1; j < n; ++j) x[j] = x[0];
   } else {
-    uint64_t* x = reg<uint64_t>(regs, r);
+    uint64_t* x = regs.own<uint64_t>(r);
     for (int64_t j = 1; j < n; ++j) x[j] = x[0];
   }
   one[r] = 0;
 }
 
-void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, int64_t n,
-          const RunContext& ctx, char* one) {
+// Whether a load of this view can be read in place: every value contiguous, in its compute
+// dtype.
+bool reads_in_place(const View& v) {
+  return !v.is_scalar() && v.is_contiguous() &&
+         (v.dtype == DType::float32 || v.dtype == DType::float64 || v.dtype == DType::int64);
+}
+
+void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start, int64_t n,
+          const RunContext& ctx, char* one, const char* in_place) {
   const Compute out_c = compute_of(ins.dtype), in_c = compute_of(ins.in_dtype);
   const bool arith = !ir::is_compare(ins.op) && ins.src[1] >= 0 && ins.src[2] < 0 &&
                      ins.op != OpKind::RandUniform && ins.op != OpKind::RandNormal;
@@ -181,10 +211,15 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
   switch (ins.op) {
     case OpKind::Data: {
       const View& v = st.loads[ins.load];
+      if (in_place[ins.load]) {
+        regs.at[ins.dst] = ctx.base[v.storage] + (v.offset + start) * itemsize(v.dtype);
+        regs.in_load[ins.dst] = ins.load;
+        return;
+      }
       const bool single = single_value(v);
       dispatch(v.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
-        load<S>(v, ctx, start, single ? 1 : n, reg<compute_t<S>>(regs, ins.dst));
+        load<S>(v, ctx, start, single ? 1 : n, regs.out<compute_t<S>>(ins.dst));
       });
       one[ins.dst] = single ? width_of(compute_of(v.dtype)) : 0;
       if (!v.is_scalar()) return;  // stored values already fit their dtype; constants may not
@@ -193,15 +228,15 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
     case OpKind::Iota:
       dispatch_compute(out_c, [&](auto tag) {
         using C = typename decltype(tag)::type;
-        C* d = reg<C>(regs, ins.dst);
+        C* d = regs.out<C>(ins.dst);
         for (int64_t j = 0; j < n; ++j)
           d[j] = static_cast<C>(ins.f[0] + static_cast<double>(start + j) * ins.f[1]);
       });
       break;
     case OpKind::RandUniform:
     case OpKind::RandNormal: {
-      const uint64_t seed = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[0])[0]);
-      const uint64_t offset = static_cast<uint64_t>(reg<int64_t>(regs, ins.src[1])[0]);
+      const uint64_t seed = static_cast<uint64_t>(regs.in<int64_t>(ins.src[0])[0]);
+      const uint64_t offset = static_cast<uint64_t>(regs.in<int64_t>(ins.src[1])[0]);
       const bool normal = ins.op == OpKind::RandNormal;
       const int bits = ins.dtype == DType::float64    ? 53
                        : ins.dtype == DType::float16  ? 11
@@ -210,7 +245,7 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       dispatch_compute(out_c, [&](auto tag) {
         using C = typename decltype(tag)::type;
         if constexpr (!std::is_integral_v<C>) {
-          C* d = reg<C>(regs, ins.dst);
+          C* d = regs.out<C>(ins.dst);
           for (int64_t j = 0; j < n; ++j) {
             uint64_t c = offset + static_cast<uint64_t>(start + j);
             d[j] = normal ? cpu::normal<C>(seed, c) : cpu::uniform<C>(seed, c, bits);
@@ -222,15 +257,15 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
     case OpKind::Cast:
       dispatch_compute(in_c, [&](auto in_tag) {
         using A = typename decltype(in_tag)::type;
-        const A* a = reg<A>(regs, ins.src[0]);
+        const A* a = regs.in<A>(ins.src[0]);
         if (ins.dtype == DType::bool_) {
-          int64_t* d = reg<int64_t>(regs, ins.dst);
+          int64_t* d = regs.out<int64_t>(ins.dst);
           for (int64_t j = 0; j < n; ++j) d[j] = a[j] != A(0);
           return;
         }
         dispatch_compute(out_c, [&](auto out_tag) {
           using C = typename decltype(out_tag)::type;
-          C* d = reg<C>(regs, ins.dst);
+          C* d = regs.out<C>(ins.dst);
           for (int64_t j = 0; j < n; ++j) d[j] = static_cast<C>(a[j]);
         });
       });
@@ -238,10 +273,10 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
     case OpKind::Where:
       dispatch_compute(out_c, [&](auto tag) {
         using C = typename decltype(tag)::type;
-        const int64_t* c = reg<int64_t>(regs, ins.src[0]);
-        const C* a = reg<C>(regs, ins.src[1]);
-        const C* b = reg<C>(regs, ins.src[2]);
-        C* d = reg<C>(regs, ins.dst);
+        const int64_t* c = regs.in<int64_t>(ins.src[0]);
+        const C* a = regs.in<C>(ins.src[1]);
+        const C* b = regs.in<C>(ins.src[2]);
+        C* d = regs.out<C>(ins.dst);
         for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b[j];
       });
       break;
@@ -249,20 +284,23 @@ void exec(const FusedStep& st, const Instr& ins, uint64_t* regs, int64_t start, 
       if (ir::is_compare(ins.op)) {
         dispatch_compute(in_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          compare<C>(ins.op, reg<int64_t>(regs, ins.dst), reg<C>(regs, ins.src[0]),
-                     reg<C>(regs, ins.src[1]), n);
+          const C* a = regs.in<C>(ins.src[0]);
+          const C* b = regs.in<C>(ins.src[1]);
+          compare<C>(ins.op, regs.out<int64_t>(ins.dst), a, b, n);
         });
       } else if (ins.src[1] >= 0) {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          binary_op<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), a1,
-                       reg<C>(regs, ins.src[1]), b1, n);
+          const C* a = regs.in<C>(ins.src[0]);
+          const C* b = regs.in<C>(ins.src[1]);
+          binary_op<C>(ins.op, regs.out<C>(ins.dst), a, a1, b, b1, n);
         });
         one[ins.dst] = a1 && b1 ? width_of(out_c) : 0;
       } else {
         dispatch_compute(out_c, [&](auto tag) {
           using C = typename decltype(tag)::type;
-          unary_op<C>(ins.op, reg<C>(regs, ins.dst), reg<C>(regs, ins.src[0]), n);
+          const C* a = regs.in<C>(ins.src[0]);
+          unary_op<C>(ins.op, regs.out<C>(ins.dst), a, n);
         });
       }
       break;
@@ -279,23 +317,46 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
   // Steps of 8 tiles (8K elements) and more are shared out: a transformer's [tokens,
   // intermediate] steps at small batch are that size, and run serially they leave the other
   // cores idle (100-layer scan step, fwd+bwd medians: 146 ms at 32 tiles, 118-129 ms at 8).
+  // loads read in place, decided once per run
+  thread_local std::vector<char> in_place_buf;
+  in_place_buf.assign(st.loads.size(), 0);
+  for (size_t i = 0; i < st.loads.size(); ++i) in_place_buf[i] = reads_in_place(st.loads[i]);
+  const char* in_place = in_place_buf.data();
   runtime::parallel_for(tiles, 4, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<uint64_t> scratch;
+    thread_local std::vector<const void*> at;
+    thread_local std::vector<int> in_load;
     thread_local std::vector<char> single;  // registers holding one value (see expand)
-    size_t need = static_cast<size_t>(std::max(st.num_regs, 1)) * kTile;
-    if (scratch.size() < need) scratch.resize(need);
-    if (single.size() < static_cast<size_t>(st.num_regs))
-      single.resize(static_cast<size_t>(st.num_regs));
-    uint64_t* regs = scratch.data();
+    const size_t nregs = static_cast<size_t>(std::max(st.num_regs, 1));
+    if (scratch.size() < nregs * kTile) scratch.resize(nregs * kTile);
+    if (at.size() < nregs) {
+      at.resize(nregs);
+      in_load.resize(nregs);
+      single.resize(nregs);
+    }
+    const Regs regs{scratch.data(), at.data(), in_load.data()};
+    for (size_t r = 0; r < nregs; ++r) regs.out<uint64_t>(static_cast<int>(r));
     char* one = single.data();
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t start = t * kTile, n = std::min(kTile, total - start);
-      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx, one);
-      for (const auto& s : st.stores) expand(regs, s.reg, n, one);
+      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx, one, in_place);
+      for (const auto& s : st.stores) {
+        expand(regs, s.reg, n, one);
+        // a register read in place from a storage that a store writes (an output given an
+        // input's buffer) is copied first: the store before it may overwrite it
+        if (regs.in_load[s.reg] < 0) continue;
+        const View& v = st.loads[static_cast<size_t>(regs.in_load[s.reg])];
+        for (const auto& w : st.stores)
+          if (w.dst.storage == v.storage) {
+            const void* src = regs.at[s.reg];
+            std::memcpy(regs.out<char>(s.reg), src, static_cast<size_t>(n) * itemsize(v.dtype));
+            break;
+          }
+      }
       for (const auto& s : st.stores)
         dispatch(s.dst.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
-          store<S>(s.dst, ctx, start, n, reg<compute_t<S>>(regs, s.reg));
+          store<S>(s.dst, ctx, start, n, regs.in<compute_t<S>>(s.reg));
         });
     }
   });
