@@ -128,7 +128,7 @@ struct Layout {
 
 // small_gemm_f32 or its AVX-512 copy
 using SmallGemm = bool (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
-                           int64_t, int64_t, float*, int64_t);
+                           int64_t, int64_t, float*, int64_t, cpu::ReadAhead*);
 
 void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const Layout& l,
                       int64_t ldc, int64_t c_off, bool expect_taken) {
@@ -143,7 +143,8 @@ void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const L
   float* base = buf.data();  // the first 64-byte boundary in buf
   while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
   float* C = base + c_off;
-  const bool taken = kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc);
+  const bool taken =
+      kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc, nullptr);
   ASSERT_EQ(taken, expect_taken) << m << "x" << n << "x" << k;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
@@ -162,6 +163,18 @@ void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const L
           << m << "x" << n << "x" << k << " at " << i << "," << j;
     }
   for (int64_t j = 0; j < c_off; ++j) ASSERT_EQ(base[j], sentinel);
+  // the same product, asked to prefetch three streams beside it: the same bits, and the
+  // short-reduction kernels walk the streams (never past their end)
+  const std::vector<float> first(C, C + m * ldc);
+  std::vector<float> streams(3 * 4096);
+  cpu::ReadAhead ahead{{streams.data(), streams.data() + 4096, streams.data() + 8192}, 4096 * 4};
+  kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc, &ahead);
+  for (int64_t i = 0; i < m * ldc; ++i)
+    ASSERT_EQ(0, std::memcmp(&C[i], &first[static_cast<size_t>(i)], sizeof(float))) << i;
+  if (taken && k <= 32 && l.bcs == 1 && n >= 16) {  // (narrower: scalar loops in AVX2)
+    EXPECT_GT(ahead.done, 0);
+  }
+  EXPECT_LE(ahead.done, ahead.bytes);
 }
 
 // Every layout and tail of the small products, through one kernel set.

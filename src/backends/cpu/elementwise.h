@@ -40,8 +40,9 @@ template <typename T>
     LT_UNARY(Cos)
     LT_UNARY(Tanh)
     LT_UNARY(Sigmoid)
-    LT_UNARY(Relu) LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs)
-        LT_UNARY(Erf) default : return;
+    LT_UNARY(Relu)
+    LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default
+        : return;
   }
 #undef LT_UNARY
 }

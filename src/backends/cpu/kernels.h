@@ -2,6 +2,7 @@
 // The CPU kernels, one per step kind of a lowered Program.
 #include <vector>
 
+#include "backends/cpu/small_gemm.h"
 #include "compiler/program.h"
 #include "runtime/device.h"
 
@@ -21,9 +22,12 @@ struct RunContext {
 void run_fused(const compiler::FusedStep& s, const RunContext& ctx);
 void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx);
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx);
-/** Rows [r0, r0 + rows) of batch `bi` of a float32 product, into `out` (row stride n). */
+/**
+ * Rows [r0, r0 + rows) of batch `bi` of a float32 product, into `out` (row stride n); with
+ * `ahead`, the memory the caller reads next is prefetched while it runs (small_gemm.h).
+ */
 void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
-                     float* out, const RunContext& ctx);
+                     float* out, const RunContext& ctx, ReadAhead* ahead = nullptr);
 void run_gather(const compiler::GatherStep& s, const RunContext& ctx);
 void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx);
 /**

@@ -49,7 +49,7 @@ void batch_offsets(const compiler::MatmulStep& s, int64_t bi, int64_t& oa, int64
 
 template <typename T>
 void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const T* pa,
-          const T* pb, T* pc, int64_t ldc) {
+          const T* pb, T* pc, int64_t ldc, ReadAhead* ahead = nullptr) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
@@ -57,9 +57,11 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (has_avx512() && small_gemm_f32_avx512(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc))
+    if (has_avx512() &&
+        small_gemm_f32_avx512(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
       return;
-    if (has_avx2_fma() && small_gemm_f32(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc)) return;
+    if (has_avx2_fma() && small_gemm_f32(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
+      return;
   }
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
   auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
@@ -144,7 +146,7 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
 }  // namespace
 
 void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
-                     float* out, const RunContext& ctx) {
+                     float* out, const RunContext& ctx, ReadAhead* ahead) {
   const int64_t n = s.out_shape[s.out_shape.size() - 1];
   const int64_t k = s.a.shape[s.a.shape.size() - 1];
   const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
@@ -152,7 +154,7 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
   batch_offsets(s, bi, offa, offb);
   const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + offa + r0 * oa.rs;
   const float* B = reinterpret_cast<const float*>(ctx.base[s.b.storage]) + offb;
-  gemm<float>(oa, ob, rows, n, k, A, B, out, n);
+  gemm<float>(oa, ob, rows, n, k, A, B, out, n, ahead);
 }
 
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {

@@ -51,6 +51,11 @@ class Update {
 
   const S* grad() const { return g_; }
 
+  // Elements [lo, lo + n) of the parameter and moments, to prefetch while a product runs.
+  ReadAhead ahead(int64_t lo, int64_t n) const {
+    return {{p_ + lo, m_ + lo, v_ + lo}, n * static_cast<int64_t>(sizeof(S))};
+  }
+
   // elements [lo, lo + n) with their gradient at gr
   void operator()(int64_t lo, const S* gr, int64_t n) const {
     if constexpr (std::is_same_v<S, float>) {
@@ -95,13 +100,17 @@ struct ProductBlocks {
 };
 
 // Block b of batch bi: its gradient rows multiplied into a buffer, then updated from it.
+// While the product runs, the rows' parameter and moments are prefetched: the product alone
+// leaves memory idle, the update alone waits on it.
 void update_block(const Update<float>& update, const compiler::MatmulStep& mp,
                   const ProductBlocks& pb, int64_t bi, int64_t b, const RunContext& ctx) {
   thread_local std::vector<float> buf;
   const int64_t r0 = b * pb.block, nr = std::min(pb.block, pb.rows - r0);
+  const int64_t lo = (bi * pb.rows + r0) * pb.cols, n = nr * pb.cols;
   buf.resize(static_cast<size_t>(pb.block * pb.cols));
-  matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx);
-  update((bi * pb.rows + r0) * pb.cols, buf.data(), nr * pb.cols);
+  ReadAhead ahead = update.ahead(lo, n);
+  matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx, &ahead);
+  update(lo, buf.data(), n);
 }
 
 }  // namespace

@@ -12,6 +12,18 @@
 namespace lazytrace::cpu {
 
 /**
+ * Memory the caller reads right after a product (an AdamW update's parameter and moments,
+ * after the gradient block it multiplies): up to three streams of `bytes` each, which the
+ * short-reduction kernels prefetch into L2 a line per reduction step while they compute.
+ * They leave the memory bus idle otherwise, and the update then waits on every line.
+ */
+struct ReadAhead {
+  const void* stream[3] = {nullptr, nullptr, nullptr};
+  int64_t bytes = 0;
+  int64_t done = 0;  // bytes of each stream asked for so far
+};
+
+/**
  * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]
  * and B's (p, j) at B[p * brs + j * bcs]. Runs and returns true for the layouts and sizes
  * where it beats BLAS: at most 32 rows with both operands contiguous along k (x Wᵀ), or a
@@ -20,10 +32,11 @@ namespace lazytrace::cpu {
  * where has_avx2_fma().
  */
 bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc);
+                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc,
+                    ReadAhead* ahead = nullptr);
 /** small_gemm_f32 in AVX-512: the same shapes and layouts. Call only where has_avx512(). */
 bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars,
                            int64_t acs, const float* B, int64_t brs, int64_t bcs, float* C,
-                           int64_t ldc);
+                           int64_t ldc, ReadAhead* ahead = nullptr);
 
 }  // namespace lazytrace::cpu

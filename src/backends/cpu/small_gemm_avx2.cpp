@@ -14,6 +14,14 @@ namespace {
 // An MR x NR tile of dot products over k, eight lanes at a time, summed across lanes at the
 // end. The weight's NR rows stay in L1 while the tile walks down A's rows.
 
+// A line of each of the caller's next streams (small_gemm.h), asked for into L2.
+[[gnu::always_inline]] inline void read_ahead(ReadAhead* ahead) {
+  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
+  for (const void* s : ahead->stream)
+    if (s != nullptr) _mm_prefetch(static_cast<const char*>(s) + ahead->done, _MM_HINT_T1);
+  ahead->done += 64;
+}
+
 inline float lane_sum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -105,7 +113,7 @@ void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, cons
 template <int MR, int NV, bool Stream>
 [[gnu::always_inline]] inline void bcast_tile(int64_t p0, int64_t p1, const float* A, int64_t ars,
                                               int64_t acs, const float* B, int64_t ldb, float* C,
-                                              int64_t ldc) {
+                                              int64_t ldc, ReadAhead* ahead = nullptr) {
   // reduction steps [p0, p1): from zero at p0 == 0, else adding to what C holds
   __m256 c[MR][NV];
 #pragma GCC unroll 6
@@ -114,6 +122,7 @@ template <int MR, int NV, bool Stream>
     for (int v = 0; v < NV; ++v)
       c[i][v] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(C + i * ldc + 8 * v);
   for (int64_t p = p0; p < p1; ++p) {
+    read_ahead(ahead);
     __m256 b[NV];
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) b[v] = _mm256_loadu_ps(B + p * ldb + 8 * v);
@@ -137,11 +146,12 @@ template <int MR, int NV, bool Stream>
 
 template <int MR, bool Stream>
 void bcast_row_tile(int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs, const float* B,
-                    int64_t ldb, float* C, int64_t ldc) {
+                    int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead) {
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16) bcast_tile<MR, 2, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc);
+  for (; j + 16 <= n; j += 16)
+    bcast_tile<MR, 2, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc, ahead);
   if (j + 8 <= n) {
-    bcast_tile<MR, 1, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc);
+    bcast_tile<MR, 1, Stream>(0, k, A, ars, acs, B + j, ldb, C + j, ldc, ahead);
     j += 8;
   }
   for (; j < n; ++j)  // the last n % 8 columns
@@ -154,23 +164,23 @@ void bcast_row_tile(int64_t n, int64_t k, const float* A, int64_t ars, int64_t a
 
 template <bool Stream>
 void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                const float* B, int64_t ldb, float* C, int64_t ldc) {
+                const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead) {
   int64_t i = 0;
   for (; i + 6 <= m; i += 6)
-    bcast_row_tile<6, Stream>(n, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc);
+    bcast_row_tile<6, Stream>(n, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc, ahead);
   const float* a = A + i * ars;
   float* c = C + i * ldc;
   switch (m - i) {
     case 5:
-      return bcast_row_tile<5, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_row_tile<5, Stream>(n, k, a, ars, acs, B, ldb, c, ldc, ahead);
     case 4:
-      return bcast_row_tile<4, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_row_tile<4, Stream>(n, k, a, ars, acs, B, ldb, c, ldc, ahead);
     case 3:
-      return bcast_row_tile<3, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_row_tile<3, Stream>(n, k, a, ars, acs, B, ldb, c, ldc, ahead);
     case 2:
-      return bcast_row_tile<2, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_row_tile<2, Stream>(n, k, a, ars, acs, B, ldb, c, ldc, ahead);
     case 1:
-      return bcast_row_tile<1, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_row_tile<1, Stream>(n, k, a, ars, acs, B, ldb, c, ldc, ahead);
     default:
       return;
   }
@@ -233,7 +243,8 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
 }  // namespace
 
 bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc) {
+                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc,
+                    ReadAhead* ahead) {
   constexpr int64_t kSmall = 32;
   if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
     gemm_dot(m, n, k, A, ars, B, bcs, C, ldc);
@@ -244,10 +255,10 @@ bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars
     const bool stream =
         m * n >= (int64_t{1} << 16) && ldc % 8 == 0 && (reinterpret_cast<uintptr_t>(C) & 31) == 0;
     if (stream) {
-      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc);
+      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
       _mm_sfence();  // order the streaming stores before the pool's hand-over
     } else {
-      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc);
+      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
     }
     return true;
   }
@@ -264,7 +275,7 @@ bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars
 
 namespace lazytrace::cpu {
 bool small_gemm_f32(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
-                    int64_t, int64_t, float*, int64_t) {
+                    int64_t, int64_t, float*, int64_t, ReadAhead*) {
   return false;
 }
 }  // namespace lazytrace::cpu

@@ -28,6 +28,14 @@ int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
+// A line of each of the caller's next streams (small_gemm.h), asked for into L2.
+[[gnu::always_inline]] inline void read_ahead(ReadAhead* ahead) {
+  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
+  for (const void* s : ahead->stream)
+    if (s != nullptr) _mm_prefetch(static_cast<const char*>(s) + ahead->done, _MM_HINT_T1);
+  ahead->done += 64;
+}
+
 __mmask16 first_lanes(int64_t n) {
   return n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
 }
@@ -225,19 +233,20 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
 
 // ---- short reduction, B contiguous along n: C[i, :] = sum_p A[i, p] B[p, :] --------------
 // An MR x (16 * NV) tile: each step of p broadcasts MR values of A against NV registers of
-// B's row p (B, k rows, stays in L1); the last n % 16 columns through masks. A large C,
-// which will not be read again soon, is written with streaming stores.
+// B's row p; the last n % 16 columns through masks. A large C, which will not be read again
+// soon, is written with streaming stores.
 
 template <int MR, int NV, bool Stream>
 [[gnu::always_inline]] inline void bcast_tile(int64_t k, const float* A, int64_t ars, int64_t acs,
                                               const float* B, int64_t ldb, float* C, int64_t ldc,
-                                              __mmask16 last) {
+                                              __mmask16 last, ReadAhead* ahead) {
   __m512 c[MR][NV];
 #pragma GCC unroll 6
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) c[i][v] = _mm512_setzero_ps();
   for (int64_t p = 0; p < k; ++p) {
+    read_ahead(ahead);
     __m512 b[NV];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
@@ -264,49 +273,52 @@ template <int MR, int NV, bool Stream>
     }
 }
 
-template <int MR, bool Stream>
-void bcast_rows(int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs, const float* B,
-                int64_t ldb, float* C, int64_t ldc) {
-  int64_t j = 0;
-  for (; j + 64 <= n; j += 64)
-    bcast_tile<MR, 4, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc, 0xffff);
-  if (j + 32 <= n) {
-    bcast_tile<MR, 2, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc, 0xffff);
-    j += 32;
-  }
-  for (; j < n; j += 16)
-    bcast_tile<MR, 1, Stream>(k, A, ars, acs, B + j, ldb, C + j, ldc, first_lanes(n - j));
-}
-
-template <bool Stream>
-void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                const float* B, int64_t ldb, float* C, int64_t ldc) {
+// Columns [0, 16 * NV) of every row of C, the last register's columns masked by `last`:
+// a column chunk's rows of B (k x 64 floats at most) stay in L1 while the row tiles walk
+// down A.
+template <int NV, bool Stream>
+void bcast_chunk(int64_t m, int64_t k, const float* A, int64_t ars, int64_t acs, const float* B,
+                 int64_t ldb, float* C, int64_t ldc, __mmask16 last, ReadAhead* ahead) {
   int64_t i = 0;
   for (; i + 6 <= m; i += 6)
-    bcast_rows<6, Stream>(n, k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc);
+    bcast_tile<6, NV, Stream>(k, A + i * ars, ars, acs, B, ldb, C + i * ldc, ldc, last, ahead);
   const float* a = A + i * ars;
   float* c = C + i * ldc;
   switch (m - i) {
     case 5:
-      return bcast_rows<5, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_tile<5, NV, Stream>(k, a, ars, acs, B, ldb, c, ldc, last, ahead);
     case 4:
-      return bcast_rows<4, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_tile<4, NV, Stream>(k, a, ars, acs, B, ldb, c, ldc, last, ahead);
     case 3:
-      return bcast_rows<3, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_tile<3, NV, Stream>(k, a, ars, acs, B, ldb, c, ldc, last, ahead);
     case 2:
-      return bcast_rows<2, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_tile<2, NV, Stream>(k, a, ars, acs, B, ldb, c, ldc, last, ahead);
     case 1:
-      return bcast_rows<1, Stream>(n, k, a, ars, acs, B, ldb, c, ldc);
+      return bcast_tile<1, NV, Stream>(k, a, ars, acs, B, ldb, c, ldc, last, ahead);
     default:
       return;
   }
+}
+
+template <bool Stream>
+void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead) {
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64)
+    bcast_chunk<4, Stream>(m, k, A, ars, acs, B + j, ldb, C + j, ldc, 0xffff, ahead);
+  if (j + 32 <= n) {
+    bcast_chunk<2, Stream>(m, k, A, ars, acs, B + j, ldb, C + j, ldc, 0xffff, ahead);
+    j += 32;
+  }
+  for (; j < n; j += 16)
+    bcast_chunk<1, Stream>(m, k, A, ars, acs, B + j, ldb, C + j, ldc, first_lanes(n - j), ahead);
 }
 
 }  // namespace
 
 bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars,
                            int64_t acs, const float* B, int64_t brs, int64_t bcs, float* C,
-                           int64_t ldc) {
+                           int64_t ldc, ReadAhead* ahead) {
   constexpr int64_t kSmall = 32;
   if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
     gemm_dot(m, n, k, A, ars, B, bcs, C, ldc);
@@ -317,10 +329,10 @@ bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int6
     const bool stream =
         m * n >= (int64_t{1} << 16) && ldc % 16 == 0 && (reinterpret_cast<uintptr_t>(C) & 63) == 0;
     if (stream) {
-      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc);
+      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
       _mm_sfence();  // order the streaming stores before the pool's hand-over
     } else {
-      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc);
+      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
     }
     return true;
   }
