@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -53,6 +54,56 @@ TEST(Compiler, IntermediatesShareArenaSpace) {
   ASSERT_NE(pos, std::string::npos);
   long arena = std::stol(plan.substr(pos + 6));
   EXPECT_LE(arena, 2 * 64 * 64 * 4 + 256) << plan;
+}
+
+// A reference product in float64: A [m, k] times B [k, n], row-major.
+std::vector<double> product(const std::vector<float>& a, const std::vector<float>& b, int m, int k,
+                            int n) {
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int p = 0; p < k; ++p)
+      for (int j = 0; j < n; ++j)
+        c[static_cast<size_t>(i * n + j)] +=
+            double(a[static_cast<size_t>(i * k + p)]) * double(b[static_cast<size_t>(p * n + j)]);
+  return c;
+}
+
+// Adjacent products of the same input with nothing between them (a layer's gate and up
+// projections) run side by side; a product of the other's output, or one whose output
+// takes the arena bytes of what the other reads, never does.
+TEST(Compiler, IndependentAdjacentProductsRunSideBySide) {
+  const int m = 16, k = 128, n = 256;
+  auto x = lt::randn({m, k}), w1 = lt::randn({k, n}), w2 = lt::randn({k, n});
+  lt::sync();
+  const auto xv = x.to_vector<float>(), w1v = w1.to_vector<float>(), w2v = w2.to_vector<float>();
+  const std::vector<double> g = product(xv, w1v, m, k, n), u = product(xv, w2v, m, k, n);
+  lt::Tensor y = lt::matmul(x, w1) * lt::matmul(x, w2);
+  std::string plan = lt::debug::to_program({y});
+  EXPECT_EQ(count(plan, "beside the next"), 1) << plan;
+  const auto yv = y.to_vector<float>();
+  for (size_t i = 0; i < yv.size(); ++i)
+    ASSERT_NEAR(yv[i], g[i] * u[i], 1e-4 * (1 + std::abs(g[i] * u[i]))) << i;
+
+  // the second product reads the first's output
+  auto sq = lt::randn({n, n});
+  lt::sync();
+  lt::Tensor chain = lt::matmul(lt::matmul(x, w1), sq);
+  EXPECT_EQ(count(lt::debug::to_program({chain}), "beside the next"), 0);
+
+  // the first product's input is dead after it, and the second's output may take its bytes
+  auto v = lt::randn({k, k}), v2 = lt::randn({k, k});
+  lt::sync();
+  const auto vv = v.to_vector<float>(), v2v = v2.to_vector<float>();
+  lt::Tensor doubled = x * 2.0f;
+  lt::Tensor z = lt::matmul(doubled, v) + lt::matmul(x, v2);
+  plan = lt::debug::to_program({z});
+  EXPECT_EQ(count(plan, "beside the next"), 0) << plan;
+  const auto zv = z.to_vector<float>();
+  std::vector<float> x2(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) x2[i] = 2.0f * xv[i];
+  const std::vector<double> p1 = product(x2, vv, m, k, k), p2 = product(xv, v2v, m, k, k);
+  for (size_t i = 0; i < zv.size(); ++i)
+    ASSERT_NEAR(zv[i], p1[i] + p2[i], 1e-4 * (1 + std::abs(p1[i] + p2[i]))) << i << "\n" << plan;
 }
 
 // Regression: a concat whose producer group was also joined by a reader of the concat

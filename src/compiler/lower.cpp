@@ -53,6 +53,7 @@ class Lowering {
     attach_updates();
     plan_arena();
     find_donations();
+    pair_products();
     return std::move(p_);
   }
 
@@ -558,6 +559,7 @@ class Lowering {
   void plan_arena();
   void attach_updates();
   void find_donations();
+  void pair_products();
 
   // A call: the body's program (compiled once per body) runs on the caller's memory. The
   // call's inputs are the body's inputs, then its Data leaves, then its scalar leaves.
@@ -1074,6 +1076,30 @@ void Lowering::find_donations() {
           consider(i, st.dst, in, reads);
         }
     }
+  }
+}
+
+// Adjacent products that may run at the same time (MatmulStep::beside_next), once the arena
+// is planned: an arena storage freed after one step may be the next step's output, so the
+// check is on the bytes each touches, not only on storage ids.
+void Lowering::pair_products() {
+  auto overlap = [&](int x, int y) {
+    if (x == y) return true;
+    const Storage& a = p_.storages[static_cast<size_t>(x)];
+    const Storage& b = p_.storages[static_cast<size_t>(y)];
+    if (a.kind != StorageKind::Arena || b.kind != StorageKind::Arena) return false;
+    return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+  };
+  for (size_t i = 0; i + 1 < p_.steps.size(); ++i) {
+    auto* x = std::get_if<MatmulStep>(&p_.steps[i]);
+    const auto* y = std::get_if<MatmulStep>(&p_.steps[i + 1]);
+    if (x == nullptr || y == nullptr) continue;
+    const int xo = x->out_storage, yo = y->out_storage;
+    if (overlap(xo, y->a.storage) || overlap(xo, y->b.storage) || overlap(xo, yo) ||
+        overlap(yo, x->a.storage) || overlap(yo, x->b.storage))
+      continue;
+    x->beside_next = true;
+    ++i;  // pairs, not chains
   }
 }
 

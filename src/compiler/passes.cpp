@@ -173,6 +173,7 @@ std::string describe(const Program& p) {
     } else if (auto* m = std::get_if<MatmulStep>(&s)) {
       os << "matmul " << view(m->a) << " x " << view(m->b) << " -> s" << m->out_storage << " "
          << m->out_shape.str();
+      if (m->beside_next) os << "; beside the next";
     } else if (auto* gs = std::get_if<GatherStep>(&s)) {
       if (gs->source)
         os << "index_add " << view(gs->in) << "[" << view(gs->index) << "] += " << view(*gs->source)

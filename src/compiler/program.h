@@ -78,6 +78,10 @@ struct MatmulStep {
   int out_storage;
   Shape out_shape;  // batch..., m, n
   DType dtype;
+  // The next step is a product that may run at the same time as this one (lowering's
+  // pair_products): it reads nothing this one writes, and neither writes memory the other
+  // touches. A layer's gate and up projections of the same input are such a pair.
+  bool beside_next = false;
 };
 
 // index_select (out = in[index] along dim), or index_add (out = in, then

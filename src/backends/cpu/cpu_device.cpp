@@ -48,12 +48,15 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
 }  // namespace
 
 void run_steps(const compiler::Program& prog, const RunContext& ctx) {
-  for (const compiler::Step& step : prog.steps) {
+  for (size_t i = 0; i < prog.steps.size(); ++i) {
+    const compiler::Step& step = prog.steps[i];
     if (auto* f = std::get_if<compiler::FusedStep>(&step))
       run_fused(*f, ctx);
     else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
       run_reduce(*r, ctx);
-    else if (auto* m = std::get_if<compiler::MatmulStep>(&step))
+    else if (auto* m = std::get_if<compiler::MatmulStep>(&step); m && m->beside_next)
+      run_matmuls(*m, std::get<compiler::MatmulStep>(prog.steps[++i]), ctx);
+    else if (m)
       run_matmul(*m, ctx);
     else if (auto* g = std::get_if<compiler::GatherStep>(&step))
       run_gather(*g, ctx);

@@ -22,6 +22,9 @@ struct RunContext {
 void run_fused(const compiler::FusedStep& s, const RunContext& ctx);
 void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx);
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx);
+/** Two products that may run at the same time (MatmulStep::beside_next), in either order. */
+void run_matmuls(const compiler::MatmulStep& a, const compiler::MatmulStep& b,
+                 const RunContext& ctx);
 /**
  * Rows [r0, r0 + rows) of batch `bi` of a float32 product, into `out` (row stride n); with
  * `ahead`, the memory the caller reads next is prefetched while it runs (small_gemm.h).

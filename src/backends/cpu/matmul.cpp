@@ -104,45 +104,83 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
   }
 }
 
+// One product's work items: each batch, in `split` blocks of rows (or columns).
+template <typename S>
+class Blocks {
+ public:
+  Blocks(const compiler::MatmulStep& s, const RunContext& ctx, int64_t split)
+      : s_(s), split_(split) {
+    const int nd = s.out_shape.size();
+    m_ = s.out_shape[nd - 2];
+    n_ = s.out_shape[nd - 1];
+    k_ = s.a.shape[s.a.shape.size() - 1];
+    for (int d = 0; d < nd - 2; ++d) nbatch_ *= s.out_shape[d];
+    A_ = reinterpret_cast<const S*>(ctx.base[s.a.storage]);
+    B_ = reinterpret_cast<const S*>(ctx.base[s.b.storage]);
+    C_ = reinterpret_cast<S*>(ctx.base[s.out_storage]);
+    oa_ = blas_operand(s.a);
+    ob_ = blas_operand(s.b);
+    by_rows_ = m_ >= 64 * split || m_ >= n_;  // row blocks keep B whole; prefer them
+    extent_ = by_rows_ ? m_ : n_;
+    block_ = (extent_ + split - 1) / std::max<int64_t>(split, 1);
+  }
+
+  int64_t items() const { return nbatch_ * split_; }
+
+  void run(int64_t w) const {
+    const int64_t bi = w / split_, part = w % split_;
+    const int64_t lo = std::min(extent_, part * block_), hi = std::min(extent_, lo + block_);
+    if (lo >= hi) return;
+    int64_t offa, offb;
+    batch_offsets(s_, bi, offa, offb);
+    const int64_t rm = by_rows_ ? hi - lo : m_, rn = by_rows_ ? n_ : hi - lo;
+    if (by_rows_)
+      offa += lo * oa_.rs;
+    else
+      offb += lo * ob_.cs;
+    S* c = C_ + bi * m_ * n_ + (by_rows_ ? lo * n_ : lo);
+    multiply_block<S>(oa_, ob_, rm, rn, k_, A_ + offa, B_ + offb, c, n_);
+  }
+
+ private:
+  const compiler::MatmulStep& s_;
+  int64_t split_, m_ = 0, n_ = 0, k_ = 0, nbatch_ = 1, extent_ = 0, block_ = 0;
+  const S *A_, *B_;
+  S* C_;
+  Operand oa_, ob_;
+  bool by_rows_ = true;
+};
+
+// Multiply-adds of a product, over all its batches.
+int64_t work_of(const compiler::MatmulStep& s) {
+  return s.out_shape.numel() * s.a.shape[s.a.shape.size() - 1];
+}
+
+int64_t batches_of(const compiler::MatmulStep& s) {
+  int64_t nbatch = 1;
+  for (int d = 0; d < s.out_shape.size() - 2; ++d) nbatch *= s.out_shape[d];
+  return nbatch;
+}
+
+// BLAS runs single-threaded (cpu_device sets it); the cores are shared out here, over
+// batches, or over row (or column) blocks of one large product, on the one thread pool.
+// One product is split over the threads from 2^19 multiply-adds: below, handing A to
+// another core and waiting for its half cost more than the half (x Wᵀ at 16 tokens and
+// hidden 128: 6.6 µs split, 4.6 µs on one thread).
+constexpr int64_t kSplitWork = int64_t{1} << 19;
+// Products of fewer multiply-adds than this go to a thread together (batched attention).
+constexpr int64_t kGrainWork = int64_t{1} << 17;
+
 template <typename S>
 void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
-  const int nd = s.out_shape.size();
-  const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
-  const int64_t k = s.a.shape[s.a.shape.size() - 1];
-  int64_t nbatch = 1;
-  for (int d = 0; d < nd - 2; ++d) nbatch *= s.out_shape[d];
-  const S* A = reinterpret_cast<const S*>(ctx.base[s.a.storage]);
-  const S* B = reinterpret_cast<const S*>(ctx.base[s.b.storage]);
-  S* C = reinterpret_cast<S*>(ctx.base[s.out_storage]);
-  const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
-  // BLAS runs single-threaded (cpu_device sets it); the cores are shared out here, over
-  // batches, or over row (or column) blocks of one large product, on the one thread pool.
   const int threads = runtime::num_threads();
-  // One product is split over the threads from 2^19 multiply-adds: below, handing A to
-  // another core and waiting for its half cost more than the half (x Wᵀ at 16 tokens and
-  // hidden 128: 6.6 µs split, 4.6 µs on one thread).
-  const bool big = m * n * k >= (int64_t{1} << 19);
-  const int64_t split = (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1;
-  const bool by_rows = m >= 64 * split || m >= n;  // row blocks keep B whole; prefer them
-  const int64_t extent = by_rows ? m : n;
-  const int64_t block = (extent + split - 1) / std::max<int64_t>(split, 1);
+  const int64_t work = work_of(s), nbatch = batches_of(s);
+  const bool big = work / nbatch >= kSplitWork;
+  const Blocks<S> blocks(s, ctx, (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1);
   const int64_t grain =
-      big ? 1 : std::max<int64_t>(1, (int64_t{1} << 17) / std::max<int64_t>(m * n * k, 1));
-  runtime::parallel_for(nbatch * split, grain, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t bi = w / split, part = w % split;
-      const int64_t lo = std::min(extent, part * block), hi = std::min(extent, lo + block);
-      if (lo >= hi) continue;
-      int64_t offa, offb;
-      batch_offsets(s, bi, offa, offb);
-      const int64_t rm = by_rows ? hi - lo : m, rn = by_rows ? n : hi - lo;
-      if (by_rows)
-        offa += lo * oa.rs;
-      else
-        offb += lo * ob.cs;
-      S* c = C + bi * m * n + (by_rows ? lo * n : lo);
-      multiply_block<S>(oa, ob, rm, rn, k, A + offa, B + offb, c, n);
-    }
+      big ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
+  runtime::parallel_for(blocks.items(), grain, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) blocks.run(w);
   });
 }
 
@@ -158,6 +196,25 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
   const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + offa + r0 * oa.rs;
   const float* B = reinterpret_cast<const float*>(ctx.base[s.b.storage]) + offb;
   gemm<float>(oa, ob, rows, n, k, A, B, out, n, ahead);
+}
+
+// Two float32 products side by side, each split into half as many blocks as there are
+// threads (on two cores: one product each, where alone each would be split in two and
+// wait for the other core twice).
+void run_matmuls(const compiler::MatmulStep& a, const compiler::MatmulStep& b,
+                 const RunContext& ctx) {
+  const int threads = runtime::num_threads();
+  if (threads < 2 || a.dtype != DType::float32 || b.dtype != DType::float32 || batches_of(a) != 1 ||
+      batches_of(b) != 1 || work_of(a) < kGrainWork || work_of(b) < kGrainWork) {
+    run_matmul(a, ctx);
+    run_matmul(b, ctx);
+    return;
+  }
+  const int64_t split = std::max(1, threads / 2);
+  const Blocks<float> x(a, ctx, split), y(b, ctx, split);
+  runtime::parallel_for(x.items() + y.items(), 1, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) w < x.items() ? x.run(w) : y.run(w - x.items());
+  });
 }
 
 void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {
