@@ -80,9 +80,19 @@ void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, comput
                });
 }
 
+// A contiguous view is one run from its offset: no walk over its dims (a division per dim).
 template <typename S>
-void store(const View& v, const RunContext& ctx, int64_t start, int64_t n, const compute_t<S>* in) {
+void store(const View& v, bool contiguous, const RunContext& ctx, int64_t start, int64_t n,
+           const compute_t<S>* in) {
   S* p = reinterpret_cast<S*>(ctx.base[v.storage]);
+  if (contiguous) {
+    S* q = p + v.offset + start;
+    if constexpr (std::is_same_v<S, compute_t<S>>)
+      std::memcpy(q, in, static_cast<size_t>(n) * sizeof(S));
+    else
+      for (int64_t k = 0; k < n; ++k) q[k] = convert<S>(in[k]);
+    return;
+  }
   int64_t r = 0;
   for_each_run(v.shape, v.strides.data(), v.offset, start, n,
                [&](int64_t off, int64_t cnt, int64_t st) {
@@ -317,11 +327,15 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
   // Steps of 8 tiles (8K elements) and more are shared out: a transformer's [tokens,
   // intermediate] steps at small batch are that size, and run serially they leave the other
   // cores idle (100-layer scan step, fwd+bwd medians: 146 ms at 32 tiles, 118-129 ms at 8).
-  // loads read in place, decided once per run
-  thread_local std::vector<char> in_place_buf;
-  in_place_buf.assign(st.loads.size(), 0);
+  // loads read in place and contiguous stores, decided once per run
+  thread_local std::vector<char> in_place_buf, contiguous_buf;
+  in_place_buf.resize(st.loads.size());
   for (size_t i = 0; i < st.loads.size(); ++i) in_place_buf[i] = reads_in_place(st.loads[i]);
+  contiguous_buf.resize(st.stores.size());
+  for (size_t i = 0; i < st.stores.size(); ++i)
+    contiguous_buf[i] = st.stores[i].dst.is_contiguous();
   const char* in_place = in_place_buf.data();
+  const char* contiguous = contiguous_buf.data();
   runtime::parallel_for(tiles, 4, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<uint64_t> scratch;
     thread_local std::vector<const void*> at;
@@ -353,11 +367,13 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
             break;
           }
       }
-      for (const auto& s : st.stores)
+      for (size_t i = 0; i < st.stores.size(); ++i) {
+        const auto& s = st.stores[i];
         dispatch(s.dst.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
-          store<S>(s.dst, ctx, start, n, regs.in<compute_t<S>>(s.reg));
+          store<S>(s.dst, contiguous[i], ctx, start, n, regs.in<compute_t<S>>(s.reg));
         });
+      }
     }
   });
 }
