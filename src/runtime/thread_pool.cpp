@@ -104,6 +104,11 @@ class Pool {
     bg_owned_.store(false);
   }
 
+  void catch_up_background(int64_t keep) {
+    while (bg_published_.load(std::memory_order_acquire) - bg_next_.load() > keep)
+      if (!run_background()) break;
+  }
+
   // Runs one published task of the session, if there is one.
   bool run_background() {
     if (!bg_active_.load(std::memory_order_relaxed)) return false;
@@ -232,6 +237,10 @@ bool Background::begin(const std::function<void(int64_t)>& task) {
 
 void Background::publish(int64_t n) {
   pool().publish_background(n);
+}
+
+void Background::catch_up(int64_t keep) {
+  pool().catch_up_background(keep);
 }
 
 void Background::finish(int64_t n) {

@@ -31,6 +31,8 @@ class Background {
   static void publish(int64_t n);
   /** Tasks [0, n) are all there are: runs the rest on every thread, returns when all ran. */
   static void finish(int64_t n);
+  /** Runs published tasks on this thread until no more than `keep` wait for a thread. */
+  static void catch_up(int64_t keep);
 };
 
 }  // namespace lazytrace::runtime

@@ -119,6 +119,12 @@ class Updates {
     if (!beside_) return;
     published_ = (j + 1) * per_iteration_;
     runtime::Background::publish(published_);
+    // The updates are more work than the loop's own steps (AdamW's memory traffic against a
+    // layer's small products): when the other threads fall more than an iteration behind,
+    // this one takes tasks too, so each update runs soon after its layer's iteration, while
+    // the weight the iteration read is still in the caches (spec-100 scan step, alternated
+    // runs: 38.2 ms without, 36.8 ms with; keeping none or half an iteration: 40.3 ms).
+    runtime::Background::catch_up(per_iteration_);
   }
 
   void loop_done() {
