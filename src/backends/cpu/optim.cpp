@@ -86,15 +86,16 @@ class Update {
   bool in_place_, apart_;
 };
 
-// The blocks of rows a product gradient is made in: each stays in L1 until its rows are
-// updated from it.
+// The blocks of rows a product gradient is made in, about 16K elements: each stays in the
+// caches until its rows are updated from it (spec-100 scan step, alternated runs: 43.7 ms
+// at 8K, 42.2 at 16K, 42.0 at 32K, 45.3 at 4K).
 struct ProductBlocks {
   int64_t rows, cols, block, per_batch;
   explicit ProductBlocks(const compiler::MatmulStep& mp) {
     const int nd = mp.out_shape.size();
     rows = mp.out_shape[nd - 2];
     cols = mp.out_shape[nd - 1];
-    block = std::clamp<int64_t>(8192 / std::max<int64_t>(cols, 1), 1, std::max<int64_t>(rows, 1));
+    block = std::clamp<int64_t>(16384 / std::max<int64_t>(cols, 1), 1, std::max<int64_t>(rows, 1));
     per_batch = (rows + block - 1) / block;
   }
 };
