@@ -106,6 +106,26 @@ TEST(Compiler, IndependentAdjacentProductsRunSideBySide) {
     ASSERT_NEAR(zv[i], p1[i] + p2[i], 1e-4 * (1 + std::abs(p1[i] + p2[i]))) << i << "\n" << plan;
 }
 
+// A product with few rows and a long reduction is computed in parts of the reduction, one
+// per thread, then summed: x Wᵀ (B read along k) and dY W (B read along n).
+TEST(Compiler, ALongReductionInPartsMatchesAFloat64Loop) {
+  const int m = 16, k = 2048, n = 64;
+  auto x = lt::randn({m, k}), w = lt::randn({n, k}), v = lt::randn({k, n});
+  lt::sync();
+  const auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), vv = v.to_vector<float>();
+  std::vector<float> wt(wv.size());  // w transposed, [k, n]
+  for (int j = 0; j < n; ++j)
+    for (int p = 0; p < k; ++p)
+      wt[static_cast<size_t>(p * n + j)] = wv[static_cast<size_t>(j * k + p)];
+  const std::vector<double> want_t = product(xv, wt, m, k, n), want = product(xv, vv, m, k, n);
+  const auto got_t = lt::matmul(x, lt::transpose(w, 0, 1)).to_vector<float>();
+  const auto got = lt::matmul(x, v).to_vector<float>();
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got_t[i], want_t[i], 1e-3 * (1 + std::abs(want_t[i]))) << i;
+    ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::abs(want[i]))) << i;
+  }
+}
+
 // Regression: a concat whose producer group was also joined by a reader of the concat
 // read the concat's memory before writing it.
 TEST(Compiler, ConcatWithAnEmptyPartnerThenElementwise) {

@@ -105,8 +105,9 @@ class Pool {
   }
 
   void catch_up_background(int64_t keep) {
+    // (run_background returns false too when another thread took the task it looked at)
     while (bg_published_.load(std::memory_order_acquire) - bg_next_.load() > keep)
-      if (!run_background()) break;
+      if (!run_background()) cpu_relax();
   }
 
   // Runs one published task of the session, if there is one.
