@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox)
 for arg in "$@"; do
   case "$arg" in
-    --bench) pkgs+=(libbenchmark-dev libdnnl-dev) ;;
+    --bench) pkgs+=(libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev) ;;  # (dnnl's CMake config needs OpenCL)
     --peers) pkgs+=(libbenchmark-dev libtorch-dev) ;;
     --dev) pkgs+=(clang-format ccache graphviz) ;;
     -h|--help) echo "usage: $0 [--bench] [--peers] [--dev]"; exit 0 ;;
