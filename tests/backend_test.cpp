@@ -126,12 +126,9 @@ struct Layout {
   int64_t ars, acs, brs, bcs;
 };
 
-// small_gemm_f32 or its AVX-512 copy
-using SmallGemm = bool (*)(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
-                           int64_t, int64_t, float*, int64_t, cpu::ReadAhead*);
-
-void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const Layout& l,
-                      int64_t ldc, int64_t c_off, bool expect_taken) {
+// through the AVX2 or the AVX-512 kernels
+void check_small_gemm(const cpu::SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
+                      const Layout& l, int64_t ldc, int64_t c_off, bool expect_taken) {
   std::mt19937 g(static_cast<uint32_t>(m * 131 + n * 17 + k));
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   std::vector<float> a(static_cast<size_t>((m - 1) * l.ars + (k - 1) * l.acs + 1));
@@ -144,7 +141,7 @@ void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const L
   while (reinterpret_cast<uintptr_t>(base) % 64 != 0) ++base;
   float* C = base + c_off;
   const bool taken =
-      kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc, nullptr);
+      cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc);
   ASSERT_EQ(taken, expect_taken) << m << "x" << n << "x" << k;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ldc; ++j) {
@@ -168,7 +165,8 @@ void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const L
   const std::vector<float> first(C, C + m * ldc);
   std::vector<float> streams(3 * 4096);
   cpu::ReadAhead ahead{{streams.data(), streams.data() + 4096, streams.data() + 8192}, 4096 * 4};
-  kernel(m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc, &ahead);
+  cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc,
+                      &ahead);
   for (int64_t i = 0; i < m * ldc; ++i)
     ASSERT_EQ(0, std::memcmp(&C[i], &first[static_cast<size_t>(i)], sizeof(float))) << i;
   if (taken && k <= 32 && l.bcs == 1 && n >= 16) {  // (narrower: scalar loops in AVX2)
@@ -178,9 +176,9 @@ void check_small_gemm(SmallGemm kernel, int64_t m, int64_t n, int64_t k, const L
 }
 
 // Every layout and tail of the small products, through one kernel set.
-void check_small_gemms(SmallGemm kernel) {
+void check_small_gemms(const cpu::SmallGemmKernels& kernels) {
   auto check = [&](int64_t m, int64_t n, int64_t k, const Layout& l, int64_t ldc, int64_t c_off,
-                   bool taken) { check_small_gemm(kernel, m, n, k, l, ldc, c_off, taken); };
+                   bool taken) { check_small_gemm(kernels, m, n, k, l, ldc, c_off, taken); };
   // few rows, both operands contiguous along k (x Wᵀ): AVX2 tiles of 3 x 4 with k in steps
   // of 8; AVX-512 groups of 16 rows and tiles of 16 columns
   for (int64_t m : {1, 2, 3, 4, 7, 16, 17, 32})
@@ -218,13 +216,13 @@ void check_small_gemms(SmallGemm kernel) {
 TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
   if (!cpu::has_avx2_fma())
     GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product";
-  check_small_gemms(cpu::small_gemm_f32);
+  check_small_gemms(*cpu::small_gemm_avx2());
 }
 
 TEST(CpuKernels, SmallProductsInAvx512MatchAFloat64Loop) {
   if (!cpu::has_avx512())
     GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has the AVX2 kernels do these products";
-  check_small_gemms(cpu::small_gemm_f32_avx512);
+  check_small_gemms(*cpu::small_gemm_avx512());
 }
 
 // The fused kernel reads a contiguous float32 input in place. A step that writes one output

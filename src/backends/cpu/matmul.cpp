@@ -58,10 +58,11 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (has_avx512() &&
-        small_gemm_f32_avx512(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
+    if (has_avx512() && small_gemm_f32(*small_gemm_avx512(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
+                                       b.cs, pc, ldc, ahead))
       return;
-    if (has_avx2_fma() && small_gemm_f32(m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
+    if (has_avx2_fma() &&
+        small_gemm_f32(*small_gemm_avx2(), m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
       return;
   }
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));

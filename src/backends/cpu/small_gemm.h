@@ -23,20 +23,42 @@ struct ReadAhead {
   int64_t done = 0;  // bytes of each stream asked for so far
 };
 
+/** One instruction set's small-product kernels; small_gemm_f32 picks among them by layout. */
+struct SmallGemmKernels {
+  // few rows, both operands contiguous along k: C[i, j] = A row i . B column j, B's column
+  // j at B + j * ldb
+  void (*dot)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+              int64_t ldb, float* C, int64_t ldc);
+  // a short reduction, B contiguous along n; `stream`: C written with streaming stores
+  void (*bcast)(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead);
+  // few rows, A contiguous along k, B along n, a long reduction
+  void (*stream)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
+                 int64_t ldb, float* C, int64_t ldc);
+  int64_t vector_floats;  // streaming stores need C's rows aligned to this many floats
+};
+
+/** This thread's scratch buffer `slot` (0 or 1), at least `floats` long, 64-byte aligned. */
+float* small_gemm_scratch(int slot, int64_t floats);
+
+/**
+ * The AVX2 + FMA kernels (small_gemm_avx2.cpp) and their AVX-512 copies
+ * (small_gemm_avx512.cpp); nullptr where this build has none. Use only where
+ * has_avx2_fma() / has_avx512().
+ */
+const SmallGemmKernels* small_gemm_avx2();
+const SmallGemmKernels* small_gemm_avx512();
+
 /**
  * C[m, n] (row stride ldc) = A[m, k] B[k, n], with A's element (i, p) at A[i * ars + p * acs]
- * and B's (p, j) at B[p * brs + j * bcs]. Runs and returns true for the layouts and sizes
- * where it beats BLAS: at most 32 rows with both operands contiguous along k (x Wᵀ), or a
- * reduction of at most 32 with B contiguous along n (Xᵀ dY, dYᵀ X), or at most 32 rows with
- * A contiguous along k and B along n (dY W). Returns false, touching nothing, otherwise. Call only
- * where has_avx2_fma().
+ * and B's (p, j) at B[p * brs + j * bcs], by one set of kernels. Runs and returns true for
+ * the layouts and sizes where they beat BLAS: at most 32 rows with both operands contiguous
+ * along k (x Wᵀ), or a reduction of at most 32 with B contiguous along n (Xᵀ dY, dYᵀ X), or
+ * at most 32 rows with A contiguous along k and B along n (dY W). Returns false, touching
+ * nothing, otherwise.
  */
-bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc,
-                    ReadAhead* ahead = nullptr);
-/** small_gemm_f32 in AVX-512: the same shapes and layouts. Call only where has_avx512(). */
-bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars,
-                           int64_t acs, const float* B, int64_t brs, int64_t bcs, float* C,
-                           int64_t ldc, ReadAhead* ahead = nullptr);
+bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
+                    const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
+                    int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead = nullptr);
 
 }  // namespace lazytrace::cpu

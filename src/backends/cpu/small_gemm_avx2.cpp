@@ -240,33 +240,19 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
   }
 }
 
+// `stream`: the stores bypass the caches; they are ordered before the pool's hand-over
+void bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+           const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead) {
+  if (!stream) return gemm_bcast<false>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
+  gemm_bcast<true>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
+  _mm_sfence();
+}
+
 }  // namespace
 
-bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                    const float* B, int64_t brs, int64_t bcs, float* C, int64_t ldc,
-                    ReadAhead* ahead) {
-  constexpr int64_t kSmall = 32;
-  if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
-    gemm_dot(m, n, k, A, ars, B, bcs, C, ldc);
-    return true;
-  }
-  if (k <= kSmall && bcs == 1) {
-    // streaming stores need 32-byte aligned rows, and pay off once C outgrows the caches
-    const bool stream =
-        m * n >= (int64_t{1} << 16) && ldc % 8 == 0 && (reinterpret_cast<uintptr_t>(C) & 31) == 0;
-    if (stream) {
-      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
-      _mm_sfence();  // order the streaming stores before the pool's hand-over
-    } else {
-      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
-    }
-    return true;
-  }
-  if (m <= kSmall && acs == 1 && bcs == 1) {
-    gemm_stream(m, n, k, A, ars, B, brs, C, ldc);
-    return true;
-  }
-  return false;
+const SmallGemmKernels* small_gemm_avx2() {
+  static const SmallGemmKernels kernels{gemm_dot, bcast, gemm_stream, 8};
+  return &kernels;
 }
 
 }  // namespace lazytrace::cpu
@@ -274,9 +260,8 @@ bool small_gemm_f32(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars
 #else  // another CPU: BLAS everywhere
 
 namespace lazytrace::cpu {
-bool small_gemm_f32(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
-                    int64_t, int64_t, float*, int64_t, ReadAhead*) {
-  return false;
+const SmallGemmKernels* small_gemm_avx2() {
+  return nullptr;
 }
 }  // namespace lazytrace::cpu
 

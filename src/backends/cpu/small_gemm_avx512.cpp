@@ -1,6 +1,8 @@
 // small_gemm.h's kernels in AVX-512, compiled with -mavx512f -mavx512dq -mfma for this file
 // alone (see src/CMakeLists.txt); matmul.cpp calls them first where has_avx512(). Like
-// small_gemm_avx2.cpp, the file uses no templates or inline functions from shared headers.
+// small_gemm_avx2.cpp, the file uses no templates or inline functions from shared headers
+// (its buffers come from small_gemm_scratch), so the linker can never pick an AVX-512 copy
+// of a function that other files use too (`nm` of the object: one symbol).
 //
 // With 16 lanes, a transformer's 16 tokens fill one register: the two long-reduction
 // kernels pack the few rows of A transposed (Aᵀ[p] = A's column p, one register per p) and
@@ -16,8 +18,6 @@
 // variable from itself, which -Wmaybe-uninitialized reports at every use
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
-
-#include <vector>
 
 namespace lazytrace::cpu {
 namespace {
@@ -85,13 +85,12 @@ void pack_transposed(int64_t m, int64_t k, const float* A, int64_t lda, float* a
 
 // The groups of 16 rows of A (m <= 32), packed transposed, in a per-thread buffer.
 const float* pack_groups(int64_t m, int64_t k, const float* A, int64_t lda) {
-  thread_local std::vector<float> buf;
   const int64_t groups = (m + kLanes - 1) / kLanes;
-  buf.resize(static_cast<size_t>(groups * k * kLanes));
+  float* buf = small_gemm_scratch(0, groups * k * kLanes);
   for (int64_t g = 0; g < groups; ++g)
     pack_transposed(min64(kLanes, m - g * kLanes), k, A + g * kLanes * lda, lda,
-                    buf.data() + g * k * kLanes);
-  return buf.data();
+                    buf + g * k * kLanes);
+  return buf;
 }
 
 // Stores Cᵀ's 16 columns (acc, one per column j0 + c) as rows [0, m) of C.
@@ -190,9 +189,7 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
                  int64_t ldb, float* C, int64_t ldc) {
   const float* at = pack_groups(m, k, A, lda);
   const int64_t groups = (m + kLanes - 1) / kLanes;
-  thread_local std::vector<float> ct_buf;  // Cᵀ of each group: [groups][n][16]
-  ct_buf.resize(static_cast<size_t>(groups * n * kLanes));
-  float* ct = ct_buf.data();
+  float* ct = small_gemm_scratch(1, groups * n * kLanes);  // Cᵀ of each group: [groups][n][16]
   const int64_t rows = kBlockFloats / n > 16 ? kBlockFloats / n : 16;
   const int64_t n16 = n & ~int64_t{15};
   for (int64_t p0 = 0; p0 < k; p0 += rows) {
@@ -314,33 +311,19 @@ void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, in
     bcast_chunk<1, Stream>(m, k, A, ars, acs, B + j, ldb, C + j, ldc, first_lanes(n - j), ahead);
 }
 
+// `stream`: the stores bypass the caches; they are ordered before the pool's hand-over
+void bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+           const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead) {
+  if (!stream) return gemm_bcast<false>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
+  gemm_bcast<true>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
+  _mm_sfence();
+}
+
 }  // namespace
 
-bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars,
-                           int64_t acs, const float* B, int64_t brs, int64_t bcs, float* C,
-                           int64_t ldc, ReadAhead* ahead) {
-  constexpr int64_t kSmall = 32;
-  if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
-    gemm_dot(m, n, k, A, ars, B, bcs, C, ldc);
-    return true;
-  }
-  if (k <= kSmall && bcs == 1) {
-    // streaming stores need 64-byte aligned rows, and pay off once C outgrows the caches
-    const bool stream =
-        m * n >= (int64_t{1} << 16) && ldc % 16 == 0 && (reinterpret_cast<uintptr_t>(C) & 63) == 0;
-    if (stream) {
-      gemm_bcast<true>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
-      _mm_sfence();  // order the streaming stores before the pool's hand-over
-    } else {
-      gemm_bcast<false>(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
-    }
-    return true;
-  }
-  if (m <= kSmall && acs == 1 && bcs == 1) {
-    gemm_stream(m, n, k, A, ars, B, brs, C, ldc);
-    return true;
-  }
-  return false;
+const SmallGemmKernels* small_gemm_avx512() {
+  static const SmallGemmKernels kernels{gemm_dot, bcast, gemm_stream, 16};
+  return &kernels;
 }
 
 }  // namespace lazytrace::cpu
@@ -348,9 +331,8 @@ bool small_gemm_f32_avx512(int64_t m, int64_t n, int64_t k, const float* A, int6
 #else  // another CPU, or a compiler without AVX-512: the AVX2 kernels or BLAS
 
 namespace lazytrace::cpu {
-bool small_gemm_f32_avx512(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, const float*,
-                           int64_t, int64_t, float*, int64_t) {
-  return false;
+const SmallGemmKernels* small_gemm_avx512() {
+  return nullptr;
 }
 }  // namespace lazytrace::cpu
 
