@@ -32,6 +32,8 @@ template <typename T>
   case OpKind::K:                                                        \
     for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
     return;
+  // (clang-format does not settle on a list of macro cases)
+  // clang-format off
   switch (op) {
     LT_UNARY(Neg)
     LT_UNARY(Exp)
@@ -41,9 +43,15 @@ template <typename T>
     LT_UNARY(Tanh)
     LT_UNARY(Sigmoid)
     LT_UNARY(Relu)
-    LT_UNARY(Gelu) LT_UNARY(Silu) LT_UNARY(Sqrt) LT_UNARY(Rsqrt) LT_UNARY(Abs) LT_UNARY(Erf) default
-        : return;
+    LT_UNARY(Gelu)
+    LT_UNARY(Silu)
+    LT_UNARY(Sqrt)
+    LT_UNARY(Rsqrt)
+    LT_UNARY(Abs)
+    LT_UNARY(Erf)
+    default: return;
   }
+    // clang-format on
 #undef LT_UNARY
 }
 
