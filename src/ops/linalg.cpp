@@ -17,10 +17,9 @@ std::vector<Tensor> matmul_vjp(const Tensor& g, const Tensor& a, const Tensor& b
   Tensor ga = matmul(g2, transpose(b2, -1, -2));
   // a weight shared by every batch (b is a matrix): one product over all rows, rather than
   // one per batch summed afterwards
-  Tensor gb = b2.ndim() == 2 && a2.ndim() > 2
-                  ? matmul(transpose(reshape(a2, {-1, a2.size(-1)})),
-                           reshape(g2, {-1, g2.size(-1)}))
-                  : matmul(transpose(a2, -1, -2), g2);
+  Tensor gb = b2.ndim() == 2 && a2.ndim() > 2 ? matmul(transpose(reshape(a2, {-1, a2.size(-1)})),
+                                                       reshape(g2, {-1, g2.size(-1)}))
+                                              : matmul(transpose(a2, -1, -2), g2);
   // back to the operands' own ranks: sum batch dims first, then drop the added dim
   if (a_vec) ga = reshape(ops::sum_to(ga, a2.shape()), a.shape());
   if (b_vec) gb = reshape(ops::sum_to(gb, b2.shape()), b.shape());
