@@ -2,6 +2,10 @@
 // instruction set's kernels.
 #include "backends/cpu/small_gemm.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -29,7 +33,14 @@ bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64
     const int64_t align = kernels.vector_floats;
     const bool stream = m * n >= (int64_t{1} << 16) && ldc % align == 0 &&
                         reinterpret_cast<uintptr_t>(C) % (align * sizeof(float)) == 0;
-    kernels.bcast(m, n, k, A, ars, acs, B, brs, C, ldc, stream, ahead);
+    if (!stream) {
+      kernels.bcast(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
+      return true;
+    }
+    kernels.bcast_stream(m, n, k, A, ars, acs, B, brs, C, ldc, ahead);
+#if defined(__x86_64__)
+    _mm_sfence();  // order the streaming stores before the pool's hand-over
+#endif
     return true;
   }
   if (m <= kSmall && acs == 1 && bcs == 1) {

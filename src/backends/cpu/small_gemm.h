@@ -23,15 +23,26 @@ struct ReadAhead {
   int64_t done = 0;  // bytes of each stream asked for so far
 };
 
+// The next line of each stream, asked for into L2: a kernel calls it once per reduction
+// step. (static: each instruction set's file inlines its own copy, and none is exported.)
+[[gnu::always_inline]] static inline void read_ahead(ReadAhead* ahead) {
+  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
+  for (const void* s : ahead->stream)
+    if (s != nullptr) __builtin_prefetch(static_cast<const char*>(s) + ahead->done, 0, 2);
+  ahead->done += 64;
+}
+
 /** One instruction set's small-product kernels; small_gemm_f32 picks among them by layout. */
 struct SmallGemmKernels {
   // few rows, both operands contiguous along k: C[i, j] = A row i . B column j, B's column
   // j at B + j * ldb
   void (*dot)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
               int64_t ldb, float* C, int64_t ldc);
-  // a short reduction, B contiguous along n; `stream`: C written with streaming stores
+  // a short reduction, B contiguous along n; C written with plain or streaming stores
   void (*bcast)(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-                const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead);
+                const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead);
+  void (*bcast_stream)(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
+                       const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead);
   // few rows, A contiguous along k, B along n, a long reduction
   void (*stream)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
                  int64_t ldb, float* C, int64_t ldc);

@@ -1,7 +1,8 @@
 // small_gemm.h's kernels, compiled with -mavx2 -mfma for this file alone (see
 // src/CMakeLists.txt); matmul.cpp calls them only where has_avx2_fma(). The file uses no
-// templates or inline functions from shared headers, so the linker can never pick an AVX2
-// copy of a function that other files use too.
+// templates or inline functions from shared headers but static ones (small_gemm.h's
+// read_ahead), so the linker can never pick an AVX2 copy of a function that other files
+// use too (the ctest backend.isa_symbols checks).
 #include "backends/cpu/small_gemm.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -13,14 +14,6 @@ namespace {
 // ---- few rows, k contiguous in both: C[i, j] = dot(A row i, B column j) ------------------
 // An MR x NR tile of dot products over k, eight lanes at a time, summed across lanes at the
 // end. The weight's NR rows stay in L1 while the tile walks down A's rows.
-
-// A line of each of the caller's next streams (small_gemm.h), asked for into L2.
-[[gnu::always_inline]] inline void read_ahead(ReadAhead* ahead) {
-  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
-  for (const void* s : ahead->stream)
-    if (s != nullptr) _mm_prefetch(static_cast<const char*>(s) + ahead->done, _MM_HINT_T1);
-  ahead->done += 64;
-}
 
 inline float lane_sum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -240,18 +233,11 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
   }
 }
 
-// `stream`: the stores bypass the caches; they are ordered before the pool's hand-over
-void bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-           const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead) {
-  if (!stream) return gemm_bcast<false>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
-  gemm_bcast<true>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
-  _mm_sfence();
-}
-
 }  // namespace
 
 const SmallGemmKernels* small_gemm_avx2() {
-  static const SmallGemmKernels kernels{gemm_dot, bcast, gemm_stream, 8};
+  static const SmallGemmKernels kernels{gemm_dot, gemm_bcast<false>, gemm_bcast<true>, gemm_stream,
+                                        8};
   return &kernels;
 }
 

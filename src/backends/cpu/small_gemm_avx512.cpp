@@ -1,8 +1,8 @@
 // small_gemm.h's kernels in AVX-512, compiled with -mavx512f -mavx512dq -mfma for this file
 // alone (see src/CMakeLists.txt); matmul.cpp calls them first where has_avx512(). Like
 // small_gemm_avx2.cpp, the file uses no templates or inline functions from shared headers
-// (its buffers come from small_gemm_scratch), so the linker can never pick an AVX-512 copy
-// of a function that other files use too (`nm` of the object: one symbol).
+// but static ones (its buffers come from small_gemm_scratch), so the linker can never pick
+// an AVX-512 copy of a function that other files use too (backend.isa_symbols checks).
 //
 // With 16 lanes, a transformer's 16 tokens fill one register: the two long-reduction
 // kernels pack the few rows of A transposed (Aᵀ[p] = A's column p, one register per p) and
@@ -26,14 +26,6 @@ constexpr int64_t kLanes = 16;  // floats per register, and rows of A per group
 
 int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
-}
-
-// A line of each of the caller's next streams (small_gemm.h), asked for into L2.
-[[gnu::always_inline]] inline void read_ahead(ReadAhead* ahead) {
-  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
-  for (const void* s : ahead->stream)
-    if (s != nullptr) _mm_prefetch(static_cast<const char*>(s) + ahead->done, _MM_HINT_T1);
-  ahead->done += 64;
 }
 
 __mmask16 first_lanes(int64_t n) {
@@ -311,18 +303,11 @@ void gemm_bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, in
     bcast_chunk<1, Stream>(m, k, A, ars, acs, B + j, ldb, C + j, ldc, first_lanes(n - j), ahead);
 }
 
-// `stream`: the stores bypass the caches; they are ordered before the pool's hand-over
-void bcast(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
-           const float* B, int64_t ldb, float* C, int64_t ldc, bool stream, ReadAhead* ahead) {
-  if (!stream) return gemm_bcast<false>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
-  gemm_bcast<true>(m, n, k, A, ars, acs, B, ldb, C, ldc, ahead);
-  _mm_sfence();
-}
-
 }  // namespace
 
 const SmallGemmKernels* small_gemm_avx512() {
-  static const SmallGemmKernels kernels{gemm_dot, bcast, gemm_stream, 16};
+  static const SmallGemmKernels kernels{gemm_dot, gemm_bcast<false>, gemm_bcast<true>, gemm_stream,
+                                        16};
   return &kernels;
 }
 
