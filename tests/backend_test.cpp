@@ -15,6 +15,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/optim_loops.h"
 #include "backends/cpu/small_gemm.h"
+#include "runtime/buffer.h"
 
 namespace {
 
@@ -271,6 +272,22 @@ TEST(CpuKernels, FusedStepStoresAnInputReadInPlaceBeforeOverwritingIt) {
       ASSERT_EQ(copy[k], want[k]) << overwrite_first << " " << i;
       ASSERT_EQ(x[k], 2.0f * want[k]) << overwrite_first << " " << i;
     }
+  }
+}
+
+// Buffers from 4 MiB (stacked weights and their moments) start on a 2 MiB boundary, where
+// transparent huge pages can back them; smaller ones on a cache line.
+TEST(Backend, LargeBuffersAreAlignedForHugePages) {
+  namespace rt = lazytrace::runtime;
+  for (size_t bytes : {size_t{4} << 20, (size_t{5} << 20) + 3, size_t{51} << 20}) {
+    rt::BufferPtr b = rt::make_buffer(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % (size_t{2} << 20), 0u) << bytes;
+    std::memset(b->data(), 1, bytes);  // every byte asked for is there
+  }
+  for (size_t bytes : {size_t{100}, size_t{5000}, (size_t{4} << 20) - 1}) {
+    rt::BufferPtr b = rt::make_buffer(bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data()) % 64, 0u) << bytes;
+    std::memset(b->data(), 1, bytes);
   }
 }
 
