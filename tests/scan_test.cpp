@@ -367,6 +367,44 @@ TEST(Scan, ZeroLengthReturnsInitAndEmptyYs) {
   EXPECT_EQ(init.grad().to_vector<float>(), std::vector<float>(6, 1.0f));
 }
 
+// Slices of 256 KB and more: while an iteration runs, the pool's threads read the next
+// one's slices ahead (backends/cpu/loop.cpp). Against a plain loop, forward and reverse.
+TEST(Scan, LargeSlicesReadAheadGiveThePlainLoopsResult) {
+  const int64_t n = 5, rows = 64, cols = 1024;  // 256 KB of float32 per slice
+  Tensor xs = random_tensor({n, rows, cols}, 41), ws = random_tensor({n, cols}, 42);
+  Tensor init = random_tensor({rows, cols}, 43);
+  const std::vector<float> x = xs.to_vector<float>(), w = ws.to_vector<float>(),
+                           c0 = init.to_vector<float>();
+  auto fn = [](const Tensor& c, const Tree& in) {
+    Tensor next = c * 0.5 + in[0].tensor() * in[1].tensor();
+    return std::pair{next, lt::sum(next, {1})};
+  };
+  for (bool reverse : {false, true}) {
+    auto [c, ys] = lt::scan(fn, init, Tree::list({xs, ws}), {.reverse = reverse});
+    std::vector<float> ref = c0, ref_ys(static_cast<size_t>(n * rows));
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t i = reverse ? n - 1 - j : j;
+      for (int64_t r = 0; r < rows; ++r) {
+        double row = 0;
+        for (int64_t k = 0; k < cols; ++k) {
+          float& v = ref[static_cast<size_t>(r * cols + k)];
+          v = v * 0.5f + x[static_cast<size_t>((i * rows + r) * cols + k)] *
+                             w[static_cast<size_t>(i * cols + k)];
+          row += v;
+        }
+        ref_ys[static_cast<size_t>(i * rows + r)] = static_cast<float>(row);
+      }
+    }
+    const std::vector<float> got = c.to_vector<float>(), got_ys = ys.to_vector<float>();
+    for (size_t e = 0; e < ref.size(); ++e)
+      ASSERT_NEAR(got[e], ref[e], 1e-5 * (1 + std::fabs(ref[e])))
+          << "reverse " << reverse << " " << e;
+    for (size_t e = 0; e < ref_ys.size(); ++e)
+      ASSERT_NEAR(got_ys[e], ref_ys[e], 1e-3 * (1 + std::fabs(ref_ys[e])))
+          << "reverse " << reverse << " y " << e;
+  }
+}
+
 TEST(Scan, BodyIsTracedOnceAndCompiledOnceWhateverTheLength) {
   auto fn = [](const Tensor& c, const Tensor& x) {
     Tensor n = c * 0.5 + lt::exp(x);

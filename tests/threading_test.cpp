@@ -134,4 +134,34 @@ TEST(Threading, ParallelWorkRunsInlineWhileBackgroundTasksWait) {
   rt::Background::finish(5);
 }
 
+// A session that does not hold the threads (short tasks: a loop's read-ahead) lets them
+// join the caller's parallel work between two of its tasks.
+TEST(Threading, ParallelWorkGetsTheThreadsOfASessionOfShortTasks) {
+  namespace rt = lazytrace::runtime;
+  if (rt::num_threads() < 2) GTEST_SKIP() << "one thread: no worker to run the tasks";
+  const int64_t n = 100000;
+  std::atomic<int64_t> ran{0};
+  const std::function<void(int64_t)> short_task = [&](int64_t) {
+    volatile double x = 0;
+    for (int i = 0; i < 2000; ++i) x = x + i;
+    ++ran;
+  };
+  ASSERT_TRUE(rt::Background::begin(short_task, /*hold_threads=*/false));
+  rt::Background::publish(n);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> elsewhere{0};
+  rt::parallel_for(1 << 20, 1, [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) {
+      ++elsewhere;
+      return;
+    }
+    // the caller's chunks wait (up to 2 s) for a worker to take one
+    for (int i = 0; i < 2000 && elsewhere.load() == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  EXPECT_GT(elsewhere.load(), 0) << "no worker joined the parallel work between short tasks";
+  rt::Background::finish(n);
+  EXPECT_EQ(ran.load(), n);
+}
+
 }  // namespace

@@ -63,10 +63,11 @@ class Pool {
   }
 
   // Background sessions (see thread_pool.h).
-  bool begin_background(const std::function<void(int64_t)>& task) {
+  bool begin_background(const std::function<void(int64_t)>& task, bool hold) {
     bool free = false;
     if (!bg_owned_.compare_exchange_strong(free, true)) return false;
     bg_task_ = &task;
+    bg_hold_.store(hold);
     bg_next_.store(0);
     bg_published_.store(0);
     bg_done_.store(0);
@@ -84,6 +85,10 @@ class Pool {
   bool background_pending() const {
     return bg_active_.load(std::memory_order_relaxed) &&
            bg_next_.load(std::memory_order_relaxed) < bg_published_.load(std::memory_order_relaxed);
+  }
+  // Published tasks wait, and the session holds the threads (parallel_for runs inline).
+  bool background_holds() const {
+    return bg_hold_.load(std::memory_order_relaxed) && background_pending();
   }
   void finish_background(int64_t n, bool use_workers) {
     publish_background(n);
@@ -191,6 +196,7 @@ class Pool {
   const std::function<void(int64_t)>* bg_task_ = nullptr;
   std::atomic<bool> bg_owned_{false};   // a session exists (begin .. end of finish)
   std::atomic<bool> bg_active_{false};  // its tasks may be claimed
+  std::atomic<bool> bg_hold_{true};     // parallel regions run inline while its tasks wait
   std::atomic<int> bg_inside_{0};       // threads between checking bg_active_ and leaving
   std::atomic<int64_t> bg_next_{0}, bg_published_{0}, bg_done_{0};
 };
@@ -217,8 +223,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   if (n <= 0) return;
   int threads = num_threads();
   grain = std::max<int64_t>(grain, 1);
-  // While background tasks wait, the other threads are busy with them: do it all here.
-  if (threads <= 1 || t_in_parallel || n < 2 * grain || pool().background_pending()) {
+  // While long background tasks wait, the other threads are busy with them: do it all here.
+  if (threads <= 1 || t_in_parallel || n < 2 * grain || pool().background_holds()) {
     fn(0, n);
     return;
   }
@@ -232,8 +238,8 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   pool().run(chunks, task);
 }
 
-bool Background::begin(const std::function<void(int64_t)>& task) {
-  return pool().begin_background(task);
+bool Background::begin(const std::function<void(int64_t)>& task, bool hold_threads) {
+  return pool().begin_background(task, hold_threads);
 }
 
 void Background::publish(int64_t n) {

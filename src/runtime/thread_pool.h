@@ -11,7 +11,7 @@ int num_threads();
 /**
  * Runs fn(begin, end) over [0, n) in chunks of at least `grain` items, on the pool and the
  * calling thread. Small n runs inline. Nested calls run inline, and so do calls made while
- * background tasks (below) wait for a thread.
+ * a session's background tasks (below) wait for a thread, if the session holds the threads.
  */
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
@@ -25,8 +25,13 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
  */
 class Background {
  public:
-  /** Starts a session; false (and nothing starts) while another session runs. */
-  static bool begin(const std::function<void(int64_t)>& task);
+  /**
+   * Starts a session; false (and nothing starts) while another session runs. With
+   * `hold_threads`, parallel regions run on the caller alone while published tasks wait
+   * (tasks long enough, like an update's block, that waiting for a thread to finish one costs
+   * more than it gives); without, the threads join a region between two (short) tasks.
+   */
+  static bool begin(const std::function<void(int64_t)>& task, bool hold_threads = true);
   /** Tasks [0, n) may run. */
   static void publish(int64_t n);
   /** Tasks [0, n) are all there are: runs the rest on every thread, returns when all ran. */

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
@@ -99,26 +100,61 @@ class Bound {
   std::vector<Copy> copies_;
 };
 
-// The loop's AdamW updates (LoopStep::updates) as background tasks: iteration j's tasks
-// are every block of batch `slice(j)` of every update, runnable once iteration j is done.
-// Without a session (another loop's is on), they run after the loop.
-class Updates {
+char* at(const RunContext& ctx, const compiler::View& v) {
+  return ctx.base[static_cast<size_t>(v.storage)] +
+         v.offset * static_cast<int64_t>(itemsize(v.dtype));
+}
+
+// Where slice `idx` of x input `in` lies, and its bytes.
+std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& caller,
+                                  int64_t idx) {
+  if (in.slices.empty()) return {at(caller, in.view) + idx * in.slice_bytes, in.slice_bytes};
+  const compiler::View& v = in.slices[static_cast<size_t>(idx)];
+  return {at(caller, v), bytes_of(v.shape, v.dtype)};
+}
+
+// What the other threads do beside a scan's iterations, as one runtime::Background session.
+// - The loop's AdamW updates (LoopStep::updates): iteration j's tasks are every block of
+//   batch slice(j) of every update, runnable once iteration j is done.
+// - Without updates, they read ahead: while iteration j runs, the x slices iteration j + 1
+//   reads are asked for into the caches, 32 KB per task. A layer's small products wait on
+//   its weights from memory, and between them the other threads have nothing to do.
+// Without a session (another loop's is on), nothing is read ahead and the updates run
+// after the loop.
+class Beside {
  public:
-  Updates(const LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {
+  Beside(const LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {
     for (const compiler::AdamWStep& u : s.updates) {
       first_.push_back(per_iteration_);
       per_iteration_ += adamw_blocks_per_batch(u);
     }
-    beside_ = per_iteration_ > 0 && runtime::Background::begin(task_);
+    const bool updates = per_iteration_ > 0;
+    if (!updates && s.length > 1) {
+      int64_t bytes = 0;
+      for (size_t k = 0; k < s.inputs.size(); ++k) {
+        if (s.inputs[k].role != Role::X) continue;
+        const int64_t b = x_slice(s.inputs[k], caller, 0).second;
+        for (int64_t o = 0; o < b; o += kChunk) chunks_.push_back({k, o});
+        bytes += b;
+      }
+      if (bytes < kReadAheadFrom) chunks_.clear();
+      per_iteration_ = static_cast<int64_t>(chunks_.size());
+    }
+    // (update blocks are long tasks: while they wait, the loop's steps keep to this thread;
+    // the threads join them between two read-ahead chunks)
+    on_ = per_iteration_ > 0 && runtime::Background::begin(task_, updates);
   }
-  ~Updates() {  // the loop threw: wait for the tasks already running
-    if (beside_) runtime::Background::finish(published_);
+  ~Beside() {  // the loop threw: wait for the tasks already running
+    if (on_) runtime::Background::finish(published_);
+  }
+
+  void iteration_start(int64_t j) {
+    if (on_ && !chunks_.empty()) publish((j + 1) * per_iteration_);
   }
 
   void iteration_done(int64_t j) {
-    if (!beside_) return;
-    published_ = (j + 1) * per_iteration_;
-    runtime::Background::publish(published_);
+    if (!on_ || !chunks_.empty()) return;
+    publish((j + 1) * per_iteration_);
     // The updates are more work than the loop's own steps (AdamW's memory traffic against a
     // layer's small products): when the other threads fall more than an iteration behind,
     // this one takes tasks too, so each update runs soon after its layer's iteration, while
@@ -128,34 +164,49 @@ class Updates {
   }
 
   void loop_done() {
-    if (beside_) {
+    if (on_) {
       runtime::Background::finish(s_.length * per_iteration_);
-      beside_ = false;
+      on_ = false;
     } else {
       for (const compiler::AdamWStep& u : s_.updates) run_adamw(u, caller_);
     }
   }
 
  private:
+  static constexpr int64_t kChunk = 32 << 10;
+  static constexpr int64_t kReadAheadFrom = 256 << 10;  // an iteration's slices; less stays cached
+
+  void publish(int64_t n) {
+    published_ = n;
+    runtime::Background::publish(n);
+  }
+
+  int64_t slice(int64_t j) const { return s_.reverse ? s_.length - 1 - j : j; }
+
   void run(int64_t t) const {
     const int64_t j = t / per_iteration_, r = t % per_iteration_;
+    if (!chunks_.empty()) return read_ahead(j + 1, chunks_[static_cast<size_t>(r)]);
     const size_t u =
         static_cast<size_t>(std::upper_bound(first_.begin(), first_.end(), r) - first_.begin()) - 1;
-    run_adamw_block(s_.updates[u], caller_, s_.reverse ? s_.length - 1 - j : j, r - first_[u]);
+    run_adamw_block(s_.updates[u], caller_, slice(j), r - first_[u]);
+  }
+
+  // Slices of separate tensors (Input::slices) are read ahead as far as slice 0 reaches.
+  void read_ahead(int64_t j, std::pair<size_t, int64_t> chunk) const {
+    if (j >= s_.length) return;
+    const auto [p, bytes] = x_slice(s_.inputs[chunk.first], caller_, slice(j));
+    for (int64_t o = chunk.second; o < std::min(bytes, chunk.second + kChunk); o += 64)
+      __builtin_prefetch(p + o);
   }
 
   const LoopStep& s_;
   const RunContext& caller_;
   std::vector<int64_t> first_;  // first task of each update within an iteration's
   int64_t per_iteration_ = 0, published_ = 0;
+  std::vector<std::pair<size_t, int64_t>> chunks_;  // x input, byte offset of its slice
   const std::function<void(int64_t)> task_ = [this](int64_t t) { run(t); };
-  bool beside_ = false;
+  bool on_ = false;
 };
-
-char* at(const RunContext& ctx, const compiler::View& v) {
-  return ctx.base[static_cast<size_t>(v.storage)] +
-         v.offset * static_cast<int64_t>(itemsize(v.dtype));
-}
 
 }  // namespace
 
@@ -203,8 +254,7 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
       if (in.role == Role::Carry) {
         b.set_input(k, cur[c++]);
       } else if (in.role == Role::X) {
-        b.set_input(k, in.slices.empty() ? at(caller, in.view) + idx * in.slice_bytes
-                                         : at(caller, in.slices[static_cast<size_t>(idx)]));
+        b.set_input(k, x_slice(in, caller, idx).first);
       } else if (in.role == Role::Counter) {
         counter[k] = counter_base[k] + idx * in.step;
       }
@@ -226,12 +276,13 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
   };
 
   if (!is_while) {
-    Updates updates(s, caller);
+    Beside beside(s, caller);
     for (int64_t j = 0; j < s.length; ++j) {
+      beside.iteration_start(j);
       step(s.reverse ? s.length - 1 - j : j, (s.length - 1 - j) % 2 == 0);
-      updates.iteration_done(j);
+      beside.iteration_done(j);
     }
-    updates.loop_done();
+    beside.loop_done();
   } else {
     bool flag = false;
     char* cond_dst[1] = {reinterpret_cast<char*>(&flag)};
