@@ -32,6 +32,27 @@ TEST(Threading, ThreadsShareWeightsAndSyncConcurrently) {
     EXPECT_FLOAT_EQ(results[static_cast<size_t>(t)], 200.0f * 64 * 16 * (t + 1) * 0.5f * 0.5f);
 }
 
+// A tensor made on one thread, first recorded with by several at once (the Data node
+// that stands for it in graphs must be one node, made before any of them uses it).
+TEST(Threading, AFreshTensorFirstUsedByManyThreadsAtOnce) {
+  for (int round = 0; round < 50; ++round) {
+    auto w = lt::tensor(std::vector<float>(8 * 8, static_cast<float>(round)), {8, 8});
+    std::atomic<int> ready{0};
+    std::vector<float> got(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        ++ready;
+        while (ready.load() < 4) std::this_thread::yield();
+        auto x = lt::full({2, 8}, static_cast<float>(t + 1));
+        got[static_cast<size_t>(t)] = lt::sum(lt::matmul(x, w)).item<float>();
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 4; ++t)  // 2 x 8 outputs, each 8 * (t + 1) * round
+      ASSERT_FLOAT_EQ(got[static_cast<size_t>(t)], 16.0f * 8 * (t + 1) * round) << round;
+  }
+}
+
 TEST(Threading, APendingTensorMayBeDroppedOrSyncedOnAnotherThread) {
   lt::Tensor made_elsewhere, dropped_here;
   std::thread([&] {

@@ -188,6 +188,10 @@ uint64_t write_epoch() {
 
 Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape) {
   auto impl = new_impl(std::move(shape), dtype);
+  // The Data node that stands for the buffer in graphs, made now: made on first use, two
+  // threads recording with one tensor (shared weights) could each make one and drop the
+  // other's while it is in use.
+  impl->node = ir::make_data(buffer, dtype, impl->shape);
   impl->buffer = std::move(buffer);
   return Tensor(std::move(impl));
 }
@@ -203,7 +207,6 @@ Tensor tensor_of(ir::NodePtr node) {
 const ir::NodePtr& node_of(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
   if (impl.context != current_context_id()) return lift(t);
-  if (!impl.node) impl.node = ir::make_data(impl.buffer, impl.dtype, impl.shape);
   return impl.node;
 }
 

@@ -19,8 +19,8 @@ struct Meta;  // the autograd layer's per-tensor state, opaque here
 struct TensorImpl {
   Shape shape;
   DType dtype;
-  // Pending: the op that computes this tensor. Materialized: null, or the cached Data
-  // node that stands for `buffer` in later graphs.
+  // Pending: the op that computes this tensor. Materialized: the Data node that stands for
+  // `buffer` in later graphs (or the op a sync computed, become Data).
   ir::NodePtr node;
   runtime::BufferPtr buffer;
   // Gradient history (requires_grad, grad_fn, grad); null for most tensors.
