@@ -249,6 +249,33 @@ TEST(AssumePureGrad, ADecoderWithAssumePurePerLayerTracesForwardAndBackwardOnce)
   EXPECT_EQ(counter("AssumePureHit"), 5 * 3 - 1);
 }
 
+// The VJP of a call recomputes the forward; inlined beside the forward call, the two merge
+// (their constants are equal and share a slot): a training step with assume_pure per layer
+// runs the products of the plain step, not more.
+TEST(AssumePureGrad, TheVjpsRecomputedForwardMergesWithTheForward) {
+  auto products = [](nn::LayersMode mode) {
+    lt::manual_seed(4);
+    nn::DecoderConfig cfg = tiny_decoder_config();
+    auto model = std::make_shared<nn::DecoderLM>(cfg);
+    model->layers_mode = mode;
+    lt::optim::AdamW opt(model->parameters(), {.lr = 1e-2});
+    auto [tokens, targets] = tiny_batch();
+    nn::cross_entropy((*model)(tokens), targets).backward();
+    opt.step();
+    const std::string program = lt::debug::to_program(model->parameters());
+    opt.zero_grad();
+    lt::sync();
+    int n = 0;
+    for (size_t at = program.find("] matmul "); at != std::string::npos;
+         at = program.find("] matmul ", at + 1))
+      ++n;
+    return n;
+  };
+  const int plain = products(nn::LayersMode::loop);
+  EXPECT_GT(plain, 0);
+  EXPECT_EQ(products(nn::LayersMode::assume_pure), plain);
+}
+
 // ---- closures, randomness, purity
 
 TEST(AssumePure, AClosedOverTensorUpdatedInPlaceIsSeenOnTheNextCall) {

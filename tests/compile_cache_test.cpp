@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include "backends/cpu/cpu_device.h"
 #include "compiler/compile_cache.h"
@@ -91,6 +93,39 @@ TEST(CompileCache, ChangingAScalarEveryStepDoesNotRecompile) {
     for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5);
   }
   EXPECT_EQ(counter("CompileCount"), 0);
+}
+
+// Equal literal constants share one scalar slot, so two copies of a computation merge; a
+// graph compiled that way is reused only while they are equal (the key says which are).
+TEST(CompileCache, EqualConstantsMergeAndAreReusedOnlyWhileEqual) {
+  const lt::Tensor x = lt::randn({64});
+  lt::sync();
+  const std::vector<float> xv = x.to_vector<float>();
+  auto f = [&](double a, double b) { return lt::exp(x * a) + lt::exp(x * b); };
+  auto check = [&](double a, double b) {
+    const std::vector<float> got = f(a, b).to_vector<float>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      const double want = std::exp(xv[i] * a) + std::exp(xv[i] * b);
+      ASSERT_NEAR(got[i], want, 1e-5 * (1 + std::fabs(want))) << a << " " << b << " " << i;
+    }
+  };
+  auto instrs = [](const std::string& program) {  // "N instrs" of the one fused step
+    const size_t at = program.find(" instrs");
+    size_t b = at;
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(program[b - 1]))) --b;
+    return std::stoi(program.substr(b, at - b));
+  };
+  EXPECT_LT(instrs(lt::debug::to_program({f(2.5, 2.5)})),
+            instrs(lt::debug::to_program({f(2.5, 3.5)})));
+  lt::sync();
+  lt::metrics::reset();
+  check(2.5, 2.5);
+  EXPECT_EQ(counter("CompileCount"), 1);
+  check(2.5, 3.5);  // not the merged graph
+  EXPECT_EQ(counter("CompileCount"), 2);
+  check(4.0, 4.0);  // equal again: the first graph, with the new value
+  check(3.0, 0.25);
+  EXPECT_EQ(counter("CompileCount"), 2);
 }
 
 TEST(CompileCache, NewInputShapeCompilesOnceMore) {

@@ -46,19 +46,27 @@ int simplify(const ir::Graph& g, const GNode& n, const std::vector<int>& in) {
   return -1;
 }
 
-uint64_t node_key(const GNode& n, const std::vector<int>& in) {
+// The slot a node is compared by: a scalar parameter's class (Graph::scalar_same: equal
+// literal constants merge), a buffer parameter's own slot.
+int slot_of(const ir::Graph& g, const GNode& n) {
+  if (n.op == OpKind::Scalar && n.scalar_is_param && !g.scalar_same.empty())
+    return g.scalar_same[static_cast<size_t>(n.param)];
+  return n.param;
+}
+
+uint64_t node_key(const ir::Graph& g, const GNode& n, const std::vector<int>& in) {
   uint64_t h = hash_mix((static_cast<uint64_t>(n.op) << 8) | static_cast<uint64_t>(n.dtype));
   for (int64_t d : n.shape) h = hash_combine(h, static_cast<uint64_t>(d));
   h = hash_combine(h, n.attrs.hash());
   h = hash_combine(h, hash_double(n.value));
-  h = hash_combine(h, static_cast<uint64_t>(n.param + 1));
+  h = hash_combine(h, static_cast<uint64_t>(slot_of(g, n) + 1));
   for (int i : in) h = hash_combine(h, static_cast<uint64_t>(i));
   return h;
 }
 
-bool same_node(const GNode& a, const GNode& b) {
+bool same_node(const ir::Graph& g, const GNode& a, const GNode& b) {
   return a.op == b.op && a.dtype == b.dtype && a.shape == b.shape && a.inputs == b.inputs &&
-         a.param == b.param && a.value == b.value && a.ivalue == b.ivalue &&
+         slot_of(g, a) == slot_of(g, b) && a.value == b.value && a.ivalue == b.ivalue &&
          a.attrs.n == b.attrs.n && std::equal(a.attrs.begin(), a.attrs.end(), b.attrs.begin()) &&
          a.attrs.flag == b.attrs.flag;
 }
@@ -86,12 +94,12 @@ ir::Graph optimize(const ir::Graph& g) {
     GNode copy = node;
     copy.inputs = in;
     bool stateful = node.op == OpKind::Data;  // parameters are never merged
-    uint64_t k = node_key(copy, in);
+    uint64_t k = node_key(g, copy, in);
     int found = -1;
     if (!stateful) {
       auto range = seen.equal_range(k);
       for (auto it = range.first; it != range.second && found < 0; ++it)
-        if (same_node(out.nodes[it->second], copy)) found = it->second;
+        if (same_node(g, out.nodes[it->second], copy)) found = it->second;
     }
     if (found >= 0) {
       remap[i] = found;

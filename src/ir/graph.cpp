@@ -1,6 +1,8 @@
 #include "ir/graph.h"
 
+#include <cstring>
 #include <map>
+#include <tuple>
 
 #include "core/hash.h"
 #include "ir/body.h"
@@ -58,6 +60,23 @@ Walk walk(const std::vector<Node*>& roots) {
     }
     w.results.push_back(root->index);
     key = hash_combine(key, static_cast<uint64_t>(root->index) | (1ULL << 40));
+  }
+  // Equal literal constants (an inlined body and the copy of it that its VJP recomputes
+  // each bring their own) share a class, and the key says which: a graph compiled with two
+  // of them merged is reused only where they are equal again.
+  w.scalar_same.resize(w.scalars.size());
+  std::map<std::tuple<int, uint64_t, int64_t>, int> first;
+  for (size_t i = 0; i < w.scalars.size(); ++i) {
+    const Node& s = *w.scalars[i];
+    int rep = static_cast<int>(i);
+    if (s.scalar_literal) {
+      uint64_t bits;
+      std::memcpy(&bits, &s.value, sizeof bits);
+      rep = first.try_emplace({static_cast<int>(s.dtype), bits, s.ivalue}, rep).first->second;
+    }
+    w.scalar_same[i] = rep;
+    if (rep != static_cast<int>(i))
+      key = hash_combine(key, (static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(rep));
   }
   w.key = key;
   return w;
@@ -228,6 +247,7 @@ Graph build_graph(const Walk& w, std::string name) {
     g.nodes.push_back(std::move(gn));
   }
   for (int r : w.results) g.results.push_back(at[static_cast<size_t>(r)]);
+  if (g.scalar_nodes.size() == w.scalar_same.size()) g.scalar_same = w.scalar_same;
   return g;
 }
 

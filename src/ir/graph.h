@@ -32,15 +32,20 @@ struct Graph {
   std::vector<int> results;       // node index of each result
   std::vector<int> param_nodes;   // node index of each buffer parameter, in slot order
   std::vector<int> scalar_nodes;  // node index of each scalar parameter, in slot order
+  // Per scalar slot: the first slot of a literal constant with the same dtype and value in
+  // the walk the graph was built from (the walk's key says which are equal), else itself.
+  // optimize() merges such constants, so two copies of one traced computation merge too.
+  std::vector<int> scalar_same;
 };
 
 /** The pending nodes reachable from some roots, in topological order. */
 struct Walk {
   std::vector<Node*> order;
-  std::vector<Node*> params;   // Data nodes, in slot order
-  std::vector<Node*> scalars;  // parameter Scalars, in slot order
-  std::vector<int> results;    // position in `order` of each root
-  uint64_t key = 0;            // exact structure: local hashes and operand positions
+  std::vector<Node*> params;     // Data nodes, in slot order
+  std::vector<Node*> scalars;    // parameter Scalars, in slot order
+  std::vector<int> scalar_same;  // Graph::scalar_same
+  std::vector<int> results;      // position in `order` of each root
+  uint64_t key = 0;              // exact structure: local hashes and operand positions
 };
 
 /** Iterative post-order walk; cost is linear in the nodes reached. */

@@ -131,6 +131,7 @@ NodePtr make_scalar(double value, int64_t ivalue, DType dtype) {
   n->value = value;
   n->ivalue = ivalue;
   n->scalar_is_param = !(value == 0.0 || value == 1.0 || value == -1.0);
+  n->scalar_literal = true;
   n->local_hash = local_hash_of(*n);
   n->hash = n->local_hash;
   return n;
