@@ -82,10 +82,12 @@ class Pool {
     cv_.notify_all();
   }
   // Published tasks that no thread has taken yet.
-  bool background_pending() const {
-    return bg_active_.load(std::memory_order_relaxed) &&
-           bg_next_.load(std::memory_order_relaxed) < bg_published_.load(std::memory_order_relaxed);
+  int64_t background_waiting() const {
+    if (!bg_active_.load(std::memory_order_relaxed)) return 0;
+    return std::max<int64_t>(0, bg_published_.load(std::memory_order_relaxed) -
+                                    bg_next_.load(std::memory_order_relaxed));
   }
+  bool background_pending() const { return background_waiting() > 0; }
   // Published tasks wait, and the session holds the threads (parallel_for runs inline).
   bool background_holds() const {
     return bg_hold_.load(std::memory_order_relaxed) && background_pending();
@@ -248,6 +250,10 @@ void Background::publish(int64_t n) {
 
 void Background::catch_up(int64_t keep) {
   pool().catch_up_background(keep);
+}
+
+int64_t Background::waiting() {
+  return pool().background_waiting();
 }
 
 void Background::finish(int64_t n) {

@@ -38,6 +38,8 @@ class Background {
   static void finish(int64_t n);
   /** Runs published tasks on this thread until no more than `keep` wait for a thread. */
   static void catch_up(int64_t keep);
+  /** Published tasks that no thread has taken yet. */
+  static int64_t waiting();
 };
 
 }  // namespace lazytrace::runtime

@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
 namespace lazytrace::cpu {
 
 bool has_avx2() {
@@ -26,6 +30,18 @@ bool has_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
                           __builtin_cpu_supports("avx512dq") && !std::getenv("LAZYTRACE_NO_AVX512");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_prefetchw() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)) != 0;  // PRFCHW
+  }();
   return yes;
 #else
   return false;

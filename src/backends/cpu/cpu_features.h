@@ -13,5 +13,7 @@ bool has_avx2();
 bool has_avx2_fma();
 /** AVX-512 (F and DQ) as well: the loops' and the small products' AVX-512 copies. */
 bool has_avx512();
+/** PREFETCHW (prefetch a line to write it): AdamW's read-ahead of the lines it updates. */
+bool has_prefetchw();
 
 }  // namespace lazytrace::cpu

@@ -34,10 +34,12 @@ LT_MATH_INLINE float select(bool c, float a, float b) {
  * reduction and Cephes' degree-6 polynomial (relative error about 1e-7).
  */
 LT_MATH_INLINE float exp_f32(float x) {
-  const float xc = x < -87.33654f ? -87.33654f : (x > 88.72283f ? 88.72283f : x);
+  // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
+  // well (AVX-512 sigmoid over 1024 floats: 434 -> 366 ns)
+  const float xc = select(x > 88.72283f, 88.72283f, select(x < -87.33654f, -87.33654f, x));
   const float t = xc * 1.44269504088896341f;
   int n = static_cast<int>(t);
-  n -= (t < static_cast<float>(n)) ? 1 : 0;  // floor, without a call
+  n -= static_cast<int>(t < static_cast<float>(n));  // floor, without a call
   const float fn = static_cast<float>(n);
   float r = xc - fn * 0.693359375f;
   r += fn * 2.12194440e-4f;
