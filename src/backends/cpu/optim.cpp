@@ -53,10 +53,9 @@ class Update {
 
   // Elements [lo, lo + n) of the parameter and moments, to prefetch while a product runs.
   ReadAhead ahead(int64_t lo, int64_t n) const {
-    return {{p_ + lo, m_ + lo, v_ + lo},
-            n * static_cast<int64_t>(sizeof(S)),
-            0,
-            in_place_ && has_prefetchw()};
+    return {.stream = {p_ + lo, m_ + lo, v_ + lo},
+            .bytes = n * static_cast<int64_t>(sizeof(S)),
+            .write = in_place_ && has_prefetchw()};
   }
 
   // elements [lo, lo + n) with their gradient at gr
