@@ -174,6 +174,21 @@ void check_small_gemm(const cpu::SmallGemmKernels& kernels, int64_t m, int64_t n
     EXPECT_GT(ahead.done, 0);
   }
   EXPECT_LE(ahead.done, ahead.bytes);
+  // ... or to read ranges (a loop's next slices, thread_read_ahead): the same bits again,
+  // and the long-reduction kernel walks from range to range
+  std::vector<float> r0(1024), r1(300);
+  const cpu::ReadAhead::Range ranges[] = {{r0.data(), 4096}, {r1.data(), 1200}};
+  cpu::ReadAhead more{.next = ranges, .end = ranges + 2};
+  cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, b.data(), l.brs, l.bcs, C, ldc,
+                      &more);
+  for (int64_t i = 0; i < m * ldc; ++i)
+    ASSERT_EQ(0, std::memcmp(&C[i], &first[static_cast<size_t>(i)], sizeof(float))) << i;
+  const bool dot = m <= 32 && k >= 8 && l.acs == 1 && l.brs == 1;
+  if (taken && !dot && k > 32 && n >= 16) {  // the long reduction: a line per step, at least
+    // k * (n / 16) steps; the first range is 64 lines
+    EXPECT_GE(more.next, ranges + (k * (n / 16) > 64 ? 2 : 1)) << m << "x" << n << "x" << k;
+  }
+  EXPECT_LT(more.done, more.bytes + 64);  // the line holding a range's last byte, no further
 }
 
 // Every layout and tail of the small products, through one kernel set.

@@ -405,6 +405,39 @@ TEST(Scan, LargeSlicesReadAheadGiveThePlainLoopsResult) {
   }
 }
 
+// The loop reads the next iteration's slices ahead in the order its body first reads them
+// (the compiler's LoopStep::x_order): here the second x, which the product reads, before
+// the first, which only the sum after it does.
+TEST(Scan, SlicesAreReadAheadInTheOrderTheBodyReadsThem) {
+  const int64_t n = 3, d = 8;
+  Tensor as = random_tensor({n, d, d}, 51), bs = random_tensor({n, d, d}, 52);
+  Tensor init = random_tensor({d, d}, 53);
+  auto fn = [](const Tensor& c, const Tree& in) {
+    Tensor next = lt::matmul(c, in[1].tensor()) + in[0].tensor();
+    return std::pair{next, lt::sum(next)};
+  };
+  auto [c, ys] = lt::scan(fn, init, Tree::list({as, bs}));
+  const std::string plan = lt::debug::to_program({c, ys});
+  EXPECT_NE(plan.find("xs in first-read order: 2 1"), std::string::npos) << plan;
+  const std::vector<float> c0 = init.to_vector<float>();
+  std::vector<double> ref(c0.begin(), c0.end());
+  const std::vector<float> a = as.to_vector<float>(), b = bs.to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<double> next(static_cast<size_t>(d * d));
+    for (int64_t r = 0; r < d; ++r)
+      for (int64_t k = 0; k < d; ++k) {
+        double v = a[static_cast<size_t>((i * d + r) * d + k)];
+        for (int64_t q = 0; q < d; ++q)
+          v += ref[static_cast<size_t>(r * d + q)] * b[static_cast<size_t>((i * d + q) * d + k)];
+        next[static_cast<size_t>(r * d + k)] = v;
+      }
+    ref = next;
+  }
+  const std::vector<float> got = c.to_vector<float>();
+  for (size_t e = 0; e < ref.size(); ++e)
+    ASSERT_NEAR(got[e], ref[e], 1e-4 * (1 + std::fabs(ref[e])));
+}
+
 TEST(Scan, BodyIsTracedOnceAndCompiledOnceWhateverTheLength) {
   auto fn = [](const Tensor& c, const Tensor& x) {
     Tensor n = c * 0.5 + lt::exp(x);

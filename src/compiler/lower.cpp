@@ -54,6 +54,7 @@ class Lowering {
     plan_arena();
     find_donations();
     pair_products();
+    order_loop_reads();
     return std::move(p_);
   }
 
@@ -558,6 +559,7 @@ class Lowering {
 
   void plan_arena();
   void attach_updates();
+  void order_loop_reads();
   void find_donations();
   void pair_products();
 
@@ -944,6 +946,29 @@ void Lowering::attach_updates() {
 // Liveness-based first-fit placement of arena storages: a storage is placed before the
 // first step that touches it and freed after the last, so steps never overlap their
 // inputs with their outputs.
+// Each loop's X inputs in the order its body first reads them (LoopStep::x_order): the
+// order in which the backend reads the next iteration's slices ahead.
+void Lowering::order_loop_reads() {
+  for (Step& st : p_.steps) {
+    auto* l = std::get_if<LoopStep>(&st);
+    if (l == nullptr) continue;
+    const Program& body = *l->body;
+    const std::vector<int> first = storage_uses(body).first;
+    std::vector<int> first_of_slot(static_cast<size_t>(body.num_params),
+                                   static_cast<int>(body.steps.size()));
+    for (size_t s = 0; s < body.storages.size(); ++s)
+      if (body.storages[s].kind == StorageKind::Param)
+        first_of_slot[static_cast<size_t>(body.storages[s].slot)] = first[s];
+    const size_t leaves = l->body_leaves.size();  // the body's inputs come after its leaves
+    for (size_t k = 0; k < l->inputs.size(); ++k)
+      if (l->inputs[k].role == ir::Loop::Role::X) l->x_order.push_back(static_cast<int>(k));
+    std::stable_sort(l->x_order.begin(), l->x_order.end(), [&](int a, int b) {
+      return first_of_slot[leaves + static_cast<size_t>(a)] <
+             first_of_slot[leaves + static_cast<size_t>(b)];
+    });
+  }
+}
+
 void Lowering::plan_arena() {
   const int ns = static_cast<int>(p_.storages.size());
   const int nsteps = static_cast<int>(p_.steps.size());

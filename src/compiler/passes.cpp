@@ -203,6 +203,10 @@ std::string describe(const Program& p) {
         if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
       os << " ->";
       for (int o : ls->outputs) os << " s" << o;
+      if (ls->x_order.size() > 1) {
+        os << "; xs in first-read order:";
+        for (int k : ls->x_order) os << " " << k;
+      }
       for (const AdamWStep& a : ls->updates) {
         os << "; beside it: ";
         adamw(a);

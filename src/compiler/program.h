@@ -149,6 +149,9 @@ struct LoopStep {
   // (scan's factored weight gradients): batch i may run as soon as iteration i has written
   // slice i, beside the loop's later iterations (lowering's attach_updates).
   std::vector<AdamWStep> updates;
+  // The X inputs, in the order the body first reads them (the order in which the backend
+  // reads the next iteration's slices ahead).
+  std::vector<int> x_order;
 };
 
 using Step =

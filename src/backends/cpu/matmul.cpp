@@ -58,6 +58,7 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
+    if (ahead == nullptr) ahead = thread_read_ahead();
     if (has_avx512() && small_gemm_f32(*small_gemm_avx512(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
                                        b.cs, pc, ldc, ahead))
       return;

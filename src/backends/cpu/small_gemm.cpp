@@ -20,6 +20,11 @@ float* small_gemm_scratch(int slot, int64_t floats) {
   return b.data() + ((64 - at % 64) % 64) / sizeof(float);
 }
 
+ReadAhead*& thread_read_ahead() {
+  thread_local ReadAhead* ahead = nullptr;
+  return ahead;
+}
+
 bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
                     const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
                     int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead) {
@@ -44,7 +49,7 @@ bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64
     return true;
   }
   if (m <= kSmall && acs == 1 && bcs == 1) {
-    kernels.stream(m, n, k, A, ars, B, brs, C, ldc);
+    kernels.stream(m, n, k, A, ars, B, brs, C, ldc, ahead);
     return true;
   }
   return false;

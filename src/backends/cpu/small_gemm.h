@@ -28,12 +28,34 @@ struct ReadAhead {
   // 38.8 ms in-process A/B in that state; no change where the cores share a cache).
   // Only where has_prefetchw().
   bool write = false;
+  // More single streams, read after this one, [next, end): a loop's next iteration's slices
+  // (thread_read_ahead).
+  struct Range {
+    const void* at;
+    int64_t bytes;
+  };
+  const Range* next = nullptr;
+  const Range* end = nullptr;
 };
+
+/**
+ * What this thread reads ahead while its products compute and nothing more pressing is
+ * given them (a loop's next iteration's slices: loop.cpp); nullptr by default. Each thread
+ * has its own, so a product's parts on other threads never share it.
+ */
+ReadAhead*& thread_read_ahead();
 
 // The next line of each stream, asked for into L2: a kernel calls it once per reduction
 // step. (static: each instruction set's file inlines its own copy, and none is exported.)
 [[gnu::always_inline]] static inline void read_ahead(ReadAhead* ahead) {
-  if (ahead == nullptr || ahead->done >= ahead->bytes) return;
+  if (ahead == nullptr) return;
+  if (ahead->done >= ahead->bytes) {
+    if (ahead->next == ahead->end) return;
+    *ahead->stream = ahead->next->at;
+    ahead->bytes = ahead->next->bytes;
+    ahead->done = 0;
+    ++ahead->next;
+  }
   for (const void* s : ahead->stream) {
     if (s == nullptr) continue;
     const char* line = static_cast<const char*>(s) + ahead->done;
@@ -61,7 +83,7 @@ struct SmallGemmKernels {
                        const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead);
   // few rows, A contiguous along k, B along n, a long reduction
   void (*stream)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-                 int64_t ldb, float* C, int64_t ldc);
+                 int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead);
   int64_t vector_floats;  // streaming stores need C's rows aligned to this many floats
 };
 

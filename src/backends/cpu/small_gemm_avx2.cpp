@@ -190,27 +190,27 @@ constexpr int64_t kBlock = 64;
 // Rows [0, m) of C (m <= 6) over columns [j, j + 8 * NV), reduction rows [p0, p1).
 template <int NV>
 void accumulate_panel(int64_t m, int64_t p0, int64_t p1, const float* A, int64_t lda,
-                      const float* B, int64_t ldb, float* C, int64_t ldc) {
+                      const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead) {
   switch (m) {
     case 6:
-      return bcast_tile<6, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<6, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     case 5:
-      return bcast_tile<5, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<5, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     case 4:
-      return bcast_tile<4, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<4, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     case 3:
-      return bcast_tile<3, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<3, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     case 2:
-      return bcast_tile<2, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<2, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     case 1:
-      return bcast_tile<1, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc);
+      return bcast_tile<1, NV, false>(p0, p1, A, lda, 1, B, ldb, C, ldc, ahead);
     default:
       return;
   }
 }
 
 void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-                 int64_t ldb, float* C, int64_t ldc) {
+                 int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead) {
   for (int64_t p0 = 0; p0 < k; p0 += kBlock) {
     const int64_t p1 = p0 + kBlock < k ? p0 + kBlock : k;
     int64_t j = 0;
@@ -220,9 +220,9 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
         const float* a = A + i * lda;
         float* c = C + i * ldc + j;
         if (j + 16 <= n)
-          accumulate_panel<2>(mr, p0, p1, a, lda, B + j, ldb, c, ldc);
+          accumulate_panel<2>(mr, p0, p1, a, lda, B + j, ldb, c, ldc, ahead);
         else
-          accumulate_panel<1>(mr, p0, p1, a, lda, B + j, ldb, c, ldc);
+          accumulate_panel<1>(mr, p0, p1, a, lda, B + j, ldb, c, ldc, ahead);
       }
     for (; j < n; ++j)  // the last n % 8 columns
       for (int64_t i = 0; i < m; ++i) {

@@ -161,7 +161,7 @@ constexpr int64_t kBlockFloats = 8192;
 template <bool Prefetch>
 [[gnu::always_inline]] inline void stream_tile(int64_t p0, int64_t p1, const float* at,
                                                const float* B, int64_t ldb, float* ct,
-                                               int64_t ahead) {
+                                               int64_t ahead, ReadAhead* also) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int c = 0; c < 16; ++c)
@@ -170,6 +170,7 @@ template <bool Prefetch>
     const __m512 a = _mm512_loadu_ps(at + p * kLanes);
     const float* b = B + p * ldb;
     if constexpr (Prefetch) _mm_prefetch(b + ahead, _MM_HINT_T0);
+    read_ahead(also);
 #pragma GCC unroll 16
     for (int c = 0; c < 16; ++c) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(b[c]), a, acc[c]);
   }
@@ -178,7 +179,7 @@ template <bool Prefetch>
 }
 
 void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-                 int64_t ldb, float* C, int64_t ldc) {
+                 int64_t ldb, float* C, int64_t ldc, ReadAhead* also) {
   const float* at = pack_groups(m, k, A, lda);
   const int64_t groups = (m + kLanes - 1) / kLanes;
   float* ct = small_gemm_scratch(1, groups * n * kLanes);  // Cᵀ of each group: [groups][n][16]
@@ -192,9 +193,9 @@ void gemm_stream(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, c
       float* cg = ct + g * n * kLanes;
       for (int64_t j = 0; j < n16; j += 16) {
         if (g == 0 && more)
-          stream_tile<true>(p0, p1, ag, B + j, ldb, cg + j * kLanes, rows * ldb);
+          stream_tile<true>(p0, p1, ag, B + j, ldb, cg + j * kLanes, rows * ldb, also);
         else
-          stream_tile<false>(p0, p1, ag, B + j, ldb, cg + j * kLanes, 0);
+          stream_tile<false>(p0, p1, ag, B + j, ldb, cg + j * kLanes, 0, also);
       }
       for (int64_t j = n16; j < n; ++j) {  // the last n % 16 columns
         __m512 acc = p0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(cg + j * kLanes);
