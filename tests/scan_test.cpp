@@ -4,6 +4,7 @@
 
 #include <lazytrace/lazytrace.h>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -232,46 +233,53 @@ TEST(Scan, LowRankWeightGradientsLeaveTheLoopAsFactors) {
 // threads the loop leaves idle, in place while the loop still reads the other slices of the
 // same weights. Three training steps match the same updates made after the loop (the
 // gradients synced first) and the update op by op, in both remat policies and reversed.
+// With slices of 256 KB and more the loop's thread reads the next ones ahead, and evicts
+// those the updates write where the threads share no cache (LAZYTRACE_SHARED_CACHE=0).
 TEST(Scan, AdamWUpdatesRunBesideTheBackwardLoop) {
   const int64_t steps = 6;
-  for (const auto& o : kPolicies) {
-    std::vector<std::vector<float>> result;
-    for (int run = 0; run < 3; ++run) {  // beside the loop; gradients first; op by op
-      Tensor u = random_tensor({steps, 70, 37}, 41).requires_grad_();  // [layers, out, in]
-      Tensor v = random_tensor({steps, 37, 70}, 42).requires_grad_();
-      const Tensor h0 = random_tensor({3, 37}, 43);
-      lt::optim::AdamW opt({u, v}, {.lr = 0.01, .weight_decay = 0.1, .fused = run < 2});
-      lt::metrics::reset();
-      for (int it = 0; it < 3; ++it) {
-        auto [hn, ys] = lt::scan(
-            [](const Tensor& h, const std::vector<Tensor>& w) {
-              Tensor a = lt::tanh(lt::matmul(h, lt::transpose(w[0])));  // [3, 70]
-              Tensor nh = lt::matmul(a, lt::transpose(w[1])) + h;       // [3, 37]
-              return std::pair{nh, lt::sum(nh * nh)};
-            },
-            h0, std::vector<Tensor>{u, v}, o);
-        (lt::sum(hn) + lt::sum(ys) * 0.01).backward();
-        if (run == 1) lt::sync({u.grad(), v.grad()});
-        opt.step();
-        opt.zero_grad();
-        const std::string plan = lt::debug::to_program({u, v});
-        EXPECT_EQ(plan.find("beside it") != std::string::npos, run == 0)
-            << policy_name(o) << " run " << run << "\n"
-            << plan;
-        lt::sync();
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{70, 37}, {300, 256}})
+    for (const auto& o : kPolicies) {
+      std::vector<std::vector<float>> result;
+      for (int run = 0; run < 3; ++run) {  // beside the loop; gradients first; op by op
+        Tensor u = random_tensor({steps, out, in}, 41).requires_grad_();  // [layers, out, in]
+        Tensor v = random_tensor({steps, in, out}, 42).requires_grad_();
+        const Tensor h0 = random_tensor({3, in}, 43);
+        lt::optim::AdamW opt({u, v}, {.lr = 0.01, .weight_decay = 0.1, .fused = run < 2});
+        lt::metrics::reset();
+        for (int it = 0; it < 3; ++it) {
+          auto [hn, ys] = lt::scan(
+              [](const Tensor& h, const std::vector<Tensor>& w) {
+                Tensor a = lt::tanh(lt::matmul(h, lt::transpose(w[0])));  // [3, out]
+                Tensor nh = lt::matmul(a, lt::transpose(w[1])) + h;       // [3, in]
+                return std::pair{nh, lt::sum(nh * nh)};
+              },
+              h0, std::vector<Tensor>{u, v}, o);
+          (lt::sum(hn) + lt::sum(ys) * 0.01).backward();
+          if (run == 1) lt::sync({u.grad(), v.grad()});
+          opt.step();
+          opt.zero_grad();
+          const std::string plan = lt::debug::to_program({u, v});
+          EXPECT_EQ(plan.find("beside it") != std::string::npos, run == 0)
+              << policy_name(o) << " run " << run << "\n"
+              << plan;
+          lt::sync();
+        }
+        EXPECT_EQ(counter("UpdatesBesideLoops") > 0, run == 0) << policy_name(o) << " run " << run;
+        const char* shared = std::getenv("LAZYTRACE_SHARED_CACHE");
+        if (shared != nullptr && out == 300 && run == 0) {
+          EXPECT_EQ(counter("LoopSlicesEvicted") > 0, shared[0] == '0') << policy_name(o);
+        }
+        std::vector<float> w = u.to_vector<float>(), wv = v.to_vector<float>();
+        w.insert(w.end(), wv.begin(), wv.end());
+        result.push_back(std::move(w));
       }
-      EXPECT_EQ(counter("UpdatesBesideLoops") > 0, run == 0) << policy_name(o) << " run " << run;
-      std::vector<float> w = u.to_vector<float>(), wv = v.to_vector<float>();
-      w.insert(w.end(), wv.begin(), wv.end());
-      result.push_back(std::move(w));
+      for (int run = 1; run < 3; ++run)
+        for (size_t i = 0; i < result[0].size(); ++i)
+          ASSERT_NEAR(result[0][i], result[run][i], 1e-5)
+              << policy_name(o) << " run " << run << " element " << i;
+      const std::vector<float> init = random_tensor({steps, out, in}, 41).to_vector<float>();
+      EXPECT_NE(std::vector<float>(result[0].begin(), result[0].begin() + init.size()), init);
     }
-    for (int run = 1; run < 3; ++run)
-      for (size_t i = 0; i < result[0].size(); ++i)
-        ASSERT_NEAR(result[0][i], result[run][i], 1e-5)
-            << policy_name(o) << " run " << run << " element " << i;
-    const std::vector<float> init = random_tensor({steps, 70, 37}, 41).to_vector<float>();
-    EXPECT_NE(std::vector<float>(result[0].begin(), result[0].begin() + init.size()), init);
-  }
 }
 
 TEST(Scan, TupleCarryWithIntegerCounterAndVectorXs) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 #include <vector>
@@ -183,6 +184,32 @@ TEST(Threading, ParallelWorkGetsTheThreadsOfASessionOfShortTasks) {
   EXPECT_GT(elsewhere.load(), 0) << "no worker joined the parallel work between short tasks";
   rt::Background::finish(n);
   EXPECT_EQ(ran.load(), n);
+}
+
+// threads_share_cache measures a round trip with a worker and answers; inside a parallel
+// region, and while a session's tasks hold the threads, it answers without measuring (it
+// would wait for a thread that cannot come: a hang here is ctest's timeout); with one thread, or
+// LAZYTRACE_SHARED_CACHE=1, the answer is yes, and LAZYTRACE_SHARED_CACHE=0 says no.
+TEST(Threading, ThreadsShareCacheAnswersWithoutWaitingForBusyThreads) {
+  namespace rt = lazytrace::runtime;
+  const char* forced = std::getenv("LAZYTRACE_SHARED_CACHE");
+  const bool first = rt::threads_share_cache();
+  if (forced != nullptr) {
+    EXPECT_EQ(first, forced[0] == '1');
+  } else if (rt::num_threads() < 2) {
+    EXPECT_TRUE(first);
+  }
+  rt::parallel_for(2, 1, [&](int64_t, int64_t) { (void)rt::threads_share_cache(); });
+  std::atomic<bool> release{false};
+  const std::function<void(int64_t)> blocking = [&](int64_t) {
+    while (!release.load()) std::this_thread::yield();
+  };
+  ASSERT_TRUE(rt::Background::begin(blocking));
+  rt::Background::publish(rt::num_threads() + 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the 100 ms it keeps
+  (void)rt::threads_share_cache();
+  release = true;
+  rt::Background::finish(rt::num_threads() + 1);
 }
 
 }  // namespace

@@ -25,8 +25,9 @@ extern Counter loop_hit;                    // scans with is_fn_pure that reused
 extern Counter loop_backward_trace;         // loop VJP bodies traced
 extern Counter loop_grad_factored;          // scanned gradients stacked as two thin factors
 extern Counter updates_beside_loops;        // AdamW updates compiled to run beside a scan
-extern Counter body_compile_count;          // traced bodies compiled (calls and loops share them)
-extern Counter donated_buffers;             // outputs written into an input's buffer (sync)
+extern Counter loop_slices_evicted;  // weight slices a loop's thread evicted once read (far cores)
+extern Counter body_compile_count;   // traced bodies compiled (calls and loops share them)
+extern Counter donated_buffers;      // outputs written into an input's buffer (sync)
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);

@@ -171,6 +171,7 @@ Counter loop_hit("LoopHit");
 Counter loop_backward_trace("LoopBackwardTrace");
 Counter loop_grad_factored("LoopGradFactored");
 Counter updates_beside_loops("UpdatesBesideLoops");
+Counter loop_slices_evicted("LoopSlicesEvicted");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
 

@@ -16,6 +16,16 @@ int num_threads();
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 /**
+ * Whether this thread and the pool's share a last-level cache, as measured: a cache line
+ * goes to another pool thread and back about 30 times, at most every 100 ms (the answer is
+ * kept in between). Cores of one core complex hand a line over in about 100 ns, cores of
+ * two in 300 ns and more; a VM's two vCPUs may move from one arrangement to the other while
+ * it runs. True where there is no other thread, or none came to measure (within 0.2 ms),
+ * or inside a parallel region. LAZYTRACE_SHARED_CACHE=1 or 0 gives the answer instead.
+ */
+bool threads_share_cache();
+
+/**
  * Work that runs beside the caller's own: tasks 0, 1, ... of `task`, made runnable in order
  * by publish(), which the pool's threads run whenever they would otherwise wait (between
  * and at the end of the caller's parallel regions). A loop hands its per-iteration

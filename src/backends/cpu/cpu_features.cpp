@@ -48,4 +48,16 @@ bool has_prefetchw() {
 #endif
 }
 
+bool has_clflushopt() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23)) != 0;  // CLFLUSHOPT
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
 }  // namespace lazytrace::cpu

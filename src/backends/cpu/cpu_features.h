@@ -15,5 +15,7 @@ bool has_avx2_fma();
 bool has_avx512();
 /** PREFETCHW (prefetch a line to write it): AdamW's read-ahead of the lines it updates. */
 bool has_prefetchw();
+/** CLFLUSHOPT (evict a line, unordered): a loop's weights, once read, on far cores (loop.cpp). */
+bool has_clflushopt();
 
 }  // namespace lazytrace::cpu

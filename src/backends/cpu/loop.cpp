@@ -11,6 +11,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/small_gemm.h"
+#include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -127,6 +128,12 @@ std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& c
 // loop's thread does, a line per reduction step of its products (thread_read_ahead): with
 // the updates streaming beside it, a backward product that waits on its weight from memory
 // ran at half its speed.
+// Where the threads share no cache (runtime::threads_share_cache), the loop's thread
+// evicts each iteration's slices of the weights the updates write once it has read them:
+// another core's write to a line this one still holds waits for this core's caches to give
+// it up, and the updates then ran at half their speed (spec-100 scan step on a VM in that
+// state, alternated processes: 37.0-38.4 -> 33.4-35.0 ms; where the cores share a cache
+// the eviction costs 3 ms and the update finds the weight in the shared cache).
 class Beside {
  public:
   Beside(const LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {
@@ -139,6 +146,12 @@ class Beside {
       if (in.role == Role::X) bytes += x_slice(in, caller, 0).second;
     const bool updates = per_iteration_ > 0, ahead = s.length > 1 && bytes >= kReadAheadFrom;
     if (updates) handed_.reserve(static_cast<size_t>(s.length * per_iteration_));
+    if (updates && ahead && !runtime::threads_share_cache())
+      for (size_t k = 0; k < s.inputs.size(); ++k)
+        for (const compiler::AdamWStep& u : s.updates)
+          if (s.inputs[k].role == Role::X && s.inputs[k].slices.empty() &&
+              s.inputs[k].view.storage == u.param.storage)
+            evict_.push_back(k);
     if (!updates && ahead) {
       for (const int k : s.x_order) {
         const int64_t b = x_slice(s.inputs[static_cast<size_t>(k)], caller, 0).second;
@@ -185,6 +198,11 @@ class Beside {
     // weight it read, before older ones: on a VM whose two cores share no cache, another
     // core's update of them waits on every line (spec-100 scan step, in-process A/B in that
     // state: 40.3 -> 39.0 ms; no change where the cores share one).
+    for (size_t k : evict_) {
+      const auto [p, bytes] = x_slice(s_.inputs[k], caller_, slice(j));
+      evict(p, bytes);
+      metrics::loop_slices_evicted.add();
+    }
     const int64_t own = std::min(runtime::Background::waiting(), per_iteration_);
     for (int64_t r = own; r < per_iteration_; ++r) handed_.push_back({j, r});
     publish(static_cast<int64_t>(handed_.size()));
@@ -206,6 +224,17 @@ class Beside {
   static constexpr int64_t kChunk = 32 << 10;
   static constexpr int64_t kReadAheadFrom = 256 << 10;  // an iteration's slices; less stays cached
 
+  static void evict(const char* p, int64_t bytes) {
+#if defined(__x86_64__)
+    if (has_clflushopt())
+      for (int64_t o = 0; o < bytes; o += 64) asm volatile("clflushopt %0" ::"m"(p[o]));
+    else
+      for (int64_t o = 0; o < bytes; o += 64) asm volatile("clflush %0" ::"m"(p[o]));
+#else
+    (void)p, (void)bytes;
+#endif
+  }
+
   void restore() {
     if (mine_) thread_read_ahead() = saved_;
     mine_ = false;
@@ -216,7 +245,9 @@ class Beside {
     runtime::Background::publish(n);
   }
 
-  int64_t slice(int64_t j) const { return s_.reverse ? s_.length - 1 - j : j; }
+  int64_t slice(int64_t j) const {
+    return s_.reverse ? s_.length - 1 - j : j;
+  }
 
   void run(int64_t t) const {
     if (chunks_.empty()) {
@@ -250,7 +281,8 @@ class Beside {
   std::vector<std::pair<int64_t, int64_t>> handed_;  // the pool's tasks: iteration, block
   const std::function<void(int64_t)> task_ = [this](int64_t t) { run(t); };
   bool on_ = false;
-  bool mine_ = false;  // this thread reads ahead: ahead_, over ranges_
+  std::vector<size_t> evict_;  // x inputs that the updates write
+  bool mine_ = false;          // this thread reads ahead: ahead_, over ranges_
   ReadAhead ahead_;
   std::vector<ReadAhead::Range> ranges_;
   ReadAhead* saved_ = nullptr;  // the thread's read-ahead before the loop (an outer loop's)
