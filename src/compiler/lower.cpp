@@ -943,9 +943,6 @@ void Lowering::attach_updates() {
   }
 }
 
-// Liveness-based first-fit placement of arena storages: a storage is placed before the
-// first step that touches it and freed after the last, so steps never overlap their
-// inputs with their outputs.
 // Each loop's X inputs in the order its body first reads them (LoopStep::x_order): the
 // order in which the backend reads the next iteration's slices ahead.
 void Lowering::order_loop_reads() {
@@ -969,6 +966,9 @@ void Lowering::order_loop_reads() {
   }
 }
 
+// Liveness-based first-fit placement of arena storages: a storage is placed before the
+// first step that touches it and freed after the last, so steps never overlap their
+// inputs with their outputs.
 void Lowering::plan_arena() {
   const int ns = static_cast<int>(p_.storages.size());
   const int nsteps = static_cast<int>(p_.steps.size());

@@ -20,8 +20,9 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
  * goes to another pool thread and back about 30 times, at most every 100 ms (the answer is
  * kept in between). Cores of one core complex hand a line over in about 100 ns, cores of
  * two in 300 ns and more; a VM's two vCPUs may move from one arrangement to the other while
- * it runs. True where there is no other thread, or none came to measure (within 0.2 ms),
- * or inside a parallel region. LAZYTRACE_SHARED_CACHE=1 or 0 gives the answer instead.
+ * it runs. True where there is no other thread; the last answer (at first, true) where none
+ * came to measure within 0.2 ms, inside a parallel region, or while a session's tasks hold
+ * the threads. LAZYTRACE_SHARED_CACHE=1 or 0 gives the answer instead.
  */
 bool threads_share_cache();
 
