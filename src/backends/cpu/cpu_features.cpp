@@ -2,10 +2,6 @@
 
 #include <cstdlib>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-#endif
-
 namespace lazytrace::cpu {
 
 bool has_avx2() {
@@ -38,10 +34,7 @@ bool has_avx512() {
 
 bool has_prefetchw() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)) != 0;  // PRFCHW
-  }();
+  static const bool yes = __builtin_cpu_supports("prfchw");
   return yes;
 #else
   return false;
@@ -50,10 +43,7 @@ bool has_prefetchw() {
 
 bool has_clflushopt() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 23)) != 0;  // CLFLUSHOPT
-  }();
+  static const bool yes = __builtin_cpu_supports("clflushopt");
   return yes;
 #else
   return false;
