@@ -35,7 +35,8 @@ struct Group {
 
 class Lowering {
  public:
-  explicit Lowering(const ir::Graph& g) : g_(g), vals_(g.nodes.size()) {
+  Lowering(const ir::Graph& g, int first_input)
+      : g_(g), first_input_(first_input), vals_(g.nodes.size()) {
     find_unstacked();
     find_adamw_products();
   }
@@ -51,6 +52,7 @@ class Lowering {
     for (Step& s : p_.steps)
       if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
     attach_updates();
+    hoist_invariants();
     plan_arena();
     find_donations();
     pair_products();
@@ -559,6 +561,7 @@ class Lowering {
 
   void plan_arena();
   void attach_updates();
+  void hoist_invariants();
   void order_loop_reads();
   void find_donations();
   void pair_products();
@@ -746,6 +749,7 @@ class Lowering {
   }
 
   const ir::Graph& g_;
+  int first_input_;  // a body's first input parameter slot (-1: not a body)
   Program p_;
   std::vector<Value> vals_;
   std::vector<Group> groups_;
@@ -838,7 +842,9 @@ void for_each_write(const Step& step, F&& f) {
   }
 }
 
-// The first and last step touching each storage (nsteps and -1: none).
+// The first and last step touching each storage (nsteps and -1: none). What a loop-invariant
+// step touches in the arena is used by every step: the loop runs those steps only before its
+// first iteration.
 std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
   const int nsteps = static_cast<int>(p.steps.size());
   std::vector<int> first(p.storages.size(), nsteps), last(p.storages.size(), -1);
@@ -847,6 +853,7 @@ std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
       if (s < 0) return;
       first[s] = std::min(first[s], i);
       last[s] = std::max(last[s], i);
+      if (i < p.invariant_steps && p.storages[s].kind == StorageKind::Arena) last[s] = nsteps - 1;
     });
   return {std::move(first), std::move(last)};
 }
@@ -941,6 +948,50 @@ void Lowering::attach_updates() {
     p_.steps.emplace_back(std::move(moved));
     for (Step& st : after) p_.steps.push_back(std::move(st));
   }
+}
+
+// Loop-invariant steps (Program::invariant_steps), in a body's program: the steps that read
+// none of the body's inputs, only its own leaves, scalars and what other such steps wrote
+// (a layer's rotary tables and causal mask), move to the front, and a loop runs them once
+// before its first iteration (XLA's while-loop invariant code motion, a step at a time).
+// Only arena writes move: the body's results are written where each iteration says.
+void Lowering::hoist_invariants() {
+  if (first_input_ < 0) return;
+  const size_t ns = p_.storages.size();
+  std::vector<int> writers(ns, 0), invariant_writers(ns, 0);
+  for (const Step& st : p_.steps)
+    for_each_write(st, [&](int s) {
+      if (s >= 0) ++writers[static_cast<size_t>(s)];
+    });
+  auto invariant = [&](int s) {
+    const Storage& st = p_.storages[static_cast<size_t>(s)];
+    if (st.kind == StorageKind::Param) return st.slot < first_input_;
+    return writers[static_cast<size_t>(s)] > 0 &&
+           invariant_writers[static_cast<size_t>(s)] == writers[static_cast<size_t>(s)];
+  };
+  std::vector<Step> front, rest;
+  for (Step& st : p_.steps) {
+    bool hoist = std::holds_alternative<FusedStep>(st) || std::holds_alternative<ReduceStep>(st) ||
+                 std::holds_alternative<MatmulStep>(st) || std::holds_alternative<GatherStep>(st);
+    std::vector<int> writes;
+    for_each_write(st, [&](int s) {
+      writes.push_back(s);
+      hoist = hoist && s >= 0 && p_.storages[static_cast<size_t>(s)].kind == StorageKind::Arena;
+    });
+    for_each_view(st, [&](int s) {
+      if (s >= 0 && std::find(writes.begin(), writes.end(), s) == writes.end())
+        hoist = hoist && invariant(s);
+    });
+    if (!hoist) {
+      rest.push_back(std::move(st));
+      continue;
+    }
+    for (int s : writes) ++invariant_writers[static_cast<size_t>(s)];
+    front.push_back(std::move(st));
+  }
+  p_.invariant_steps = static_cast<int>(front.size());
+  for (Step& st : rest) front.push_back(std::move(st));
+  p_.steps = std::move(front);
 }
 
 // Each loop's X inputs in the order its body first reads them (LoopStep::x_order): the
@@ -1116,6 +1167,7 @@ void Lowering::pair_products() {
     return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
   };
   for (size_t i = 0; i + 1 < p_.steps.size(); ++i) {
+    if (static_cast<int>(i) + 1 == p_.invariant_steps) continue;  // a loop runs those apart
     auto* x = std::get_if<MatmulStep>(&p_.steps[i]);
     const auto* y = std::get_if<MatmulStep>(&p_.steps[i + 1]);
     if (x == nullptr || y == nullptr) continue;
@@ -1128,8 +1180,8 @@ void Lowering::pair_products() {
   }
 }
 
-Program lower(const ir::Graph& g) {
-  return Lowering(g).run();
+Program lower(const ir::Graph& g, int first_input) {
+  return Lowering(g, first_input).run();
 }
 
 namespace {
@@ -1163,7 +1215,7 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
     n.attrs = ir::Attrs{};
     g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
   }
-  auto prog = std::make_shared<const Program>(lower(optimize(g)));
+  auto prog = std::make_shared<const Program>(lower(optimize(g), nd));
   metrics::body_compile_count.add();
   std::lock_guard<std::mutex> lock(bp.mu);
   return bp.programs.emplace(body.hash, std::move(prog)).first->second;

@@ -167,6 +167,8 @@ std::string describe(const Program& p) {
        << view(a.step_size) << " " << view(a.inv_sqrt_bc2) << " -> s" << a.out[0] << " s"
        << a.out[1] << " s" << a.out[2];
   };
+  if (p.invariant_steps > 0)
+    os << "  steps [0, " << p.invariant_steps << ") are loop-invariant: a loop runs them once\n";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     os << "  [" << i << "] ";
     const Step& s = p.steps[i];
@@ -198,7 +200,9 @@ std::string describe(const Program& p) {
     } else if (auto* ls = std::get_if<LoopStep>(&s)) {
       os << (ls->kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
       if (ls->kind == ir::Loop::Kind::Scan) os << ls->length << " iterations, ";
-      os << ls->body->steps.size() << " steps, compiled once);";
+      os << ls->body->steps.size() << " steps";
+      if (ls->body->invariant_steps > 0) os << ", " << ls->body->invariant_steps << " run once";
+      os << ", compiled once);";
       for (const LoopStep::Input& in : ls->inputs)
         if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
       os << " ->";

@@ -181,10 +181,17 @@ struct Program {
   int num_scalars = 0;
   int num_outputs = 0;
   int64_t arena_bytes = 0;
+  // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
+  // runs them before its first iteration only; a call runs every step.
+  int invariant_steps = 0;
 };
 
-/** Lowers an optimized graph: views, fusion grouping, buffer planning. */
-Program lower(const ir::Graph& g);
+/**
+ * Lowers an optimized graph: views, fusion grouping, buffer planning. For a body's graph,
+ * `first_input` is its first input's parameter slot (the slots before it are its own
+ * leaves), and the steps that read no input come first (Program::invariant_steps).
+ */
+Program lower(const ir::Graph& g, int first_input = -1);
 /** The program of a traced body, compiled once per body hash and shared by its calls. */
 std::shared_ptr<const Program> body_program(const ir::Body& body);
 /** Forgets the body programs (executables keep the ones they use), to measure compiles. */

@@ -31,17 +31,24 @@ Partition partition(const std::vector<NodePtr>& roots,
   // the NodePtr of each walk position (operands hold them; the walk has raw pointers)
   std::vector<NodePtr> ptr(n);
   for (size_t i = 0; i < roots.size(); ++i) ptr[static_cast<size_t>(w.results[i])] = roots[i];
-  std::vector<char> dep(n, 0), cheap(n, 0);
+  // constant: computed from no Param at all (a layer's rotary tables, its causal mask): the
+  // backward computes it again rather than read it saved per iteration, and in a loop's body
+  // it is loop-invariant, made once per loop (lowering's hoist_invariants)
+  std::vector<char> dep(n, 0), cheap(n, 0), constant(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Node& node = *w.order[i];
+    constant[i] = node.op != OpKind::Param;
     for (int k = 0; k < node.num_operands(); ++k) {
       const NodePtr& o = node.operand(k);
       ptr[static_cast<size_t>(o->index)] = o;
       dep[i] |= dep[static_cast<size_t>(o->index)];
+      constant[i] &= constant[static_cast<size_t>(o->index)];
     }
     if (node.num_operands() == 0) {
       dep[i] = is_tangent(node);
       cheap[i] = !dep[i];
+    } else if (constant[i]) {
+      cheap[i] = 1;
     } else if (!dep[i] && rebuilt_view(node.op)) {
       cheap[i] = 1;  // its operand is saved (or rebuilt) instead: no copy in the layout
     } else if (!dep[i] && (is_layout(node.op) || node.op == OpKind::Pack)) {

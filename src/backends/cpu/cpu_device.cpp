@@ -47,8 +47,8 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
 
 }  // namespace
 
-void run_steps(const compiler::Program& prog, const RunContext& ctx) {
-  for (size_t i = 0; i < prog.steps.size(); ++i) {
+void run_steps(const compiler::Program& prog, const RunContext& ctx, size_t first) {
+  for (size_t i = first; i < prog.steps.size(); ++i) {
     const compiler::Step& step = prog.steps[i];
     if (auto* f = std::get_if<compiler::FusedStep>(&step))
       run_fused(*f, ctx);

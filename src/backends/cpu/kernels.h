@@ -41,7 +41,7 @@ int64_t adamw_blocks_per_batch(const compiler::AdamWStep& s);
 void run_adamw_block(const compiler::AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b);
 /** A scan or while loop: its body's program run per iteration (loop.cpp). */
 void run_loop(const compiler::LoopStep& s, const RunContext& ctx);
-/** Every step of a program, in order. */
-void run_steps(const compiler::Program& prog, const RunContext& ctx);
+/** The steps of a program from `first` on, in order. */
+void run_steps(const compiler::Program& prog, const RunContext& ctx, size_t first = 0);
 
 }  // namespace lazytrace::cpu

@@ -25,12 +25,31 @@ ReadAhead*& thread_read_ahead() {
   return ahead;
 }
 
+Shadows& loop_shadows() {
+  static Shadows shadows;
+  return shadows;
+}
+
+namespace {
+
+// The delta of the loop's shadow that holds [p, p + bytes), or 0.
+int64_t shadow_of(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  const Shadows& all = loop_shadows();
+  for (const Shadow* s = all.begin; s != all.end; ++s)
+    if (c >= s->begin && c + bytes <= s->end) return s->delta;
+  return 0;
+}
+
+}  // namespace
+
 bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
                     const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
                     int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead) {
   constexpr int64_t kSmall = 32;
   if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
-    kernels.dot(m, n, k, A, ars, B, bcs, C, ldc);
+    const int64_t shadow = shadow_of(B, ((n - 1) * bcs + k) * int64_t{sizeof(float)});
+    kernels.dot(m, n, k, A, ars, B, bcs, C, ldc, shadow);
     return true;
   }
   if (k <= kSmall && bcs == 1) {

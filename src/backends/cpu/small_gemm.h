@@ -70,12 +70,31 @@ ReadAhead*& thread_read_ahead();
   ahead->done += 64;
 }
 
+/**
+ * Memory a loop's next iteration reads where this one reads [begin, end): the same bytes
+ * `delta` further on (its x slices). Products whose weight lies in one read the next
+ * iteration's weight ahead as they read this one's, each thread the lines it reads itself,
+ * so they arrive in that thread's caches (loop_shadows; loop.cpp sets them).
+ */
+struct Shadow {
+  const char* begin;
+  const char* end;
+  int64_t delta;
+};
+
+/** The shadows of the loop that runs now, read by every thread; none by default. */
+struct Shadows {
+  const Shadow* begin = nullptr;
+  const Shadow* end = nullptr;
+};
+Shadows& loop_shadows();
+
 /** One instruction set's small-product kernels; small_gemm_f32 picks among them by layout. */
 struct SmallGemmKernels {
   // few rows, both operands contiguous along k: C[i, j] = A row i . B column j, B's column
-  // j at B + j * ldb
+  // j at B + j * ldb; with `shadow`, B's lines `shadow` bytes on are read ahead too
   void (*dot)(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-              int64_t ldb, float* C, int64_t ldc);
+              int64_t ldb, float* C, int64_t ldc, int64_t shadow);
   // a short reduction, B contiguous along n; C written with plain or streaming stores
   void (*bcast)(int64_t m, int64_t n, int64_t k, const float* A, int64_t ars, int64_t acs,
                 const float* B, int64_t ldb, float* C, int64_t ldc, ReadAhead* ahead);

@@ -81,11 +81,20 @@ void dot_rows(int64_t m, int64_t k, const float* A, int64_t lda, const float* B,
   if (m - i == 1) dot_tile<1, NR>(k, A + i * lda, lda, B, ldb, C + i * ldc, ldc);
 }
 
-// B's column j starts at B + j * ldb.
+// B's column j starts at B + j * ldb. With `shadow`, each four columns first ask for their
+// shadow's lines (small_gemm.h).
 void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* B,
-              int64_t ldb, float* C, int64_t ldc) {
+              int64_t ldb, float* C, int64_t ldc, int64_t shadow) {
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) dot_rows<4>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+  for (; j + 4 <= n; j += 4) {
+    if (shadow != 0)
+      for (int64_t c = j; c < j + 4; ++c) {
+        const char* col = reinterpret_cast<const char*>(B + c * ldb) + shadow;
+        for (int64_t o = 0; o < k * int64_t{sizeof(float)}; o += 64)
+          _mm_prefetch(col + o, _MM_HINT_T1);
+      }
+    dot_rows<4>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);
+  }
   switch (n - j) {
     case 3:
       return dot_rows<3>(m, k, A, lda, B + j * ldb, ldb, C + j, ldc);

@@ -107,7 +107,8 @@ void store_column(__m512 col, int64_t m, float* C, int64_t ldc) {
 // `next` set, iteration p also prefetches line p of the next tile (16 rows from `next`).
 template <bool Prefetch>
 [[gnu::always_inline]] inline void dot_columns8(int64_t k, const float* at, const float* W,
-                                                int64_t ldw, __m512* acc, const float* next) {
+                                                int64_t ldw, __m512* acc, const float* next,
+                                                const char* shadow) {
   const float* w[8];
 #pragma GCC unroll 8
   for (int c = 0; c < 8; ++c) {
@@ -116,14 +117,18 @@ template <bool Prefetch>
   }
   for (int64_t p = 0; p < k; ++p) {
     const __m512 a = _mm512_loadu_ps(at + p * kLanes);
-    if constexpr (Prefetch) _mm_prefetch(next + (p & 15) * ldw + (p & ~int64_t{15}), _MM_HINT_T0);
+    if constexpr (Prefetch) {
+      const int64_t line = (p & 15) * ldw + (p & ~int64_t{15});
+      if (next != nullptr) _mm_prefetch(next + line, _MM_HINT_T0);
+      if (shadow != nullptr) _mm_prefetch(shadow + line * 4, _MM_HINT_T1);
+    }
 #pragma GCC unroll 8
     for (int c = 0; c < 8; ++c) acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(w[c][p]), a, acc[c]);
   }
 }
 
 void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, const float* W,
-              int64_t ldw, float* C, int64_t ldc) {
+              int64_t ldw, float* C, int64_t ldc, int64_t shadow) {
   const float* at = pack_groups(m, k, A, lda);
   const int64_t groups = (m + kLanes - 1) / kLanes;
   int64_t j = 0;
@@ -132,11 +137,15 @@ void gemm_dot(int64_t m, int64_t n, int64_t k, const float* A, int64_t lda, cons
     for (int64_t g = 0; g < groups; ++g) {
       __m512 acc[16];
       const float* ag = at + g * k * kLanes;
-      if (g == 0 && j + 32 <= n)  // the first group brings in the next tile
-        dot_columns8<true>(k, ag, tile, ldw, acc, tile + 16 * ldw);
+      // the first group brings in the next tile, and this tile's shadow
+      const float* next = j + 32 <= n ? tile + 16 * ldw : nullptr;
+      const char* tile_shadow =
+          shadow != 0 ? reinterpret_cast<const char*>(tile) + shadow : nullptr;
+      if (g == 0 && (next != nullptr || tile_shadow != nullptr))
+        dot_columns8<true>(k, ag, tile, ldw, acc, next, tile_shadow);
       else
-        dot_columns8<false>(k, ag, tile, ldw, acc, nullptr);
-      dot_columns8<false>(k, ag, tile + 8 * ldw, ldw, acc + 8, nullptr);
+        dot_columns8<false>(k, ag, tile, ldw, acc, nullptr, nullptr);
+      dot_columns8<false>(k, ag, tile + 8 * ldw, ldw, acc + 8, nullptr, nullptr);
       store_transposed(acc, min64(kLanes, m - g * kLanes), C + g * kLanes * ldc + j, ldc);
     }
   }
