@@ -4,6 +4,7 @@
 // size and tail they take.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -189,6 +190,22 @@ void check_small_gemm(const cpu::SmallGemmKernels& kernels, int64_t m, int64_t n
     EXPECT_GE(more.next, ranges + (k * (n / 16) > 64 ? 2 : 1)) << m << "x" << n << "x" << k;
   }
   EXPECT_LT(more.done, more.bytes + 64);  // the line holding a range's last byte, no further
+  // ... or with B in a loop's shadow (its next iteration's copy `delta` bytes after it, or
+  // before: a reversed loop): the same bits
+  std::vector<float> twin(3 * b.size());
+  std::copy(b.begin(), b.end(), twin.begin() + static_cast<std::ptrdiff_t>(b.size()));
+  const float* mid = twin.data() + b.size();
+  const auto bytes = static_cast<int64_t>(b.size() * sizeof(float));
+  for (const int64_t delta : {bytes, -bytes}) {
+    const cpu::Shadow shadow{reinterpret_cast<const char*>(mid),
+                             reinterpret_cast<const char*>(mid) + bytes, delta};
+    cpu::loop_shadows() = {&shadow, &shadow + 1};
+    cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, mid, l.brs, l.bcs, C, ldc);
+    cpu::loop_shadows() = {};
+    for (int64_t i = 0; i < m * ldc; ++i)
+      ASSERT_EQ(0, std::memcmp(&C[i], &first[static_cast<size_t>(i)], sizeof(float)))
+          << "delta " << delta << " at " << i;
+  }
 }
 
 // Every layout and tail of the small products, through one kernel set.

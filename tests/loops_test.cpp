@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <algorithm>
 #include <cmath>
 
 #include "expect_error.h"
@@ -101,6 +102,41 @@ TEST(ForiLoop, IntegerBoundsMatchAnUnrolledLoopWithGradients) {
   // lower >= upper: no iterations
   EXPECT_EQ(lt::fori_loop(5, 5, body, init).to_vector<float>(), init.to_vector<float>());
   EXPECT_EQ(lt::fori_loop(7, 2, body, init).to_vector<float>(), init.to_vector<float>());
+}
+
+// A while loop's body and cond run their loop-invariant steps (tables made from arange)
+// once, before the first iteration; every iteration still reads them.
+TEST(WhileLoop, LoopInvariantStepsRunOnceAndEveryIterationReadsThem) {
+  auto cond_fn = [](const Tensor& x, const Tensor& n) {
+    Tensor limit = lt::amax(lt::exp(lt::arange(0, 4, 1, lt::DType::float32) * 0.5) + 2.0);
+    return lt::astype(lt::amax(x) < limit * 10.0, lt::DType::float32) *
+               lt::astype(n < 50, lt::DType::float32) >
+           0.5;
+  };
+  auto body_fn = [](const Tensor& x, const Tensor& n) {
+    Tensor table = lt::sin(lt::arange(0, 6, 1, lt::DType::float32) * 0.3) + 1.0;  // [6]
+    Tensor wide = lt::unsqueeze(x, 1) * table;                                    // [3, 6]
+    return std::tuple{lt::sum(wide, {1}) * 0.25 + 0.1, n + 1};
+  };
+  const std::vector<float> start{0.5f, 1.0f, 2.0f};
+  auto [x, n] =
+      lt::while_loop(cond_fn, body_fn, std::tuple{lt::tensor(start, {3}), lt::scalar(int64_t{0})});
+  EXPECT_NE(lt::debug::to_program({x, n}).find("run once"), std::string::npos)
+      << lt::debug::to_program({x, n});
+  double table_sum = 0, limit = 0;
+  for (int i = 0; i < 6; ++i) table_sum += std::sin(i * 0.3f) + 1.0;
+  for (int i = 0; i < 4; ++i) limit = std::max(limit, std::exp(i * 0.5) + 2.0);
+  std::vector<double> ref(start.begin(), start.end());
+  int64_t count = 0;
+  while (*std::max_element(ref.begin(), ref.end()) < limit * 10 && count < 50) {
+    for (double& v : ref) v = v * table_sum * 0.25 + 0.1;
+    ++count;
+  }
+  EXPECT_EQ(n.item<int64_t>(), count);
+  ASSERT_GT(count, 2);
+  const std::vector<float> got = x.to_vector<float>();
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_NEAR(got[i], ref[i], 1e-4 * (1 + std::fabs(ref[i])));
 }
 
 TEST(ForiLoop, TensorBoundsRunAsAWhileLoop) {

@@ -326,6 +326,35 @@ TEST(Scan, ConstantsMadeInsideTheBodyAndBoolCarry) {
     check_scan(fn, init, xs, {}, o, 1e-5, "constants " + policy_name(o));
 }
 
+// A table made from arange alone (as a layer's rotary tables are) reads none of the body's
+// inputs: its steps run once per loop, before the first iteration, and its storage stays
+// live while the body's later steps reuse the arena (wrongly reused, the next iteration
+// would read another step's values). The backward computes the table again instead of
+// saving it per iteration, and runs it once too. Values and gradients match the unrolled
+// loop.
+TEST(Scan, LoopInvariantStepsRunOnceAndTheBackwardRemakesThem) {
+  auto fn = [](const Tensor& c, const Tensor& x) {
+    Tensor table = lt::cos(lt::arange(0, 16, 1, lt::DType::float32) * 0.25);    // [16]
+    Tensor wide = lt::tanh(lt::unsqueeze(c, 1) * table + lt::unsqueeze(x, 1));  // [8, 16]
+    Tensor mixed = lt::matmul(wide, lt::transpose(wide)) * 0.01;                // [8, 8]
+    Tensor nc = lt::sum(wide, {1}) * 0.1 + lt::sum(mixed, {1}) + c * 0.5;
+    return std::pair{nc, wide};
+  };
+  const Tensor init = random_tensor({8}, 61), xs = random_tensor({5, 8}, 62);
+  for (const auto& o : kPolicies)
+    check_scan(fn, init, xs, {}, o, 1e-5, "invariant table " + policy_name(o));
+  Tensor c0 = random_tensor({8}, 61).requires_grad_(),
+         x0 = random_tensor({5, 8}, 62).requires_grad_();
+  auto [c, ys] = lt::scan(fn, c0, x0);
+  const std::vector<Tensor> grads = lt::autograd::grad({lt::sum(c) + lt::sum(ys)}, {c0, x0});
+  const std::string plan = lt::debug::to_program(grads);
+  size_t loops = 0;
+  for (size_t at = plan.find("run once"); at != std::string::npos;
+       at = plan.find("run once", at + 1))
+    ++loops;
+  EXPECT_EQ(loops, 2u) << "the forward loop and the backward loop: " << plan;
+}
+
 TEST(Scan, RandomOpsDrawDifferentNumbersEachIteration) {
   auto fn = [](const Tensor& c, const Tensor& x) {
     Tensor r = lt::rand({8});
