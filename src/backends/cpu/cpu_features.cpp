@@ -1,5 +1,7 @@
 #include "backends/cpu/cpu_features.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 namespace lazytrace::cpu {
@@ -47,6 +49,18 @@ bool has_clflushopt() {
   return yes;
 #else
   return false;
+#endif
+}
+
+long l2_cache_bytes() {
+#if defined(_SC_LEVEL2_CACHE_SIZE)
+  static const long bytes = [] {
+    const long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return b > 0 ? b : 1L << 20;
+  }();
+  return bytes;
+#else
+  return 1L << 20;
 #endif
 }
 

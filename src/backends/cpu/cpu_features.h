@@ -17,5 +17,7 @@ bool has_avx512();
 bool has_prefetchw();
 /** CLFLUSHOPT (evict a line, unordered): a loop's weights, once read, on far cores (loop.cpp). */
 bool has_clflushopt();
+/** Bytes of L2 per core, as the C library reports it; 1 MB where it reports none. */
+long l2_cache_bytes();
 
 }  // namespace lazytrace::cpu

@@ -134,7 +134,10 @@ std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& c
 // Where the other threads do not read ahead (they run updates, or there are none), the
 // loop's thread does, a line per reduction step of its products (thread_read_ahead): with
 // the updates streaming beside it, a backward product that waits on its weight from memory
-// ran at half its speed.
+// ran at half its speed. It keeps three quarters of its L2 ahead of its own reads, from
+// that far into an iteration's slices on into the next iteration's: lines asked for a whole
+// iteration ahead had left L2 again when they were read (spec-100 scan step, in-process A/B
+// where the cores share no cache: 34.1 -> 33.4 ms; 30.12 against 30.04 where they do).
 // Where the threads share no cache (runtime::threads_share_cache), the loop's thread
 // evicts each iteration's slices of the weights the updates write once it has read them:
 // another core's write to a line this one still holds waits for this core's caches to give
@@ -197,6 +200,18 @@ class Beside {
     }
     if (mine_) {
       ranges_.clear();
+      // from kept_ahead() into this iteration's slices (asked for at the end of the last)
+      int64_t skip = j == 0 ? 0 : kept_ahead();
+      if (skip > 0)
+        for (const int k : s_.x_order) {
+          const auto [p, bytes] = x_slice(s_.inputs[static_cast<size_t>(k)], caller_, slice(j));
+          if (skip >= bytes) {
+            skip -= bytes;
+            continue;
+          }
+          ranges_.push_back({p + skip, bytes - skip});
+          skip = 0;
+        }
       if (j + 1 < s_.length)
         for (const int k : s_.x_order) {
           const auto [p, bytes] = x_slice(s_.inputs[static_cast<size_t>(k)], caller_, slice(j + 1));
@@ -243,6 +258,8 @@ class Beside {
 
  private:
   static constexpr int64_t kChunk = 32 << 10;
+  // How far ahead of its own reads the loop's thread reads: three quarters of its L2
+  static int64_t kept_ahead() { return l2_cache_bytes() / 4 * 3; }
   static constexpr int64_t kReadAheadFrom = 256 << 10;  // an iteration's slices; less stays cached
 
   static void evict(const char* p, int64_t bytes) {
