@@ -971,16 +971,21 @@ void Lowering::hoist_invariants() {
   };
   std::vector<Step> front, rest;
   for (Step& st : p_.steps) {
-    bool hoist = std::holds_alternative<FusedStep>(st) || std::holds_alternative<ReduceStep>(st) ||
-                 std::holds_alternative<MatmulStep>(st) || std::holds_alternative<GatherStep>(st);
+    std::vector<const View*> reads;  // of the kinds of step that may move
+    if (const auto* f = std::get_if<FusedStep>(&st))
+      for (const View& v : f->loads) reads.push_back(&v);
+    else if (const auto* r = std::get_if<ReduceStep>(&st))
+      reads = {&r->in};
+    else if (const auto* m = std::get_if<MatmulStep>(&st))
+      reads = {&m->a, &m->b};
+    else if (const auto* g = std::get_if<GatherStep>(&st))
+      reads = {&g->in, &g->index, g->source ? &*g->source : &g->in};
+    bool hoist = !reads.empty() || std::holds_alternative<FusedStep>(st);
+    for (const View* v : reads) hoist = hoist && (v->is_scalar() || invariant(v->storage));
     std::vector<int> writes;
     for_each_write(st, [&](int s) {
       writes.push_back(s);
       hoist = hoist && s >= 0 && p_.storages[static_cast<size_t>(s)].kind == StorageKind::Arena;
-    });
-    for_each_view(st, [&](int s) {
-      if (s >= 0 && std::find(writes.begin(), writes.end(), s) == writes.end())
-        hoist = hoist && invariant(s);
     });
     if (!hoist) {
       rest.push_back(std::move(st));
