@@ -2185,6 +2185,49 @@ TEST(OpsInt64, LargeValuesStayExact) {
   EXPECT_EQ(lt::matmul(x, lt::tensor({1, 1, 0})).item<int64_t>(), 0);
 }
 
+// Reductions over contiguous rows of every length around the kernel's four partial results,
+// against a plain loop in float64: a NaN anywhere in a row makes its max NaN, wherever it
+// falls among the partials; -inf rows stay -inf; sums and means match.
+TEST(OpsReduce, ContiguousRowsOfEveryLengthMatchAPlainLoop) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n = 1; n <= 11; ++n) {
+    const int64_t rows = n + 2;  // row r holds its NaN at r - 2 (none in rows 0 and 1)
+    std::vector<float> v(static_cast<size_t>(rows * n));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        float x = static_cast<float>((r * 7 + j * 3) % 11) - 5.5f;
+        if (r == 1) x = -inf;
+        if (r >= 2 && j == r - 2) x = nan;
+        v[static_cast<size_t>(r * n + j)] = x;
+      }
+    const Tensor t = lt::tensor(v, lt::Shape{rows, n});
+    const std::vector<float> mx = lt::amax(t, {1}).to_vector<float>();
+    const std::vector<float> sm = lt::sum(t, {1}).to_vector<float>();
+    const std::vector<float> mn = lt::mean(t, {1}).to_vector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = -std::numeric_limits<double>::infinity(), s = 0;
+      bool has_nan = false;
+      for (int64_t j = 0; j < n; ++j) {
+        const double x = v[static_cast<size_t>(r * n + j)];
+        has_nan = has_nan || std::isnan(x);
+        m = std::max(m, x);
+        s += x;
+      }
+      const auto i = static_cast<size_t>(r);
+      if (has_nan) {
+        EXPECT_TRUE(std::isnan(mx[i])) << "n " << n << " row " << r;
+        EXPECT_TRUE(std::isnan(sm[i])) << "n " << n << " row " << r;
+        continue;
+      }
+      EXPECT_EQ(mx[i], static_cast<float>(m)) << "n " << n << " row " << r;
+      EXPECT_EQ(sm[i], static_cast<float>(s)) << "n " << n << " row " << r;
+      EXPECT_FLOAT_EQ(mn[i], static_cast<float>(s / static_cast<double>(n)))
+          << "n " << n << " row " << r;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------- read-back
 
 // to_vector<T> and item<T> convert as astype does: the harness reads every result this way.

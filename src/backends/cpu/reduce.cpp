@@ -31,6 +31,19 @@ inline A combine(OpKind op, A acc, A x) {
   return x > acc ? x : acc;
 }
 
+// One contiguous run of n elements, in four interleaved partial results combined at the end
+// (a sum's additions are independent of each other, so they overlap; the order is fixed,
+// whatever the threads).
+template <typename S, typename A>
+A reduce_row(OpKind op, const S* x, int64_t n) {
+  A acc[4] = {init_value<A>(op), init_value<A>(op), init_value<A>(op), init_value<A>(op)};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int q = 0; q < 4; ++q) acc[q] = combine(op, acc[q], convert<A>(x[j + q]));
+  for (; j < n; ++j) acc[0] = combine(op, acc[0], convert<A>(x[j]));
+  return combine(op, combine(op, acc[0], acc[1]), combine(op, acc[2], acc[3]));
+}
+
 template <typename S, typename O>
 void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
   using A = acc_t<S>;
@@ -60,20 +73,32 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
   };
   if (nout == 0) return;
   if (inner_reduced || kshape.size() == 0) {
-    // each output walks its own reduced elements
-    runtime::parallel_for(nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
-                          [&](int64_t o0, int64_t o1) {
-                            for (int64_t o = o0; o < o1; ++o) {
-                              const int64_t base = offset_of(o, kshape, kstr.data(), in.offset);
-                              A acc = init_value<A>(op);
-                              for_each_run(rshape, rstr.data(), base, 0, nred,
-                                           [&](int64_t off, int64_t cnt, int64_t st) {
-                                             for (int64_t j = 0; j < cnt; ++j)
-                                               acc = combine(op, acc, convert<A>(p[off + j * st]));
-                                           });
-                              out[o] = finish(acc);
-                            }
-                          });
+    // each output walks its own reduced elements; the outputs in order, their first elements
+    // by for_each_run (a division per dim once per part, not once per output)
+    const bool row = rshape.size() == 1 && rstr[0] == 1;  // one contiguous run each
+    runtime::parallel_for(
+        nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
+        [&](int64_t o0, int64_t o1) {
+          int64_t o = o0;
+          const Shape& ks = kshape.size() ? kshape : Shape{1};
+          const int64_t* kst = kshape.size() ? kstr.data() : &nred;
+          for_each_run(ks, kst, in.offset, o0, o1 - o0, [&](int64_t off, int64_t cnt, int64_t st) {
+            for (int64_t k = 0; k < cnt; ++k, ++o) {
+              const int64_t base = off + k * st;
+              if (row) {
+                out[o] = finish(reduce_row<S, A>(op, p + base, nred));
+                continue;
+              }
+              A acc = init_value<A>(op);
+              for_each_run(rshape, rstr.data(), base, 0, nred,
+                           [&](int64_t roff, int64_t rcnt, int64_t rst) {
+                             for (int64_t j = 0; j < rcnt; ++j)
+                               acc = combine(op, acc, convert<A>(p[roff + j * rst]));
+                           });
+              out[o] = finish(acc);
+            }
+          });
+        });
     return;
   }
   // reduced dims are outer: sweep them, accumulating a row of outputs at a time
