@@ -76,12 +76,12 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
     // each output walks its own reduced elements; the outputs in order, their first elements
     // by for_each_run (a division per dim once per part, not once per output)
     const bool row = rshape.size() == 1 && rstr[0] == 1;  // one contiguous run each
+    const Shape ks = kshape.size() ? kshape : Shape{1};   // (all reduced: one output)
+    const int64_t* kst = kshape.size() ? kstr.data() : &nred;
     runtime::parallel_for(
         nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
         [&](int64_t o0, int64_t o1) {
           int64_t o = o0;
-          const Shape& ks = kshape.size() ? kshape : Shape{1};
-          const int64_t* kst = kshape.size() ? kstr.data() : &nred;
           for_each_run(ks, kst, in.offset, o0, o1 - o0, [&](int64_t off, int64_t cnt, int64_t st) {
             for (int64_t k = 0; k < cnt; ++k, ++o) {
               const int64_t base = off + k * st;
