@@ -971,16 +971,21 @@ void Lowering::hoist_invariants() {
   };
   std::vector<Step> front, rest;
   for (Step& st : p_.steps) {
-    std::vector<const View*> reads;  // of the kinds of step that may move
-    if (const auto* f = std::get_if<FusedStep>(&st))
+    // what the step reads; only these kinds of step move (loops, calls and updates stay)
+    bool hoist = true;
+    std::vector<const View*> reads;
+    if (const auto* f = std::get_if<FusedStep>(&st)) {
       for (const View& v : f->loads) reads.push_back(&v);
-    else if (const auto* r = std::get_if<ReduceStep>(&st))
+    } else if (const auto* r = std::get_if<ReduceStep>(&st)) {
       reads = {&r->in};
-    else if (const auto* m = std::get_if<MatmulStep>(&st))
+    } else if (const auto* m = std::get_if<MatmulStep>(&st)) {
       reads = {&m->a, &m->b};
-    else if (const auto* g = std::get_if<GatherStep>(&st))
-      reads = {&g->in, &g->index, g->source ? &*g->source : &g->in};
-    bool hoist = !reads.empty() || std::holds_alternative<FusedStep>(st);
+    } else if (const auto* g = std::get_if<GatherStep>(&st)) {
+      reads = {&g->in, &g->index};
+      if (g->source) reads.push_back(&*g->source);
+    } else {
+      hoist = false;
+    }
     for (const View* v : reads) hoist = hoist && (v->is_scalar() || invariant(v->storage));
     std::vector<int> writes;
     for_each_write(st, [&](int s) {

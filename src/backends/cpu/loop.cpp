@@ -201,22 +201,8 @@ class Beside {
     if (mine_) {
       ranges_.clear();
       // from kept_ahead() into this iteration's slices (asked for at the end of the last)
-      int64_t skip = j == 0 ? 0 : kept_ahead();
-      if (skip > 0)
-        for (const int k : s_.x_order) {
-          const auto [p, bytes] = x_slice(s_.inputs[static_cast<size_t>(k)], caller_, slice(j));
-          if (skip >= bytes) {
-            skip -= bytes;
-            continue;
-          }
-          ranges_.push_back({p + skip, bytes - skip});
-          skip = 0;
-        }
-      if (j + 1 < s_.length)
-        for (const int k : s_.x_order) {
-          const auto [p, bytes] = x_slice(s_.inputs[static_cast<size_t>(k)], caller_, slice(j + 1));
-          ranges_.push_back({p, bytes});
-        }
+      if (j > 0) add_ranges(j, kept_ahead());
+      if (j + 1 < s_.length) add_ranges(j + 1, 0);
       ahead_ = ReadAhead{.next = ranges_.data(), .end = ranges_.data() + ranges_.size()};
     } else if (on_ && !chunks_.empty()) {
       publish((j + 1) * per_iteration_);
@@ -278,6 +264,19 @@ class Beside {
     shadowing_ = false;
     if (mine_) thread_read_ahead() = saved_;
     mine_ = false;
+  }
+
+  // Iteration j's slices in first-read order, from `skip` bytes into them, onto ranges_.
+  void add_ranges(int64_t j, int64_t skip) {
+    for (const int k : s_.x_order) {
+      const auto [p, bytes] = x_slice(s_.inputs[static_cast<size_t>(k)], caller_, slice(j));
+      if (skip >= bytes) {
+        skip -= bytes;
+        continue;
+      }
+      ranges_.push_back({p + skip, bytes - skip});
+      skip = 0;
+    }
   }
 
   void publish(int64_t n) {
