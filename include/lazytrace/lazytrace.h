@@ -22,7 +22,9 @@
 #include "lazytrace/tools/assume_pure.h"
 #include "lazytrace/tools/compile.h"
 #include "lazytrace/tools/scan.h"
+#include "lazytrace/trace/memory.h"
 #include "lazytrace/trace/tensor.h"
+#include "lazytrace/trace/trace_error.h"
 #include "lazytrace/trace/tree.h"
 
 namespace lt = lazytrace;

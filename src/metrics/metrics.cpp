@@ -94,6 +94,8 @@ int64_t counter(const std::string& name) {
     if (name == c->name()) return c->value();
   for (Timer* t : r.timers)
     if (name == std::string(t->name()) + "Ns") return t->total_ns();
+  for (Timer* t : r.timers)
+    if (name == std::string(t->name()) + "Samples") return t->samples();
   return 0;
 }
 

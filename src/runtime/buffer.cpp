@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -129,7 +130,13 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
+Buffer::Buffer(const void* external, size_t bytes, std::shared_ptr<const void> owner)
+    : data_(const_cast<void*>(external)), bytes_(bytes), owner_(std::move(owner)) {
+  if (!owner_) owner_ = std::shared_ptr<const void>(external, [](const void*) {});
+}
+
 Buffer::~Buffer() {
+  if (owner_) return;
   BlockCache::get().give(data_, BlockCache::round(bytes_));
   g_live_bytes.fetch_sub(static_cast<int64_t>(bytes_), std::memory_order_relaxed);
 }

@@ -10,6 +10,12 @@ class Buffer {
  public:
   /** 64-byte aligned, uninitialized. */
   explicit Buffer(size_t bytes);
+  /**
+   * Memory someone else owns (zero-copy, lt::from_blob): never freed, never written (no
+   * graph is given it to write into) and not counted in live_bytes(); `owner` is released
+   * when the buffer dies.
+   */
+  Buffer(const void* external, size_t bytes, std::shared_ptr<const void> owner);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -17,6 +23,8 @@ class Buffer {
   void* data() { return data_; }
   const void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  /** True for memory someone else owns (see the second constructor). */
+  bool external() const { return owner_ != nullptr; }
 
   /** Bytes held by all live buffers (for memory tests and reports). */
   static int64_t live_bytes();
@@ -30,6 +38,7 @@ class Buffer {
  private:
   void* data_;
   size_t bytes_;
+  std::shared_ptr<const void> owner_;
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

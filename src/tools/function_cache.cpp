@@ -4,6 +4,7 @@
 #include "lazytrace/tools/function_cache.h"
 
 #include <cstdio>
+#include <atomic>
 #include <cstdlib>
 #include <list>
 #include <mutex>
@@ -17,7 +18,14 @@
 
 namespace lazytrace::tools {
 
+std::atomic<int64_t> g_live_traces{0};
+
 struct Entry {
+  Entry() { g_live_traces.fetch_add(1, std::memory_order_relaxed); }
+  ~Entry() { g_live_traces.fetch_sub(1, std::memory_order_relaxed); }
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
   uint64_t key = 0;
   std::vector<std::string> parts;  // the described signature, for explanations
   std::vector<std::pair<Shape, DType>> leaf_types;
@@ -40,6 +48,7 @@ struct Entry {
   std::shared_ptr<const ir::Body> vjp;
   std::vector<trace::BodyInput> vjp_inputs;
   std::vector<int> vjp_grad_of;  // input position (explicit, then lifted) of each output
+  std::string vjp_error;         // trace_once: why the VJP could not be traced
 };
 
 namespace {
@@ -220,9 +229,72 @@ class FunctionCache {
   }
 };
 
+int64_t live_traces() {
+  return g_live_traces.load(std::memory_order_relaxed);
+}
+
 std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options) {
   return std::make_shared<FunctionCache>(std::move(options));
 }
+
+namespace {
+
+// The VJP body of `e` in `scope`, where the function ran on `ph` (placeholders that require
+// grad) and gave `traced`: the gradients of its floating outputs (given as cotangent inputs)
+// with respect to every floating input.
+void finish_vjp(Entry& e, trace::TraceScope& scope, const std::vector<Tensor>& ph,
+                const Traced& traced, const char* tool, const std::string& name) {
+  std::vector<Tensor> outs, cots;
+  for (const Tensor& y : traced.outputs) {
+    if (!is_floating(y.dtype())) continue;
+    Tensor cot = scope.extra(y.shape(), y.dtype());
+    if (!y.requires_grad()) continue;
+    outs.push_back(y);
+    cots.push_back(cot);
+  }
+  std::vector<Tensor> wrt;
+  e.vjp_grad_of.clear();
+  for (size_t i = 0; i < ph.size(); ++i)
+    if (is_floating(ph[i].dtype())) {
+      wrt.push_back(ph[i]);
+      e.vjp_grad_of.push_back(static_cast<int>(i));
+    }
+  const std::vector<Tensor>& lifted_ph = scope.lifted_placeholders();
+  for (size_t k = 0; k < lifted_ph.size(); ++k)
+    if (is_floating(lifted_ph[k].dtype())) {
+      wrt.push_back(lifted_ph[k]);
+      e.vjp_grad_of.push_back(static_cast<int>(ph.size() + k));
+    }
+  std::vector<Tensor> grads;
+  if (!outs.empty() && !wrt.empty()) {
+    grads = autograd::grad(outs, wrt, cots);
+  } else {
+    for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
+  }
+  const std::vector<Tensor>& lifted = scope.lifted();
+  bool same = lifted.size() == e.lifted.size();
+  for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
+  if (!same)
+    fail(tool, "'", name, "' used different outside tensors when traced again for backward (",
+         lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
+  e.vjp = scope.finish(grads, name + "_backward");
+  e.vjp_inputs = scope.inputs();
+}
+
+// Traces the VJP of `e` once: the function again on placeholders that require grad.
+void trace_vjp(Entry& e, const char* tool, const std::string& name) {
+  if (!e.vjp_error.empty()) throw Error(e.vjp_error);
+  metrics::assume_pure_backward_trace.add();
+  trace::TraceScope scope(std::string(tool) + " (backward)");
+  scope.set_lift_grad(trace::TraceScope::LiftGrad::all);
+  EnableGradGuard grad_on;
+  std::vector<Tensor> ph;
+  for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
+  Traced traced = e.retrace(ph);
+  finish_vjp(e, scope, ph, traced, tool, name);
+}
+
+}  // namespace
 
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
     : cache_(cache), flat_(std::move(flat)), describe_(describe) {
@@ -281,25 +353,40 @@ void CachedCall::trace(TraceFn fn) {
   e->retrace = std::move(fn);
   {
     trace::TraceScope scope(c.tool());
-    // assume_pure's forward body needs no tape (its VJP is traced separately); compile's
-    // function may run backward itself, on stand-ins that require grad as their tensors do
+    // assume_pure's forward body needs no tape (its VJP is traced separately, or with
+    // trace_once from this run); compile's function may run backward itself, on stand-ins
+    // that require grad as their tensors do
+    const bool with_vjp = c.options.trace_once && !c.options.functional_writes;
     std::optional<NoGradGuard> no_grad;
+    std::optional<EnableGradGuard> grad_on;
     if (c.options.functional_writes) {
       scope.allow_writes();
       scope.set_lift_grad(trace::TraceScope::LiftGrad::same);
+    } else if (with_vjp) {
+      scope.set_lift_grad(trace::TraceScope::LiftGrad::all);
+      grad_on.emplace();
     } else {
       no_grad.emplace();
     }
     std::vector<Tensor> ph;
-    for (const Tensor* t : flat_.leaves) ph.push_back(scope.input(t->shape(), t->dtype()));
+    for (const Tensor* t : flat_.leaves)
+      ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
     Traced traced = e->retrace(ph);
     e->body = scope.finish(traced.outputs, c.options.name);
-    e->result = std::move(traced.result);
     e->inputs = scope.inputs();
     e->lifted = scope.lifted();
     e->written = scope.written();
     e->rng_count = scope.rng_count();
     e->out_types = types_of(traced.outputs);
+    if (with_vjp) {
+      metrics::assume_pure_backward_trace.add();
+      try {
+        finish_vjp(*e, scope, ph, traced, c.tool(), c.options.name);
+      } catch (const Error& err) {
+        e->vjp_error = err.what();  // a forward-only function (a while_loop) still runs
+      }
+    }
+    e->result = std::move(traced.result);
   }
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -314,58 +401,6 @@ void CachedCall::trace(TraceFn fn) {
 const void* CachedCall::result() const {
   return entry_->result.get();
 }
-
-namespace {
-
-// Traces the VJP of `e` once: the function again on placeholders that require grad, then
-// the gradients of its floating outputs (given as cotangent inputs) with respect to every
-// floating input.
-void trace_vjp(Entry& e, const char* tool, const std::string& name) {
-  metrics::assume_pure_backward_trace.add();
-  trace::TraceScope scope(std::string(tool) + " (backward)");
-  scope.set_lift_grad(trace::TraceScope::LiftGrad::all);
-  EnableGradGuard grad_on;
-  std::vector<Tensor> ph;
-  for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
-  Traced traced = e.retrace(ph);
-  const std::vector<Tensor>& lifted = scope.lifted();
-  bool same = lifted.size() == e.lifted.size();
-  for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
-  if (!same)
-    fail(tool, "'", name, "' used different outside tensors when traced again for backward (",
-         lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
-  std::vector<Tensor> outs, cots;
-  for (const Tensor& y : traced.outputs) {
-    if (!is_floating(y.dtype())) continue;
-    Tensor cot = scope.extra(y.shape(), y.dtype());
-    if (!y.requires_grad()) continue;
-    outs.push_back(y);
-    cots.push_back(cot);
-  }
-  std::vector<Tensor> wrt;
-  e.vjp_grad_of.clear();
-  for (size_t i = 0; i < ph.size(); ++i)
-    if (is_floating(ph[i].dtype())) {
-      wrt.push_back(ph[i]);
-      e.vjp_grad_of.push_back(static_cast<int>(i));
-    }
-  const std::vector<Tensor>& lifted_ph = scope.lifted_placeholders();
-  for (size_t k = 0; k < lifted_ph.size(); ++k)
-    if (is_floating(lifted_ph[k].dtype())) {
-      wrt.push_back(lifted_ph[k]);
-      e.vjp_grad_of.push_back(static_cast<int>(ph.size() + k));
-    }
-  std::vector<Tensor> grads;
-  if (!outs.empty() && !wrt.empty()) {
-    grads = autograd::grad(outs, wrt, cots);
-  } else {
-    for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
-  }
-  e.vjp = scope.finish(grads, name + "_backward");
-  e.vjp_inputs = scope.inputs();
-}
-
-}  // namespace
 
 std::vector<Tensor> CachedCall::record() {
   std::shared_ptr<Entry> e = entry_;

@@ -56,7 +56,8 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
   for (size_t k = 0; k < w.params.size(); ++k) {
     const ir::Node* p = w.params[k];
     const size_t i = pos(p);
-    dead[k] = !live[i] && !root[i] && p->data.use_count() == 1;
+    dead[k] = !live[i] && !root[i] && p->data.use_count() == 1 &&
+              !static_cast<const runtime::Buffer*>(p->data.get())->external();
   }
   return dead;
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/body.h"
+#include "lazytrace/trace/trace_error.h"
 #include "trace/tensor_impl.h"
 
 namespace lazytrace::trace {
@@ -24,11 +25,7 @@ struct BodyInput {
   int index = 0;  // Explicit, Lifted, Extra: position in that kind's list
 };
 
-/** A traced function asked for a value; the message says which read and why. */
-class TraceReadError : public Error {
- public:
-  using Error::Error;
-};
+using lazytrace::TraceReadError;
 
 struct TraceContext;
 

@@ -85,7 +85,8 @@ inline int64_t ticks() {
 /** Nanoseconds per tick, calibrated against now_ns(). */
 double ns_per_tick();
 
-/** The value of a counter, or of a timer's total in ns when asked for "<Timer>Ns"; 0 if unknown. */
+/** The value of a counter, or of a timer's total in ns ("<Timer>Ns") or its number of samples
+ * ("<Timer>Samples"); 0 if unknown. */
 int64_t counter(const std::string& name);
 /** Total nanoseconds of a timer; 0 if unknown. */
 int64_t timer_ns(const std::string& name);

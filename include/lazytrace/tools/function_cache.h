@@ -29,6 +29,10 @@ struct CacheOptions {
   // compile: the function may run backward and write into outer tensors (an optimizer
   // step); writes are returned by the body and copied back after each call
   bool functional_writes = false;
+  // assume_pure of a function that is costly or observable to run (a Python function): the
+  // VJP is traced from the same run as the forward, so the function runs once per
+  // signature, backward included
+  bool trace_once = false;
 };
 
 /** How many traced signatures a function keeps (LAZYTRACE_TRACE_CACHE_SIZE, default 256). */
@@ -36,6 +40,8 @@ size_t trace_cache_capacity();
 
 class FunctionCache;
 std::shared_ptr<FunctionCache> make_function_cache(CacheOptions options);
+/** Traced signatures alive in every function cache (and in the graphs that still call them). */
+int64_t live_traces();
 
 struct Entry;
 

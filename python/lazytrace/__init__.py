@@ -1,0 +1,56 @@
+"""lazytrace: tensor programs traced lazily and compiled once.
+
+    import lazytrace as lt
+
+    @lt.assume_pure
+    def do_math(a, b, c=42):
+        return a @ b + c
+
+    x, y = lt.randn(4, 4), lt.randn(4, 4)
+    for _ in range(1000):
+        result = do_math(x, y)      # traced once, one call node per call
+    lt.sync()                       # compiled once per graph structure, and run
+
+Ops record into a graph; lt.sync() (or item(), numpy(), print) computes it. The spec's
+tools (assume_pure, scan, scan_layers, while_loop, fori_loop, compile) cut the cost of
+tracing and compiling repeated work; autograd flows through all of them.
+"""
+
+from . import _lazytrace as _C
+from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manual_seed
+from ._lazytrace import tree_flatten, tree_unflatten
+from ._lazytrace import clear_caches, save_file as _save_file, load_file
+from ._tensor import *  # noqa: F401,F403  (creation and op functions)
+from ._tensor import max, min, sum, abs, pow, round  # noqa: F401,A004 (as torch names them)
+from ._tensor import dtype
+from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan,
+                     set_grad_enabled, sync, while_loop)
+from ._scan_layers import scan_layers
+from ._pytree import tree_map, tree_leaves
+from . import autograd, debug, func, metrics, nn, optim, experimental, models  # noqa: E402
+
+__version__ = "0.1.0"
+
+float32 = dtype.float32
+float64 = dtype.float64
+float16 = dtype.float16
+bfloat16 = dtype.bfloat16
+int32 = dtype.int32
+int64 = dtype.int64
+double, half, long = float64, float16, int64
+
+
+def save_file(tensors, filename, metadata=None):
+    """Writes a dict of name -> Tensor as safetensors (readable by the safetensors package)."""
+    _save_file(tensors, str(filename), metadata)
+
+
+def devices():
+    """The devices this build has."""
+    return ["cpu"]
+
+
+# names that shadow builtins come last, so nothing above sees them
+float = float32  # noqa: A001
+int = int32  # noqa: A001
+bool = dtype.bool  # noqa: A001

@@ -1,0 +1,878 @@
+"""Tensors for Python: creation with torch's argument forms, the op functions, and the
+methods whose argument forms are plain Python (reshape(*shape), indexing, max(dim)). The
+operators, autograd and host memory are in the extension (python/src/tensor.cpp)."""
+
+import builtins
+import collections
+import numbers
+import types
+
+import numpy as np
+
+from . import _lazytrace as _C
+
+Tensor = _C.Tensor
+dtype = _C.dtype
+
+_FLOATING = (dtype.float32, dtype.float64, dtype.float16, dtype.bfloat16)
+_NP_TO_LT = {
+    np.dtype(np.float32): dtype.float32,
+    np.dtype(np.float64): dtype.float64,
+    np.dtype(np.float16): dtype.float16,
+    np.dtype(np.int32): dtype.int32,
+    np.dtype(np.int64): dtype.int64,
+    np.dtype(np.bool_): dtype.bool,
+    # integers lazytrace has no type of its own for: the smallest one that holds them
+    np.dtype(np.int8): dtype.int32,
+    np.dtype(np.int16): dtype.int32,
+    np.dtype(np.uint8): dtype.int32,
+    np.dtype(np.uint16): dtype.int32,
+    np.dtype(np.uint32): dtype.int64,
+}
+_LT_TO_NP = {
+    dtype.float32: np.float32,
+    dtype.float64: np.float64,
+    dtype.float16: np.float16,
+    dtype.int32: np.int32,
+    dtype.int64: np.int64,
+    dtype.bool: np.bool_,
+}
+
+
+def _dtype_repr(self):
+    return "lazytrace." + self.name
+
+
+dtype.__repr__ = _dtype_repr
+dtype.__str__ = _dtype_repr
+dtype.is_floating_point = property(lambda self: self in _FLOATING)
+dtype.itemsize = property(lambda self: _C.itemsize(self))
+
+
+def _check_dtype(d, op):
+    if d is None or isinstance(d, dtype):
+        return d
+    if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):
+        nd = np.dtype(d)
+        if nd.type in _LT_TO_NP.values():
+            return _NP_TO_LT[nd]
+    if d is builtins.float:
+        return dtype.float32
+    if d is builtins.int:
+        return dtype.int64
+    if d is builtins.bool:
+        return dtype.bool
+    raise TypeError(f"[{op}] dtype must be a lazytrace dtype (lazytrace.float32, ...), got {d!r}")
+
+
+def _check_device(device, op):
+    if device is None:
+        return
+    name = str(getattr(device, "type", device))
+    if name in ("cpu", "cpu:0"):
+        return
+    raise ValueError(
+        f"[{op}] device {device!r} is not available: this build of lazytrace has the device "
+        "'cpu' only (write device='cpu', or leave device out)"
+    )
+
+
+def _size(size, op):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for d in size:
+        if not isinstance(d, numbers.Integral) or isinstance(d, builtins.bool):
+            raise TypeError(f"[{op}] a size holds ints, got {type(d).__name__} {d!r}")
+    return tuple(int(d) for d in size)
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _creator(name, make):
+    def create(*size, dtype=None, device=None, requires_grad=False, size_=None):
+        _check_device(device, name)
+        d = _check_dtype(dtype, name) or _C.dtype.float32
+        return _finish(make(_size(size, name), d), requires_grad)
+
+    create.__name__ = name
+    create.__doc__ = f"{name}(*size, dtype=lazytrace.float32, device='cpu', requires_grad=False)"
+    return create
+
+
+zeros = _creator("zeros", _C.zeros)
+ones = _creator("ones", _C.ones)
+randn = _creator("randn", _C.randn)
+rand = _creator("rand", _C.rand)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given size (zeros: a lazy tensor has no uninitialized memory)."""
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    _check_device(device, "full")
+    d = _check_dtype(dtype, "full")
+    if d is None:
+        d = (
+            _C.dtype.bool
+            if isinstance(fill_value, builtins.bool)
+            else _C.dtype.int64
+            if isinstance(fill_value, numbers.Integral)
+            else _C.dtype.float32
+        )
+    return _finish(_C.full(_size((size,), "full"), fill_value, d), requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    _check_device(device, "zeros_like")
+    return _finish(_C.zeros(t.shape, _check_dtype(dtype, "zeros_like") or t.dtype), requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    _check_device(device, "ones_like")
+    return _finish(_C.ones(t.shape, _check_dtype(dtype, "ones_like") or t.dtype), requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    _check_device(device, "full_like")
+    return _finish(
+        _C.full(t.shape, fill_value, _check_dtype(dtype, "full_like") or t.dtype), requires_grad
+    )
+
+
+def randn_like(t, dtype=None, device=None):
+    _check_device(device, "randn_like")
+    return _C.randn(t.shape, _check_dtype(dtype, "randn_like") or t.dtype)
+
+
+def rand_like(t, dtype=None, device=None):
+    _check_device(device, "rand_like")
+    return _C.rand(t.shape, _check_dtype(dtype, "rand_like") or t.dtype)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """torch.arange: [start, end) by step; int64 for integer arguments, else float32."""
+    _check_device(device, "arange")
+    if end is None:
+        start, end = 0, start
+    d = _check_dtype(dtype, "arange")
+    if d is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        d = _C.dtype.int64 if ints else _C.dtype.float32
+    return _finish(_C.arange(float(start), float(end), float(step), d), requires_grad)
+
+
+def _infer_dtype(data):
+    """torch.tensor's rule: Python floats are float32, ints int64, bools bool."""
+    if isinstance(data, Tensor):
+        return data.dtype
+    if isinstance(data, (np.ndarray, np.generic)):
+        nd = data.dtype
+        if nd not in _NP_TO_LT:
+            raise TypeError(
+                f"[tensor] numpy dtype {nd} has no lazytrace dtype; lazytrace has float32, "
+                "float64, float16, int32, int64 and bool"
+            )
+        return _NP_TO_LT[nd]
+    kinds = set()
+
+    def walk(x):
+        if isinstance(x, Tensor):
+            kinds.add("f" if x.dtype in _FLOATING else "b" if x.dtype == _C.dtype.bool else "i")
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, builtins.bool) or isinstance(x, np.bool_):
+            kinds.add("b")
+        elif isinstance(x, numbers.Integral):
+            kinds.add("i")
+        elif isinstance(x, numbers.Real):
+            kinds.add("f")
+        else:
+            raise TypeError(
+                f"[tensor] could not make a tensor from {type(x).__name__} {x!r}: data must be "
+                "a number, a nested list of numbers, or a numpy array"
+            )
+
+    walk(data)
+    if "f" in kinds:
+        return _C.dtype.float32
+    if "i" in kinds:
+        return _C.dtype.int64
+    if "b" in kinds:
+        return _C.dtype.bool
+    return _C.dtype.float32  # an empty list
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A tensor holding a copy of `data` (a number, nested lists, a numpy array, a Tensor)."""
+    _check_device(device, "tensor")
+    d = _check_dtype(dtype, "tensor") or _infer_dtype(data)
+    if isinstance(data, Tensor):
+        t = data.detach().clone() if data.dtype == d else _C.astype(data.detach(), d)
+        return _finish(t, requires_grad)
+    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
+        return _finish(stack([tensor(v, dtype=d) for v in data]), requires_grad)
+    np_dtype = _LT_TO_NP.get(d, np.float32)
+    arr = np.array(data, dtype=np_dtype, order="C")
+    t = _C.from_dlpack(arr, copy=True)
+    if d != t.dtype:
+        t = _C.astype(t, d)  # bfloat16: made from float32
+    return _finish(t, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == dtype):
+        return data
+    if isinstance(data, np.ndarray) and dtype is None and data.dtype in _NP_TO_LT:
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(a):
+    """A tensor over a numpy array's memory (no copy where it is contiguous); like torch, the
+    array must not be changed while the tensor is used."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"[from_numpy] expected a numpy.ndarray, got {type(a).__name__}")
+    if a.dtype not in _NP_TO_LT:
+        raise TypeError(f"[from_numpy] numpy dtype {a.dtype} has no lazytrace dtype")
+    if a.dtype.type not in _LT_TO_NP.values():
+        return tensor(a)  # int8, uint8, ...: widened, so copied
+    return _C.from_dlpack(a)
+
+
+def from_dlpack(x):
+    """A tensor over the memory of a DLPack producer (numpy, torch) where it can share it."""
+    if isinstance(x, Tensor):
+        return x
+    return _C.from_dlpack(x)
+
+
+# ---- functions (each method also as a function)
+def _dims(dim):
+    if dim is None:
+        return None
+    if isinstance(dim, (tuple, list)):
+        return tuple(int(d) for d in dim)
+    return (int(dim),)
+
+
+def sum(input, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.sum(input, _dims(dim), keepdim)
+
+
+def mean(input, dim=None, keepdim=False, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.mean(input, _dims(dim), keepdim)
+
+
+def amax(input, dim=None, keepdim=False):
+    return _C.amax(input, _dims(dim), keepdim)
+
+
+def amin(input, dim=None, keepdim=False):
+    return -_C.amax(-input, _dims(dim), keepdim) if input.dtype != _C.dtype.bool else ~amax(
+        ~input, dim, keepdim
+    )
+
+
+_MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+
+
+def _arg_extreme(input, dim, keepdim, largest):
+    if dim is None:
+        flat = input.reshape(-1)
+        return _arg_extreme(flat, 0, False, largest)
+    dim = dim % input.ndim if input.ndim else 0
+    best = amax(input, dim, keepdim=True) if largest else amin(input, dim, keepdim=True)
+    n = input.shape[dim]
+    shape = [1] * input.ndim
+    shape[dim] = n
+    idx = _C.reshape(_C.arange(0.0, float(n), 1.0, _C.dtype.int64), tuple(shape))
+    # the first position holding the extreme (NaN counts as the extreme, as torch)
+    hit = (input == best) | (input != input)
+    pos = where(hit, idx, n)
+    out = amin(pos, dim, keepdim=keepdim)
+    return out
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, True)
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _arg_extreme(input, dim, keepdim, False)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    """max(t): the largest element; max(t, dim): (values, indices); max(a, b): maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(input, dim)
+    if dim is None:
+        return amax(input)
+    return _MinMax(amax(input, dim, keepdim), argmax(input, dim, keepdim))
+
+
+def min(input, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if dim is None:
+        return amin(input)
+    return _MinMax(amin(input, dim, keepdim), argmin(input, dim, keepdim))
+
+
+def var(input, dim=None, keepdim=False, *, correction=1, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    dims = _dims(dim) or tuple(range(input.ndim))
+    n = 1
+    for d in dims:
+        n *= input.shape[d]
+    mu = _C.mean(input, dims, True)
+    sq = _C.sum((input - mu) * (input - mu), dims, keepdim)
+    return sq / builtins.max(n - correction, 0)
+
+
+def std(input, dim=None, keepdim=False, *, correction=1, unbiased=None):
+    return _C.sqrt(var(input, dim, keepdim, correction=correction, unbiased=unbiased))
+
+
+def softmax(input, dim=-1, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.softmax(input, dim)
+
+
+def log_softmax(input, dim=-1, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.log_softmax(input, dim)
+
+
+def cat(tensors, dim=0):
+    return _C.concat(list(tensors), dim)
+
+
+concat = cat
+concatenate = cat
+
+
+def stack(tensors, dim=0):
+    return _C.stack(list(tensors), dim)
+
+
+def where(condition, input, other):
+    return _C.where(condition, input, other)
+
+
+def clamp(input, min=None, max=None):
+    out = input
+    if min is not None:
+        out = maximum(out, min if isinstance(min, Tensor) else full_like(out, min))
+    if max is not None:
+        out = minimum(out, max if isinstance(max, Tensor) else full_like(out, max))
+    return out
+
+
+clip = clamp
+
+
+def floor(input):
+    if input.dtype not in _FLOATING:
+        return input
+    # through int64 (toward zero), one down where that rounded up
+    t = _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
+    return t - _C.astype(t > input, input.dtype)
+
+
+def ceil(input):
+    return -floor(-input)
+
+
+def trunc(input):
+    if input.dtype not in _FLOATING:
+        return input
+    return _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
+
+
+def round(input):
+    # half to even, as torch: floor(x + 0.5), one down where x + 0.5 was an odd integer tie
+    f = floor(input + 0.5)
+    tie = (f - input) == 0.5
+    odd = (f - 2.0 * floor(f * 0.5)) == 1.0
+    return f - _C.astype(tie & odd, input.dtype)
+
+
+def floor_divide(a, b):
+    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
+    ref = a if a_t else b
+    if ref.dtype in _FLOATING or isinstance(a if not a_t else b, builtins.float):
+        return floor(_C.div(a, b))
+    # integers: floor of the exact quotient, in float64 (exact below 2**53)
+    af = a.to(_C.dtype.float64) if a_t else builtins.float(a)
+    bf = b.to(_C.dtype.float64) if b_t else builtins.float(b)
+    out_dtype = _C.promote_types(a.dtype, b.dtype) if a_t and b_t else ref.dtype
+    return _C.astype(floor(_C.div(af, bf)), out_dtype)
+
+
+def remainder(a, b):
+    """Python's %: the sign of the divisor."""
+    return a - floor_divide(a, b) * b
+
+
+def square(input):
+    return input * input
+
+
+def reciprocal(input):
+    return 1.0 / input
+
+
+def logical_and(a, b):
+    return where(_as_bool(a), _as_bool(b), False)
+
+
+def logical_or(a, b):
+    return where(_as_bool(a), True, _as_bool(b))
+
+
+def logical_not(a):
+    return _as_bool(a) == False  # noqa: E712
+
+
+def logical_xor(a, b):
+    return _as_bool(a) != _as_bool(b)
+
+
+def _as_bool(t):
+    return t if t.dtype == _C.dtype.bool else t != 0
+
+
+def _bitwise(name, fn):
+    def op(a, b):
+        for v in (a, b):
+            if isinstance(v, Tensor) and v.dtype != _C.dtype.bool:
+                raise TypeError(
+                    f"[{name}] is defined on bool tensors here, got {v.type_str()}; compare first "
+                    "(t > 0) or use logical_* functions"
+                )
+        return fn(a if isinstance(a, Tensor) else full_like(b, builtins.bool(a)),
+                  b if isinstance(b, Tensor) else full_like(a, builtins.bool(b)))
+
+    return op
+
+
+bitwise_and = _bitwise("bitwise_and", logical_and)
+bitwise_or = _bitwise("bitwise_or", logical_or)
+bitwise_xor = _bitwise("bitwise_xor", logical_xor)
+
+
+def bitwise_not(a):
+    if a.dtype != _C.dtype.bool:
+        raise TypeError(f"[bitwise_not] is defined on bool tensors here, got {a.type_str()}")
+    return a == False  # noqa: E712
+
+
+def masked_fill(input, mask, value):
+    return where(mask, value, input)
+
+
+def reshape(input, *shape):
+    return _C.reshape(input, _size(shape, "reshape"))
+
+
+def transpose(input, dim0, dim1):
+    return _C.transpose(input, dim0, dim1)
+
+
+def swapaxes(input, axis0, axis1):
+    return _C.transpose(input, axis0, axis1)
+
+
+def permute(input, *dims):
+    return _C.permute(input, _size(dims, "permute"))
+
+
+def unsqueeze(input, dim):
+    return _C.unsqueeze(input, dim)
+
+
+def squeeze(input, dim=None):
+    if dim is None:
+        out = input
+        for d in reversed(range(input.ndim)):
+            if input.shape[d] == 1:
+                out = _C.squeeze(out, d)
+        return out
+    for d in sorted((x % builtins.max(input.ndim, 1) for x in _dims(dim)), reverse=True):
+        if input.shape[d] == 1:
+            input = _C.squeeze(input, d)
+    return input
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return _C.reshape(input, (1,))
+    s, e = start_dim % input.ndim, end_dim % input.ndim
+    n = 1
+    for d in input.shape[s : e + 1]:
+        n *= d
+    return _C.reshape(input, input.shape[:s] + (n,) + input.shape[e + 1 :])
+
+
+def broadcast_to(input, shape):
+    return _C.broadcast_to(input, tuple(shape))
+
+
+def matmul(a, b):
+    return _C.matmul(a, b)
+
+
+def outer(a, b):
+    return _C.matmul(_C.unsqueeze(a, 1), _C.unsqueeze(b, 0))
+
+
+def index_select(input, dim, index):
+    return _C.index_select(input, dim, index)
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    return _C.index_add(input, dim, index, source if alpha == 1 else source * alpha)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(np.allclose(np.asarray(a), np.asarray(b), rtol, atol, equal_nan))
+
+
+neg = negative = _C.neg
+exp, log, sin, cos, tanh = _C.exp, _C.log, _C.sin, _C.cos, _C.tanh
+sigmoid, relu, gelu, silu = _C.sigmoid, _C.relu, _C.gelu, _C.silu
+sqrt, rsqrt, abs, erf, clone = _C.sqrt, _C.rsqrt, _C.abs, _C.erf, _C.clone
+add, sub, mul, div = _C.add, _C.sub, _C.mul, _C.div
+subtract, multiply, divide, true_divide = _C.sub, _C.mul, _C.div, _C.div
+pow, maximum, minimum = _C.pow, _C.maximum, _C.minimum
+eq, ne, lt, le, gt, ge = _C.eq, _C.ne, _C.lt, _C.le, _C.gt, _C.ge
+greater, greater_equal, less, less_equal, not_equal = _C.gt, _C.ge, _C.lt, _C.le, _C.ne
+
+
+def log1p(input):
+    return _C.log(1.0 + input)
+
+
+def expm1(input):
+    return _C.exp(input) - 1.0
+
+
+def tan(input):
+    return _C.sin(input) / _C.cos(input)
+
+
+def sign(input):
+    return _C.astype(input > 0, input.dtype) - _C.astype(input < 0, input.dtype)
+
+
+def isnan(input):
+    return input != input
+
+
+def isfinite(input):
+    return (input == input) & (_C.abs(input) != float("inf"))
+
+
+def detach(input):
+    return input.detach()
+
+
+# ---- indexing
+def _index_error(msg):
+    raise IndexError(msg)
+
+
+def _getitem(self, idx):
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
+        _index_error("an index can only have a single ellipsis ('...')")
+    used = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if used > self.ndim:
+        _index_error(f"too many indices for tensor of dimension {self.ndim} ({used} given)")
+    if Ellipsis in [i if i is Ellipsis else None for i in idx]:
+        k = [j for j, i in enumerate(idx) if i is Ellipsis][0]
+        idx = idx[:k] + (slice(None),) * (self.ndim - used) + idx[k + 1 :]
+    t, d = self, 0
+    tensor_indices = 0
+    for i in idx:
+        if i is None:
+            t = _C.unsqueeze(t, d)
+            d += 1
+        elif isinstance(i, slice):
+            size = t.shape[d]
+            start, stop, step = i.indices(size)
+            if i.step is not None and i.step <= 0:
+                raise ValueError("[index] slice step must be greater than zero (as in torch)")
+            if stop < start:
+                stop = start
+            if (start, stop, step) != (0, size, 1):
+                t = _C.slice(t, d, start, stop, step)
+            d += 1
+        elif isinstance(i, (Tensor, list, np.ndarray)):
+            if not isinstance(i, Tensor):
+                i = tensor(i)
+            if i.dtype == _C.dtype.bool:
+                _index_error(
+                    "indexing with a bool mask gives a shape that depends on the data, which a "
+                    "traced graph cannot have; use lazytrace.where(mask, x, 0) instead"
+                )
+            if i.dtype not in (_C.dtype.int32, _C.dtype.int64):
+                _index_error(f"tensors used as indices must be integer tensors, got {i.type_str()}")
+            tensor_indices += 1
+            if tensor_indices > 1:
+                _index_error(
+                    "indexing with more than one integer tensor is not supported; index one "
+                    "dim at a time (t[a][:, b])"
+                )
+            size = t.shape[d]
+            # negative indices count from the end, as torch
+            i = where(i < 0, i + size, i)
+            picked = _C.index_select(t, d, _C.reshape(i, (-1,)) if i.ndim != 1 else i)
+            t = _C.reshape(picked, t.shape[:d] + i.shape + t.shape[d + 1 :])
+            d += i.ndim
+        elif isinstance(i, numbers.Integral) and not isinstance(i, builtins.bool):
+            size = t.shape[d]
+            i = int(i)
+            if i < -size or i >= size:
+                _index_error(f"index {i} is out of range for dim {d} of size {size} ({self.type_str()})")
+            t = _C.select(t, d, i % size)
+        else:
+            raise TypeError(
+                f"[index] indices must be ints, slices, None, ..., or integer tensors, got "
+                f"{type(i).__name__}"
+            )
+    return t
+
+
+def _setitem(self, idx, value):
+    """t[idx] = value with torch's semantics (every holder sees it), for the indices
+    __getitem__ takes: the positions the index picks get the value, the rest keep theirs."""
+    n = self.numel()
+    picked = _getitem(_C.reshape(arange(n), self.shape), idx)  # flat positions, index-shaped
+    flat = _C.reshape(picked, (-1,))
+    v = value if isinstance(value, Tensor) else full(picked.shape, value, dtype=self.dtype)
+    v = _C.reshape(_C.broadcast_to(v, picked.shape), (-1,))
+    work = _C.dtype.int32 if self.dtype == _C.dtype.bool else self.dtype
+    hit = _C.index_add(zeros(n, dtype=_C.dtype.int32), 0, flat, ones(flat.shape[0], dtype=_C.dtype.int32))
+    spread = _C.astype(_C.index_add(zeros(n, dtype=work), 0, flat, _C.astype(v, work)), self.dtype)
+    self.copy_(where(_C.reshape(hit > 0, self.shape), _C.reshape(spread, self.shape), self))
+
+
+# ---- methods whose argument forms are Python's
+def _to(self, *args, **kwargs):
+    """to(dtype), to(device), to(device, dtype), to(other): device 'cpu' only."""
+    d = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    for a in args:
+        if isinstance(a, dtype):
+            d = a
+        elif isinstance(a, Tensor):
+            d = a.dtype
+        else:
+            device = a
+    _check_device(device, "to")
+    if d is None or d == self.dtype:
+        return self
+    return _C.astype(self, d)
+
+
+def _repr(self):
+    try:
+        if self.dtype == _C.dtype.bfloat16:
+            arr = _C.astype(self, _C.dtype.float32)._host()
+        else:
+            arr = self._host()
+    except _C.TraceReadError:
+        return f"tensor(<traced {self.type_str()}>)"
+    body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000)
+    extra = ""
+    if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
+        extra += f", dtype={self.dtype!r}"
+    if self.requires_grad:
+        extra += ", requires_grad=True"
+    return f"tensor({body}{extra})"
+
+
+def _numpy(self, force=False):
+    if self.requires_grad and not force:
+        raise RuntimeError(
+            "Can't call numpy() on a Tensor that requires grad. Use tensor.detach().numpy() instead."
+        )
+    if self.dtype == _C.dtype.bfloat16:
+        raise TypeError(
+            "[numpy] NumPy has no bfloat16; convert first: t.float().numpy()"
+        )
+    return self._host().copy()
+
+
+def _array(self, dtype=None, copy=None):
+    a = _numpy(self, force=True)
+    return a.astype(dtype) if dtype is not None else a
+
+
+def _size_method(self, dim=None):
+    if dim is None:
+        return self.shape
+    return self.shape[dim]
+
+
+def _expand(self, *sizes):
+    sizes = _size(sizes, "expand")
+    lead = len(sizes) - self.ndim
+    shape = tuple(
+        (self.shape[i - lead] if s == -1 else s) for i, s in enumerate(sizes)
+    )
+    return _C.broadcast_to(self, shape)
+
+
+def _index_int(self):
+    if self.dtype not in (_C.dtype.int32, _C.dtype.int64, _C.dtype.bool) or self.numel() != 1:
+        raise TypeError(f"only integer tensors of a single element can be converted to an index, got {self.type_str()}")
+    return builtins.int(self.item())
+
+
+def _zero_(self):
+    return self.copy_(zeros_like(self))
+
+
+def _fill_(self, value):
+    return self.copy_(full_like(self, value))
+
+
+def _install_methods():
+    T = Tensor
+    methods = {
+        "__getitem__": _getitem,
+        "__setitem__": _setitem,
+        "__repr__": _repr,
+        "__str__": _repr,
+        "__array__": _array,
+        "__float__": lambda s: builtins.float(s.item()),
+        "__int__": lambda s: builtins.int(s.item()),
+        "__bool__": lambda s: builtins.bool(s.item()),
+        "__index__": _index_int,
+        "__floordiv__": floor_divide,
+        "__rfloordiv__": lambda s, o: floor_divide(o, s),
+        "__mod__": remainder,
+        "__rmod__": lambda s, o: remainder(o, s),
+        "__and__": bitwise_and,
+        "__rand__": lambda s, o: bitwise_and(o, s),
+        "__or__": bitwise_or,
+        "__ror__": lambda s, o: bitwise_or(o, s),
+        "__xor__": bitwise_xor,
+        "__rxor__": lambda s, o: bitwise_xor(o, s),
+        "__invert__": bitwise_not,
+        "__iter__": lambda s: (s[i] for i in range(len(s))),
+        "numpy": _numpy,
+        "tolist": lambda s: _numpy(s.float() if s.dtype == _C.dtype.bfloat16 else s, True).tolist(),
+        "size": _size_method,
+        "to": _to,
+        "type": lambda s, d=None: s.dtype if d is None else _to(s, d),
+        "type_as": lambda s, o: _to(s, o.dtype),
+        "float": lambda s: _to(s, _C.dtype.float32),
+        "double": lambda s: _to(s, _C.dtype.float64),
+        "half": lambda s: _to(s, _C.dtype.float16),
+        "bfloat16": lambda s: _to(s, _C.dtype.bfloat16),
+        "long": lambda s: _to(s, _C.dtype.int64),
+        "int": lambda s: _to(s, _C.dtype.int32),
+        "bool": lambda s: _to(s, _C.dtype.bool),
+        "cpu": lambda s: s,
+        "contiguous": lambda s: s,
+        "reshape": reshape,
+        "view": reshape,
+        "view_as": lambda s, o: _C.reshape(s, o.shape),
+        "reshape_as": lambda s, o: _C.reshape(s, o.shape),
+        "transpose": transpose,
+        "swapaxes": swapaxes,
+        "permute": permute,
+        "unsqueeze": unsqueeze,
+        "squeeze": squeeze,
+        "flatten": flatten,
+        "expand": _expand,
+        "expand_as": lambda s, o: _C.broadcast_to(s, o.shape),
+        "broadcast_to": broadcast_to,
+        "t": lambda s: _C.transpose(s, 0, 1) if s.ndim == 2 else s,
+        "T": property(lambda s: _C.permute(s, tuple(reversed(range(s.ndim))))),
+        "mT": property(lambda s: _C.transpose(s, -2, -1)),
+        "sum": sum,
+        "mean": mean,
+        "amax": amax,
+        "amin": amin,
+        "max": max,
+        "min": min,
+        "argmax": argmax,
+        "argmin": argmin,
+        "var": var,
+        "std": std,
+        "softmax": softmax,
+        "log_softmax": log_softmax,
+        "matmul": matmul,
+        "index_select": index_select,
+        "index_add": index_add,
+        "masked_fill": masked_fill,
+        "clamp": clamp,
+        "clip": clamp,
+        "floor": floor,
+        "ceil": ceil,
+        "round": round,
+        "trunc": trunc,
+        "square": square,
+        "reciprocal": reciprocal,
+        "sign": sign,
+        "isnan": isnan,
+        "isfinite": isfinite,
+        "log1p": log1p,
+        "expm1": expm1,
+        "tan": tan,
+        "zero_": _zero_,
+        "fill_": _fill_,
+        "clamp_": lambda s, min=None, max=None: s.copy_(clamp(s, min, max)),
+        "numel": T.numel,
+        "element_size": lambda s: s.dtype.itemsize,
+        "nelement": T.numel,
+        "device": property(lambda s: "cpu"),
+        "is_floating_point": lambda s: s.dtype in _FLOATING,
+    }
+    for name in ("neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu",
+                 "sqrt", "rsqrt", "abs", "erf", "clone"):
+        methods[name] = getattr(_C, name)
+        methods[name + "_"] = (lambda f: lambda s: s.copy_(f(s)))(getattr(_C, name))
+    for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
+                 "gt", "ge"):
+        methods[name] = getattr(_C, name)
+    methods["negative"] = _C.neg
+    methods["pow_"] = lambda s, e: s.copy_(_C.pow(s, e))
+    method_type = type(T.numel)  # the extension's own methods bind self already
+    for name, fn in methods.items():
+        if callable(fn) and not isinstance(fn, (types.FunctionType, method_type, property)):
+            fn = _as_method(fn)  # an extension function (no __get__): bind self here
+        setattr(T, name, fn)
+
+
+def _as_method(f):
+    def method(self, *args, **kwargs):
+        return f(self, *args, **kwargs)
+
+    method.__name__ = getattr(f, "__name__", "method")
+    method.__doc__ = getattr(f, "__doc__", None)
+    return method
+
+
+_install_methods()

@@ -1,0 +1,209 @@
+"""The spec's tools over the C++ ones: assume_pure, compile, scan, while_loop, fori_loop,
+and grad mode. Each Python function is traced once per signature by the C++ caches; the
+argument binding (inspect.signature, defaults applied) happens here."""
+
+import functools
+import inspect
+import types
+
+from . import _lazytrace as _C
+from ._tensor import Tensor, arange
+
+_EMPTY = inspect.Parameter.empty
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class _Binder:
+    """Binds a call's arguments as inspect.signature does, with defaults applied, so that
+    f(a, b) and f(a, b, c=42) give the same arguments (and share a trace). Plain positional
+    calls skip inspect."""
+
+    def __init__(self, fn):
+        try:
+            self.sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.sig = None
+        params = list(self.sig.parameters.values()) if self.sig else []
+        self.simple = self.sig is not None and all(p.kind in _POSITIONAL for p in params)
+        self.n = len(params)
+        self.defaults = tuple(p.default for p in params)
+
+    def bind(self, args, kwargs):
+        if self.simple and not kwargs:
+            if len(args) == self.n:
+                return args, {}
+            if len(args) < self.n and _EMPTY not in self.defaults[len(args):]:
+                return args + self.defaults[len(args):], {}
+        if self.sig is None:
+            return args, kwargs
+        bound = self.sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return bound.args, bound.kwargs
+
+
+class _Traced:
+    """A function called through a C++ trace cache (assume_pure, compile)."""
+
+    def __init__(self, fn, cache, call):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._binder = _Binder(fn)
+        self._cache = cache
+        self._call = call
+
+    def __call__(self, *args, **kwargs):
+        args, kwargs = self._binder.bind(args, kwargs)
+        return self._call(self._fn, args, kwargs)
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+
+def assume_pure(fn=None, *, name=None):
+    """fn traced once per input signature, then recorded as one call node per call.
+
+    The signature is the pytree structure of the arguments, each tensor's shape and dtype,
+    and the values of int/float/bool/str arguments. Tensors fn closes over are lifted (each
+    call reads their current value); random ops draw fresh numbers on each call; gradients
+    flow to arguments and closed-over tensors. fn runs once per signature, its backward
+    included. Reading a value inside (item(), sync()) is a RuntimeError."""
+    if fn is None:
+        return lambda f: assume_pure(f, name=name)
+    cache = _C._FunctionCache("assume_pure", name or getattr(fn, "__qualname__", "assume_pure"))
+    return _Traced(fn, cache, cache.call)
+
+
+class _Compile:
+    """lazytrace.compile(...) without a function: a decorator, or a context manager whose
+    block runs as one graph."""
+
+    def __init__(self, full_graph, name, max_different_graphs):
+        self.full_graph = full_graph
+        self.name = name
+        self.max_different_graphs = max_different_graphs
+
+    def __call__(self, fn):
+        return compile(fn, self.full_graph, self.name, self.max_different_graphs)
+
+    def __enter__(self):
+        _C.sync_named(None, (self.name or "compiled") + "_clear_pending")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            _C.sync_named(None, self.name or "compiled")
+        return False
+
+
+def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
+    """fn as one compiled graph per call, like torch_xla.compile: what was pending is synced
+    first, fn is recorded as one call of its traced body (traced once per signature; a whole
+    training step with backward and an optimizer step is fine) and its results are synced.
+    full_graph: a read of a value inside fn is an error (else such a fn runs as plain code).
+    max_different_graphs=N: an (N+1)th signature is an error saying what differed.
+    Also a decorator (@compile(name=...)) and a context manager (with compile(): ...)."""
+    if fn is None:
+        return _Compile(full_graph, name, max_different_graphs)
+    label = name or getattr(fn, "__name__", "compiled")
+    if label == "<lambda>":
+        label = "compiled"
+    cache = _C._FunctionCache("compile", label, full_graph, max_different_graphs or 0)
+    return _Traced(fn, cache, cache.call_compiled)
+
+
+def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
+    """jax.lax.scan: fn(carry, x) -> (new_carry, y) over the first dim of xs; returns
+    (final_carry, ys), ys stacking each y. The body is traced and compiled once and the loop
+    runs in the backend. carry, xs and y are pytrees (y may be None); tensors fn closes over
+    are lifted and get gradients. is_fn_pure: reuse the traced body across calls with the
+    same signature. remat: "save" keeps what the backward needs, "recompute" only the
+    carries (recomputing each iteration in backward)."""
+    return _C.scan(fn, init, xs, is_fn_pure, reverse, remat, "scan")
+
+
+def while_loop(cond_fn, body_fn, carried_inputs):
+    """Runs body_fn while cond_fn holds, in the backend. carried_inputs is a tuple passed
+    unpacked: cond_fn(*carry) returns a bool tensor, body_fn(*carry) the next carry with the
+    same structure, shapes and dtypes. Returns the final carry (a tuple). Not differentiable
+    (use fori_loop with int bounds, or scan)."""
+    return _C.while_loop(cond_fn, body_fn, tuple(carried_inputs))
+
+
+def fori_loop(lower, upper, body_fn, init_val):
+    """jax.lax.fori_loop: body_fn(i, val) -> val for i in [lower, upper). Python int bounds
+    make it a scan (differentiable); tensor bounds a while_loop."""
+    if isinstance(lower, int) and isinstance(upper, int):
+        n = max(upper - lower, 0)
+        if n == 0:
+            return init_val
+        carry, _ = _C.scan(
+            lambda c, i: (body_fn(i, c), None), init_val, arange(lower, lower + n), False, False,
+            "save", "fori_loop",
+        )
+        return carry
+    lo = lower if isinstance(lower, Tensor) else _C.scalar(lower, _C.dtype.int64)
+    hi = upper if isinstance(upper, Tensor) else _C.scalar(upper, _C.dtype.int64)
+    for t in (lo, hi):
+        if t.dtype != _C.dtype.int64 or t.numel() != 1:
+            raise ValueError(f"[fori_loop] tensor bounds must be int64 scalars, got {t.type_str()}")
+    lo, hi = lo.reshape(()), hi.reshape(())
+    _, _, val = _C.while_loop(
+        lambda i, h, v: i < h, lambda i, h, v: (i + 1, h, body_fn(i, v)), (lo, hi, init_val)
+    )
+    return val
+
+
+def sync(tensors=None):
+    """Computes every live pending tensor in one graph (torch_xla.sync()), or only these."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    _C.sync(None if tensors is None else list(tensors))
+
+
+class _GradMode:
+    enabled = False
+
+    def __enter__(self):
+        _C._push_grad_mode(self.enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _C._pop_grad_mode()
+        return False
+
+    def __call__(self, fn):
+        mode = type(self)
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with mode():
+                return fn(*args, **kwargs)
+
+        return run
+
+
+class no_grad(_GradMode):
+    """Ops record no gradient history inside (torch.no_grad); also a decorator."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):
+    """Ops record gradient history again inside (torch.enable_grad); also a decorator."""
+
+    enabled = True
+
+
+class set_grad_enabled(_GradMode):
+    def __init__(self, mode):
+        self.enabled = bool(mode)
+
+    def __call__(self, fn):
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with set_grad_enabled(enabled):
+                return fn(*args, **kwargs)
+
+        return run

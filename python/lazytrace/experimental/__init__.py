@@ -1,0 +1,1 @@
+"""torch_xla's module paths for the spec's tools, for moved code."""

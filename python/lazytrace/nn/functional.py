@@ -1,0 +1,199 @@
+"""torch.nn.functional over lazytrace ops."""
+
+import math
+
+from .. import _lazytrace as _C
+from .._tensor import Tensor, arange, full, ones, rand, where, zeros
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias; weight [out_features, in_features] as torch's."""
+    out = _C.matmul(input, _C.transpose(weight, 0, 1))
+    return out if bias is None else out + bias
+
+
+def relu(input, inplace=False):
+    return _C.relu(input)
+
+
+def gelu(input, approximate="none"):
+    if approximate == "none":
+        return _C.gelu(input)
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * input * (1.0 + _C.tanh(c * (input + 0.044715 * input * input * input)))
+    raise ValueError(f"[gelu] approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace=False):
+    return _C.silu(input)
+
+
+def sigmoid(input):
+    return _C.sigmoid(input)
+
+
+def tanh(input):
+    return _C.tanh(input)
+
+
+def softmax(input, dim=-1, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.softmax(input, dim)
+
+
+def log_softmax(input, dim=-1, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.log_softmax(input, dim)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes elements with probability p and scales the rest by 1/(1-p) (training only)."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"[dropout] p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = rand(*input.shape, dtype=input.dtype) >= p
+    return where(keep, input * (1.0 / (1.0 - p)), 0.0)
+
+
+def embedding(input, weight):
+    """Rows of weight picked by the integer tensor input: input.shape + (dim,)."""
+    flat = _C.reshape(input, (-1,))
+    rows = _C.index_select(weight, 0, flat)
+    return _C.reshape(rows, tuple(input.shape) + (weight.shape[1],))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    dims = tuple(range(-len(normalized_shape), 0))
+    centered = input - _C.mean(input, dims, True)
+    out = centered * _C.rsqrt(_C.mean(centered * centered, dims, True) + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    if eps is None:
+        eps = {_C.dtype.float64: 2.220446049250313e-16, _C.dtype.float16: 0.0009765625,
+               _C.dtype.bfloat16: 0.0078125}.get(input.dtype, 1.1920928955078125e-07)
+    dims = tuple(range(-len(normalized_shape), 0))
+    out = input * _C.rsqrt(_C.mean(input * input, dims, True) + eps)
+    return out if weight is None else out * weight
+
+
+def _class_last(input):
+    # torch puts classes at dim 1 of [N, C, d1, ...]; the C++ loss takes them last
+    if input.ndim > 2:
+        return _C.permute(input, (0,) + tuple(range(2, input.ndim)) + (1,))
+    return input
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Softmax cross entropy of logits [N, C] (or [N, C, d1, ...]) against integer class
+    targets; mean over the targets that are not ignore_index."""
+    if weight is not None:
+        raise ValueError("[cross_entropy] per-class weights are not supported")
+    if not isinstance(target, Tensor) or target.dtype not in (_C.dtype.int32, _C.dtype.int64):
+        raise TypeError(
+            "[cross_entropy] targets must be an int32/int64 Tensor of class indices, got "
+            + (target.type_str() if isinstance(target, Tensor) else type(target).__name__)
+        )
+    logits = _class_last(input)
+    if reduction == "mean" and label_smoothing == 0.0:
+        return _C.cross_entropy(logits, target, ignore_index)
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"[cross_entropy] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    c = logits.shape[-1]
+    logp = _C.log_softmax(logits, -1)
+    cls = _C.reshape(arange(c), (1,) * (logp.ndim - 1) + (c,))
+    onehot = _C.astype(_C.unsqueeze(target, -1) == cls, logp.dtype)
+    nll = -_C.sum(logp * onehot, (-1,), False)
+    if label_smoothing:
+        smooth = -_C.mean(logp, (-1,), False)
+        nll = (1.0 - label_smoothing) * nll + label_smoothing * smooth
+    keep = _C.astype(target != ignore_index, logp.dtype)
+    nll = nll * keep
+    if reduction == "none":
+        return nll
+    if reduction == "sum":
+        return _C.sum(nll)
+    return _C.sum(nll) / _C.sum(keep)
+
+
+def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+    c = input.shape[-1] if input.ndim <= 2 else input.shape[1]
+    logp = _class_last(input)
+    cls = _C.reshape(arange(c), (1,) * (logp.ndim - 1) + (c,))
+    onehot = _C.astype(_C.unsqueeze(target, -1) == cls, logp.dtype)
+    keep = _C.astype(target != ignore_index, logp.dtype)
+    nll = -_C.sum(logp * onehot, (-1,), False) * keep
+    if reduction == "none":
+        return nll
+    if reduction == "sum":
+        return _C.sum(nll)
+    return _C.sum(nll) / _C.sum(keep)
+
+
+def mse_loss(input, target, reduction="mean"):
+    if reduction == "mean":
+        return _C.mse_loss(input, target)
+    d = (input - target) * (input - target)
+    if reduction == "sum":
+        return _C.sum(d)
+    if reduction == "none":
+        return d
+    raise ValueError(f"[mse_loss] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def l1_loss(input, target, reduction="mean"):
+    d = _C.abs(input - target)
+    return {"mean": lambda: _C.mean(d), "sum": lambda: _C.sum(d), "none": lambda: d}[reduction]()
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(q kᵀ · scale + mask) v over [..., L, E] queries and [..., S, E] keys/values."""
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    scale = 1.0 / math.sqrt(E) if scale is None else scale
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = _repeat_heads(key, rep)
+        value = _repeat_heads(value, rep)
+    scores = _C.matmul(query, _C.transpose(key, -2, -1)) * scale
+    if is_causal:
+        rows = _C.reshape(arange(L), (L, 1))
+        cols = _C.reshape(arange(S), (1, S))
+        scores = where(cols <= rows, scores, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == _C.dtype.bool:
+            scores = where(attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = _C.softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return _C.matmul(weights, value)
+
+
+def _repeat_heads(t, rep):
+    # [..., H, S, E] -> [..., H * rep, S, E], each head repeated rep times in place
+    shape = tuple(t.shape)
+    t = _C.unsqueeze(t, -3)
+    t = _C.broadcast_to(t, shape[:-2] + (rep,) + shape[-2:])
+    return _C.reshape(t, shape[:-3] + (shape[-3] * rep,) + shape[-2:])
+
+
+__all__ = [n for n in dict(globals()) if not n.startswith("_") and n not in ("math", "Tensor")]
+del full, ones, zeros

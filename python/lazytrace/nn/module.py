@@ -1,0 +1,306 @@
+"""nn.Module with torch's semantics: assigned Parameters, buffers and Modules register
+themselves, names join with dots, and the tree of modules is walked for parameters, state
+dicts, train/eval and dtype conversion."""
+
+from collections import OrderedDict
+
+from .._lazytrace import Tensor
+from .._tensor import _check_device, _check_dtype, dtype
+from .parameter import Buffer, Parameter
+
+
+class Module:
+    """The base of every layer: subclass it, assign Parameters, buffers (register_buffer)
+    and Modules in __init__, write forward(), and call the module."""
+
+    training: bool
+
+    def __init__(self, *args, **kwargs):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ---- registration
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise AttributeError(
+                f"cannot assign '{name}' before Module.__init__() call: call super().__init__() "
+                "first in your __init__"
+            )
+        params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
+
+        def claim(store):
+            for other in (d, params, buffers, modules):
+                if other is not store:
+                    other.pop(name, None)
+
+        def expect(what, ok):
+            if not ok:
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as {what} '{name}' of "
+                    f"{type(self).__name__} ({what} or None expected)"
+                )
+
+        if isinstance(value, Parameter):
+            claim(params)
+            params[name] = value
+        elif isinstance(value, Module):
+            claim(modules)
+            modules[name] = value
+        elif isinstance(value, Buffer):
+            claim(buffers)
+            buffers[name] = value
+            if not value.persistent:
+                d["_non_persistent"].add(name)
+        elif name in params:
+            expect("parameter", value is None)
+            params[name] = None
+        elif name in buffers:
+            expect("buffer", value is None or isinstance(value, Tensor))
+            buffers[name] = value
+        elif name in modules:
+            expect("module", value is None)
+            modules[name] = None
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return s[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in ("_parameters", "_buffers", "_modules"):
+            if name in self.__dict__[store]:
+                del self.__dict__[store][name]
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if "." in name or not name:
+            raise KeyError(f"buffer name must be a non-empty name without dots, got '{name}'")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, got {type(tensor).__name__}")
+        self.__dict__.pop(name, None)
+        self._parameters.pop(name, None)
+        self._buffers[name] = tensor
+        if not persistent:
+            self._non_persistent.add(name)
+        else:
+            self._non_persistent.discard(name)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: '{name}' must be a Parameter or None")
+        self.__dict__.pop(name, None)
+        self._parameters[name] = param
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: '{name}' must be a Module, got {type(module).__name__}")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    # ---- calling
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} must define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- walking the tree
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        if memo is None:
+            memo = set()
+        if remove_duplicate and id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def _named(self, store, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for mp, m in mods:
+            for name, t in m.__dict__[store].items():
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                yield mp + ("." if mp else "") + name, t
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def get_submodule(self, target):
+        m = self
+        for part in target.split(".") if target else []:
+            if part not in m._modules:
+                raise AttributeError(f"{type(m).__name__} has no submodule '{part}'")
+            m = m._modules[part]
+        return m
+
+    def get_parameter(self, target):
+        mod, _, name = target.rpartition(".")
+        return self.get_submodule(mod)._parameters[name]
+
+    # ---- state
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        out = OrderedDict() if destination is None else destination
+        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+            for name, p in m._parameters.items():
+                if p is not None:
+                    out[mp + ("." if mp else "") + name] = p if keep_vars else p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in m._non_persistent:
+                    out[mp + ("." if mp else "") + name] = b if keep_vars else b.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copies the tensors into this module's parameters and buffers (copy_: every holder
+        sees them). strict: the names must match exactly. Everything is checked before
+        anything is copied."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        if strict and (missing or unexpected):
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}: missing keys "
+                f"{missing}, unexpected keys {unexpected}"
+            )
+        for k, v in state_dict.items():
+            if k in own and tuple(own[k].shape) != tuple(v.shape):
+                raise RuntimeError(
+                    f"Error(s) in loading state_dict for {type(self).__name__}: size mismatch "
+                    f"for {k}: copying a param with shape {tuple(v.shape)}, the shape in the "
+                    f"current model is {tuple(own[k].shape)}"
+                )
+        from .._tools import no_grad
+
+        with no_grad():
+            for k, v in state_dict.items():
+                if k in own:
+                    if not isinstance(v, Tensor):
+                        from .._tensor import tensor
+
+                        v = tensor(v)
+                    own[k].copy_(v)
+        from collections import namedtuple
+
+        return namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)
+
+    # ---- modes and conversion
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            p.grad = None
+
+    def _apply(self, fn):
+        for m in self.modules():
+            for name, p in list(m._parameters.items()):
+                if p is not None:
+                    new = fn(p)
+                    if new is not p:
+                        m._parameters[name] = Parameter(new, requires_grad=p.requires_grad)
+            for name, b in list(m._buffers.items()):
+                if b is not None:
+                    m._buffers[name] = fn(b)
+        return self
+
+    def to(self, *args, **kwargs):
+        """to(dtype) converts floating parameters and buffers; to('cpu') is a no-op (another
+        device is a ValueError naming the devices this build has)."""
+        d = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        for a in args:
+            if isinstance(a, dtype):
+                d = a
+            else:
+                device = a
+        _check_device(device, "Module.to")
+        d = _check_dtype(d, "Module.to")
+        if d is None:
+            return self
+        if not d.is_floating_point:
+            raise TypeError(f"Module.to only accepts floating dtypes, got {d!r}")
+        return self._apply(lambda t: t.to(d) if t.dtype.is_floating_point else t)
+
+    def float(self):
+        return self.to(dtype.float32)
+
+    def double(self):
+        return self.to(dtype.float64)
+
+    def half(self):
+        return self.to(dtype.float16)
+
+    def bfloat16(self):
+        return self.to(dtype.bfloat16)
+
+    def cpu(self):
+        return self
+
+    def apply(self, fn):
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    # ---- printing
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [f"({name}): " + repr(m).replace("\n", "\n  ") for name, m in self._modules.items()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(([extra] if extra else []) + lines) + "\n)"
+
+    def __dir__(self):
+        return list(super().__dir__()) + list(self._parameters) + list(self._buffers) + list(self._modules)

@@ -1,0 +1,28 @@
+"""Parameter: a tensor that requires grad and that a Module registers as a parameter."""
+
+from .._lazytrace import Tensor
+
+
+class Parameter(Tensor):
+    """nn.Parameter(t): a leaf with t's value that requires grad (unless requires_grad=False);
+    assigned to a Module attribute, it is registered as a parameter."""
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            from .._tensor import zeros
+
+            data = zeros(0)
+        super().__init__(data.detach())
+        if requires_grad and self.dtype.is_floating_point:
+            self.requires_grad_(True)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self)
+
+
+class Buffer(Tensor):
+    """nn.Buffer(t): assigned to a Module attribute, it is registered as a buffer."""
+
+    def __init__(self, data, persistent=True):
+        super().__init__(data.detach())
+        self.persistent = persistent

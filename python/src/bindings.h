@@ -1,0 +1,39 @@
+#pragma once
+// Shared by the binding files: conversions between Python values and the C++ library's
+// types, and the entry points each file defines.
+#include <nanobind/nanobind.h>
+
+#include <lazytrace/lazytrace.h>
+
+#include <string>
+#include <vector>
+
+namespace lazytrace::python {
+
+namespace nb = nanobind;
+
+/** A Python number as an lt::Scalar (bool, int or float; numpy scalars too), or false. */
+bool scalar_of(nb::handle h, Scalar& out);
+/** A tensor from a Tensor, a Python number (0-d, the number's default dtype) or array data. */
+Tensor as_tensor(nb::handle h, const char* op);
+/** Shape from a tuple/list of ints, or from *args ints; `op` names the caller in errors. */
+Shape shape_of(nb::handle h, const char* op);
+/** "a Tensor" / "an int" / "a MyClass": for messages. */
+std::string kind_of(nb::handle h);
+
+/** The Python object that owns a DLPack export or import; held by C++ without the GIL. */
+struct PyRef {
+  PyObject* ptr = nullptr;
+  explicit PyRef(nb::handle h) : ptr(h.ptr()) { Py_XINCREF(ptr); }
+  PyRef(const PyRef&) = delete;
+  PyRef& operator=(const PyRef&) = delete;
+  ~PyRef();
+  nb::handle get() const { return ptr; }
+};
+
+void bind_tensor(nb::module_& m);
+void bind_pytree(nb::module_& m);
+void bind_tools(nb::module_& m);
+void bind_library(nb::module_& m);
+
+}  // namespace lazytrace::python

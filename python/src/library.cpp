@@ -1,0 +1,144 @@
+// The rest of the library for Python: grad mode, autograd.grad, optimizers, safetensors,
+// metrics and debug dumps.
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <variant>
+
+#include "bindings.h"
+
+namespace lazytrace::python {
+namespace {
+
+// lazytrace.no_grad() / enable_grad(): the C++ guards, entered and left in order on each
+// thread (Python's with-blocks nest)
+thread_local std::vector<std::variant<std::unique_ptr<NoGradGuard>, std::unique_ptr<EnableGradGuard>>>
+    g_grad_modes;
+
+nb::dict dict_of(const nn::ParamMap& m) {
+  nb::dict d;
+  for (const auto& [name, t] : m) d[nb::str(name.c_str())] = nb::cast(t);
+  return d;
+}
+
+nn::ParamMap map_of(nb::handle d, const char* op) {
+  if (!PyDict_Check(d.ptr()))
+    throw nb::type_error((std::string("[") + op + "] expected a dict of name -> Tensor, got " +
+                          kind_of(d))
+                             .c_str());
+  nn::ParamMap m;
+  for (auto [k, v] : nb::cast<nb::dict>(d)) {
+    if (!nb::isinstance<nb::str>(k) || !nb::isinstance<Tensor>(v))
+      throw nb::type_error((std::string("[") + op + "] entry " + nb::cast<std::string>(nb::repr(k)) +
+                            ": expected str -> Tensor, got " + kind_of(k) + " -> " + kind_of(v))
+                               .c_str());
+    m.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
+  }
+  return m;
+}
+
+}  // namespace
+
+void bind_library(nb::module_& m) {
+  // ---- grad mode
+  m.def("is_grad_enabled", &is_grad_enabled);
+  m.def("_push_grad_mode", [](bool enabled) {
+    if (enabled)
+      g_grad_modes.emplace_back(std::make_unique<EnableGradGuard>());
+    else
+      g_grad_modes.emplace_back(std::make_unique<NoGradGuard>());
+  });
+  m.def("_pop_grad_mode", [] {
+    if (!g_grad_modes.empty()) g_grad_modes.pop_back();
+  });
+  m.def(
+      "grad",
+      [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+         std::optional<std::vector<Tensor>> grad_outputs, bool retain_graph, bool create_graph) {
+        return autograd::grad(outputs, inputs, grad_outputs ? *grad_outputs : std::vector<Tensor>{},
+                              {retain_graph, create_graph});
+      },
+      nb::arg("outputs"), nb::arg("inputs"), nb::arg("grad_outputs").none() = nb::none(),
+      nb::arg("retain_graph") = false, nb::arg("create_graph") = false);
+
+  // ---- optimizers (lazytrace/optim.py keeps param_groups over them)
+  nb::class_<optim::Optimizer>(m, "_Optimizer")
+      .def("step", &optim::Optimizer::step)
+      .def("zero_grad", &optim::Optimizer::zero_grad)
+      .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
+      .def_prop_ro("params", &optim::Optimizer::params);
+  nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD")
+      .def(
+          "__init__",
+          [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum,
+             double dampening, double weight_decay, bool nesterov) {
+            new (self) optim::SGD(std::move(params),
+                                  {.lr = lr,
+                                   .momentum = momentum,
+                                   .weight_decay = weight_decay,
+                                   .dampening = dampening,
+                                   .nesterov = nesterov});
+          },
+          nb::arg("params"), nb::arg("lr"), nb::arg("momentum"), nb::arg("dampening"),
+          nb::arg("weight_decay"), nb::arg("nesterov"));
+  nb::class_<optim::AdamW, optim::Optimizer>(m, "_AdamW")
+      .def(
+          "__init__",
+          [](optim::AdamW* self, std::vector<Tensor> params, double lr, double beta1, double beta2,
+             double eps, double weight_decay) {
+            new (self) optim::AdamW(std::move(params), {.lr = lr,
+                                                        .beta1 = beta1,
+                                                        .beta2 = beta2,
+                                                        .eps = eps,
+                                                        .weight_decay = weight_decay});
+          },
+          nb::arg("params"), nb::arg("lr"), nb::arg("beta1"), nb::arg("beta2"), nb::arg("eps"),
+          nb::arg("weight_decay"))
+      .def_prop_ro("steps", &optim::AdamW::steps);
+
+  // ---- safetensors
+  m.def(
+      "save_file",
+      [](nb::handle tensors, const std::string& path,
+         std::optional<std::map<std::string, std::string>> metadata) {
+        nn::ParamMap map = map_of(tensors, "save_file");
+        nb::gil_scoped_release release;
+        nn::save_file(map, path, metadata ? *metadata : std::map<std::string, std::string>{});
+      },
+      nb::arg("tensors"), nb::arg("path"), nb::arg("metadata").none() = nb::none());
+  m.def(
+      "load_file",
+      [](const std::string& path) {
+        nn::ParamMap map;
+        {
+          nb::gil_scoped_release release;
+          map = nn::load_file(path);
+        }
+        return dict_of(map);
+      },
+      nb::arg("path"));
+  m.def("load_metadata", &nn::load_metadata, nb::arg("path"));
+
+  // ---- metrics and debug
+  nb::module_ mt = m.def_submodule("_metrics");
+  mt.def("report", &metrics::report);
+  mt.def("counter", [](const std::string& name) { return metrics::counter(name); });
+  mt.def("timer_ns", &metrics::timer_ns);
+  mt.def("counter_names", &metrics::counter_names);
+  mt.def("timer_names", &metrics::timer_names);
+  mt.def("reset", &metrics::reset);
+  mt.def("memory_bytes", &metrics::memory_bytes);
+  mt.def("peak_memory_bytes", &metrics::peak_memory_bytes);
+  mt.def("reset_peak_memory", &metrics::reset_peak_memory);
+  nb::module_ dbg = m.def_submodule("_debug");
+  dbg.def("to_text", &debug::to_text);
+  dbg.def("to_dot", &debug::to_dot);
+  dbg.def("to_program", &debug::to_program);
+}
+
+}  // namespace lazytrace::python

@@ -1,0 +1,54 @@
+// The extension module lazytrace._lazytrace, and how lt::Error reaches Python: the same
+// message, as ValueError for bad shapes, dtypes and arguments, RuntimeError for what is
+// wrong at run time (a read inside a traced function, a backward that cannot run, an
+// impure function, a graph limit).
+#include <cstring>
+#include <string_view>
+
+#include "bindings.h"
+
+namespace nb = nanobind;
+
+namespace lazytrace::python {
+namespace {
+
+bool is_runtime_error(std::string_view msg) {
+  static constexpr std::string_view kRuntimeOps[] = {
+      "[backward]", "[requires_grad_]", "[set_grad]", "[grad]", "[compile]", "[sync]",
+      "[cpu]",      "[ir]",             "[verify]",   "[loop]", "[call]"};
+  for (std::string_view op : kRuntimeOps)
+    if (msg.substr(0, op.size()) == op) return true;
+  for (std::string_view what : {"is not pure", "reverse-mode differentiation",
+                                "max_different_graphs", "inside a traced function",
+                                "outside a call"})
+    if (msg.find(what) != std::string_view::npos) return true;
+  return false;
+}
+
+}  // namespace
+}  // namespace lazytrace::python
+
+NB_MODULE(_lazytrace, m) {
+  namespace py = lazytrace::python;
+  m.doc() = "lazytrace: tensor programs traced lazily and compiled once (the C++ library)";
+  // held for the life of the process (never released: translators run until exit)
+  static PyObject* trace_read_error =
+      PyErr_NewExceptionWithDoc("lazytrace.TraceReadError",
+                                "A traced function asked for a tensor's value.",
+                                PyExc_RuntimeError, nullptr);
+  m.attr("TraceReadError") = nb::borrow(trace_read_error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const lazytrace::TraceReadError& e) {
+      PyErr_SetString(trace_read_error, e.what());
+    } catch (const lazytrace::Error& e) {
+      PyErr_SetString(py::is_runtime_error(e.what()) ? PyExc_RuntimeError : PyExc_ValueError,
+                      e.what());
+    }
+  });
+  py::bind_tensor(m);
+  py::bind_pytree(m);
+  py::bind_tools(m);
+  py::bind_library(m);
+}

@@ -1,0 +1,309 @@
+// Python pytrees onto the C++ tools' keys and back (pytree.h), and lazytrace.tree_flatten /
+// tree_unflatten.
+#include "pytree.h"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+namespace lazytrace::python {
+namespace {
+
+struct Step {
+  Py_ssize_t index;
+  PyObject* key;  // null: a tuple or list position
+};
+
+bool is_namedtuple(nb::handle h) {
+  return PyTuple_Check(h.ptr()) && !PyTuple_CheckExact(h.ptr()) &&
+         PyObject_HasAttrString(reinterpret_cast<PyObject*>(Py_TYPE(h.ptr())), "_fields");
+}
+
+std::string repr_of(nb::handle h) {
+  return nb::cast<std::string>(nb::repr(h));
+}
+
+struct Flattener {
+  pytree::Flat& flat;
+  TreeDef* def;
+  nb::list aux;
+  const char* root;
+  const char* tool;
+  std::vector<Step> path;
+
+  std::string path_str() const {
+    std::string s = root;
+    for (const Step& st : path) {
+      s.append("[").append(st.key ? repr_of(st.key) : std::to_string(st.index)).append("]");
+    }
+    return s;
+  }
+  void at_here() {
+    if (flat.describing) flat.path = path_str();
+  }
+  void node(TreeDef::Kind k, uint32_t size, nb::handle a = nb::handle()) {
+    if (!def) return;
+    int32_t idx = -1;
+    if (a.is_valid()) {
+      idx = static_cast<int32_t>(nb::len(aux));
+      aux.append(a);
+    }
+    def->nodes.push_back({k, size, idx});
+  }
+  [[noreturn]] void bad(nb::handle h) {
+    throw nb::type_error(
+        (std::string("[") + tool + "] " + path_str() + " is " + kind_of(h) +
+         "; traced arguments and results hold Tensors in tuples, lists, dicts, namedtuples "
+         "and None, with int, float, bool and str as static values. Pass its tensors in one "
+         "of those, or let the function close over it.")
+            .c_str());
+  }
+
+  void walk(nb::handle h) {
+    PyObject* o = h.ptr();
+    if (nb::isinstance<Tensor>(h)) {
+      at_here();
+      flat.add_leaf(nb::cast<const Tensor&>(h));
+      if (def) {
+        def->nodes.push_back({TreeDef::Leaf, 0, -1});
+        ++def->num_leaves;
+      }
+      return;
+    }
+    if (o == Py_None) {
+      at_here();
+      flat.add_node("None");
+      node(TreeDef::None, 0);
+      return;
+    }
+    if (PyBool_Check(o)) {
+      at_here();
+      flat.add_static("bool", o == Py_True ? "True" : "False");
+      node(TreeDef::Static, 0, h);
+      return;
+    }
+    if (PyLong_Check(o)) {
+      at_here();
+      flat.add_static("int", nb::cast<std::string>(nb::str(h)));
+      node(TreeDef::Static, 0, h);
+      return;
+    }
+    if (PyFloat_Check(o)) {
+      at_here();
+      const double d = PyFloat_AS_DOUBLE(o);
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      flat.mix(uint64_t{0xf10a7});
+      flat.mix(bits);
+      flat.describe("float " + repr_of(h));
+      node(TreeDef::Static, 0, h);
+      return;
+    }
+    if (PyUnicode_Check(o)) {
+      at_here();
+      flat.add_static("string", repr_of(h));
+      node(TreeDef::Static, 0, h);
+      return;
+    }
+    if (PyTuple_Check(o) || PyList_Check(o)) {
+      const bool list = PyList_Check(o);
+      const bool named = !list && is_namedtuple(h);
+      const Py_ssize_t n = list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
+      at_here();
+      if (named) {
+        flat.mix(reinterpret_cast<uint64_t>(Py_TYPE(o)));
+        flat.add_node(std::string(Py_TYPE(o)->tp_name) + " of " + std::to_string(n));
+        node(TreeDef::NamedTuple, static_cast<uint32_t>(n),
+             nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o))));
+      } else {
+        flat.mix(uint64_t{list ? 0x4cu : 0x54u});
+        flat.mix(static_cast<uint64_t>(n));
+        if (flat.describing) flat.describe((list ? "list of " : "tuple of ") + std::to_string(n));
+        node(list ? TreeDef::List : TreeDef::Tuple, static_cast<uint32_t>(n));
+      }
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        path.push_back({i, nullptr});
+        walk(list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i));
+        path.pop_back();
+      }
+      return;
+    }
+    if (PyDict_Check(o)) {
+      const Py_ssize_t n = PyDict_Size(o);
+      at_here();
+      flat.mix(uint64_t{0xd1c7});
+      flat.mix(static_cast<uint64_t>(n));
+      nb::list keys;
+      std::string described = "dict with keys [";
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(o, &pos, &k, &v)) {
+        if (PyUnicode_Check(k)) {
+          Py_ssize_t len;
+          const char* s = PyUnicode_AsUTF8AndSize(k, &len);
+          flat.mix(std::string_view(s, static_cast<size_t>(len)));
+        } else if (PyLong_Check(k)) {
+          flat.mix(static_cast<uint64_t>(PyLong_AsLongLong(k)) ^ 0x1e7);
+        } else {
+          throw nb::type_error((std::string("[") + tool + "] " + path_str() +
+                                " is a dict with a key of type " + kind_of(k) +
+                                "; pytree dicts need str or int keys.")
+                                   .c_str());
+        }
+        if (flat.describing) described += (keys.size() ? ", " : "") + repr_of(k);
+        keys.append(nb::handle(k));
+      }
+      if (flat.describing) flat.describe(described + "]");
+      node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
+      pos = 0;
+      while (PyDict_Next(o, &pos, &k, &v)) {
+        path.push_back({0, k});
+        walk(v);
+        path.pop_back();
+      }
+      return;
+    }
+    bad(h);
+  }
+};
+
+nb::object build_at(const TreeDef& d, size_t& node, const std::vector<Tensor>& leaves,
+                    size_t& at) {
+  const TreeDef::Node& n = d.nodes[node++];
+  nb::handle aux = n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux))
+                              : nb::handle();
+  switch (n.kind) {
+    case TreeDef::Leaf:
+      if (at >= leaves.size()) throw nb::value_error("tree_unflatten: too few leaves");
+      return nb::cast(leaves[at++]);
+    case TreeDef::None:
+      return nb::none();
+    case TreeDef::Static:
+      return nb::borrow(aux);
+    case TreeDef::Tuple:
+    case TreeDef::NamedTuple: {
+      nb::list items;
+      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaves, at));
+      if (n.kind == TreeDef::Tuple) return nb::tuple(items);
+      return aux(*nb::tuple(items));
+    }
+    case TreeDef::List: {
+      nb::list items;
+      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaves, at));
+      return items;
+    }
+    case TreeDef::Dict: {
+      nb::dict out;
+      for (uint32_t i = 0; i < n.size; ++i)
+        out[nb::handle(PyTuple_GET_ITEM(aux.ptr(), i))] = build_at(d, node, leaves, at);
+      return out;
+    }
+  }
+  throw nb::value_error("tree_unflatten: a corrupt tree spec");
+}
+
+void str_at(const TreeDef& d, size_t& node, std::string& s) {
+  const TreeDef::Node& n = d.nodes[node++];
+  nb::handle aux = n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux))
+                              : nb::handle();
+  auto items = [&](const char* open, const char* close) {
+    s += open;
+    for (uint32_t i = 0; i < n.size; ++i) {
+      if (i) s += ", ";
+      if (n.kind == TreeDef::Dict) s += repr_of(PyTuple_GET_ITEM(aux.ptr(), i)) + ": ";
+      str_at(d, node, s);
+    }
+    if (n.kind == TreeDef::Tuple && n.size == 1) s += ",";
+    s += close;
+  };
+  switch (n.kind) {
+    case TreeDef::Leaf:
+      s += "*";
+      return;
+    case TreeDef::None:
+      s += "None";
+      return;
+    case TreeDef::Static:
+      s += repr_of(aux);
+      return;
+    case TreeDef::Tuple:
+      return items("(", ")");
+    case TreeDef::NamedTuple:
+      s += nb::cast<std::string>(aux.attr("__name__"));
+      return items("(", ")");
+    case TreeDef::List:
+      return items("[", "]");
+    case TreeDef::Dict:
+      return items("{", "}");
+  }
+}
+
+}  // namespace
+
+void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
+                  const char* tool) {
+  Flattener f{flat, def, nb::list(), root, tool, {}};
+  f.walk(tree);
+  if (def) def->aux = std::make_shared<PyRef>(nb::tuple(f.aux));
+}
+
+nb::object TreeDef::build(const std::vector<Tensor>& leaves, size_t& at) const {
+  size_t node = 0;
+  return build_at(*this, node, leaves, at);
+}
+
+nb::object TreeDef::build(const std::vector<Tensor>& leaves) const {
+  size_t at = 0;
+  nb::object out = build(leaves, at);
+  if (at != leaves.size())
+    throw nb::value_error(("tree_unflatten: the spec has " + std::to_string(num_leaves) +
+                           " leaves, got " + std::to_string(leaves.size()))
+                              .c_str());
+  return out;
+}
+
+std::string TreeDef::str() const {
+  std::string s;
+  size_t node = 0;
+  if (!nodes.empty()) str_at(*this, node, s);
+  return s;
+}
+
+bool TreeDef::operator==(const TreeDef& o) const {
+  if (nodes.size() != o.nodes.size()) return false;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node &a = nodes[i], &b = o.nodes[i];
+    if (a.kind != b.kind || a.size != b.size) return false;
+    if (a.aux >= 0 &&
+        !nb::handle(PyTuple_GET_ITEM(aux->get().ptr(), a.aux))
+             .equal(nb::handle(PyTuple_GET_ITEM(o.aux->get().ptr(), b.aux))))
+      return false;
+  }
+  return true;
+}
+
+void bind_pytree(nb::module_& m) {
+  nb::class_<TreeDef>(m, "TreeSpec", "The structure of a pytree (lazytrace.tree_flatten).")
+      .def_prop_ro("num_leaves", [](const TreeDef& d) { return d.num_leaves; })
+      .def("__repr__", [](const TreeDef& d) { return "TreeSpec(" + d.str() + ")"; })
+      .def("__eq__", [](const TreeDef& a, const TreeDef& b) { return a == b; })
+      .def("__hash__", [](const TreeDef& d) { return std::hash<std::string>()(d.str()); });
+  m.def(
+      "tree_flatten",
+      [](nb::handle tree) {
+        pytree::Flat flat;
+        TreeDef def;
+        flatten_tree(tree, flat, &def, "tree", "tree_flatten");
+        return std::make_pair(flat.tensors(), def);
+      },
+      nb::arg("tree"),
+      "The tree's Tensor leaves (depth first, dicts in insertion order) and its structure.");
+  m.def(
+      "tree_unflatten", [](const TreeDef& spec, const std::vector<Tensor>& leaves) {
+        return spec.build(leaves);
+      },
+      nb::arg("spec"), nb::arg("leaves"));
+}
+
+}  // namespace lazytrace::python

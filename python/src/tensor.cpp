@@ -1,0 +1,527 @@
+// lazytrace.Tensor: the handle, its operators with Python numbers (weak types, as torch),
+// autograd, and host memory (item, DLPack both ways). Argument forms that are plain Python
+// (reshape(*shape), indexing, max(dim)) are added by lazytrace/_tensor.py.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <optional>
+
+#include "bindings.h"
+
+namespace lazytrace::python {
+
+PyRef::~PyRef() {
+  if (!ptr || !Py_IsInitialized()) return;
+  PyGILState_STATE s = PyGILState_Ensure();
+  Py_DECREF(ptr);
+  PyGILState_Release(s);
+}
+
+std::string kind_of(nb::handle h) {
+  if (h.is_none()) return "None";
+  std::string name = nb::type_name(h.type()).c_str();
+  if (name == "lazytrace._lazytrace.Tensor") return "a Tensor";
+  const char first = name.empty() ? 'x' : name[0];
+  const bool vowel = std::strchr("aeiouAEIOU", first) != nullptr;
+  return std::string(vowel ? "an " : "a ") + name;
+}
+
+bool scalar_of(nb::handle h, Scalar& out) {
+  PyObject* o = h.ptr();
+  if (PyBool_Check(o)) {
+    out = Scalar(o == Py_True);
+    return true;
+  }
+  if (PyLong_Check(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow)
+      throw nb::value_error("lazytrace: the integer does not fit in int64; use a float.");
+    out = Scalar(v);
+    return true;
+  }
+  if (PyFloat_Check(o)) {
+    out = Scalar(PyFloat_AS_DOUBLE(o));
+    return true;
+  }
+  // numpy scalars (np.float32(2), np.int64(3)) and other numbers with __index__/__float__
+  if (nb::hasattr(h, "dtype") && nb::hasattr(h, "item") && !nb::hasattr(h, "shape")) {
+    return scalar_of(h.attr("item")(), out);
+  }
+  if (nb::hasattr(h, "dtype") && nb::hasattr(h, "shape") && nb::hasattr(h, "item") &&
+      nb::len(nb::object(h.attr("shape"))) == 0 && !nb::isinstance<Tensor>(h)) {
+    return scalar_of(h.attr("item")(), out);
+  }
+  return false;
+}
+
+Tensor as_tensor(nb::handle h, const char* op) {
+  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  Scalar s(0.0);
+  if (scalar_of(h, s)) {
+    const DType d = s.kind() == DType::float64 ? DType::float32 : s.kind();
+    return scalar(s, d);
+  }
+  // nested lists and arrays: through lazytrace.tensor (its dtype rules live in Python)
+  nb::object lt = nb::module_::import_("lazytrace");
+  nb::object t = lt.attr("tensor")(h);
+  if (!nb::isinstance<Tensor>(t))
+    throw nb::type_error(
+        (std::string("[") + op + "] expected a Tensor or a number, got " + kind_of(h)).c_str());
+  return nb::cast<Tensor>(t);
+}
+
+Shape shape_of(nb::handle h, const char* op) {
+  std::vector<int64_t> dims;
+  if (PyLong_Check(h.ptr())) {
+    dims.push_back(nb::cast<int64_t>(h));
+  } else if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) ||
+             nb::hasattr(h, "__len__")) {
+    for (nb::handle d : h) {
+      if (!PyLong_Check(d.ptr()) && !nb::hasattr(d, "__index__"))
+        throw nb::type_error((std::string("[") + op + "] a shape holds ints, got " + kind_of(d))
+                                 .c_str());
+      dims.push_back(nb::cast<int64_t>(d.attr("__index__")()));
+    }
+  } else {
+    throw nb::type_error(
+        (std::string("[") + op + "] expected a shape (ints, or a tuple of ints), got " +
+         kind_of(h))
+            .c_str());
+  }
+  return Shape(dims);
+}
+
+namespace {
+
+std::vector<int> dims_of(nb::handle h) {
+  std::vector<int> dims;
+  if (PyLong_Check(h.ptr())) {
+    dims.push_back(nb::cast<int>(h));
+  } else {
+    for (nb::handle d : h) dims.push_back(nb::cast<int>(d));
+  }
+  return dims;
+}
+
+std::vector<int> dims_all(const Tensor& t) {
+  std::vector<int> dims(static_cast<size_t>(t.ndim()));
+  for (int i = 0; i < t.ndim(); ++i) dims[static_cast<size_t>(i)] = i;
+  return dims;
+}
+
+// a Python number beside a tensor in a function (lazytrace.add(t, 2)): a 0-d tensor of the
+// tensor's dtype, or the default dtype of the number's kind where the tensor's cannot hold it
+Tensor full_like_scalar(const Tensor& like, const Scalar& s) {
+  DType d = like.dtype();
+  if (s.kind() == DType::float64 && !is_floating(d)) d = DType::float32;
+  if (s.kind() == DType::int64 && d == DType::bool_) d = DType::int64;
+  return scalar(s, d);
+}
+
+nb::tuple shape_tuple(const Shape& s) {
+  nb::list l;
+  for (int64_t d : s) l.append(d);
+  return nb::tuple(l);
+}
+
+// a op b where b may be a Tensor or a Python number; NotImplemented for anything else, so
+// Python tries the other side and then raises its own TypeError
+template <typename F>
+nb::object binary(const Tensor& a, nb::handle b, F f) {
+  if (nb::isinstance<Tensor>(b)) return nb::cast(f(a, nb::cast<const Tensor&>(b)));
+  Scalar s(0.0);
+  if (scalar_of(b, s)) return nb::cast(f(a, s));
+  return nb::borrow(Py_NotImplemented);
+}
+
+// a op= b with torch's semantics: a's value is replaced (every holder sees it), a's dtype
+// and shape stay
+template <typename F>
+nb::object inplace(nb::handle self, nb::handle b, F f) {
+  Tensor& a = nb::cast<Tensor&>(self);
+  nb::object r = binary(a, b, f);
+  if (r.is(nb::handle(Py_NotImplemented))) return r;
+  Tensor v = nb::cast<Tensor>(r);
+  if (v.shape() != a.shape())
+    fail("copy_", "an in-place op on ", a.type_str(), " gave ", v.type_str(),
+         ": the result must keep the tensor's shape (its operand broadcasts to it, not the "
+         "other way round).");
+  a.copy_(v);
+  return nb::borrow(self);
+}
+
+nb::dlpack::dtype dl_dtype(DType d) {
+  using nb::dlpack::dtype_code;
+  switch (d) {
+    case DType::float32:
+      return {static_cast<uint8_t>(dtype_code::Float), 32, 1};
+    case DType::float64:
+      return {static_cast<uint8_t>(dtype_code::Float), 64, 1};
+    case DType::float16:
+      return {static_cast<uint8_t>(dtype_code::Float), 16, 1};
+    case DType::bfloat16:
+      return {static_cast<uint8_t>(dtype_code::Bfloat), 16, 1};
+    case DType::int32:
+      return {static_cast<uint8_t>(dtype_code::Int), 32, 1};
+    case DType::int64:
+      return {static_cast<uint8_t>(dtype_code::Int), 64, 1};
+    case DType::bool_:
+      return {static_cast<uint8_t>(dtype_code::Bool), 8, 1};
+  }
+  fail("dlpack", "unknown dtype");
+}
+
+std::optional<DType> lt_dtype(nb::dlpack::dtype d) {
+  using nb::dlpack::dtype_code;
+  if (d.lanes != 1) return std::nullopt;
+  switch (static_cast<dtype_code>(d.code)) {
+    case dtype_code::Float:
+      if (d.bits == 32) return DType::float32;
+      if (d.bits == 64) return DType::float64;
+      if (d.bits == 16) return DType::float16;
+      break;
+    case dtype_code::Bfloat:
+      if (d.bits == 16) return DType::bfloat16;
+      break;
+    case dtype_code::Int:
+      if (d.bits == 32) return DType::int32;
+      if (d.bits == 64) return DType::int64;
+      break;
+    case dtype_code::Bool:
+      if (d.bits == 8) return DType::bool_;
+      break;
+    default:
+      break;
+  }
+  return std::nullopt;
+}
+
+using HostArray = nb::ndarray<nb::ro, nb::device::cpu>;
+
+// t's elements as an ndarray over its own memory (no copy), kept alive by the array:
+// Array = HostArray becomes a DLPack capsule in Python, nb::numpy a read-only numpy array
+template <typename Array = HostArray>
+Array host_array(const Tensor& t) {
+  std::shared_ptr<const void> data;
+  {
+    nb::gil_scoped_release release;
+    data = host_data(t);
+  }
+  auto* keep = new std::shared_ptr<const void>(data);
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const void>*>(p); });
+  std::vector<size_t> shape(t.shape().begin(), t.shape().end());
+  return Array(data.get(), shape.size(), shape.data(), owner, nullptr, dl_dtype(t.dtype()));
+}
+
+// A tensor over an array's memory where it is contiguous, aligned and of a dtype lazytrace
+// has; a copy otherwise (through lazytrace.tensor: numpy converts what it can)
+Tensor from_array(nb::handle obj, bool copy) {
+  HostArray a;
+  if (!nb::try_cast(obj, a))
+    throw nb::type_error(("[from_dlpack] expected a CPU array with __dlpack__ or the buffer "
+                          "protocol (numpy, torch), got " +
+                          kind_of(obj))
+                             .c_str());
+  const std::optional<DType> d = lt_dtype(a.dtype());
+  if (!d)
+    throw nb::type_error(
+        "[from_dlpack] the array's dtype has no lazytrace dtype; lazytrace has float32, "
+        "float64, float16, bfloat16, int32, int64 and bool. Convert it first (a.astype(...)).");
+  std::vector<int64_t> dims(a.ndim());
+  int64_t expect = 1;
+  bool contiguous = true;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    dims[i] = static_cast<int64_t>(a.shape(i));
+    if (a.shape(i) != 1 && a.stride(i) != expect) contiguous = false;
+    expect *= static_cast<int64_t>(a.shape(i));
+  }
+  const Shape shape(dims);
+  const size_t item = itemsize(*d);
+  const bool aligned = reinterpret_cast<uintptr_t>(a.data()) % item == 0;
+  if (contiguous && aligned && !copy) {
+    auto owner = std::make_shared<PyRef>(obj);
+    return from_blob(a.data(), shape, *d, std::shared_ptr<const void>(owner, owner.get()));
+  }
+  // strided or unaligned: gather the elements into a buffer of our own
+  std::vector<char> bytes(static_cast<size_t>(shape.numel()) * item);
+  const char* base = static_cast<const char*>(a.data());
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t n = 0; n < shape.numel(); ++n) {
+    int64_t off = 0;
+    for (size_t k = 0; k < dims.size(); ++k) off += idx[k] * a.stride(k);
+    std::memcpy(bytes.data() + n * item, base + off * static_cast<int64_t>(item), item);
+    for (size_t k = dims.size(); k-- > 0;) {
+      if (++idx[k] < dims[k]) break;
+      idx[k] = 0;
+    }
+  }
+  auto store = std::make_shared<std::vector<char>>(std::move(bytes));
+  return from_blob(store->data(), shape, *d, std::shared_ptr<const void>(store, store->data()));
+}
+
+nb::object item_of(const Tensor& t) {
+  if (t.numel() != 1)
+    fail("item", "a tensor with ", t.numel(), " elements (", t.type_str(),
+         ") cannot be converted to a Python number; index it first or use tolist().");
+  if (is_floating(t.dtype())) {
+    double v;
+    {
+      nb::gil_scoped_release release;
+      v = t.item<double>();
+    }
+    return nb::float_(v);
+  }
+  if (t.dtype() == DType::bool_) {
+    bool v;
+    {
+      nb::gil_scoped_release release;
+      v = t.item<bool>();
+    }
+    return nb::bool_(v);
+  }
+  int64_t v;
+  {
+    nb::gil_scoped_release release;
+    v = t.item<int64_t>();
+  }
+  return nb::int_(v);
+}
+
+}  // namespace
+
+void bind_tensor(nb::module_& m) {
+  nb::enum_<DType>(m, "dtype")
+      .value("float32", DType::float32)
+      .value("float64", DType::float64)
+      .value("float16", DType::float16)
+      .value("bfloat16", DType::bfloat16)
+      .value("int32", DType::int32)
+      .value("int64", DType::int64)
+      .value("bool", DType::bool_);
+  m.def("promote_types", &promote_types);
+  m.def("itemsize", &itemsize);
+
+  using T = const Tensor&;
+  nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
+  cls.def(nb::init<const Tensor&>(), "A handle to the same tensor (Parameter uses it).")
+      .def_prop_ro("shape", [](T t) { return shape_tuple(t.shape()); })
+      .def_prop_ro("dtype", &Tensor::dtype)
+      .def_prop_ro("ndim", &Tensor::ndim)
+      .def("dim", &Tensor::ndim)
+      .def("numel", &Tensor::numel)
+      .def("__len__",
+           [](T t) {
+             if (t.ndim() == 0) throw nb::type_error("len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def("is_pending", &Tensor::is_pending, "True while the value is recorded, not computed.")
+      .def("type_str", &Tensor::type_str)
+      // autograd
+      .def_prop_rw(
+          "requires_grad", [](T t) { return t.requires_grad(); },
+          [](Tensor& t, bool b) { t.requires_grad_(b); })
+      .def(
+          "requires_grad_", [](nb::handle self, bool b) {
+            nb::cast<Tensor&>(self).requires_grad_(b);
+            return nb::borrow(self);
+          },
+          nb::arg("requires_grad") = true)
+      .def_prop_rw(
+          "grad",
+          [](T t) -> std::optional<Tensor> {
+            Tensor g = t.grad();
+            if (!g.defined()) return std::nullopt;
+            return g;
+          },
+          [](Tensor& t, std::optional<Tensor> g) { t.set_grad(g ? *g : Tensor()); },
+          nb::arg("grad").none())
+      .def_prop_ro("is_leaf", &Tensor::is_leaf)
+      .def(
+          "backward",
+          [](T t, std::optional<Tensor> gradient, bool retain_graph) {
+            if (gradient)
+              t.backward(*gradient, retain_graph);
+            else if (retain_graph)
+              t.backward(ones_like(t), true);
+            else
+              t.backward();
+          },
+          nb::arg("gradient").none() = nb::none(), nb::arg("retain_graph") = false)
+      .def("detach", &Tensor::detach)
+      // host memory
+      .def("item", &item_of)
+      .def("_host", &host_array<nb::ndarray<nb::numpy, nb::ro>>,
+           "The elements as a read-only numpy array over the tensor's memory.")
+      .def(
+          "__dlpack__", [](T t, nb::kwargs) { return host_array(t); },
+          "A DLPack capsule over the tensor's memory (torch.from_dlpack, numpy.from_dlpack).")
+      .def("__dlpack_device__", [](T) { return nb::make_tuple(1, 0); })  // kDLCPU, device 0
+      .def(
+          "copy_",
+          [](nb::handle self, nb::handle src) {
+            nb::cast<Tensor&>(self).copy_(as_tensor(src, "copy_"));
+            return nb::borrow(self);
+          },
+          nb::arg("src"))
+      // operators; Python numbers take the tensor's dtype where they fit it
+      .def("__neg__", [](T a) { return -a; })
+      .def("__pos__", [](T a) { return a; })
+      .def("__abs__", [](T a) { return abs(a); })
+      .def("__add__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x + y; }); })
+      .def("__radd__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y + x; }); })
+      .def("__sub__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x - y; }); })
+      .def("__rsub__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y - x; }); })
+      .def("__mul__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x * y; }); })
+      .def("__rmul__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y * x; }); })
+      .def("__truediv__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x / y; }); })
+      .def("__rtruediv__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y / x; }); })
+      .def("__pow__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return pow(x, y); }); })
+      .def("__rpow__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return pow(y, x); }); })
+      .def("__matmul__",
+           [](T a, nb::handle b) -> nb::object {
+             if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
+             return nb::cast(matmul(a, nb::cast<T>(b)));
+           })
+      .def("__rmatmul__",
+           [](T a, nb::handle b) -> nb::object {
+             if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
+             return nb::cast(matmul(nb::cast<T>(b), a));
+           })
+      .def("__eq__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); })
+      .def("__ne__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); })
+      .def("__lt__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); })
+      .def("__le__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x <= y; }); })
+      .def("__gt__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x > y; }); })
+      .def("__ge__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x >= y; }); })
+      .def("__iadd__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x + y; }); })
+      .def("__isub__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x - y; }); })
+      .def("__imul__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x * y; }); })
+      .def("__itruediv__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x / y; }); })
+      .def("add_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x + y; }); })
+      .def("sub_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x - y; }); })
+      .def("mul_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x * y; }); })
+      .def("div_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x / y; }); })
+      .def("__hash__", [](T t) { return reinterpret_cast<intptr_t>(t.impl().get()); });
+
+  // ---- functions over tensors (the methods and lazytrace.* functions wrap these)
+  m.def("from_dlpack", &from_array, nb::arg("x"), nb::arg("copy") = false,
+        "A tensor over the memory of any CPU DLPack producer or buffer (no copy where it is "
+        "contiguous); a copy where it is not.");
+  m.def("scalar", [](nb::handle v, DType d) {
+    Scalar s(0.0);
+    if (!scalar_of(v, s)) throw nb::type_error(("expected a number, got " + kind_of(v)).c_str());
+    return scalar(s, d);
+  });
+  m.def("zeros", [](nb::handle shape, DType d) { return zeros(shape_of(shape, "zeros"), d); });
+  m.def("ones", [](nb::handle shape, DType d) { return ones(shape_of(shape, "ones"), d); });
+  m.def("full", [](nb::handle shape, nb::handle v, DType d) {
+    Scalar s(0.0);
+    if (!scalar_of(v, s))
+      throw nb::type_error(("[full] fill_value must be a number, got " + kind_of(v)).c_str());
+    return full(shape_of(shape, "full"), s, d);
+  });
+  m.def("arange", [](double start, double stop, double step, DType d) {
+    return arange(start, stop, step, d);
+  });
+  m.def("randn", [](nb::handle shape, DType d) { return randn(shape_of(shape, "randn"), d); });
+  m.def("rand", [](nb::handle shape, DType d) { return rand(shape_of(shape, "rand"), d); });
+  m.def("manual_seed", &manual_seed);
+
+#define LT_UNARY_FN(name) m.def(#name, [](T t) { return name(t); });
+  LT_UNARY_FN(neg)
+  LT_UNARY_FN(exp)
+  LT_UNARY_FN(log)
+  LT_UNARY_FN(sin)
+  LT_UNARY_FN(cos)
+  LT_UNARY_FN(tanh)
+  LT_UNARY_FN(sigmoid)
+  LT_UNARY_FN(relu)
+  LT_UNARY_FN(gelu)
+  LT_UNARY_FN(silu)
+  LT_UNARY_FN(sqrt)
+  LT_UNARY_FN(rsqrt)
+  LT_UNARY_FN(abs)
+  LT_UNARY_FN(erf)
+  LT_UNARY_FN(clone)
+#undef LT_UNARY_FN
+
+#define LT_BINARY_FN(name)                                                              \
+  m.def(#name, [](nb::handle a, nb::handle b) {                                         \
+    if (!nb::isinstance<Tensor>(a) && nb::isinstance<Tensor>(b)) {                      \
+      Scalar s(0.0);                                                                    \
+      if (scalar_of(a, s)) return name(full_like_scalar(nb::cast<T>(b), s), nb::cast<T>(b)); \
+    }                                                                                   \
+    Tensor x = as_tensor(a, #name);                                                     \
+    Scalar s(0.0);                                                                      \
+    if (!nb::isinstance<Tensor>(b) && scalar_of(b, s)) return name(x, full_like_scalar(x, s)); \
+    return name(x, as_tensor(b, #name));                                                \
+  });
+  LT_BINARY_FN(add)
+  LT_BINARY_FN(sub)
+  LT_BINARY_FN(mul)
+  LT_BINARY_FN(div)
+  LT_BINARY_FN(maximum)
+  LT_BINARY_FN(minimum)
+  LT_BINARY_FN(eq)
+  LT_BINARY_FN(ne)
+  LT_BINARY_FN(lt)
+  LT_BINARY_FN(le)
+  LT_BINARY_FN(gt)
+  LT_BINARY_FN(ge)
+#undef LT_BINARY_FN
+  m.def("pow", [](nb::handle a, nb::handle b) -> Tensor {
+    Scalar s(0.0);
+    if (nb::isinstance<Tensor>(a) && !nb::isinstance<Tensor>(b) && scalar_of(b, s))
+      return pow(nb::cast<T>(a), s);
+    if (!nb::isinstance<Tensor>(a) && nb::isinstance<Tensor>(b) && scalar_of(a, s))
+      return pow(s, nb::cast<T>(b));
+    return pow(as_tensor(a, "pow"), as_tensor(b, "pow"));
+  });
+  m.def("matmul", [](T a, T b) { return matmul(a, b); });
+  m.def("where", [](T c, nb::handle a, nb::handle b) -> Tensor {
+    Scalar s(0.0);
+    const bool ta = nb::isinstance<Tensor>(a), tb = nb::isinstance<Tensor>(b);
+    if (ta && !tb && scalar_of(b, s)) return where(c, nb::cast<T>(a), s);
+    if (!ta && tb && scalar_of(a, s)) return where(c, s, nb::cast<T>(b));
+    return where(c, as_tensor(a, "where"), as_tensor(b, "where"));
+  });
+  m.def("astype", [](T t, DType d) { return astype(t, d); });
+  m.def("sum", [](T t, nb::handle dims, bool keepdim) {
+    return dims.is_none() ? (keepdim ? sum(t, dims_all(t), true) : sum(t)) : sum(t, dims_of(dims), keepdim);
+  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  m.def("mean", [](T t, nb::handle dims, bool keepdim) {
+    return dims.is_none() ? (keepdim ? mean(t, dims_all(t), true) : mean(t)) : mean(t, dims_of(dims), keepdim);
+  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  m.def("amax", [](T t, nb::handle dims, bool keepdim) {
+    return dims.is_none() ? (keepdim ? amax(t, dims_all(t), true) : amax(t)) : amax(t, dims_of(dims), keepdim);
+  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  m.def("softmax", [](T t, int dim) { return softmax(t, dim); });
+  m.def("log_softmax", [](T t, int dim) { return log_softmax(t, dim); });
+  m.def("reshape", [](T t, nb::handle shape) { return reshape(t, shape_of(shape, "reshape")); });
+  m.def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); });
+  m.def("permute", [](T t, nb::handle dims) { return permute(t, dims_of(dims)); });
+  m.def("broadcast_to", [](T t, nb::handle shape) {
+    return broadcast_to(t, shape_of(shape, "broadcast_to"));
+  });
+  m.def("slice", [](T t, int dim, int64_t start, int64_t stop, int64_t step) {
+    return slice(t, dim, start, stop, step);
+  });
+  m.def("select", [](T t, int dim, int64_t index) { return select(t, dim, index); });
+  m.def("unsqueeze", [](T t, int dim) { return unsqueeze(t, dim); });
+  m.def("squeeze", [](T t, int dim) { return squeeze(t, dim); });
+  m.def("concat", [](const std::vector<Tensor>& ts, int dim) { return concat(ts, dim); });
+  m.def("stack", [](const std::vector<Tensor>& ts, int dim) { return stack(ts, dim); });
+  m.def("index_select", [](T t, int dim, T index) { return index_select(t, dim, index); });
+  m.def("index_add", [](T t, int dim, T index, T source) { return index_add(t, dim, index, source); });
+  m.def("cross_entropy", [](T logits, T targets, int64_t ignore_index) {
+    return nn::cross_entropy(logits, targets, ignore_index);
+  });
+  m.def("mse_loss", [](T a, T b) { return nn::mse_loss(a, b); });
+}
+
+}  // namespace lazytrace::python
