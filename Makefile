@@ -2,6 +2,10 @@
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
+# the virtual environment scripts/install-deps.sh makes: the Python package builds for it
+VENV ?= .venv
+export VENV
+PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
 .PHONY: all deps configure build test demo bench bench-peers install format clean
 
@@ -11,7 +15,7 @@ deps:
 	@scripts/install-deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(PYTHON_FLAGS) $(CMAKE_FLAGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -26,7 +30,9 @@ demo: build
 	@$(BUILD)/apps/lazytrace compare --steps 60 --layers 8 --out-dir $(DEMO_DIR)
 	@echo "== sampling from $(DEMO_DIR)/model.safetensors (one while_loop in the backend)"
 	@$(BUILD)/apps/lazytrace generate --weights $(DEMO_DIR)/model.safetensors --prompt "This License " --max-tokens 48
-	@echo "== the table: $(DEMO_DIR)/compare.md (and compare.json); the chart: $(DEMO_DIR)/compare.png" 
+	@echo "== the table: $(DEMO_DIR)/compare.md (and compare.json); the chart: $(DEMO_DIR)/compare.png"
+	@echo "== the spec's examples, in Python (examples/python/spec_examples.py)"
+	@PYTHONPATH=$(BUILD)/python $(VENV)/bin/python examples/python/spec_examples.py
 
 bench:
 	@scripts/install-deps.sh --bench
@@ -48,4 +54,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(DEMO_DIR)
+	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(BUILD)-pybench $(DEMO_DIR)

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Installs what lazytrace needs from Debian's packages, and only what is missing.
-# Quiet when everything is present. Usage: scripts/install-deps.sh [--bench] [--peers]
+# Installs what lazytrace needs, and only what is missing: Debian's packages with apt-get,
+# then the Python package's build and test needs from PyPI into the project's virtual
+# environment (.venv, or $VENV). Quiet when everything is present.
+# Usage: scripts/install-deps.sh [--bench] [--peers] [--dev]
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox)
+pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox
+      python3 python3-venv python3-dev)
+python_pkgs=(nanobind numpy pytest safetensors)
 for arg in "$@"; do
   case "$arg" in
     --bench) pkgs+=(libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev) ;;  # (dnnl's CMake config needs OpenCL)
+      # the Python benchmark measures PyTorch eager beside lazytrace (CPU wheel from PyPI)
     --peers) pkgs+=(libbenchmark-dev libtorch-dev) ;;
     --dev) pkgs+=(clang-format ccache graphviz) ;;
     -h|--help) echo "usage: $0 [--bench] [--peers] [--dev]"; exit 0 ;;
@@ -14,13 +20,29 @@ for arg in "$@"; do
   esac
 done
 
+python_deps() {
+  local venv=${VENV:-.venv} mods
+  mods=$(printf '%s,' "${python_pkgs[@]}" | sed 's/,$//')
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "install-deps: making the virtual environment $venv"
+    python3 -m venv "$venv"
+  fi
+  if ! "$venv/bin/python" -c "import ${mods}" 2>/dev/null; then
+    echo "install-deps: installing ${python_pkgs[*]} into $venv (PyPI)"
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "${python_pkgs[@]}"
+  fi
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  python_deps
+  exit 0
+fi
 
 echo "install-deps: installing ${missing[*]}"
 sudo_cmd=()
@@ -33,3 +55,4 @@ if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@
   "${sudo_cmd[@]}" apt-get update -q >/dev/null
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
+python_deps

@@ -1,1 +1,155 @@
+"""A decoder-only transformer in Llama's shape, with the parameter names of the C++
+lt::nn::DecoderLM (and of the `lazytrace` command line's weight files): pre-norm layers of
+causal grouped-query attention with rotary positions and a SiLU-gated MLP."""
 
+import math
+from dataclasses import dataclass
+
+from . import _lazytrace as _C
+from ._scan_layers import scan_layers
+from ._tensor import arange, cat, where
+from ._tools import assume_pure
+from .func import functional_call
+from .nn import Embedding, Linear, Module, ModuleList, RMSNorm
+from .nn import functional as F
+
+
+@dataclass
+class DecoderConfig:
+    vocab: int = 256
+    hidden: int = 128
+    intermediate: int = 512
+    heads: int = 4
+    kv_heads: int = 4
+    layers: int = 4
+    max_seq: int = 256
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
+
+    def validate(self):
+        for name in ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"[DecoderConfig] {name} must be positive, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise ValueError(f"[DecoderConfig] hidden ({self.hidden}) must be a multiple of heads ({self.heads})")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"[DecoderConfig] heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+        if self.head_dim % 2:
+            raise ValueError(f"[DecoderConfig] rotary positions need an even head dim, got {self.head_dim}")
+
+
+def apply_rotary(x, theta):
+    """Llama's "rotate half" rotary embedding of x [..., seq, head_dim], positions 0..seq-1."""
+    seq, dim = x.shape[-2], x.shape[-1]
+    half = dim // 2
+    inv_freq = _C.exp(arange(0, half, dtype=_C.dtype.float32) * (-2.0 * math.log(theta) / dim))
+    angles = _C.unsqueeze(arange(seq, dtype=_C.dtype.float32), 1) * _C.unsqueeze(inv_freq, 0)
+    angles = cat([angles, angles], -1).to(x.dtype)
+    rotated = cat([-x[..., half:], x[..., :half]], -1)
+    return x * _C.cos(angles) + rotated * _C.sin(angles)
+
+
+class CausalSelfAttention(Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        kv = c.kv_heads * c.head_dim
+        self.q_proj = Linear(c.hidden, c.hidden, bias=False)
+        self.k_proj = Linear(c.hidden, kv, bias=False)
+        self.v_proj = Linear(c.hidden, kv, bias=False)
+        self.o_proj = Linear(c.hidden, c.hidden, bias=False)
+
+    def forward(self, x):
+        c = self.c
+        b, t, _ = x.shape
+        hd, nkv, rep = c.head_dim, c.kv_heads, c.heads // c.kv_heads
+
+        def heads_first(y, n):  # [b, t, n*hd] -> [b, n, t, hd]
+            return y.reshape(b, t, n, hd).permute(0, 2, 1, 3)
+
+        q = apply_rotary(heads_first(self.q_proj(x), c.heads), c.rope_theta)
+        k = apply_rotary(heads_first(self.k_proj(x), nkv), c.rope_theta)
+        v = heads_first(self.v_proj(x), nkv)
+        # the rep query heads of a group share one k/v head (broadcast, not copied)
+        q5 = q.reshape(b, nkv, rep, t, hd)
+        k5, v5 = k.unsqueeze(2), v.unsqueeze(2)
+        scores = (q5 @ k5.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        causal = arange(t).unsqueeze(1) >= arange(t).unsqueeze(0)
+        scores = where(causal, scores, float("-inf"))
+        out = _C.softmax(scores, -1) @ v5
+        out = out.reshape(b, c.heads, t, hd).permute(0, 2, 1, 3).reshape(b, t, c.hidden)
+        return self.o_proj(out)
+
+
+class GatedMLP(Module):
+    def __init__(self, c):
+        super().__init__()
+        self.gate_proj = Linear(c.hidden, c.intermediate, bias=False)
+        self.up_proj = Linear(c.hidden, c.intermediate, bias=False)
+        self.down_proj = Linear(c.intermediate, c.hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(Module):
+    def __init__(self, c):
+        super().__init__()
+        self.attn_norm = RMSNorm(c.hidden, eps=c.norm_eps)
+        self.attn = CausalSelfAttention(c)
+        self.mlp_norm = RMSNorm(c.hidden, eps=c.norm_eps)
+        self.mlp = GatedMLP(c)
+
+    def forward(self, x):
+        h = x + self.attn(self.attn_norm(x))
+        return h + self.mlp(self.mlp_norm(h))
+
+
+class Decoder(Module):
+    """Token ids [batch, seq] (int32/int64) to next-token logits [batch, seq, vocab].
+
+    layers_mode picks how the layers run: "loop" (traced op by op), "assume_pure" (each layer
+    one call node of a layer traced once) or "scan" (scan_layers: one loop node, the layer
+    traced and compiled once; is_layer_pure and remat as scan_layers takes them)."""
+
+    def __init__(self, config=None, layers_mode="loop", remat="save", **kwargs):
+        super().__init__()
+        c = config or DecoderConfig(**kwargs)
+        c.validate()
+        if layers_mode not in ("loop", "assume_pure", "scan"):
+            raise ValueError(f"[Decoder] layers_mode must be 'loop', 'assume_pure' or 'scan', got {layers_mode!r}")
+        self.config, self.layers_mode, self.remat = c, layers_mode, remat
+        self.embed = Embedding(c.vocab, c.hidden)
+        self.layers = ModuleList([DecoderLayer(c) for _ in range(c.layers)])
+        self.norm = RMSNorm(c.hidden, eps=c.norm_eps)
+        self.head = Linear(c.hidden, c.vocab, bias=False)
+        self._pure_layer = None
+
+    def run_layers(self, h):
+        if self.layers_mode == "scan":
+            return scan_layers(self.layers, h, is_layer_pure=True, remat=self.remat)
+        if self.layers_mode == "loop":
+            for layer in self.layers:
+                h = layer(h)
+            return h
+        if self._pure_layer is None:
+            template = self.layers[0]
+            self._pure_layer = assume_pure(
+                lambda p, x: functional_call(template, p, (x,)), name="decoder_layer")
+        for layer in self.layers:
+            h = self._pure_layer(dict(layer.named_parameters()), h)
+        return h
+
+    def forward(self, tokens):
+        if tokens.ndim != 2 or tokens.dtype not in (_C.dtype.int32, _C.dtype.int64):
+            raise ValueError(f"[Decoder] tokens must be int32 or int64 [batch, seq], got {tokens.type_str()}")
+        if tokens.shape[1] > self.config.max_seq:
+            raise ValueError(
+                f"[Decoder] a sequence of {tokens.shape[1]} tokens is longer than max_seq = "
+                f"{self.config.max_seq}")
+        h = self.embed(tokens)
+        return self.head(self.norm(self.run_layers(h)))

@@ -20,7 +20,7 @@ bool is_runtime_error(std::string_view msg) {
     if (msg.substr(0, op.size()) == op) return true;
   for (std::string_view what : {"is not pure", "reverse-mode differentiation",
                                 "max_different_graphs", "inside a traced function",
-                                "outside a call"})
+                                "outside a call", "cannot be written in place"})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }

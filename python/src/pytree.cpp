@@ -2,6 +2,7 @@
 // tree_unflatten.
 #include "pytree.h"
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 

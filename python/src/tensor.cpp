@@ -493,13 +493,13 @@ void bind_tensor(nb::module_& m) {
   m.def("astype", [](T t, DType d) { return astype(t, d); });
   m.def("sum", [](T t, nb::handle dims, bool keepdim) {
     return dims.is_none() ? (keepdim ? sum(t, dims_all(t), true) : sum(t)) : sum(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def("mean", [](T t, nb::handle dims, bool keepdim) {
     return dims.is_none() ? (keepdim ? mean(t, dims_all(t), true) : mean(t)) : mean(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def("amax", [](T t, nb::handle dims, bool keepdim) {
     return dims.is_none() ? (keepdim ? amax(t, dims_all(t), true) : amax(t)) : amax(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none(), nb::arg("keepdim") = false);
+  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def("softmax", [](T t, int dim) { return softmax(t, dim); });
   m.def("log_softmax", [](T t, int dim) { return log_softmax(t, dim); });
   m.def("reshape", [](T t, nb::handle shape) { return reshape(t, shape_of(shape, "reshape")); });

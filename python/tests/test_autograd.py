@@ -1,0 +1,116 @@
+"""Autograd with torch's semantics, against central finite differences in float64."""
+
+import numpy as np
+import pytest
+
+import lazytrace as lt
+from reference import numeric_grad
+
+
+def test_leaf_grad_and_backward():
+    x0 = np.array([[0.5, -1.2, 2.0], [0.3, 0.8, -0.4]])
+    w0 = np.array([[1.0, -2.0], [0.5, 0.25], [-1.5, 0.75]])
+    x = lt.tensor(x0, dtype=lt.float64, requires_grad=True)
+    w = lt.tensor(w0, dtype=lt.float64).requires_grad_()
+    assert x.is_leaf and w.requires_grad and x.grad is None
+    y = lt.tanh(x @ w).sum() * 3.0
+    assert not y.is_leaf and y.requires_grad
+    y.backward()
+
+    def f(xv, wv):
+        return 3.0 * np.tanh(xv @ wv).sum()
+
+    np.testing.assert_allclose(x.grad.numpy(), numeric_grad(lambda v: f(v, w0), x0), rtol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), numeric_grad(lambda v: f(x0, v), w0), rtol=1e-6)
+
+
+def test_gradients_accumulate_and_zero():
+    x = lt.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()
+    (x * 3.0).sum().backward()
+    assert x.grad.tolist() == [5.0, 7.0]
+    x.grad = None
+    assert x.grad is None
+
+
+def test_backward_with_a_gradient():
+    x = lt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    y.backward(lt.tensor([1.0, 0.5, -1.0]))
+    assert x.grad.tolist() == [2.0, 2.0, -6.0]
+
+
+def test_composite_function_against_finite_differences():
+    rng = np.random.default_rng(1)
+    a0 = rng.normal(size=(4, 6))
+    b0 = rng.normal(size=(6,))
+
+    def np_f(a, b):
+        h = np.maximum(a * b, 0.0) + np.sin(a)
+        s = np.exp(h - h.max(-1, keepdims=True))
+        p = s / s.sum(-1, keepdims=True)
+        return (p * np.log(p + 1.0)).mean() + (a ** 2).sum() / (1.0 + np.abs(b).sum())
+
+    a = lt.tensor(a0, dtype=lt.float64, requires_grad=True)
+    b = lt.tensor(b0, dtype=lt.float64, requires_grad=True)
+    h = lt.relu(a * b) + a.sin()
+    p = lt.softmax(h, -1)
+    out = (p * lt.log(p + 1.0)).mean() + (a ** 2).sum() / (1.0 + b.abs().sum())
+    out.backward()
+    assert out.item() == pytest.approx(np_f(a0, b0), rel=1e-12)
+    np.testing.assert_allclose(a.grad.numpy(), numeric_grad(lambda v: np_f(v, b0), a0), rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(b.grad.numpy(), numeric_grad(lambda v: np_f(a0, v), b0), rtol=1e-5, atol=1e-9)
+
+
+def test_indexing_is_differentiable():
+    x0 = np.arange(12.0).reshape(3, 4) / 10
+    x = lt.tensor(x0, dtype=lt.float64, requires_grad=True)
+    (x[1:, ::2] * x[0, None, 1:3]).sum().backward()
+    want = numeric_grad(lambda v: (v[1:, ::2] * v[0, None, 1:3]).sum(), x0)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6, atol=1e-9)
+
+
+def test_no_grad_and_enable_grad_as_context_managers_and_decorators():
+    x = lt.ones(2, requires_grad=True)
+    with lt.no_grad():
+        assert not lt.is_grad_enabled()
+        y = x * 2
+        with lt.enable_grad():
+            assert lt.is_grad_enabled()
+            z = x * 2
+    assert lt.is_grad_enabled()
+    assert not y.requires_grad and z.requires_grad
+
+    @lt.no_grad()
+    def f(t):
+        return t * 3
+
+    assert not f(x).requires_grad
+    with lt.set_grad_enabled(False):
+        assert not (x * 1).requires_grad
+
+
+def test_detach():
+    x = lt.tensor([2.0], requires_grad=True)
+    d = x.detach()
+    assert not d.requires_grad and d.is_leaf and d.tolist() == [2.0]
+
+
+def test_autograd_grad_with_grad_outputs_and_create_graph():
+    x = lt.tensor([2.0, 3.0], dtype=lt.float64, requires_grad=True)
+    y = x ** 3
+    (g,) = lt.autograd.grad(y, x, grad_outputs=lt.tensor([1.0, 2.0], dtype=lt.float64),
+                            create_graph=True)
+    assert g.tolist() == [12.0, 54.0]  # 3 x^2 * v
+    (g2,) = lt.autograd.grad(g.sum(), x)
+    assert g2.tolist() == [12.0, 36.0]  # 6 x * v
+    assert x.grad is None
+
+
+def test_backward_errors_are_runtime_errors():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        lt.ones(2).sum().backward()
+    with pytest.raises(RuntimeError, match="one-element"):
+        (lt.ones(2, requires_grad=True) * 2).backward()
+    with pytest.raises(RuntimeError, match="floating"):
+        lt.ones(2, dtype=lt.int64).requires_grad_()

@@ -1,0 +1,213 @@
+"""nn.Module, the layers, functional, functional_call, optimizers and safetensors, against
+NumPy references."""
+
+import math
+
+import numpy as np
+import pytest
+
+import lazytrace as lt
+from lazytrace import nn
+from lazytrace.nn import functional as F
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(4, 8)
+        self.fc2 = nn.Linear(8, 2, bias=False)
+        self.norm = nn.LayerNorm(8)
+        self.register_buffer("scale", lt.tensor([2.0]))
+        self.register_buffer("tmp", lt.zeros(1), persistent=False)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.norm(self.fc1(x)))) * self.scale
+
+
+def test_module_registration_and_dotted_names():
+    m = nn.Sequential(Block(), nn.ReLU())
+    names = [n for n, _ in m.named_parameters()]
+    assert names == ["0.fc1.weight", "0.fc1.bias", "0.fc2.weight", "0.norm.weight", "0.norm.bias"]
+    assert [n for n, _ in m.named_buffers()] == ["0.scale", "0.tmp"]
+    assert set(m.state_dict()) == set(names) | {"0.scale"}
+    assert [n for n, _ in m.named_modules()] == ["", "0", "0.fc1", "0.fc2", "0.norm", "1"]
+    assert len(list(m.children())) == 2
+    assert all(p.requires_grad for p in m.parameters())
+    assert isinstance(m[0].fc1.weight, nn.Parameter) and m[0].fc1.weight.shape == (8, 4)
+    assert m[0].fc2.bias is None
+    with pytest.raises(TypeError, match="parameter 'weight'"):
+        m[0].fc1.weight = lt.ones(8, 4)
+
+
+def test_linear_matches_numpy_and_torch_init_bounds():
+    lin = nn.Linear(16, 3)
+    w = lin.weight.detach().numpy()
+    assert np.abs(w).max() <= 1 / math.sqrt(16) and np.abs(w).max() > 0.5 / math.sqrt(16)
+    x = np.random.default_rng(0).normal(size=(5, 16)).astype(np.float32)
+    want = x @ w.T + lin.bias.detach().numpy()
+    np.testing.assert_allclose(lin(lt.tensor(x)).detach().numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_norms_embedding_attention_match_numpy():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 3, 8))
+    t = lt.tensor(x, dtype=lt.float64)
+    ln = nn.LayerNorm(8).double()
+    want = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(ln(t).detach().numpy(), want, rtol=1e-10)
+    no_affine = nn.LayerNorm(8, elementwise_affine=False).double()
+    assert list(no_affine.parameters()) == []
+    np.testing.assert_allclose(no_affine(t).numpy(), want, rtol=1e-10)
+    rms = nn.RMSNorm(8, eps=1e-6).double()
+    np.testing.assert_allclose(rms(t).detach().numpy(),
+                               x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6), rtol=1e-10)
+    emb = nn.Embedding(10, 4)
+    idx = np.array([[1, 9], [0, 1]])
+    np.testing.assert_array_equal(emb(lt.tensor(idx)).detach().numpy(), emb.weight.detach().numpy()[idx])
+    q, k, v = (rng.normal(size=(2, 2, 5, 4)) for _ in range(3))
+    s = q @ k.transpose(0, 1, 3, 2) / 2.0
+    s = np.where(np.tril(np.ones((5, 5), bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = (p / p.sum(-1, keepdims=True)) @ v
+    got = F.scaled_dot_product_attention(*(lt.tensor(a, dtype=lt.float64) for a in (q, k, v)),
+                                         is_causal=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
+
+
+def test_losses_match_numpy():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(6, 5))
+    target = np.array([0, 4, 2, -100, 1, 3])
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    keep = target != -100
+    nll = -lp[np.arange(6)[keep], target[keep]]
+    t, y = lt.tensor(logits, dtype=lt.float64), lt.tensor(target)
+    assert F.cross_entropy(t, y).item() == pytest.approx(nll.mean(), rel=1e-12)
+    assert F.cross_entropy(t, y, reduction="sum").item() == pytest.approx(nll.sum(), rel=1e-12)
+    assert F.cross_entropy(t, lt.tensor(np.where(keep, target, 7)), ignore_index=7).item() == \
+        pytest.approx(nll.mean(), rel=1e-12)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    assert F.mse_loss(lt.tensor(a, dtype=lt.float64), lt.tensor(b, dtype=lt.float64)).item() == \
+        pytest.approx(((a - b) ** 2).mean(), rel=1e-12)
+
+
+def test_dropout_train_and_eval():
+    lt.manual_seed(0)
+    d = nn.Dropout(0.25)
+    x = lt.ones(10000)
+    y = d(x).numpy()
+    kept = y != 0
+    assert abs(kept.mean() - 0.75) < 0.02 and np.allclose(y[kept], 1 / 0.75)
+    assert d.eval()(x).tolist() == x.tolist() and not d.training
+
+
+def test_state_dict_round_trip_and_strict_errors():
+    a, b = Block(), Block()
+    b.load_state_dict(a.state_dict())
+    x = lt.randn(3, 4)
+    np.testing.assert_array_equal(a(x).detach().numpy(), b(x).detach().numpy())
+    sd = a.state_dict()
+    del sd["fc1.bias"]
+    with pytest.raises(RuntimeError, match="fc1.bias"):
+        b.load_state_dict(sd)
+    sd = a.state_dict()
+    sd["fc1.weight"] = lt.zeros(3, 3)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        b.load_state_dict(sd)
+
+
+def test_to_dtype_and_device():
+    m = Block().to(lt.float64)
+    assert all(p.dtype == lt.float64 for p in m.parameters())
+    assert all(p.requires_grad for p in m.parameters())
+    assert m.to("cpu") is m
+    with pytest.raises(ValueError, match="cpu"):
+        m.to("cuda:0")
+
+
+def test_functional_call_replaces_and_restores():
+    m = nn.Linear(3, 2)
+    w = lt.ones(2, 3)
+    b = lt.zeros(2)
+    out = lt.func.functional_call(m, {"weight": w, "bias": b}, (lt.tensor([1.0, 2.0, 3.0]),))
+    assert out.tolist() == [6.0, 6.0]
+    assert m.weight.shape == (2, 3) and m.weight is not w  # restored
+    out = lt.func.functional_call(m, ({"weight": w}, {}), lt.tensor([1.0, 1.0, 1.0]))
+    np.testing.assert_allclose(out.detach().numpy(), 3.0 + m.bias.detach().numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="names no parameter"):
+        lt.func.functional_call(m, {"nope": w}, (lt.ones(3),))
+
+
+def _numpy_adamw(p, grads, lr, b1, b2, eps, wd):
+    m, v = np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        p = p * (1 - lr * wd)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        mh, vh = m / (1 - b1 ** t), v / (1 - b2 ** t)
+        p = p - lr * mh / (np.sqrt(vh) + eps)
+    return p
+
+
+def _quadratic_steps(opt_cls, steps, **kw):
+    p0 = np.array([1.0, -2.0, 3.0])
+    p = lt.tensor(p0, dtype=lt.float64, requires_grad=True)
+    opt = opt_cls([p], **kw)
+    grads = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = (p * p * lt.tensor([1.0, 2.0, 3.0], dtype=lt.float64)).sum()
+        loss.backward()
+        grads.append(p.grad.numpy().copy())
+        opt.step()
+    return p0, p.detach().numpy(), grads
+
+
+def test_adamw_matches_the_reference_update():
+    p0, got, grads = _quadratic_steps(lt.optim.AdamW, 4, lr=0.1, weight_decay=0.05)
+    np.testing.assert_allclose(got, _numpy_adamw(p0, grads, 0.1, 0.9, 0.999, 1e-8, 0.05), rtol=1e-10)
+
+
+def test_sgd_momentum_matches_the_reference_update():
+    p0, got, grads = _quadratic_steps(lt.optim.SGD, 3, lr=0.05, momentum=0.9, weight_decay=0.1)
+    p, buf = p0.copy(), None
+    for g in grads:
+        g = g + 0.1 * p
+        buf = g if buf is None else 0.9 * buf + g
+        p = p - 0.05 * buf
+    np.testing.assert_allclose(got, p, rtol=1e-12)
+
+
+def test_changing_lr_never_recompiles():
+    model = nn.Linear(4, 1)
+    opt = lt.optim.AdamW(model.parameters(), lr=1e-2)
+    x, y = lt.randn(8, 4), lt.randn(8, 1)
+    compiles = []
+    for step in range(6):
+        opt.param_groups[0]["lr"] = 1e-2 / (step + 1)
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+        lt.sync()
+        compiles.append(lt.metrics.counter_value("CompileCount"))
+    assert compiles[-1] == compiles[2]  # the first two steps differ in state; then one graph
+    opt.param_groups[0]["betas"] = (0.5, 0.5)
+    with pytest.raises(ValueError, match="only 'lr'"):
+        opt.step()
+
+
+def test_safetensors_interchange_with_the_safetensors_package(tmp_path):
+    st = pytest.importorskip("safetensors.numpy")
+    tensors = {"a": lt.tensor([[1.0, 2.0]]), "b": lt.arange(5), "c": lt.tensor([True, False]),
+               "d": lt.tensor([0.5], dtype=lt.float16)}
+    path = tmp_path / "x.safetensors"
+    lt.save_file(tensors, path, metadata={"format": "pt"})
+    loaded = st.load_file(str(path))
+    assert loaded["a"].tolist() == [[1.0, 2.0]] and loaded["b"].dtype == np.int64
+    assert loaded["c"].tolist() == [True, False] and loaded["d"].dtype == np.float16
+    other = tmp_path / "y.safetensors"
+    st.save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, str(other))
+    back = lt.load_file(str(other))
+    assert back["w"].shape == (2, 3) and back["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(ValueError):
+        lt.load_file(str(tmp_path / "missing.safetensors"))
