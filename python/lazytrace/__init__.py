@@ -19,7 +19,7 @@ tracing and compiling repeated work; autograd flows through all of them.
 from . import _lazytrace as _C
 from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manual_seed
 from ._lazytrace import tree_flatten, tree_unflatten
-from ._lazytrace import clear_caches, save_file as _save_file, load_file
+from ._lazytrace import clear_caches, save_file as _save_file, load_file, load_metadata
 from ._tensor import *  # noqa: F401,F403  (creation and op functions)
 from ._tensor import max, min, sum, abs, pow, round  # noqa: F401,A004 (as torch names them)
 from ._tensor import dtype

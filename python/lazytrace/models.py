@@ -153,3 +153,66 @@ class Decoder(Module):
                 f"{self.config.max_seq}")
         h = self.embed(tokens)
         return self.head(self.norm(self.run_layers(h)))
+
+
+def _config_from_metadata(meta):
+    if meta.get("format") != "lazytrace-decoder":
+        raise ValueError(
+            f"[Decoder.from_file] the file's metadata has format {meta.get('format')!r}, not "
+            "'lazytrace-decoder' (a file written by `lazytrace train` or Decoder.save)")
+    fields = {f: int(meta[f]) for f in ("vocab", "hidden", "intermediate", "heads", "kv_heads",
+                                         "layers", "max_seq") if f in meta}
+    for f in ("rope_theta", "norm_eps"):
+        if f in meta:
+            fields[f] = float(meta[f])
+    return DecoderConfig(**fields)
+
+
+def _metadata(c):
+    return {"format": "lazytrace-decoder", **{k: str(getattr(c, k)) for k in (
+        "vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")}}
+
+
+def load(path, layers_mode="loop", remat="save"):
+    """A Decoder with the shape and weights of a file saved by `lazytrace train` (the C++
+    DecoderLM's per-layer names) or by save()."""
+    from . import _lazytrace
+
+    model = Decoder(_config_from_metadata(_lazytrace.load_metadata(str(path))),
+                    layers_mode=layers_mode, remat=remat)
+    model.load_state_dict(_lazytrace.load_file(str(path)))
+    return model
+
+
+def save(model, path):
+    """Writes the model's weights and shape as `lazytrace train` does."""
+    from . import _lazytrace
+
+    _lazytrace.save_file({k: v for k, v in model.state_dict().items()}, str(path),
+                         _metadata(model.config))
+
+
+def generate(model, prompt, max_tokens):
+    """Greedy bytes after `prompt` (a str), the likeliest byte each step, as `lazytrace
+    generate --temperature 0` picks them (over a [1, max_seq] buffer)."""
+    from ._tools import no_grad
+
+    seq = model.config.max_seq
+    data = list(prompt.encode())
+    if len(data) + max_tokens > seq:
+        raise ValueError(f"[generate] {len(data)} prompt tokens and {max_tokens} more exceed the "
+                         f"model's context of {seq} tokens")
+    with no_grad():
+        for _ in range(max_tokens):
+            buf = data + [0] * (seq - len(data))
+            logits = model(_C_tensor([buf]))[0, len(data) - 1]
+            best = logits.amax()
+            ids = arange(logits.shape[0], dtype=_C.dtype.float32)
+            data.append(int(where(logits == best, ids, -1.0).amax().item()))
+    return bytes(data[len(prompt.encode()):]).decode("latin-1")
+
+
+def _C_tensor(rows):
+    from ._tensor import tensor
+
+    return tensor(rows)
