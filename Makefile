@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test demo bench bench-peers install format clean
+.PHONY: all deps configure build test demo bench bench-peers bench-python install format clean
 
 all: build
 
@@ -46,6 +46,14 @@ bench-peers:
 	@cmake -S . -B $(BUILD)-peers -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PEERS=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-peers -j $(JOBS)
 	@$(BUILD)-peers/bench/peers/peers_bench
+
+# lazytrace from Python beside PyTorch eager (Debian's python3-torch) in one process, and a
+# training step driven from Python against the same step driven from C++
+bench-python:
+	@scripts/install-deps.sh --bench-python
+	@cmake -S . -B $(BUILD)-pybench -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/.venv-bench/bin/python -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-pybench -j $(JOBS)
+	@PYTHONPATH=$(BUILD)-pybench/python .venv-bench/bin/python bench/python/bench_python.py --cli $(BUILD)-pybench/apps/lazytrace
 
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)

@@ -9,13 +9,14 @@ cd "$(dirname "$0")/.."
 pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox
       python3 python3-venv python3-dev)
 python_pkgs=(nanobind numpy pytest safetensors)
+bench_venv=0
 for arg in "$@"; do
   case "$arg" in
     --bench) pkgs+=(libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev) ;;  # (dnnl's CMake config needs OpenCL)
-      # the Python benchmark measures PyTorch eager beside lazytrace (CPU wheel from PyPI)
+    --bench-python) pkgs+=(python3-torch python3-numpy); bench_venv=1 ;;  # PyTorch eager beside it
     --peers) pkgs+=(libbenchmark-dev libtorch-dev) ;;
     --dev) pkgs+=(clang-format ccache graphviz) ;;
-    -h|--help) echo "usage: $0 [--bench] [--peers] [--dev]"; exit 0 ;;
+    -h|--help) echo "usage: $0 [--bench] [--bench-python] [--peers] [--dev]"; exit 0 ;;
     *) echo "install-deps: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -33,6 +34,17 @@ python_deps() {
   fi
 }
 
+# the Python benchmark's environment: Debian's Python, which sees Debian's python3-torch
+bench_deps() {
+  [ "$bench_venv" = 1 ] || return 0
+  if [ ! -x .venv-bench/bin/python ]; then
+    echo "install-deps: making .venv-bench (Debian's python3, with its site packages)"
+    /usr/bin/python3 -m venv --system-site-packages .venv-bench
+  fi
+  .venv-bench/bin/python -c "import nanobind" 2>/dev/null ||
+    .venv-bench/bin/python -m pip install -q --disable-pip-version-check nanobind
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -41,6 +53,7 @@ for p in "${pkgs[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   python_deps
+  bench_deps
   exit 0
 fi
 
@@ -56,3 +69,4 @@ if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 python_deps
+bench_deps

@@ -16,6 +16,8 @@ tools (assume_pure, scan, scan_layers, while_loop, fori_loop, compile) cut the c
 tracing and compiling repeated work; autograd flows through all of them.
 """
 
+import atexit as _atexit
+
 from . import _lazytrace as _C
 from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manual_seed
 from ._lazytrace import tree_flatten, tree_unflatten
@@ -30,6 +32,9 @@ from ._pytree import tree_map, tree_leaves
 from . import autograd, debug, func, metrics, nn, optim, experimental, models  # noqa: E402
 
 __version__ = "0.1.0"
+
+# the caches hold traced Python functions: release them while the interpreter still runs
+_atexit.register(_C.clear_caches)
 
 float32 = dtype.float32
 float64 = dtype.float64

@@ -6,9 +6,10 @@ import weakref
 from . import _lazytrace as _C
 from ._tensor import arange, stack
 
-# the scan body of each template layer, kept while the layer lives: with is_layer_pure the
+# the scan bodies of each template layer, kept while the layer lives: with is_layer_pure the
 # C++ cache keys on the body's identity
 _BODIES = weakref.WeakKeyDictionary()
+_COUNT = "_layer"  # weightless layers scan over their indices
 
 
 def _body_for(layer):
@@ -20,8 +21,8 @@ def _body_for(layer):
             from .func import functional_call
 
             args = carry if isinstance(carry, tuple) else (carry,)
-            out = functional_call(ref(), x, args)
-            return out, None
+            weights = {k: v for k, v in x.items() if k != _COUNT}
+            return functional_call(ref(), weights, args), None
 
         _BODIES[layer] = body
     return body
@@ -63,13 +64,14 @@ def scan_layers(layers, input_data, is_layer_pure=False, remat="save"):
                     )
         for name in ref:
             xs[name] = stack([_named(layer, kind)[name] for layer in layers])
+    for i, layer in enumerate(layers[1:], start=1):
+        if type(layer) is not type(first):
+            raise ValueError(
+                f"[scan_layers] layer {i} is a {type(layer).__name__} but layer 0 is a "
+                f"{type(first).__name__}: scan_layers runs layer 0's forward on every layer's "
+                "weights, so the layers must be of one class")
     if not xs:  # weightless layers: something to count iterations by
-        body = _body_for(first)
-        carry, _ = _C.scan(
-            lambda c, x: body(c, {}), input_data, {"_layer": arange(len(layers))},
-            False, False, remat, "scan_layers",
-        )
-        return carry
+        xs[_COUNT] = arange(len(layers))
     carry, _ = _C.scan(_body_for(first), input_data, xs, is_layer_pure, False, remat,
                        "scan_layers")
     return carry

@@ -4,6 +4,7 @@ operators, autograd and host memory are in the extension (python/src/tensor.cpp)
 
 import builtins
 import collections
+import copy
 import numbers
 import types
 
@@ -748,6 +749,21 @@ def _index_int(self):
     return builtins.int(self.item())
 
 
+def _deepcopy(self, memo):
+    """A new tensor with the same value (and requires_grad, and subclass: Parameter)."""
+    if id(self) in memo:
+        return memo[id(self)]
+    cls = type(self)
+    new = cls.__new__(cls)
+    Tensor.__init__(new, _C.clone(self.detach()))
+    if getattr(self, "__dict__", None):
+        new.__dict__.update(copy.deepcopy(self.__dict__, memo))
+    if self.requires_grad:
+        new.requires_grad_(True)
+    memo[id(self)] = new
+    return new
+
+
 def _zero_(self):
     return self.copy_(zeros_like(self))
 
@@ -780,6 +796,8 @@ def _install_methods():
         "__rxor__": lambda s, o: bitwise_xor(o, s),
         "__invert__": bitwise_not,
         "__iter__": lambda s: (s[i] for i in range(len(s))),
+        "__deepcopy__": _deepcopy,
+        "__copy__": lambda s: s,
         "numpy": _numpy,
         "tolist": lambda s: _numpy(s.float() if s.dtype == _C.dtype.bfloat16 else s, True).tolist(),
         "size": _size_method,

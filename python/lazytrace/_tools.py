@@ -86,6 +86,10 @@ class _Compile:
         return compile(fn, self.full_graph, self.name, self.max_different_graphs)
 
     def __enter__(self):
+        if self.full_graph:
+            raise ValueError(
+                "[compile] full_graph needs a function to trace; a with-block runs as plain "
+                "code. Write @lazytrace.compile(full_graph=True) on a function instead")
         _C.sync_named(None, (self.name or "compiled") + "_clear_pending")
         return self
 
@@ -126,7 +130,7 @@ def while_loop(cond_fn, body_fn, carried_inputs):
     unpacked: cond_fn(*carry) returns a bool tensor, body_fn(*carry) the next carry with the
     same structure, shapes and dtypes. Returns the final carry (a tuple). Not differentiable
     (use fori_loop with int bounds, or scan)."""
-    return _C.while_loop(cond_fn, body_fn, tuple(carried_inputs))
+    return _C.while_loop(cond_fn, body_fn, carried_inputs)
 
 
 def fori_loop(lower, upper, body_fn, init_val):

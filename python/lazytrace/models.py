@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 from . import _lazytrace as _C
 from ._scan_layers import scan_layers
-from ._tensor import arange, cat, where
-from ._tools import assume_pure
-from .func import functional_call
-from .nn import Embedding, Linear, Module, ModuleList, RMSNorm
+from ._tensor import arange, cat, stack, where
+from ._tools import assume_pure, scan
+from .func import _owner, functional_call
+from .nn import Embedding, Linear, Module, ModuleList, Parameter, RMSNorm
 from .nn import functional as F
 
 
@@ -114,22 +114,79 @@ class Decoder(Module):
 
     layers_mode picks how the layers run: "loop" (traced op by op), "assume_pure" (each layer
     one call node of a layer traced once) or "scan" (scan_layers: one loop node, the layer
-    traced and compiled once; is_layer_pure and remat as scan_layers takes them)."""
+    traced and compiled once; remat as scan_layers takes it).
 
-    def __init__(self, config=None, layers_mode="loop", remat="save", **kwargs):
+    stacked=True (scan only) keeps the layers' weights stacked, [layers, ...] under one name
+    each ("layers.attn.q_proj.weight"), as the C++ DecoderLM with stacked_layers and flax's
+    nn.scan do: a training step then neither stacks nor unstacks them. The weights start equal
+    to an unstacked model's of the same seed; save() and load() use per-layer names."""
+
+    def __init__(self, config=None, layers_mode="loop", remat="save", stacked=False, **kwargs):
         super().__init__()
         c = config or DecoderConfig(**kwargs)
         c.validate()
         if layers_mode not in ("loop", "assume_pure", "scan"):
             raise ValueError(f"[Decoder] layers_mode must be 'loop', 'assume_pure' or 'scan', got {layers_mode!r}")
-        self.config, self.layers_mode, self.remat = c, layers_mode, remat
+        if stacked and layers_mode != "scan":
+            raise ValueError("[Decoder] stacked weights need layers_mode='scan'")
+        self.config, self.layers_mode, self.remat, self.stacked = c, layers_mode, remat, stacked
         self.embed = Embedding(c.vocab, c.hidden)
-        self.layers = ModuleList([DecoderLayer(c) for _ in range(c.layers)])
+        layers = [DecoderLayer(c) for _ in range(c.layers)]
+        if stacked:
+            self.layers = layers[0]
+            for name, _ in list(layers[0].named_parameters()):
+                owner, leaf = _owner(layers[0], name)
+                owner._parameters[leaf] = Parameter(
+                    stack([dict(l.named_parameters())[name] for l in layers]))
+        else:
+            self.layers = ModuleList(layers)
         self.norm = RMSNorm(c.hidden, eps=c.norm_eps)
         self.head = Linear(c.hidden, c.vocab, bias=False)
         self._pure_layer = None
+        if stacked:  # one layer's shapes to run each slice, made last: the weights above are
+            object.__setattr__(self, "_template", DecoderLayer(c))  # an unstacked model's
+
+    def _scan_stacked(self, h):
+        template = self._template
+        body = self.__dict__.get("_stacked_body")
+        if body is None:
+            def body(carry, weights):
+                return functional_call(template, weights, (carry,)), None
+
+            object.__setattr__(self, "_stacked_body", body)
+        weights = dict(self.layers.named_parameters())
+        out, _ = scan(body, h, weights, is_fn_pure=True, remat=self.remat)
+        return out
+
+    def per_layer_state_dict(self):
+        """The weights under per-layer names ("layers.3.attn.q_proj.weight"), stacked or not."""
+        sd = self.state_dict()
+        if not self.stacked:
+            return sd
+        out = {}
+        for k, v in sd.items():
+            if k.startswith("layers."):
+                for i in range(self.config.layers):
+                    out[f"layers.{i}.{k[len('layers.'):]}"] = v[i]
+            else:
+                out[k] = v
+        return out
+
+    def load_per_layer_state_dict(self, sd):
+        if not self.stacked:
+            return self.load_state_dict(sd)
+        merged = {k: v for k, v in sd.items() if not k.startswith("layers.")}
+        for name, _ in self.layers.named_parameters():
+            try:
+                merged["layers." + name] = stack(
+                    [sd[f"layers.{i}.{name}"] for i in range(self.config.layers)])
+            except KeyError as e:
+                raise RuntimeError(f"[Decoder] missing per-layer weight {e.args[0]}") from None
+        return self.load_state_dict(merged)
 
     def run_layers(self, h):
+        if self.stacked:
+            return self._scan_stacked(h)
         if self.layers_mode == "scan":
             return scan_layers(self.layers, h, is_layer_pure=True, remat=self.remat)
         if self.layers_mode == "loop":
@@ -173,14 +230,14 @@ def _metadata(c):
         "vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")}}
 
 
-def load(path, layers_mode="loop", remat="save"):
+def load(path, layers_mode="loop", remat="save", stacked=False):
     """A Decoder with the shape and weights of a file saved by `lazytrace train` (the C++
     DecoderLM's per-layer names) or by save()."""
     from . import _lazytrace
 
     model = Decoder(_config_from_metadata(_lazytrace.load_metadata(str(path))),
-                    layers_mode=layers_mode, remat=remat)
-    model.load_state_dict(_lazytrace.load_file(str(path)))
+                    layers_mode=layers_mode, remat=remat, stacked=stacked)
+    model.load_per_layer_state_dict(_lazytrace.load_file(str(path)))
     return model
 
 
@@ -188,8 +245,7 @@ def save(model, path):
     """Writes the model's weights and shape as `lazytrace train` does."""
     from . import _lazytrace
 
-    _lazytrace.save_file({k: v for k, v in model.state_dict().items()}, str(path),
-                         _metadata(model.config))
+    _lazytrace.save_file(dict(model.per_layer_state_dict()), str(path), _metadata(model.config))
 
 
 def generate(model, prompt, max_tokens):

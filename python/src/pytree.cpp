@@ -169,15 +169,17 @@ struct Flattener {
   }
 };
 
-nb::object build_at(const TreeDef& d, size_t& node, const std::vector<Tensor>& leaves,
+// leaf(i) gives leaf i as a Python object, of `count`
+template <typename Leaf>
+nb::object build_at(const TreeDef& d, size_t& node, const Leaf& leaf, size_t count,
                     size_t& at) {
   const TreeDef::Node& n = d.nodes[node++];
   nb::handle aux = n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux))
                               : nb::handle();
   switch (n.kind) {
     case TreeDef::Leaf:
-      if (at >= leaves.size()) throw nb::value_error("tree_unflatten: too few leaves");
-      return nb::cast(leaves[at++]);
+      if (at >= count) throw nb::value_error("tree_unflatten: too few leaves");
+      return leaf(at++);
     case TreeDef::None:
       return nb::none();
     case TreeDef::Static:
@@ -185,19 +187,19 @@ nb::object build_at(const TreeDef& d, size_t& node, const std::vector<Tensor>& l
     case TreeDef::Tuple:
     case TreeDef::NamedTuple: {
       nb::list items;
-      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaves, at));
+      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaf, count, at));
       if (n.kind == TreeDef::Tuple) return nb::tuple(items);
       return aux(*nb::tuple(items));
     }
     case TreeDef::List: {
       nb::list items;
-      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaves, at));
+      for (uint32_t i = 0; i < n.size; ++i) items.append(build_at(d, node, leaf, count, at));
       return items;
     }
     case TreeDef::Dict: {
       nb::dict out;
       for (uint32_t i = 0; i < n.size; ++i)
-        out[nb::handle(PyTuple_GET_ITEM(aux.ptr(), i))] = build_at(d, node, leaves, at);
+        out[nb::handle(PyTuple_GET_ITEM(aux.ptr(), i))] = build_at(d, node, leaf, count, at);
       return out;
     }
   }
@@ -240,6 +242,20 @@ void str_at(const TreeDef& d, size_t& node, std::string& s) {
   }
 }
 
+// the Tensor objects of a tree already flattened (so well formed), in flatten order
+void collect_leaves(nb::handle h, nb::list& out) {
+  PyObject* o = h.ptr();
+  if (nb::isinstance<Tensor>(h)) {
+    out.append(h);
+  } else if (PyTuple_Check(o) || PyList_Check(o)) {
+    for (nb::handle item : h) collect_leaves(item, out);
+  } else if (PyDict_Check(o)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(o, &pos, &k, &v)) collect_leaves(v, out);
+  }
+}
+
 }  // namespace
 
 void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
@@ -251,7 +267,20 @@ void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char*
 
 nb::object TreeDef::build(const std::vector<Tensor>& leaves, size_t& at) const {
   size_t node = 0;
-  return build_at(*this, node, leaves, at);
+  return build_at(
+      *this, node, [&](size_t i) { return nb::cast(leaves[i]); }, leaves.size(), at);
+}
+
+nb::object TreeDef::build(nb::handle leaves) const {
+  nb::list items(leaves);
+  size_t node = 0, at = 0;
+  nb::object out = build_at(
+      *this, node, [&](size_t i) { return nb::borrow(items[i]); }, items.size(), at);
+  if (at != items.size())
+    throw nb::value_error(("tree_unflatten: the spec has " + std::to_string(num_leaves) +
+                           " leaves, got " + std::to_string(items.size()))
+                              .c_str());
+  return out;
 }
 
 nb::object TreeDef::build(const std::vector<Tensor>& leaves) const {
@@ -296,14 +325,14 @@ void bind_pytree(nb::module_& m) {
         pytree::Flat flat;
         TreeDef def;
         flatten_tree(tree, flat, &def, "tree", "tree_flatten");
-        return std::make_pair(flat.tensors(), def);
+        nb::list leaves;  // the tree's own objects, not new handles
+        collect_leaves(tree, leaves);
+        return std::make_pair(leaves, def);
       },
       nb::arg("tree"),
       "The tree's Tensor leaves (depth first, dicts in insertion order) and its structure.");
   m.def(
-      "tree_unflatten", [](const TreeDef& spec, const std::vector<Tensor>& leaves) {
-        return spec.build(leaves);
-      },
+      "tree_unflatten", [](const TreeDef& spec, nb::handle leaves) { return spec.build(leaves); },
       nb::arg("spec"), nb::arg("leaves"));
 }
 

@@ -26,6 +26,8 @@ struct TreeDef {
   /** The tree with `leaves` (consumed from `at`) in place of the leaves. */
   nb::object build(const std::vector<Tensor>& leaves, size_t& at) const;
   nb::object build(const std::vector<Tensor>& leaves) const;
+  /** The tree with these Python objects as its leaves (tree_unflatten). */
+  nb::object build(nb::handle leaves) const;
   /** "(*, {'w': *})": the structure, for messages and repr. */
   std::string str() const;
   bool operator==(const TreeDef& o) const;

@@ -52,7 +52,9 @@ struct PyFunction {
   std::shared_ptr<tools::FunctionCache> cache;
   std::shared_ptr<FnSlot> slot = std::make_shared<FnSlot>();
   const char* tool;
-  // compile only
+  // compile: the function is held by its traces, since a backward through a call's results
+  // after the call traces it again (assume_pure's VJP comes from the forward's run)
+  bool hold_fn = false;
   CompileOptions options;
   std::set<uint64_t> eager;  // signatures whose function reads values: run as plain code
 
@@ -71,14 +73,15 @@ struct PyFunction {
       auto defs = std::make_shared<std::pair<TreeDef, TreeDef>>();
       pytree::Flat tmp;
       flatten_call(args, kwargs, tmp, &defs->first, &defs->second, tool);
-      call.trace([defs, s = slot, tool = tool](const std::vector<Tensor>& leaves) {
+      std::shared_ptr<PyRef> held = hold_fn ? std::make_shared<PyRef>(fn) : nullptr;
+      call.trace([defs, s = slot, held, tool = tool](const std::vector<Tensor>& leaves) {
         nb::gil_scoped_acquire gil;
-        if (!s->fn)
-          fail(tool, "the function was called again outside a call (it must be pure).");
+        PyObject* f = s->fn ? s->fn : held ? held->ptr : nullptr;
+        if (!f) fail(tool, "the function was called again outside a call (it must be pure).");
         size_t at = 0;
         nb::object a = defs->first.build(leaves, at);
         nb::object k = defs->second.build(leaves, at);
-        nb::object r = call_python([&] { return nb::handle(s->fn)(*a, **k); });
+        nb::object r = call_python([&] { return nb::handle(f)(*a, **k); });
         auto out = std::make_shared<TreeDef>();
         pytree::Flat of;
         flatten_tree(r, of, out.get(), "result", tool);
@@ -145,6 +148,7 @@ void bind_tools(nb::module_& m) {
             new (self) PyFunction();
             if (tool == "compile") {
               self->tool = "compile";
+              self->hold_fn = true;
               self->options = CompileOptions{full_graph, name.empty() ? "compiled" : name,
                                              max_different_graphs};
               self->cache = tools::make_function_cache({.tool = "compile",
@@ -236,7 +240,7 @@ void bind_tools(nb::module_& m) {
         nb::object ys = static_cast<const TreeDef*>(o.ys_like.get())->build(o.ys);
         return nb::make_tuple(carry, ys);
       },
-      nb::arg("fn"), nb::arg("init"), nb::arg("xs"), nb::arg("is_fn_pure") = false,
+      nb::arg("fn"), nb::arg("init").none(), nb::arg("xs").none(), nb::arg("is_fn_pure") = false,
       nb::arg("reverse") = false, nb::arg("remat") = "save", nb::arg("tool") = "scan");
 
   m.def(
@@ -294,6 +298,7 @@ void bind_tools(nb::module_& m) {
       },
       nb::arg("tensors").none(), nb::arg("name"));
   m.def("clear_caches", [] {
+    tools::clear_scan_cache();  // with the GIL: the bodies it drops hold Python functions
     nb::gil_scoped_release release;
     clear_caches();
   });

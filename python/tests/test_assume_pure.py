@@ -14,8 +14,6 @@ import pytest
 import lazytrace as lt
 from lazytrace.experimental.assume_pure import assume_pure as xla_assume_pure
 
-F = lt.nn.functional
-
 RTOL = 1e-3
 ATOL = 1e-4
 
@@ -169,12 +167,6 @@ def test_complex_module_matches_the_plain_module():
         np.testing.assert_allclose(np64(g_pure), np64(g_orig), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
-@pytest.mark.xfail(
-    reason="copy.deepcopy of a lazytrace Tensor / Module raises TypeError (\"cannot pickle "
-    "'Tensor' object\"); torch tensors and modules support deepcopy, which torch_xla's "
-    "test_assume_pure_complex_module relies on",
-    strict=True,
-)
 def test_complex_module_deepcopy_as_torch_xla_does():
     orig_model = _ComplexModule()
     pure_model = copy.deepcopy(orig_model)
@@ -874,3 +866,74 @@ def test_module_with_buffer_through_functional_call_and_replaced_params():
     assert calls == 1
     # the module's own tensors are back in place after the calls
     np.testing.assert_allclose(m.scale.numpy(), [2.0, -1.0])
+
+
+def test_varargs_and_var_keywords_are_bound():
+    calls = 0
+
+    @lt.assume_pure
+    def f(a, *rest, scale=1.0, **kw):
+        nonlocal calls
+        calls += 1
+        out = a * scale
+        for r in rest:
+            out = out + r
+        return out + kw["z"] if "z" in kw else out
+
+    x, y = lt.tensor([1.0, 2.0]), lt.tensor([10.0, 20.0])
+    np.testing.assert_allclose(f(x, y, y).numpy(), [21.0, 42.0])
+    np.testing.assert_allclose(f(x, y, y, scale=1.0).numpy(), [21.0, 42.0])
+    assert calls == 1
+    np.testing.assert_allclose(f(x, y, scale=3.0).numpy(), [13.0, 26.0])
+    np.testing.assert_allclose(f(x, y, y, z=lt.tensor([0.5, 0.5])).numpy(), [21.5, 42.5])
+    assert calls == 3
+
+
+def test_static_tuple_is_part_of_the_key():
+    calls = 0
+
+    @lt.assume_pure
+    def f(a, shape):
+        nonlocal calls
+        calls += 1
+        return a.reshape(shape) * 2
+
+    a = lt.arange(6)
+    assert f(a, (2, 3)).tolist() == [[0, 2, 4], [6, 8, 10]]
+    assert f(a, (3, 2)).tolist() == [[0, 2], [4, 6], [8, 10]]
+    assert f(a, (2, 3)).shape == (2, 3)
+    assert calls == 2
+
+
+def test_user_exception_propagates_and_function_stays_usable():
+    state = {"raise": True}
+
+    @lt.assume_pure
+    def f(a):
+        if state["raise"]:
+            raise KeyError("from the user")
+        return a + 1
+
+    with pytest.raises(KeyError, match="from the user"):
+        f(lt.ones(2))
+    state["raise"] = False
+    np.testing.assert_allclose(f(lt.ones(2)).numpy(), [2.0, 2.0])
+
+
+def test_argument_that_is_also_closed_over():
+    wn = np.array([1.0, 3.0, -0.5], dtype=np.float32)
+    w = lt.tensor(wn, requires_grad=True)
+    f = lt.assume_pure(lambda a: lt.sin(a) * w)
+    f(w).sum().backward()
+    # d/dw sum(sin(w) * w) = cos(w) w + sin(w)
+    assert_grad_matches(w, lambda w: (np.sin(w) * w).sum(), [wn], 0)
+
+
+def test_integer_inputs_and_outputs_mixed_with_float():
+    v = lt.tensor([1.0, 2.0], requires_grad=True)
+    f = lt.assume_pure(lambda i, v: (v * i.to(lt.float32), i * 2))
+    a, b = f(lt.tensor([3, 4]), v)
+    assert b.dtype == lt.int64 and b.tolist() == [6, 8]
+    (a * a).sum().backward()
+    # d/dv sum((v i)^2) = 2 v i^2
+    np.testing.assert_allclose(np64(v.grad), [2 * 1.0 * 9, 2 * 2.0 * 16])

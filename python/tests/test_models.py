@@ -13,20 +13,28 @@ from lazytrace.models import Decoder, DecoderConfig, generate, load, save
 SMALL = DecoderConfig(vocab=64, hidden=32, intermediate=64, heads=4, kv_heads=2, layers=3, max_seq=16)
 
 
-def _step_grads(mode, remat="save"):
+def _step_grads(mode, remat="save", stacked=False):
     lt.manual_seed(11)
-    model = Decoder(SMALL, layers_mode=mode, remat=remat).double()
+    model = Decoder(SMALL, layers_mode=mode, remat=remat, stacked=stacked).double()
     tokens = lt.tensor(np.arange(20).reshape(2, 10) % 64)
     logits = model(tokens)
     loss = lt.nn.functional.cross_entropy(logits[:, :-1].reshape(18, 64), tokens[:, 1:].reshape(18))
     loss.backward()
+    if stacked:  # per-layer names, as the unstacked model has them
+        grads = {}
+        for n, p in model.named_parameters():
+            for i in range(SMALL.layers) if n.startswith("layers.") else [None]:
+                key = n if i is None else f"layers.{i}.{n[len('layers.'):]}"
+                grads[key] = p.grad.numpy() if i is None else p.grad.numpy()[i]
+        return logits.detach().numpy(), grads
     return logits.detach().numpy(), {n: p.grad.numpy() for n, p in model.named_parameters()}
 
 
 def test_loop_assume_pure_and_scan_layers_agree_on_values_and_gradients():
     ref_logits, ref_grads = _step_grads("loop")
-    for mode, remat in (("assume_pure", "save"), ("scan", "save"), ("scan", "recompute")):
-        logits, grads = _step_grads(mode, remat)
+    for mode, remat, stacked in (("assume_pure", "save", False), ("scan", "save", False),
+                                 ("scan", "recompute", False), ("scan", "save", True)):
+        logits, grads = _step_grads(mode, remat, stacked)
         np.testing.assert_allclose(logits, ref_logits, rtol=1e-10, atol=1e-12)
         assert grads.keys() == ref_grads.keys()
         for name, g in grads.items():
@@ -81,3 +89,4 @@ def test_loads_the_command_lines_weights_and_generates_its_text(tmp_path):
     model = load(weights, layers_mode="scan")
     assert [n for n, _ in model.named_parameters()][:2] == ["embed.weight", "layers.0.attn_norm.weight"]
     assert generate(model, "The ", 12) == want
+    assert generate(load(weights, layers_mode="scan", stacked=True), "The ", 12) == want

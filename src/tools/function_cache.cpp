@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "autograd/tape.h"
+#include "tools/arguments.h"
 #include "lazytrace/ops/ops.h"
 #include "metrics/known.h"
 #include "trace/trace_context.h"
@@ -290,7 +291,7 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
   EnableGradGuard grad_on;
   std::vector<Tensor> ph;
   for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
-  Traced traced = e.retrace(ph);
+  Traced traced = e.retrace(own_handles(ph));
   finish_vjp(e, scope, ph, traced, tool, name);
 }
 
@@ -371,7 +372,7 @@ void CachedCall::trace(TraceFn fn) {
     std::vector<Tensor> ph;
     for (const Tensor* t : flat_.leaves)
       ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
-    Traced traced = e->retrace(ph);
+    Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
     e->body = scope.finish(traced.outputs, c.options.name);
     e->inputs = scope.inputs();
     e->lifted = scope.lifted();

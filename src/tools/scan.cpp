@@ -15,6 +15,7 @@
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/tools/function_cache.h"
 #include "metrics/known.h"
+#include "tools/arguments.h"
 #include "tools/loops.h"
 
 namespace lazytrace::tools {
@@ -188,7 +189,7 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     EnableGradGuard grad_on;
     std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
                         ks = placeholders(s, e.consts, true);
-    LoopTraced t = e.retrace(c, xs, ks);
+    LoopTraced t = e.retrace(own_handles(c), own_handles(xs), own_handles(ks));
     const std::vector<Tensor>& lifted = s.lifted();
     bool same = lifted.size() == e.lifted.size();
     for (size_t i = 0; same && i < lifted.size(); ++i)
@@ -381,6 +382,13 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
        what,
        ". Return a new carry with init's structure; cast it with .to(dtype) or reshape it, "
        "or change init to the type the body produces.");
+}
+
+void clear_scan_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.index.clear();
+  c.lru.clear();
 }
 
 ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {

@@ -66,6 +66,13 @@ const Tensor& lifted_placeholder(const Tensor& t) {
   return c.lifted_ph[it->second];
 }
 
+void escaped_from_trace(const char* op) {
+  fail(op,
+       "a tensor made inside a traced function (assume_pure, compile, a loop body) is used "
+       "outside it, where it has no value: return it from the function instead of keeping it "
+       "(in a list, a global, an attribute).");
+}
+
 void check_not_tracing(const char* what) {
   if (g_ctx)
     throw TraceReadError(detail::cat(

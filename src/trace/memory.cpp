@@ -24,6 +24,7 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype,
 std::shared_ptr<const void> host_data(const Tensor& t) {
   if (!t.defined()) fail("host_data", "the tensor is undefined (default-constructed).");
   const runtime::BufferPtr& buffer = trace::materialize(t);
+  metrics::transfer_to_host.add();
   return std::shared_ptr<const void>(buffer, buffer->data());
 }
 

@@ -74,6 +74,8 @@ void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name =
     }
   if (roots.empty()) return;
   ir::Walk w = ir::walk(roots);
+  for (const ir::Node* n : w.order)
+    if (n->op == ir::OpKind::Param) trace::escaped_from_trace("sync");
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
                                    w.order.size()};
   const int64_t compiles = metrics::compile_count.value();

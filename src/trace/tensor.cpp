@@ -206,7 +206,10 @@ Tensor tensor_of(ir::NodePtr node) {
 
 const ir::NodePtr& node_of(const Tensor& t) {
   TensorImpl& impl = impl_of(t, "trace");
-  if (impl.context != current_context_id()) return lift(t);
+  if (impl.context != current_context_id()) {
+    if (current_context_id() == 0) escaped_from_trace("trace");
+    return lift(t);
+  }
   return impl.node;
 }
 

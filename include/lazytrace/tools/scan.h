@@ -69,6 +69,8 @@ struct ScanOutputs {
 
 /** Traces (or finds) the body and records the loop, with its gradient. */
 ScanOutputs run_scan(const ScanArgs& args, const LoopTraceFn& fn);
+/** Forgets the loop bodies kept for is_fn_pure (and the functions they hold). */
+void clear_scan_cache();
 
 /** Traces cond and body (fn returns the next carries, and the condition as ys[0]) and
  * records the loop. */
