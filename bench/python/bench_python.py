@@ -115,10 +115,13 @@ def python_step(layers, stacked, steps):
     tokens, targets = data[:, :8], data[:, 1:].reshape(16)
 
     def step():
-        opt.zero_grad()
         loss = F.cross_entropy(model(tokens).reshape(16, 256), targets)
         loss.backward()
         opt.step()
+        # the gradients dropped before the sync, as the C++ step does: no graph output
+        # needs them, so each one is computed inside its AdamW update
+        opt.zero_grad()
+        lt.sync()  # the step's one graph: forward, backward and the update (xm.mark_step)
         return loss.item()
 
     for _ in range(3):

@@ -82,9 +82,11 @@ def _size(size, op):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for d in size:
+        if type(d) is int:  # the common case, without the ABC check below
+            continue
         if not isinstance(d, numbers.Integral) or isinstance(d, builtins.bool):
             raise TypeError(f"[{op}] a size holds ints, got {type(d).__name__} {d!r}")
-    return tuple(int(d) for d in size)
+    return size if all(type(d) is int for d in size) else tuple(int(d) for d in size)
 
 
 def _finish(t, requires_grad):
@@ -813,14 +815,9 @@ def _install_methods():
         "bool": lambda s: _to(s, _C.dtype.bool),
         "cpu": lambda s: s,
         "contiguous": lambda s: s,
-        "reshape": reshape,
-        "view": reshape,
         "view_as": lambda s, o: _C.reshape(s, o.shape),
         "reshape_as": lambda s, o: _C.reshape(s, o.shape),
-        "transpose": transpose,
         "swapaxes": swapaxes,
-        "permute": permute,
-        "unsqueeze": unsqueeze,
         "squeeze": squeeze,
         "flatten": flatten,
         "expand": _expand,

@@ -42,15 +42,7 @@ class DecoderConfig:
             raise ValueError(f"[DecoderConfig] rotary positions need an even head dim, got {self.head_dim}")
 
 
-def apply_rotary(x, theta):
-    """Llama's "rotate half" rotary embedding of x [..., seq, head_dim], positions 0..seq-1."""
-    seq, dim = x.shape[-2], x.shape[-1]
-    half = dim // 2
-    inv_freq = _C.exp(arange(0, half, dtype=_C.dtype.float32) * (-2.0 * math.log(theta) / dim))
-    angles = _C.unsqueeze(arange(seq, dtype=_C.dtype.float32), 1) * _C.unsqueeze(inv_freq, 0)
-    angles = cat([angles, angles], -1).to(x.dtype)
-    rotated = cat([-x[..., half:], x[..., :half]], -1)
-    return x * _C.cos(angles) + rotated * _C.sin(angles)
+apply_rotary = _C.apply_rotary  # Llama's "rotate half" form, as the C++ decoder has it
 
 
 class CausalSelfAttention(Module):

@@ -32,6 +32,7 @@ struct PyRef {
 };
 
 void bind_tensor(nb::module_& m);
+void bind_functional(nb::module_& m);
 void bind_pytree(nb::module_& m);
 void bind_tools(nb::module_& m);
 void bind_library(nb::module_& m);

@@ -48,6 +48,7 @@ NB_MODULE(_lazytrace, m) {
     }
   });
   py::bind_tensor(m);
+  py::bind_functional(m);
   py::bind_pytree(m);
   py::bind_tools(m);
   py::bind_library(m);

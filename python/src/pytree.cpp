@@ -141,9 +141,9 @@ struct Flattener {
       Py_ssize_t pos = 0;
       while (PyDict_Next(o, &pos, &k, &v)) {
         if (PyUnicode_Check(k)) {
-          Py_ssize_t len;
-          const char* s = PyUnicode_AsUTF8AndSize(k, &len);
-          flat.mix(std::string_view(s, static_cast<size_t>(len)));
+          // the str's own hash: computed once per string object and kept by Python (stable
+          // within the process, which is what the trace caches need)
+          flat.mix(static_cast<uint64_t>(PyObject_Hash(k)));
         } else if (PyLong_Check(k)) {
           flat.mix(static_cast<uint64_t>(PyLong_AsLongLong(k)) ^ 0x1e7);
         } else {

@@ -82,7 +82,11 @@ Shape shape_of(nb::handle h, const char* op) {
   } else if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) ||
              nb::hasattr(h, "__len__")) {
     for (nb::handle d : h) {
-      if (!PyLong_Check(d.ptr()) && !nb::hasattr(d, "__index__"))
+      if (PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr())) {
+        dims.push_back(PyLong_AsLongLong(d.ptr()));
+        continue;
+      }
+      if (PyBool_Check(d.ptr()) || !nb::hasattr(d, "__index__"))
         throw nb::type_error((std::string("[") + op + "] a shape holds ints, got " + kind_of(d))
                                  .c_str());
       dims.push_back(nb::cast<int64_t>(d.attr("__index__")()));
@@ -121,6 +125,16 @@ Tensor full_like_scalar(const Tensor& like, const Scalar& s) {
   if (s.kind() == DType::float64 && !is_floating(d)) d = DType::float32;
   if (s.kind() == DType::int64 && d == DType::bool_) d = DType::int64;
   return scalar(s, d);
+}
+
+// *args of ints, or one tuple/list of them
+nb::handle shape_arg_handle(const nb::args& args) {
+  if (args.size() == 1 && (PyTuple_Check(args[0].ptr()) || PyList_Check(args[0].ptr())))
+    return args[0];
+  return args;
+}
+Shape shape_arg(const nb::args& args, const char* op) {
+  return shape_of(shape_arg_handle(args), op);
 }
 
 nb::tuple shape_tuple(const Shape& s) {
@@ -406,7 +420,13 @@ void bind_tensor(nb::module_& m) {
       .def("sub_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x - y; }); })
       .def("mul_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x * y; }); })
       .def("div_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x / y; }); })
-      .def("__hash__", [](T t) { return reinterpret_cast<intptr_t>(t.impl().get()); });
+      .def("__hash__", [](T t) { return reinterpret_cast<intptr_t>(t.impl().get()); })
+      // the layout methods a model calls per layer, with torch's argument forms
+      .def("reshape", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "reshape")); })
+      .def("view", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "view")); })
+      .def("permute", [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims))); })
+      .def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); })
+      .def("unsqueeze", [](T t, int d) { return unsqueeze(t, d); });
 
   // ---- functions over tensors (the methods and lazytrace.* functions wrap these)
   m.def("from_dlpack", &from_array, nb::arg("x"), nb::arg("copy") = false,

@@ -755,10 +755,6 @@ def test_body_is_traced_once_per_call_not_per_iteration():
     assert len(calls) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "scan with inputs that require grad calls the Python body twice in one call (once with "
-    "grad off for the forward, once with grad on for the backward: LoopTrace 1 and "
-    "LoopBackwardTrace 1); PYTHON.md: 'a scan body is traced once per call'"))
 def test_body_is_traced_once_per_call_with_gradients():
     calls = []
 

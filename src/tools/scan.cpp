@@ -143,40 +143,52 @@ void insert(uint64_t key, std::shared_ptr<ScanEntry> e) {
   }
 }
 
-std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, Types carry, Types x,
-                                      Types k) {
-  metrics::loop_trace.add();
+std::shared_ptr<ScanEntry> new_entry(const LoopTraceFn& fn, Types carry, Types x, Types k) {
   auto e = std::make_shared<ScanEntry>();
   e->retrace = fn;
   e->carry = std::move(carry);
   e->x = std::move(x);
   e->consts = std::move(k);
+  return e;
+}
+
+// The body and what it returns, from a trace of fn in `scope` that gave `t`.
+void set_body(ScanEntry& e, trace::TraceScope& scope, LoopTraced& t, const char* tool) {
+  std::vector<Tensor> outs = t.carry;
+  outs.insert(outs.end(), t.ys.begin(), t.ys.end());
+  e.body = scope.finish(outs, tool);
+  e.inputs = scope.inputs();
+  e.lifted = scope.lifted();
+  e.rng_count = scope.rng_count();
+  e.ys = types_of(t.ys);
+  e.ys_like = std::move(t.ys_like);
+}
+
+std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, Types carry, Types x,
+                                      Types k) {
+  metrics::loop_trace.add();
+  auto e = new_entry(fn, std::move(carry), std::move(x), std::move(k));
   trace::TraceScope scope(tool);
   NoGradGuard no_grad;  // the VJP is traced separately
   std::vector<Tensor> c = placeholders(scope, e->carry), xs = placeholders(scope, e->x),
                       ks = placeholders(scope, e->consts);
-  LoopTraced t = fn(c, xs, ks);
-  std::vector<Tensor> outs = t.carry;
-  outs.insert(outs.end(), t.ys.begin(), t.ys.end());
-  e->body = scope.finish(outs, tool);
-  e->inputs = scope.inputs();
-  e->lifted = scope.lifted();
-  e->rng_count = scope.rng_count();
-  e->ys = types_of(t.ys);
-  e->ys_like = std::move(t.ys_like);
+  LoopTraced t = e->retrace(c, xs, ks);
+  set_body(*e, scope, t, tool);
   return e;
 }
 
-// Traces the VJP of e's body jointly with its forward, and builds the two loop bodies.
-std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std::string& tool) {
+// Traces the VJP of e's body jointly with its forward, and builds the two loop bodies. With
+// `first` (an entry not traced yet, for a loop that will be differentiated), this is the
+// body's only trace: e's forward body and what it returns come from it too, so the
+// function runs once.
+std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::string& tool,
+                                      bool first = false) {
+  if (first) metrics::loop_trace.add();
   metrics::loop_backward_trace.add();
   auto d = std::make_shared<Diff>();
   const int nc = static_cast<int>(e.carry.size()), nx = static_cast<int>(e.x.size());
-  const std::vector<int> fc = floating(e.carry), fx = floating(e.x), fk = floating(e.consts),
-                         fy = floating(e.ys);
-  std::vector<int> fl;  // floating lifted tensors
-  for (size_t i = 0; i < e.lifted.size(); ++i)
-    if (is_floating(e.lifted[i].dtype())) fl.push_back(static_cast<int>(i));
+  const std::vector<int> fc = floating(e.carry), fx = floating(e.x), fk = floating(e.consts);
+  std::vector<int> fy, fl;  // floating ys and lifted tensors, known once traced
   const std::string name = tool + " (backward)";
 
   // 1. The joint trace: the body on inputs that require grad, then its VJP.
@@ -190,6 +202,10 @@ std::shared_ptr<const Diff> make_diff(const ScanEntry& e, Remat remat, const std
     std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
                         ks = placeholders(s, e.consts, true);
     LoopTraced t = e.retrace(own_handles(c), own_handles(xs), own_handles(ks));
+    if (first) set_body(e, s, t, tool.c_str());
+    fy = floating(e.ys);
+    for (size_t i = 0; i < e.lifted.size(); ++i)
+      if (is_floating(e.lifted[i].dtype())) fl.push_back(static_cast<int>(i));
     const std::vector<Tensor>& lifted = s.lifted();
     bool same = lifted.size() == e.lifted.size();
     for (size_t i = 0; same && i < lifted.size(); ++i)
@@ -423,7 +439,17 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   if (e) {
     metrics::loop_hit.add();
   } else {
-    e = trace_body(tool, fn, carry, slice, const_types);
+    // where the loop's own inputs require grad, the one trace is the joint one
+    bool inputs_need_grad = false;
+    if (autograd::grad_enabled())
+      for (const auto* list : {&a.init, &a.xs, &a.consts})
+        for (const Tensor* t : *list) inputs_need_grad = inputs_need_grad || autograd::requires_grad(*t);
+    if (inputs_need_grad) {
+      e = new_entry(fn, carry, slice, const_types);
+      e->diff[a.options.remat == Remat::save ? 0 : 1] = make_diff(*e, a.options.remat, tool, true);
+    } else {
+      e = trace_body(tool, fn, carry, slice, const_types);
+    }
     if (a.cache_key) insert(a.cache_key, e);
   }
   const int nc = static_cast<int>(carry.size()), nx = static_cast<int>(slice.size()),

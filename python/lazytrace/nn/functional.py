@@ -8,8 +8,7 @@ from .._tensor import Tensor, arange, full, ones, rand, where, zeros
 
 def linear(input, weight, bias=None):
     """input @ weight.T + bias; weight [out_features, in_features] as torch's."""
-    out = _C.matmul(input, _C.transpose(weight, 0, 1))
-    return out if bias is None else out + bias
+    return _C.linear(input, weight, bias)
 
 
 def relu(input, inplace=False):
@@ -69,27 +68,18 @@ def embedding(input, weight):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
-    dims = tuple(range(-len(normalized_shape), 0))
-    centered = input - _C.mean(input, dims, True)
-    out = centered * _C.rsqrt(_C.mean(centered * centered, dims, True) + eps)
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    """16-bit inputs are normalized in float32."""
+    n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    return _C.layer_norm(input, n, weight, bias, eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    if isinstance(normalized_shape, int):
-        normalized_shape = (normalized_shape,)
+    """16-bit inputs are normalized in float32; eps=None is the dtype's epsilon (torch)."""
+    n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
     if eps is None:
         eps = {_C.dtype.float64: 2.220446049250313e-16, _C.dtype.float16: 0.0009765625,
                _C.dtype.bfloat16: 0.0078125}.get(input.dtype, 1.1920928955078125e-07)
-    dims = tuple(range(-len(normalized_shape), 0))
-    out = input * _C.rsqrt(_C.mean(input * input, dims, True) + eps)
-    return out if weight is None else out * weight
+    return _C.rms_norm(input, n, weight, eps)
 
 
 def _class_last(input):

@@ -1,0 +1,60 @@
+// The functions lazytrace.nn.functional and the decoder call per layer, each recorded in
+// one call from Python (the op sequence is the same as the Python would record).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+
+namespace lazytrace::python {
+namespace {
+
+std::vector<int> last_dims(int n) {
+  std::vector<int> dims;
+  for (int i = -n; i < 0; ++i) dims.push_back(i);
+  return dims;
+}
+
+// 16-bit inputs are normalized in float32, as the C++ layers do
+Tensor widen(const Tensor& x) {
+  return x.dtype() == DType::float16 || x.dtype() == DType::bfloat16 ? astype(x, DType::float32)
+                                                                     : x;
+}
+
+}  // namespace
+
+void bind_functional(nb::module_& m) {
+  m.def(
+      "linear",
+      [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
+        Tensor y = matmul(x, transpose(w, 0, 1));
+        return b ? y + *b : y;
+      },
+      nb::arg("input"), nb::arg("weight"), nb::arg("bias").none() = nb::none());
+  m.def(
+      "rms_norm",
+      [](const Tensor& x, int ndims, std::optional<Tensor> w, double eps) {
+        Tensor h = widen(x);
+        Tensor y = h * rsqrt(mean(h * h, last_dims(ndims), true) + eps);
+        if (w) y = y * *w;
+        return astype(y, x.dtype());
+      },
+      nb::arg("input"), nb::arg("ndims"), nb::arg("weight").none(), nb::arg("eps"));
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, int ndims, std::optional<Tensor> w, std::optional<Tensor> b,
+         double eps) {
+        Tensor h = widen(x);
+        const std::vector<int> dims = last_dims(ndims);
+        Tensor c = h - mean(h, dims, true);
+        Tensor y = c * rsqrt(mean(c * c, dims, true) + eps);
+        if (w) y = y * *w;
+        if (b) y = y + *b;
+        return astype(y, x.dtype());
+      },
+      nb::arg("input"), nb::arg("ndims"), nb::arg("weight").none(), nb::arg("bias").none(),
+      nb::arg("eps"));
+  m.def("apply_rotary", &nn::apply_rotary, nb::arg("x"), nb::arg("theta"),
+        "Llama's rotary position embedding of x [..., seq, head_dim], positions 0..seq-1.");
+}
+
+}  // namespace lazytrace::python
