@@ -12,6 +12,18 @@ namespace lazytrace::python {
 
 namespace nb = nanobind;
 
+/** The Python type of lazytrace.Tensor (set when the module is made). */
+extern PyTypeObject* g_tensor_type;
+/** Whether h is a Tensor (or a Parameter): a type check, not nanobind's type lookup. */
+inline bool is_tensor(nb::handle h) {
+  return PyObject_TypeCheck(h.ptr(), g_tensor_type);
+}
+/** h's Tensor; h must be one (is_tensor). */
+inline Tensor& tensor_of(nb::handle h) {
+  if (!nb::inst_ready(h)) throw nb::type_error("lazytrace: a Tensor that was never initialized");
+  return *nb::inst_ptr<Tensor>(h);
+}
+
 /** A Python number as an lt::Scalar (bool, int or float; numpy scalars too), or false. */
 bool scalar_of(nb::handle h, Scalar& out);
 /** A tensor from a Tensor, a Python number (0-d, the number's default dtype) or array data. */

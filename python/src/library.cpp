@@ -33,7 +33,7 @@ nn::ParamMap map_of(nb::handle d, const char* op) {
                              .c_str());
   nn::ParamMap m;
   for (auto [k, v] : nb::cast<nb::dict>(d)) {
-    if (!nb::isinstance<nb::str>(k) || !nb::isinstance<Tensor>(v))
+    if (!nb::isinstance<nb::str>(k) || !is_tensor(v))
       throw nb::type_error((std::string("[") + op + "] entry " + nb::cast<std::string>(nb::repr(k)) +
                             ": expected str -> Tensor, got " + kind_of(k) + " -> " + kind_of(v))
                                .c_str());

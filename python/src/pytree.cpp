@@ -63,9 +63,9 @@ struct Flattener {
 
   void walk(nb::handle h) {
     PyObject* o = h.ptr();
-    if (nb::isinstance<Tensor>(h)) {
+    if (is_tensor(h)) {
       at_here();
-      flat.add_leaf(nb::cast<const Tensor&>(h));
+      flat.add_leaf(tensor_of(h));
       if (def) {
         def->nodes.push_back({TreeDef::Leaf, 0, -1});
         ++def->num_leaves;
@@ -245,7 +245,7 @@ void str_at(const TreeDef& d, size_t& node, std::string& s) {
 // the Tensor objects of a tree already flattened (so well formed), in flatten order
 void collect_leaves(nb::handle h, nb::list& out) {
   PyObject* o = h.ptr();
-  if (nb::isinstance<Tensor>(h)) {
+  if (is_tensor(h)) {
     out.append(h);
   } else if (PyTuple_Check(o) || PyList_Check(o)) {
     for (nb::handle item : h) collect_leaves(item, out);

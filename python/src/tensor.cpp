@@ -14,6 +14,8 @@
 
 namespace lazytrace::python {
 
+PyTypeObject* g_tensor_type = nullptr;
+
 PyRef::~PyRef() {
   if (!ptr || !Py_IsInitialized()) return;
   PyGILState_STATE s = PyGILState_Ensure();
@@ -53,14 +55,14 @@ bool scalar_of(nb::handle h, Scalar& out) {
     return scalar_of(h.attr("item")(), out);
   }
   if (nb::hasattr(h, "dtype") && nb::hasattr(h, "shape") && nb::hasattr(h, "item") &&
-      nb::len(nb::object(h.attr("shape"))) == 0 && !nb::isinstance<Tensor>(h)) {
+      nb::len(nb::object(h.attr("shape"))) == 0 && !is_tensor(h)) {
     return scalar_of(h.attr("item")(), out);
   }
   return false;
 }
 
 Tensor as_tensor(nb::handle h, const char* op) {
-  if (nb::isinstance<Tensor>(h)) return nb::cast<Tensor>(h);
+  if (is_tensor(h)) return tensor_of(h);
   Scalar s(0.0);
   if (scalar_of(h, s)) {
     const DType d = s.kind() == DType::float64 ? DType::float32 : s.kind();
@@ -69,7 +71,7 @@ Tensor as_tensor(nb::handle h, const char* op) {
   // nested lists and arrays: through lazytrace.tensor (its dtype rules live in Python)
   nb::object lt = nb::module_::import_("lazytrace");
   nb::object t = lt.attr("tensor")(h);
-  if (!nb::isinstance<Tensor>(t))
+  if (!is_tensor(t))
     throw nb::type_error(
         (std::string("[") + op + "] expected a Tensor or a number, got " + kind_of(h)).c_str());
   return nb::cast<Tensor>(t);
@@ -147,7 +149,7 @@ nb::tuple shape_tuple(const Shape& s) {
 // Python tries the other side and then raises its own TypeError
 template <typename F>
 nb::object binary(const Tensor& a, nb::handle b, F f) {
-  if (nb::isinstance<Tensor>(b)) return nb::cast(f(a, nb::cast<const Tensor&>(b)));
+  if (is_tensor(b)) return nb::cast(f(a, tensor_of(b)));
   Scalar s(0.0);
   if (scalar_of(b, s)) return nb::cast(f(a, s));
   return nb::borrow(Py_NotImplemented);
@@ -322,6 +324,7 @@ void bind_tensor(nb::module_& m) {
 
   using T = const Tensor&;
   nb::class_<Tensor> cls(m, "Tensor", nb::is_weak_referenceable());
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls.def(nb::init<const Tensor&>(), "A handle to the same tensor (Parameter uses it).")
       .def_prop_ro("shape", [](T t) { return shape_tuple(t.shape()); })
       .def_prop_ro("dtype", &Tensor::dtype)
@@ -398,13 +401,13 @@ void bind_tensor(nb::module_& m) {
       .def("__rpow__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return pow(y, x); }); })
       .def("__matmul__",
            [](T a, nb::handle b) -> nb::object {
-             if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
-             return nb::cast(matmul(a, nb::cast<T>(b)));
+             if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
+             return nb::cast(matmul(a, tensor_of(b)));
            })
       .def("__rmatmul__",
            [](T a, nb::handle b) -> nb::object {
-             if (!nb::isinstance<Tensor>(b)) return nb::borrow(Py_NotImplemented);
-             return nb::cast(matmul(nb::cast<T>(b), a));
+             if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
+             return nb::cast(matmul(tensor_of(b), a));
            })
       .def("__eq__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); })
       .def("__ne__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); })
@@ -472,13 +475,13 @@ void bind_tensor(nb::module_& m) {
 
 #define LT_BINARY_FN(name)                                                              \
   m.def(#name, [](nb::handle a, nb::handle b) {                                         \
-    if (!nb::isinstance<Tensor>(a) && nb::isinstance<Tensor>(b)) {                      \
+    if (!is_tensor(a) && is_tensor(b)) {                      \
       Scalar s(0.0);                                                                    \
       if (scalar_of(a, s)) return name(full_like_scalar(nb::cast<T>(b), s), nb::cast<T>(b)); \
     }                                                                                   \
     Tensor x = as_tensor(a, #name);                                                     \
     Scalar s(0.0);                                                                      \
-    if (!nb::isinstance<Tensor>(b) && scalar_of(b, s)) return name(x, full_like_scalar(x, s)); \
+    if (!is_tensor(b) && scalar_of(b, s)) return name(x, full_like_scalar(x, s)); \
     return name(x, as_tensor(b, #name));                                                \
   });
   LT_BINARY_FN(add)
@@ -496,16 +499,16 @@ void bind_tensor(nb::module_& m) {
 #undef LT_BINARY_FN
   m.def("pow", [](nb::handle a, nb::handle b) -> Tensor {
     Scalar s(0.0);
-    if (nb::isinstance<Tensor>(a) && !nb::isinstance<Tensor>(b) && scalar_of(b, s))
+    if (is_tensor(a) && !is_tensor(b) && scalar_of(b, s))
       return pow(nb::cast<T>(a), s);
-    if (!nb::isinstance<Tensor>(a) && nb::isinstance<Tensor>(b) && scalar_of(a, s))
+    if (!is_tensor(a) && is_tensor(b) && scalar_of(a, s))
       return pow(s, nb::cast<T>(b));
     return pow(as_tensor(a, "pow"), as_tensor(b, "pow"));
   });
   m.def("matmul", [](T a, T b) { return matmul(a, b); });
   m.def("where", [](T c, nb::handle a, nb::handle b) -> Tensor {
     Scalar s(0.0);
-    const bool ta = nb::isinstance<Tensor>(a), tb = nb::isinstance<Tensor>(b);
+    const bool ta = is_tensor(a), tb = is_tensor(b);
     if (ta && !tb && scalar_of(b, s)) return where(c, nb::cast<T>(a), s);
     if (!ta && tb && scalar_of(a, s)) return where(c, s, nb::cast<T>(b));
     return where(c, as_tensor(a, "where"), as_tensor(b, "where"));

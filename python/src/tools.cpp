@@ -261,11 +261,11 @@ void bind_tools(nb::module_& m) {
                                        const std::vector<Tensor>&) {
           nb::object carry = def.build(c);
           nb::object cond = call_python([&] { return cond_fn(*carry); });
-          if (!nb::isinstance<Tensor>(cond))
+          if (!is_tensor(cond))
             fail(tool, "cond_fn must return a bool Tensor with one element, got ", kind_of(cond),
                  ". Compute the condition with tensor ops (i < n), not Python values.");
           nb::object next = call_python([&] { return body_fn(*carry); });
-          if (nb::isinstance<Tensor>(next) && nb::len(init) == 1) next = nb::make_tuple(next);
+          if (is_tensor(next) && nb::len(init) == 1) next = nb::make_tuple(next);
           if (PyList_Check(next.ptr())) next = nb::tuple(next);
           pytree::Flat fn;
           flatten_tree(next, fn, nullptr, "carried_inputs", tool);
