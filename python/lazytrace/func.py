@@ -3,6 +3,7 @@
 import contextlib
 
 from ._lazytrace import Tensor
+from .nn.module import _changed
 
 
 def _merge(parameter_and_buffer_dicts):
@@ -50,16 +51,16 @@ def _reparametrize(module, tensors, strict):
                 )
             owner, leaf = _owner(module, name)
             if owner is None or name not in known:
-                if name in known or owner is None:
-                    raise ValueError(
-                        f"[functional_call] '{name}' names no parameter or buffer of "
-                        f"{type(module).__name__}"
-                    )
+                raise ValueError(
+                    f"[functional_call] '{name}' names no parameter or buffer of "
+                    f"{type(module).__name__}"
+                )
             for store in ("_parameters", "_buffers"):
                 d = owner.__dict__[store]
                 if leaf in d:
                     saved.append((d, leaf, d[leaf]))
                     d[leaf] = t
+                    _changed()
                     break
             else:
                 raise ValueError(
@@ -70,6 +71,8 @@ def _reparametrize(module, tensors, strict):
     finally:
         for d, leaf, old in reversed(saved):
             d[leaf] = old
+        if saved:
+            _changed()
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,

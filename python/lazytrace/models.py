@@ -12,6 +12,7 @@ from ._tools import assume_pure, scan
 from .func import _owner, functional_call
 from .nn import Embedding, Linear, Module, ModuleList, Parameter, RMSNorm
 from .nn import functional as F
+from .nn.module import registry_version
 
 
 @dataclass
@@ -189,9 +190,17 @@ class Decoder(Module):
             template = self.layers[0]
             self._pure_layer = assume_pure(
                 lambda p, x: functional_call(template, p, (x,)), name="decoder_layer")
-        for layer in self.layers:
-            h = self._pure_layer(dict(layer.named_parameters()), h)
+        for weights in self._layer_weights():
+            h = self._pure_layer(weights, h)
         return h
+
+    def _layer_weights(self):
+        # each layer's parameters by name, remade only when some module's registry changed
+        cached = self.__dict__.get("_weights_cache")
+        if cached is None or cached[0] != registry_version():
+            cached = (registry_version(), [dict(l.named_parameters()) for l in self.layers])
+            object.__setattr__(self, "_weights_cache", cached)
+        return cached[1]
 
     def forward(self, tokens):
         if tokens.ndim != 2 or tokens.dtype not in (_C.dtype.int32, _C.dtype.int64):

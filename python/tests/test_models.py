@@ -90,3 +90,16 @@ def test_loads_the_command_lines_weights_and_generates_its_text(tmp_path):
     assert [n for n, _ in model.named_parameters()][:2] == ["embed.weight", "layers.0.attn_norm.weight"]
     assert generate(model, "The ", 12) == want
     assert generate(load(weights, layers_mode="scan", stacked=True), "The ", 12) == want
+
+
+def test_assume_pure_layers_see_a_replaced_parameter():
+    lt.manual_seed(4)
+    model = Decoder(SMALL, layers_mode="assume_pure")
+    tokens = lt.tensor([[1, 2, 3, 4]])
+    before = model(tokens).detach().numpy()
+    layer = model.layers[1]
+    layer.mlp.up_proj.weight = lt.nn.Parameter(layer.mlp.up_proj.weight.detach() * 2.0)
+    after = model(tokens).detach().numpy()
+    model.layers_mode = "loop"
+    np.testing.assert_allclose(after, model(tokens).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(after - before).max() > 1e-3

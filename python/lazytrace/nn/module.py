@@ -9,6 +9,19 @@ from .._tensor import _check_device, _check_dtype, dtype
 from .parameter import Buffer, Parameter
 
 
+_version = [0]  # bumped whenever any module's parameters, buffers or submodules change
+
+
+def registry_version():
+    """A number that changes whenever a parameter, buffer or submodule of any module is
+    added, replaced or removed (so a cache of named_parameters() knows it is still right)."""
+    return _version[0]
+
+
+def _changed():
+    _version[0] += 1
+
+
 class Module:
     """The base of every layer: subclass it, assign Parameters, buffers (register_buffer)
     and Modules in __init__, write forward(), and call the module."""
@@ -31,6 +44,9 @@ class Module:
                 "first in your __init__"
             )
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
+        if name in params or name in buffers or name in modules or isinstance(
+                value, (Parameter, Module, Buffer)):
+            _changed()
 
         def claim(store):
             for other in (d, params, buffers, modules):
@@ -79,6 +95,7 @@ class Module:
         for store in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[store]:
                 del self.__dict__[store][name]
+                _changed()
                 return
         object.__delattr__(self, name)
 
@@ -90,6 +107,7 @@ class Module:
         self.__dict__.pop(name, None)
         self._parameters.pop(name, None)
         self._buffers[name] = tensor
+        _changed()
         if not persistent:
             self._non_persistent.add(name)
         else:
@@ -100,11 +118,13 @@ class Module:
             raise TypeError(f"register_parameter: '{name}' must be a Parameter or None")
         self.__dict__.pop(name, None)
         self._parameters[name] = param
+        _changed()
 
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: '{name}' must be a Module, got {type(module).__name__}")
         self._modules[name] = module
+        _changed()
 
     register_module = add_module
 
@@ -241,6 +261,7 @@ class Module:
             p.grad = None
 
     def _apply(self, fn):
+        _changed()
         for m in self.modules():
             for name, p in list(m._parameters.items()):
                 if p is not None:
