@@ -476,4 +476,33 @@ TEST(AssumePure, CallsAreCompiledOncePerBodyAndGiveThePlainValues) {
   EXPECT_EQ(lt::debug::to_program({y}).find("] call ("), std::string::npos);
 }
 
+// CacheOptions::trace_once (what the Python package uses): the function runs once per
+// signature, its VJP traced from the same run; the gradient equals the separately traced one.
+TEST(AssumePure, TraceOnceRunsTheFunctionOnceBackwardIncluded) {
+  int runs = 0;
+  auto fn = [&runs](const Tensor& a, const Tensor& b) {
+    ++runs;
+    Tensor h = a;
+    h.copy_(h + b);  // in place on its own argument, under autograd
+    return lt::tanh(h * b) + lt::sin(b);
+  };
+  auto cache = lt::tools::make_function_cache({.tool = "assume_pure", .trace_once = true});
+  Tensor a = random_tensor({3, 2}, 50).requires_grad_();
+  Tensor b = random_tensor({3, 2}, 51).requires_grad_();
+  for (int i = 0; i < 3; ++i) {
+    Tensor y = lt::tools::call_cached(fn, *cache, a, b);
+    lt::sum(y * y).backward();
+  }
+  EXPECT_EQ(runs, 1);
+  // the reference: the same function with no tool, three backwards accumulated
+  Tensor a2 = a.detach().requires_grad_(), b2 = b.detach().requires_grad_();
+  for (int i = 0; i < 3; ++i) {
+    Tensor h = a2 + b2;
+    Tensor y = lt::tanh(h * b2) + lt::sin(b2);
+    lt::sum(y * y).backward();
+  }
+  expect_close(a.grad(), a2.grad(), 1e-5, "d/da");
+  expect_close(b.grad(), b2.grad(), 1e-5, "d/db");
+}
+
 }  // namespace

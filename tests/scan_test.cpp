@@ -617,4 +617,28 @@ TEST(ScanErrors, BodyOutputThatIsNotAPair) {
       {"[scan]", "must return a pair (new_carry, y)", "[*, *, *]", "std::pair"});
 }
 
+// The body writes its carry in place (the spec's cumsum, acc += x) with gradients on: the
+// update rebinds the body's own handle, and the gradient is still taken with respect to the
+// carry it was given. Where the loop's inputs require grad, the body runs once per call.
+TEST(Scan, InPlaceUpdateOfTheCarryIsDifferentiableAndTheBodyRunsOnce) {
+  int runs = 0;
+  auto cumsum = [&runs](const Tensor& acc, const Tensor& x) {
+    ++runs;
+    Tensor a = acc;
+    a.copy_(a + x);
+    return std::pair{a, a};
+  };
+  Tensor xs = lt::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();
+  lt::metrics::reset();
+  auto [final_carry, ys] = lt::scan(cumsum, lt::tensor({0.0f}), xs);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(counter("LoopTrace"), 1);
+  EXPECT_EQ(counter("LoopBackwardTrace"), 1);
+  (lt::sum(final_carry) + lt::sum(ys)).backward();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(final_carry.to_vector<float>(), (std::vector<float>{6}));
+  // d(final + the prefix sums)/d xs[i] = 1 + (3 - i)
+  EXPECT_EQ(xs.grad().to_vector<float>(), (std::vector<float>{4, 3, 2}));
+}
+
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <lazytrace/lazytrace.h>
 
+#include "expect_error.h"
+
 namespace {
 
 int64_t counter(const char* name) {
@@ -147,6 +149,21 @@ TEST(Footguns, CompileWithAReadInsideRunsAsPlainCode) {
   for (int i = 0; i < 3; ++i) step(x);
   EXPECT_EQ(counter("CompiledFnTrace"), 1);  // tried once, then run as plain code
   EXPECT_EQ(counter("ExecuteCount"), 6);     // the read and the result, each call
+}
+
+// A tensor made inside a traced function has no value outside it: keeping one (in a
+// captured list, a member) and using it after the call is an lt::Error, in an op or a sync.
+TEST(Footguns, ATensorKeptFromInsideATraceIsAnErrorOutsideIt) {
+  std::vector<lt::Tensor> kept;
+  auto f = lt::assume_pure([&kept](const lt::Tensor& x) {
+    kept.push_back(x * 2.0f);
+    return x + 1.0f;
+  });
+  lt::Tensor y = f(lt::tensor({1.0f}));
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{2}));
+  ASSERT_EQ(kept.size(), 1u);
+  expect_error([&] { (void)(kept[0] + 1.0f); }, {"[trace]", "made inside a traced function"});
+  expect_error([&] { (void)kept[0].to_vector<float>(); }, {"made inside a traced function"});
 }
 
 }  // namespace

@@ -41,8 +41,7 @@ void bind_functional(nb::module_& m) {
       nb::arg("input"), nb::arg("ndims"), nb::arg("weight").none(), nb::arg("eps"));
   m.def(
       "layer_norm",
-      [](const Tensor& x, int ndims, std::optional<Tensor> w, std::optional<Tensor> b,
-         double eps) {
+      [](const Tensor& x, int ndims, std::optional<Tensor> w, std::optional<Tensor> b, double eps) {
         Tensor h = widen(x);
         const std::vector<int> dims = last_dims(ndims);
         Tensor c = h - mean(h, dims, true);

@@ -17,7 +17,8 @@ namespace {
 
 // lazytrace.no_grad() / enable_grad(): the C++ guards, entered and left in order on each
 // thread (Python's with-blocks nest)
-thread_local std::vector<std::variant<std::unique_ptr<NoGradGuard>, std::unique_ptr<EnableGradGuard>>>
+thread_local std::vector<
+    std::variant<std::unique_ptr<NoGradGuard>, std::unique_ptr<EnableGradGuard>>>
     g_grad_modes;
 
 nb::dict dict_of(const nn::ParamMap& m) {
@@ -28,14 +29,14 @@ nb::dict dict_of(const nn::ParamMap& m) {
 
 nn::ParamMap map_of(nb::handle d, const char* op) {
   if (!PyDict_Check(d.ptr()))
-    throw nb::type_error((std::string("[") + op + "] expected a dict of name -> Tensor, got " +
-                          kind_of(d))
-                             .c_str());
+    throw nb::type_error(
+        (std::string("[") + op + "] expected a dict of name -> Tensor, got " + kind_of(d)).c_str());
   nn::ParamMap m;
   for (auto [k, v] : nb::cast<nb::dict>(d)) {
     if (!nb::isinstance<nb::str>(k) || !is_tensor(v))
-      throw nb::type_error((std::string("[") + op + "] entry " + nb::cast<std::string>(nb::repr(k)) +
-                            ": expected str -> Tensor, got " + kind_of(k) + " -> " + kind_of(v))
+      throw nb::type_error((std::string("[") + op + "] entry " +
+                            nb::cast<std::string>(nb::repr(k)) + ": expected str -> Tensor, got " +
+                            kind_of(k) + " -> " + kind_of(v))
                                .c_str());
     m.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
   }
@@ -72,20 +73,18 @@ void bind_library(nb::module_& m) {
       .def("zero_grad", &optim::Optimizer::zero_grad)
       .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
       .def_prop_ro("params", &optim::Optimizer::params);
-  nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD")
-      .def(
-          "__init__",
-          [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum,
-             double dampening, double weight_decay, bool nesterov) {
-            new (self) optim::SGD(std::move(params),
-                                  {.lr = lr,
-                                   .momentum = momentum,
-                                   .weight_decay = weight_decay,
-                                   .dampening = dampening,
-                                   .nesterov = nesterov});
-          },
-          nb::arg("params"), nb::arg("lr"), nb::arg("momentum"), nb::arg("dampening"),
-          nb::arg("weight_decay"), nb::arg("nesterov"));
+  nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD").def(
+      "__init__",
+      [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,
+         double weight_decay, bool nesterov) {
+        new (self) optim::SGD(std::move(params), {.lr = lr,
+                                                  .momentum = momentum,
+                                                  .weight_decay = weight_decay,
+                                                  .dampening = dampening,
+                                                  .nesterov = nesterov});
+      },
+      nb::arg("params"), nb::arg("lr"), nb::arg("momentum"), nb::arg("dampening"),
+      nb::arg("weight_decay"), nb::arg("nesterov"));
   nb::class_<optim::AdamW, optim::Optimizer>(m, "_AdamW")
       .def(
           "__init__",

@@ -14,13 +14,13 @@ namespace {
 
 bool is_runtime_error(std::string_view msg) {
   static constexpr std::string_view kRuntimeOps[] = {
-      "[backward]", "[requires_grad_]", "[set_grad]", "[grad]", "[compile]", "[sync]",
-      "[cpu]",      "[ir]",             "[verify]",   "[loop]", "[call]"};
+      "[backward]", "[requires_grad_]", "[set_grad]", "[grad]", "[compile]", "[sync]", "[cpu]",
+      "[ir]",       "[verify]",         "[loop]",     "[call]"};
   for (std::string_view op : kRuntimeOps)
     if (msg.substr(0, op.size()) == op) return true;
-  for (std::string_view what : {"is not pure", "reverse-mode differentiation",
-                                "max_different_graphs", "inside a traced function",
-                                "outside a call", "cannot be written in place"})
+  for (std::string_view what :
+       {"is not pure", "reverse-mode differentiation", "max_different_graphs",
+        "inside a traced function", "outside a call", "cannot be written in place"})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }
@@ -32,10 +32,9 @@ NB_MODULE(_lazytrace, m) {
   namespace py = lazytrace::python;
   m.doc() = "lazytrace: tensor programs traced lazily and compiled once (the C++ library)";
   // held for the life of the process (never released: translators run until exit)
-  static PyObject* trace_read_error =
-      PyErr_NewExceptionWithDoc("lazytrace.TraceReadError",
-                                "A traced function asked for a tensor's value.",
-                                PyExc_RuntimeError, nullptr);
+  static PyObject* trace_read_error = PyErr_NewExceptionWithDoc(
+      "lazytrace.TraceReadError", "A traced function asked for a tensor's value.",
+      PyExc_RuntimeError, nullptr);
   m.attr("TraceReadError") = nb::borrow(trace_read_error);
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

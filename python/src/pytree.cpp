@@ -171,11 +171,10 @@ struct Flattener {
 
 // leaf(i) gives leaf i as a Python object, of `count`
 template <typename Leaf>
-nb::object build_at(const TreeDef& d, size_t& node, const Leaf& leaf, size_t count,
-                    size_t& at) {
+nb::object build_at(const TreeDef& d, size_t& node, const Leaf& leaf, size_t count, size_t& at) {
   const TreeDef::Node& n = d.nodes[node++];
-  nb::handle aux = n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux))
-                              : nb::handle();
+  nb::handle aux =
+      n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux)) : nb::handle();
   switch (n.kind) {
     case TreeDef::Leaf:
       if (at >= count) throw nb::value_error("tree_unflatten: too few leaves");
@@ -208,8 +207,8 @@ nb::object build_at(const TreeDef& d, size_t& node, const Leaf& leaf, size_t cou
 
 void str_at(const TreeDef& d, size_t& node, std::string& s) {
   const TreeDef::Node& n = d.nodes[node++];
-  nb::handle aux = n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux))
-                              : nb::handle();
+  nb::handle aux =
+      n.aux >= 0 ? nb::handle(PyTuple_GET_ITEM(d.aux->get().ptr(), n.aux)) : nb::handle();
   auto items = [&](const char* open, const char* close) {
     s += open;
     for (uint32_t i = 0; i < n.size; ++i) {
@@ -305,9 +304,8 @@ bool TreeDef::operator==(const TreeDef& o) const {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node &a = nodes[i], &b = o.nodes[i];
     if (a.kind != b.kind || a.size != b.size) return false;
-    if (a.aux >= 0 &&
-        !nb::handle(PyTuple_GET_ITEM(aux->get().ptr(), a.aux))
-             .equal(nb::handle(PyTuple_GET_ITEM(o.aux->get().ptr(), b.aux))))
+    if (a.aux >= 0 && !nb::handle(PyTuple_GET_ITEM(aux->get().ptr(), a.aux))
+                           .equal(nb::handle(PyTuple_GET_ITEM(o.aux->get().ptr(), b.aux))))
       return false;
   }
   return true;

@@ -16,8 +16,8 @@ struct TreeDef {
   enum Kind : uint8_t { Leaf, None, Tuple, List, Dict, NamedTuple, Static };
   struct Node {
     Kind kind;
-    uint32_t size;      // children (Tuple, List, Dict, NamedTuple)
-    int32_t aux = -1;   // index into `aux`: a dict's keys (a tuple), a namedtuple's type, a value
+    uint32_t size;     // children (Tuple, List, Dict, NamedTuple)
+    int32_t aux = -1;  // index into `aux`: a dict's keys (a tuple), a namedtuple's type, a value
   };
   std::vector<Node> nodes;
   size_t num_leaves = 0;

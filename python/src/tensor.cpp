@@ -81,22 +81,20 @@ Shape shape_of(nb::handle h, const char* op) {
   std::vector<int64_t> dims;
   if (PyLong_Check(h.ptr())) {
     dims.push_back(nb::cast<int64_t>(h));
-  } else if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) ||
-             nb::hasattr(h, "__len__")) {
+  } else if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || nb::hasattr(h, "__len__")) {
     for (nb::handle d : h) {
       if (PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr())) {
         dims.push_back(PyLong_AsLongLong(d.ptr()));
         continue;
       }
       if (PyBool_Check(d.ptr()) || !nb::hasattr(d, "__index__"))
-        throw nb::type_error((std::string("[") + op + "] a shape holds ints, got " + kind_of(d))
-                                 .c_str());
+        throw nb::type_error(
+            (std::string("[") + op + "] a shape holds ints, got " + kind_of(d)).c_str());
       dims.push_back(nb::cast<int64_t>(d.attr("__index__")()));
     }
   } else {
     throw nb::type_error(
-        (std::string("[") + op + "] expected a shape (ints, or a tuple of ints), got " +
-         kind_of(h))
+        (std::string("[") + op + "] expected a shape (ints, or a tuple of ints), got " + kind_of(h))
             .c_str());
   }
   return Shape(dims);
@@ -160,7 +158,9 @@ nb::object binary(const Tensor& a, nb::handle b, F f) {
 template <typename F>
 nb::object inplace(nb::handle self, nb::handle b, F f) {
   Tensor& a = nb::cast<Tensor&>(self);
-  nb::object r = binary(a, b, f);
+  // under autograd the op reads a handle of its own: the copy_ below gives `a` a new value,
+  // and the op's gradient must still see the old one (h *= b: d/db is the old h)
+  nb::object r = binary(a.requires_grad() ? clone(a) : a, b, f);
   if (r.is(nb::handle(Py_NotImplemented))) return r;
   Tensor v = nb::cast<Tensor>(r);
   if (v.shape() != a.shape())
@@ -229,13 +229,14 @@ Array host_array(const Tensor& t) {
     data = host_data(t);
   }
   auto* keep = new std::shared_ptr<const void>(data);
-  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<std::shared_ptr<const void>*>(p); });
+  nb::capsule owner(keep,
+                    [](void* p) noexcept { delete static_cast<std::shared_ptr<const void>*>(p); });
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   return Array(data.get(), shape.size(), shape.data(), owner, nullptr, dl_dtype(t.dtype()));
 }
 
-// A tensor over an array's memory where it is contiguous, aligned and of a dtype lazytrace
-// has; a copy otherwise (through lazytrace.tensor: numpy converts what it can)
+// A tensor over an array's memory where it is contiguous and aligned (and no copy is asked
+// for); a copy otherwise
 Tensor from_array(nb::handle obj, bool copy) {
   HostArray a;
   if (!nb::try_cast(obj, a))
@@ -260,10 +261,19 @@ Tensor from_array(nb::handle obj, bool copy) {
   const size_t item = itemsize(*d);
   const bool aligned = reinterpret_cast<uintptr_t>(a.data()) % item == 0;
   if (contiguous && aligned && !copy) {
-    auto owner = std::make_shared<PyRef>(obj);
-    return from_blob(a.data(), shape, *d, std::shared_ptr<const void>(owner, owner.get()));
+    // the array view holds what owns the memory (a numpy array, a DLPack capsule); it is
+    // released with the tensor's buffer, from any thread
+    auto* held = new HostArray(a);
+    std::shared_ptr<const void> owner(held->data(), [held](const void*) {
+      if (!Py_IsInitialized()) return;
+      PyGILState_STATE s = PyGILState_Ensure();
+      delete held;
+      PyGILState_Release(s);
+    });
+    return from_blob(a.data(), shape, *d, std::move(owner));
   }
-  // strided or unaligned: gather the elements into a buffer of our own
+  if (contiguous) return copy_from(a.data(), shape, *d);
+  // strided: gather the elements, then copy them into a buffer of our own
   std::vector<char> bytes(static_cast<size_t>(shape.numel()) * item);
   const char* base = static_cast<const char*>(a.data());
   std::vector<int64_t> idx(dims.size(), 0);
@@ -276,8 +286,7 @@ Tensor from_array(nb::handle obj, bool copy) {
       idx[k] = 0;
     }
   }
-  auto store = std::make_shared<std::vector<char>>(std::move(bytes));
-  return from_blob(store->data(), shape, *d, std::shared_ptr<const void>(store, store->data()));
+  return copy_from(bytes.data(), shape, *d);
 }
 
 nb::object item_of(const Tensor& t) {
@@ -343,7 +352,8 @@ void bind_tensor(nb::module_& m) {
           "requires_grad", [](T t) { return t.requires_grad(); },
           [](Tensor& t, bool b) { t.requires_grad_(b); })
       .def(
-          "requires_grad_", [](nb::handle self, bool b) {
+          "requires_grad_",
+          [](nb::handle self, bool b) {
             nb::cast<Tensor&>(self).requires_grad_(b);
             return nb::borrow(self);
           },
@@ -389,16 +399,30 @@ void bind_tensor(nb::module_& m) {
       .def("__neg__", [](T a) { return -a; })
       .def("__pos__", [](T a) { return a; })
       .def("__abs__", [](T a) { return abs(a); })
-      .def("__add__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x + y; }); })
-      .def("__radd__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y + x; }); })
-      .def("__sub__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x - y; }); })
-      .def("__rsub__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y - x; }); })
-      .def("__mul__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x * y; }); })
-      .def("__rmul__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y * x; }); })
-      .def("__truediv__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x / y; }); })
-      .def("__rtruediv__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y / x; }); })
-      .def("__pow__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return pow(x, y); }); })
-      .def("__rpow__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return pow(y, x); }); })
+      .def("__add__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x + y; }); })
+      .def("__radd__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y + x; }); })
+      .def("__sub__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x - y; }); })
+      .def("__rsub__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y - x; }); })
+      .def("__mul__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x * y; }); })
+      .def("__rmul__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y * x; }); })
+      .def("__truediv__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x / y; }); })
+      .def("__rtruediv__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y / x; }); })
+      .def("__pow__",
+           [](T a, nb::handle b) {
+             return binary(a, b, [](auto& x, auto& y) { return pow(x, y); });
+           })
+      .def("__rpow__",
+           [](T a, nb::handle b) {
+             return binary(a, b, [](auto& x, auto& y) { return pow(y, x); });
+           })
       .def("__matmul__",
            [](T a, nb::handle b) -> nb::object {
              if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
@@ -409,25 +433,56 @@ void bind_tensor(nb::module_& m) {
              if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
              return nb::cast(matmul(tensor_of(b), a));
            })
-      .def("__eq__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); })
-      .def("__ne__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); })
-      .def("__lt__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); })
-      .def("__le__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x <= y; }); })
-      .def("__gt__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x > y; }); })
-      .def("__ge__", [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x >= y; }); })
-      .def("__iadd__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x + y; }); })
-      .def("__isub__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x - y; }); })
-      .def("__imul__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x * y; }); })
-      .def("__itruediv__", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x / y; }); })
-      .def("add_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x + y; }); })
-      .def("sub_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x - y; }); })
-      .def("mul_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x * y; }); })
-      .def("div_", [](nb::handle s, nb::handle b) { return inplace(s, b, [](auto& x, auto& y) { return x / y; }); })
+      .def("__eq__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); })
+      .def("__ne__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); })
+      .def("__lt__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); })
+      .def("__le__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x <= y; }); })
+      .def("__gt__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x > y; }); })
+      .def("__ge__",
+           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x >= y; }); })
+      .def("__iadd__",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x + y; });
+           })
+      .def("__isub__",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x - y; });
+           })
+      .def("__imul__",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x * y; });
+           })
+      .def("__itruediv__",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x / y; });
+           })
+      .def("add_",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x + y; });
+           })
+      .def("sub_",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x - y; });
+           })
+      .def("mul_",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x * y; });
+           })
+      .def("div_",
+           [](nb::handle s, nb::handle b) {
+             return inplace(s, b, [](auto& x, auto& y) { return x / y; });
+           })
       .def("__hash__", [](T t) { return reinterpret_cast<intptr_t>(t.impl().get()); })
       // the layout methods a model calls per layer, with torch's argument forms
       .def("reshape", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "reshape")); })
       .def("view", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "view")); })
-      .def("permute", [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims))); })
+      .def("permute",
+           [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims))); })
       .def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); })
       .def("unsqueeze", [](T t, int d) { return unsqueeze(t, d); });
 
@@ -473,16 +528,16 @@ void bind_tensor(nb::module_& m) {
   LT_UNARY_FN(clone)
 #undef LT_UNARY_FN
 
-#define LT_BINARY_FN(name)                                                              \
-  m.def(#name, [](nb::handle a, nb::handle b) {                                         \
-    if (!is_tensor(a) && is_tensor(b)) {                      \
-      Scalar s(0.0);                                                                    \
+#define LT_BINARY_FN(name)                                                                   \
+  m.def(#name, [](nb::handle a, nb::handle b) {                                              \
+    if (!is_tensor(a) && is_tensor(b)) {                                                     \
+      Scalar s(0.0);                                                                         \
       if (scalar_of(a, s)) return name(full_like_scalar(nb::cast<T>(b), s), nb::cast<T>(b)); \
-    }                                                                                   \
-    Tensor x = as_tensor(a, #name);                                                     \
-    Scalar s(0.0);                                                                      \
-    if (!is_tensor(b) && scalar_of(b, s)) return name(x, full_like_scalar(x, s)); \
-    return name(x, as_tensor(b, #name));                                                \
+    }                                                                                        \
+    Tensor x = as_tensor(a, #name);                                                          \
+    Scalar s(0.0);                                                                           \
+    if (!is_tensor(b) && scalar_of(b, s)) return name(x, full_like_scalar(x, s));            \
+    return name(x, as_tensor(b, #name));                                                     \
   });
   LT_BINARY_FN(add)
   LT_BINARY_FN(sub)
@@ -499,10 +554,8 @@ void bind_tensor(nb::module_& m) {
 #undef LT_BINARY_FN
   m.def("pow", [](nb::handle a, nb::handle b) -> Tensor {
     Scalar s(0.0);
-    if (is_tensor(a) && !is_tensor(b) && scalar_of(b, s))
-      return pow(nb::cast<T>(a), s);
-    if (!is_tensor(a) && is_tensor(b) && scalar_of(a, s))
-      return pow(s, nb::cast<T>(b));
+    if (is_tensor(a) && !is_tensor(b) && scalar_of(b, s)) return pow(nb::cast<T>(a), s);
+    if (!is_tensor(a) && is_tensor(b) && scalar_of(a, s)) return pow(s, nb::cast<T>(b));
     return pow(as_tensor(a, "pow"), as_tensor(b, "pow"));
   });
   m.def("matmul", [](T a, T b) { return matmul(a, b); });
@@ -514,23 +567,34 @@ void bind_tensor(nb::module_& m) {
     return where(c, as_tensor(a, "where"), as_tensor(b, "where"));
   });
   m.def("astype", [](T t, DType d) { return astype(t, d); });
-  m.def("sum", [](T t, nb::handle dims, bool keepdim) {
-    return dims.is_none() ? (keepdim ? sum(t, dims_all(t), true) : sum(t)) : sum(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
-  m.def("mean", [](T t, nb::handle dims, bool keepdim) {
-    return dims.is_none() ? (keepdim ? mean(t, dims_all(t), true) : mean(t)) : mean(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
-  m.def("amax", [](T t, nb::handle dims, bool keepdim) {
-    return dims.is_none() ? (keepdim ? amax(t, dims_all(t), true) : amax(t)) : amax(t, dims_of(dims), keepdim);
-  }, nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
+  m.def(
+      "sum",
+      [](T t, nb::handle dims, bool keepdim) {
+        return dims.is_none() ? (keepdim ? sum(t, dims_all(t), true) : sum(t))
+                              : sum(t, dims_of(dims), keepdim);
+      },
+      nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
+  m.def(
+      "mean",
+      [](T t, nb::handle dims, bool keepdim) {
+        return dims.is_none() ? (keepdim ? mean(t, dims_all(t), true) : mean(t))
+                              : mean(t, dims_of(dims), keepdim);
+      },
+      nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
+  m.def(
+      "amax",
+      [](T t, nb::handle dims, bool keepdim) {
+        return dims.is_none() ? (keepdim ? amax(t, dims_all(t), true) : amax(t))
+                              : amax(t, dims_of(dims), keepdim);
+      },
+      nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def("softmax", [](T t, int dim) { return softmax(t, dim); });
   m.def("log_softmax", [](T t, int dim) { return log_softmax(t, dim); });
   m.def("reshape", [](T t, nb::handle shape) { return reshape(t, shape_of(shape, "reshape")); });
   m.def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); });
   m.def("permute", [](T t, nb::handle dims) { return permute(t, dims_of(dims)); });
-  m.def("broadcast_to", [](T t, nb::handle shape) {
-    return broadcast_to(t, shape_of(shape, "broadcast_to"));
-  });
+  m.def("broadcast_to",
+        [](T t, nb::handle shape) { return broadcast_to(t, shape_of(shape, "broadcast_to")); });
   m.def("slice", [](T t, int dim, int64_t start, int64_t stop, int64_t step) {
     return slice(t, dim, start, stop, step);
   });
@@ -540,7 +604,8 @@ void bind_tensor(nb::module_& m) {
   m.def("concat", [](const std::vector<Tensor>& ts, int dim) { return concat(ts, dim); });
   m.def("stack", [](const std::vector<Tensor>& ts, int dim) { return stack(ts, dim); });
   m.def("index_select", [](T t, int dim, T index) { return index_select(t, dim, index); });
-  m.def("index_add", [](T t, int dim, T index, T source) { return index_add(t, dim, index, source); });
+  m.def("index_add",
+        [](T t, int dim, T index, T source) { return index_add(t, dim, index, source); });
   m.def("cross_entropy", [](T logits, T targets, int64_t ignore_index) {
     return nn::cross_entropy(logits, targets, ignore_index);
   });

@@ -41,8 +41,8 @@ struct SlotScope {
   ~SlotScope() { slot.fn = prev; }
 };
 
-void flatten_call(nb::handle args, nb::handle kwargs, pytree::Flat& flat, TreeDef* a,
-                  TreeDef* k, const char* tool) {
+void flatten_call(nb::handle args, nb::handle kwargs, pytree::Flat& flat, TreeDef* a, TreeDef* k,
+                  const char* tool) {
   flatten_tree(args, flat, a, "args", tool);
   flatten_tree(kwargs, flat, k, "kwargs", tool);
 }
@@ -104,8 +104,8 @@ struct PyFunction {
     flatten_call(args, kwargs, flat, nullptr, nullptr, tool);
     nb::object result;
     if (!eager.count(flat.hash)) {
-      const bool traced = tools::run_traced(
-          [&] { result = call_cached(fn, args, kwargs); }, options);
+      const bool traced =
+          tools::run_traced([&] { result = call_cached(fn, args, kwargs); }, options);
       if (!traced) eager.insert(flat.hash);
     }
     if (!result.is_valid()) result = fn(*args, **kwargs);
@@ -151,12 +151,12 @@ void bind_tools(nb::module_& m) {
               self->hold_fn = true;
               self->options = CompileOptions{full_graph, name.empty() ? "compiled" : name,
                                              max_different_graphs};
-              self->cache = tools::make_function_cache({.tool = "compile",
-                                                        .name = self->options.name,
-                                                        .max_different_graphs =
-                                                            max_different_graphs,
-                                                        .count_as_compile = true,
-                                                        .functional_writes = true});
+              self->cache =
+                  tools::make_function_cache({.tool = "compile",
+                                              .name = self->options.name,
+                                              .max_different_graphs = max_different_graphs,
+                                              .count_as_compile = true,
+                                              .functional_writes = true});
             } else {
               self->tool = "assume_pure";
               self->cache = tools::make_function_cache(
@@ -192,8 +192,8 @@ void bind_tools(nb::module_& m) {
         tools::ScanArgs args;
         args.init = fc.leaves;
         args.xs = fx.leaves;
-        args.options = ScanOptions{reverse, is_fn_pure,
-                                   remat == "save" ? Remat::save : Remat::recompute};
+        args.options =
+            ScanOptions{reverse, is_fn_pure, remat == "save" ? Remat::save : Remat::recompute};
         args.tool = tool;
         if (is_fn_pure) {
           // the function by identity: a cached body holds it, so its id is not reused
@@ -220,8 +220,8 @@ void bind_tools(nb::module_& m) {
           nb::object slice = body->x.build(x);
           nb::object r = call_python([&] { return body->fn->get()(carry, slice); });
           if (!(PyTuple_Check(r.ptr()) || PyList_Check(r.ptr())) || nb::len(r) != 2)
-            fail(tool, "the body function must return a pair (new_carry, y), got ",
-                 kind_of(r), ". Return (carry, None) where there is no y.");
+            fail(tool, "the body function must return a pair (new_carry, y), got ", kind_of(r),
+                 ". Return (carry, None) where there is no y.");
           nb::object nc = r[0], y = r[1];
           pytree::Flat fnc;
           flatten_tree(nc, fnc, nullptr, "carry", tool);

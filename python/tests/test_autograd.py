@@ -114,3 +114,16 @@ def test_backward_errors_are_runtime_errors():
         (lt.ones(2, requires_grad=True) * 2).backward()
     with pytest.raises(RuntimeError, match="floating"):
         lt.ones(2, dtype=lt.int64).requires_grad_()
+
+
+def test_in_place_operators_keep_the_gradient_of_the_old_value():
+    x0, b0 = np.array([2.0, 3.0]), np.array([5.0, 7.0])
+    x = lt.tensor(x0, dtype=lt.float64, requires_grad=True)
+    b = lt.tensor(b0, dtype=lt.float64, requires_grad=True)
+    h = x * 1.0
+    h *= b  # d/db of sum(h) is the old h, d/dx is b
+    h += x
+    (h * h).sum().backward()
+    f = lambda xv, bv: ((xv * bv + xv) ** 2).sum()  # noqa: E731
+    np.testing.assert_allclose(b.grad.numpy(), numeric_grad(lambda v: f(x0, v), b0), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), numeric_grad(lambda v: f(v, b0), x0), rtol=1e-6)

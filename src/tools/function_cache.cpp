@@ -3,8 +3,8 @@
 // cache-miss explanations.
 #include "lazytrace/tools/function_cache.h"
 
-#include <cstdio>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <list>
 #include <mutex>
@@ -12,14 +12,15 @@
 #include <unordered_map>
 
 #include "autograd/tape.h"
-#include "tools/arguments.h"
 #include "lazytrace/ops/ops.h"
 #include "metrics/known.h"
+#include "tools/arguments.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::tools {
-
+namespace {
 std::atomic<int64_t> g_live_traces{0};
+}  // namespace
 
 struct Entry {
   Entry() { g_live_traces.fetch_add(1, std::memory_order_relaxed); }

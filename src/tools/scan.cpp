@@ -443,7 +443,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
     bool inputs_need_grad = false;
     if (autograd::grad_enabled())
       for (const auto* list : {&a.init, &a.xs, &a.consts})
-        for (const Tensor* t : *list) inputs_need_grad = inputs_need_grad || autograd::requires_grad(*t);
+        for (const Tensor* t : *list)
+          inputs_need_grad = inputs_need_grad || autograd::requires_grad(*t);
     if (inputs_need_grad) {
       e = new_entry(fn, carry, slice, const_types);
       e->diff[a.options.remat == Remat::save ? 0 : 1] = make_diff(*e, a.options.remat, tool, true);

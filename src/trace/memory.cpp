@@ -2,6 +2,7 @@
 #include "lazytrace/trace/memory.h"
 
 #include <cstdint>
+#include <cstring>
 
 #include "trace/tensor_impl.h"
 
@@ -15,9 +16,19 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype,
     fail("from_blob", "got a null pointer for ", dtype_short(dtype), shape.str(),
          "; pass the address of the first element.");
   if (reinterpret_cast<uintptr_t>(data) % item != 0)
-    fail("from_blob", "the memory of ", dtype_short(dtype), shape.str(),
-         " is not aligned to its ", item, "-byte elements; copy it first.");
+    fail("from_blob", "the memory of ", dtype_short(dtype), shape.str(), " is not aligned to its ",
+         item, "-byte elements; copy it first.");
   auto buffer = std::make_shared<runtime::Buffer>(data, bytes, std::move(owner));
+  return trace::make_materialized(std::move(buffer), dtype, shape);
+}
+
+Tensor copy_from(const void* data, const Shape& shape, DType dtype) {
+  const auto bytes = static_cast<size_t>(shape.numel()) * itemsize(dtype);
+  if (!data && bytes > 0)
+    fail("copy_from", "got a null pointer for ", dtype_short(dtype), shape.str(),
+         "; pass the address of the first element.");
+  runtime::BufferPtr buffer = runtime::make_buffer(bytes);
+  if (bytes > 0) std::memcpy(buffer->data(), data, bytes);
   return trace::make_materialized(std::move(buffer), dtype, shape);
 }
 

@@ -4,6 +4,7 @@
  * consumers, memory-mapped files).
  *
  *   auto t = lt::from_blob(ptr, {2, 3}, lt::float32, owner);   // reads ptr, copies nothing
+ *   auto u = lt::copy_from(ptr, {2, 3}, lt::float32);          // a tensor of its own
  *   std::shared_ptr<const void> p = lt::host_data(y);          // y's elements, kept alive
  */
 #include <memory>
@@ -20,6 +21,10 @@ namespace lazytrace {
  */
 Tensor from_blob(const void* data, const Shape& shape, DType dtype,
                  std::shared_ptr<const void> owner);
+
+/** A materialized tensor holding a copy of numel(shape) contiguous row-major elements of
+ * `dtype` at `data` (any alignment). */
+Tensor copy_from(const void* data, const Shape& shape, DType dtype);
 
 /**
  * The elements of t (materializing it): contiguous, row-major, in t's dtype, valid and
