@@ -124,7 +124,8 @@ def tracing(layers, reps):
     return rows
 
 
-def python_step(layers, stacked, steps):
+def python_step(layers, stacked, steps, zero_grad_first=False):
+    """Median step time, and the median time to record it (before the sync)."""
     cfg = spec_config(layers)
     lt.manual_seed(0)
     model = (Decoder(cfg, layers_mode="scan", stacked=True) if stacked
@@ -133,25 +134,32 @@ def python_step(layers, stacked, steps):
     rng = np.random.default_rng(0)
     data = lt.tensor(rng.integers(0, 256, size=(2, 9)))
     tokens, targets = data[:, :8], data[:, 1:].reshape(16)
+    recorded = []
 
     def step():
+        t0 = time.perf_counter()
+        if zero_grad_first:  # torch's habit: the gradients stay live outputs of the graph
+            opt.zero_grad()
         loss = F.cross_entropy(model(tokens).reshape(16, 256), targets)
         loss.backward()
         opt.step()
         # the gradients dropped before the sync, as the C++ step does: no graph output
         # needs them, so each one is computed inside its AdamW update
-        opt.zero_grad()
+        if not zero_grad_first:
+            opt.zero_grad()
+        recorded.append(time.perf_counter() - t0)
         lt.sync()  # the step's one graph: forward, backward and the update (xm.mark_step)
         return loss.item()
 
     for _ in range(3):
         step()
+    recorded.clear()
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(recorded)
 
 
 def cli_step(cli, layers, steps):
@@ -166,15 +174,30 @@ def cli_step(cli, layers, steps):
     return float(m.group(1)) / 1e3 if m else None
 
 
-def training(layers, cli, steps):
-    t_stacked = python_step(layers, True, steps)
-    t_modules = python_step(layers, False, steps)
-    rows = [(f"Python, scan over stacked layers ({layers} layers)", t_stacked * 1e3, "ms"),
+def training(layers, cli, steps, rounds=3):
+    """The Python step and the C++ step alternated `rounds` times (the VM drifts): medians."""
+    py, cpp, rec = [], [], []
+    for _ in range(rounds):
+        t, r = python_step(layers, True, steps)
+        py.append(t)
+        rec.append(r)
+        if cli:
+            cpp.append(cli_step(cli, layers, steps))
+    t_stacked = statistics.median(py)
+    t_first = python_step(layers, True, steps, zero_grad_first=True)[0]
+    t_modules = python_step(layers, False, steps)[0]
+    rows = [(f"Python, scan over stacked layers ({layers} layers), median of {rounds} runs",
+             t_stacked * 1e3, "ms"),
+            ("of which recording it (before the sync)", statistics.median(rec) * 1e3, "ms"),
+            ("the same with zero_grad() first (gradients live at the sync)", t_first * 1e3, "ms"),
             ("Python, scan_layers over per-layer modules", t_modules * 1e3, "ms")]
     if cli:
-        t_cpp = cli_step(cli, layers, steps)
-        rows.append(("C++ (lazytrace train --layers-mode scan)", t_cpp * 1e3, "ms"))
+        t_cpp = statistics.median(cpp)
+        rows.append((f"C++ (lazytrace train --layers-mode scan), median of {rounds} runs",
+                     t_cpp * 1e3, "ms"))
         rows.append(("Python stacked / C++", t_stacked / t_cpp, "x"))
+        rows.append(("runs, Python / C++ (ms)", 0, " ".join(
+            f"{a * 1e3:.1f}/{b * 1e3:.1f}" for a, b in zip(py, cpp))))
     return rows
 
 
@@ -195,7 +218,12 @@ def main():
     ):
         print(f"\n| {title} | value |\n|---|---|")
         for name, v, unit in rows:
-            print(f"| {name} | {v:.3g} {unit} |" if unit != "x" else f"| {name} | {v:.2f}x |")
+            if unit == "x":
+                print(f"| {name} | {v:.2f}x |")
+            elif not v:  # a row of text
+                print(f"| {name} | {unit} |")
+            else:
+                print(f"| {name} | {v:.3g} {unit} |")
 
 
 if __name__ == "__main__":

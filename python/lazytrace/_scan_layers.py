@@ -13,7 +13,11 @@ _COUNT = "_layer"  # weightless layers scan over their indices
 
 
 def _body_for(layer):
-    body = _BODIES.get(layer)
+    # one body per train()/eval() state of the layer's modules: a traced body kept for
+    # is_layer_pure has the state it was traced in (dropout on or off) built in
+    bodies = _BODIES.setdefault(layer, {})
+    modes = tuple(m.training for m in layer.modules())
+    body = bodies.get(modes)
     if body is None:
         ref = weakref.ref(layer)
 
@@ -24,7 +28,7 @@ def _body_for(layer):
             weights = {k: v for k, v in x.items() if k != _COUNT}
             return functional_call(ref(), weights, args), None
 
-        _BODIES[layer] = body
+        bodies[modes] = body
     return body
 
 
@@ -42,11 +46,12 @@ def scan_layers(layers, input_data, is_layer_pure=False, remat="save"):
     if not layers:
         return input_data
     first = layers[0]
-    xs = {}
+    per_kind = []
     for kind in ("parameter", "buffer"):
-        ref = _named(first, kind)
-        for i, layer in enumerate(layers[1:], start=1):
-            got = _named(layer, kind)
+        named = [_named(layer, kind) for layer in layers]  # each layer walked once
+        ref = named[0]
+        for i, got in enumerate(named[1:], start=1):
+            layer = layers[i]
             if list(got) != list(ref):
                 missing = [n for n in ref if n not in got]
                 extra = [n for n in got if n not in ref]
@@ -62,14 +67,14 @@ def scan_layers(layers, input_data, is_layer_pure=False, remat="save"):
                         f"[scan_layers] layer {i} {kind} '{name}' is {t.type_str()} but layer 0's "
                         f"is {r.type_str()}; scan_layers needs layers of one shape"
                     )
-        for name in ref:
-            xs[name] = stack([_named(layer, kind)[name] for layer in layers])
+        per_kind.append(named)
     for i, layer in enumerate(layers[1:], start=1):
         if type(layer) is not type(first):
             raise ValueError(
                 f"[scan_layers] layer {i} is a {type(layer).__name__} but layer 0 is a "
                 f"{type(first).__name__}: scan_layers runs layer 0's forward on every layer's "
                 "weights, so the layers must be of one class")
+    xs = {name: stack([n[name] for n in named]) for named in per_kind for name in named[0]}
     if not xs:  # weightless layers: something to count iterations by
         xs[_COUNT] = arange(len(layers))
     carry, _ = _C.scan(_body_for(first), input_data, xs, is_layer_pure, False, remat,

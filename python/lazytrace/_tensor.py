@@ -96,8 +96,12 @@ def _finish(t, requires_grad):
 
 
 def _creator(name, make):
-    def create(*size, dtype=None, device=None, requires_grad=False, size_=None):
+    def create(*size, dtype=None, device=None, requires_grad=False, **kw):
         _check_device(device, name)
+        if "size" in kw:  # torch's keyword form: zeros(size=(2, 3))
+            size = (kw.pop("size"),)
+        if kw:
+            raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kw))}'")
         d = _check_dtype(dtype, name) or _C.dtype.float32
         return _finish(make(_size(size, name), d), requires_grad)
 
@@ -317,6 +321,8 @@ def argmin(input, dim=None, keepdim=False):
 
 def max(input, dim=None, keepdim=False, *, other=None):
     """max(t): the largest element; max(t, dim): (values, indices); max(a, b): maximum."""
+    if other is not None:
+        return maximum(input, other)
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -324,7 +330,9 @@ def max(input, dim=None, keepdim=False, *, other=None):
     return _MinMax(amax(input, dim, keepdim), argmax(input, dim, keepdim))
 
 
-def min(input, dim=None, keepdim=False):
+def min(input, dim=None, keepdim=False, *, other=None):
+    if other is not None:
+        return minimum(input, other)
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -391,9 +399,11 @@ clip = clamp
 def floor(input):
     if input.dtype not in _FLOATING:
         return input
-    # through int64 (toward zero), one down where that rounded up
+    # through int64 (toward zero), one down where that rounded up; from 2**52 on every float
+    # is an integer already (and inf and nan stay as they are)
     t = _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
-    return t - _C.astype(t > input, input.dtype)
+    t = t - _C.astype(t > input, input.dtype)
+    return where(_C.abs(input) < 4503599627370496.0, t, input)
 
 
 def ceil(input):
@@ -403,7 +413,8 @@ def ceil(input):
 def trunc(input):
     if input.dtype not in _FLOATING:
         return input
-    return _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
+    t = _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
+    return where(_C.abs(input) < 4503599627370496.0, t, input)
 
 
 def round(input):
@@ -665,6 +676,10 @@ def _getitem(self, idx):
 def _setitem(self, idx, value):
     """t[idx] = value with torch's semantics (every holder sees it), for the indices
     __getitem__ takes: the positions the index picks get the value, the rest keep theirs."""
+    if isinstance(idx, Tensor) and idx.dtype == _C.dtype.bool:  # x[mask] = v
+        v = value if isinstance(value, Tensor) else full_like(self, value)
+        self.copy_(where(idx, _C.astype(v, self.dtype), self))
+        return
     n = self.numel()
     picked = _getitem(_C.reshape(arange(n), self.shape), idx)  # flat positions, index-shaped
     flat = _C.reshape(picked, (-1,))
@@ -766,6 +781,13 @@ def _deepcopy(self, memo):
     return new
 
 
+def _in_place(self, fn, *args):
+    """self.copy_(fn(self, *args)), with fn reading a handle of its own under autograd: the
+    copy gives self a new value, and fn's gradient must still see the old one."""
+    src = _C.clone(self) if _C.is_grad_enabled() else self
+    return self.copy_(fn(src, *args))
+
+
 def _zero_(self):
     return self.copy_(zeros_like(self))
 
@@ -858,7 +880,7 @@ def _install_methods():
         "tan": tan,
         "zero_": _zero_,
         "fill_": _fill_,
-        "clamp_": lambda s, min=None, max=None: s.copy_(clamp(s, min, max)),
+        "clamp_": lambda s, min=None, max=None: _in_place(s, clamp, min, max),
         "numel": T.numel,
         "element_size": lambda s: s.dtype.itemsize,
         "nelement": T.numel,
@@ -868,12 +890,12 @@ def _install_methods():
     for name in ("neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu",
                  "sqrt", "rsqrt", "abs", "erf", "clone"):
         methods[name] = getattr(_C, name)
-        methods[name + "_"] = (lambda f: lambda s: s.copy_(f(s)))(getattr(_C, name))
+        methods[name + "_"] = (lambda f: lambda s: _in_place(s, f))(getattr(_C, name))
     for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
                  "gt", "ge"):
         methods[name] = getattr(_C, name)
     methods["negative"] = _C.neg
-    methods["pow_"] = lambda s, e: s.copy_(_C.pow(s, e))
+    methods["pow_"] = lambda s, e: _in_place(s, _C.pow, e)
     method_type = type(T.numel)  # the extension's own methods bind self already
     for name, fn in methods.items():
         if callable(fn) and not isinstance(fn, (types.FunctionType, method_type, property)):
@@ -891,3 +913,4 @@ def _as_method(f):
 
 
 _install_methods()
+Tensor.__array_ufunc__ = None  # ndarray + t is t.__radd__(ndarray): a Tensor, as in torch

@@ -165,23 +165,35 @@ def sync(tensors=None):
 
 
 class _GradMode:
+    """A context manager and decorator that sets grad mode on this thread and restores it."""
+
     enabled = False
 
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)  # the bare decorator form: @lt.no_grad
+
     def __enter__(self):
-        _C._push_grad_mode(self.enabled)
+        self.prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.enabled)
         return self
 
     def __exit__(self, *exc):
-        _C._pop_grad_mode()
+        _C._set_grad_enabled(self.prev)
         return False
 
     def __call__(self, fn):
-        mode = type(self)
+        enabled = self.enabled
 
         @functools.wraps(fn)
         def run(*args, **kwargs):
-            with mode():
+            prev = _C.is_grad_enabled()
+            _C._set_grad_enabled(enabled)
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _C._set_grad_enabled(prev)
 
         return run
 
@@ -199,15 +211,20 @@ class enable_grad(_GradMode):
 
 
 class set_grad_enabled(_GradMode):
+    """Sets grad mode now (torch.set_grad_enabled(False) as a statement); as a context
+    manager or decorator, only for the block or the call."""
+
+    def __new__(cls, mode):
+        return object.__new__(cls)
+
     def __init__(self, mode):
         self.enabled = bool(mode)
+        self.prev = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.enabled)
+
+    def __enter__(self):
+        return self
 
     def __call__(self, fn):
-        enabled = self.enabled
-
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
-            with set_grad_enabled(enabled):
-                return fn(*args, **kwargs)
-
-        return run
+        _C._set_grad_enabled(self.prev)  # a decorator sets the mode per call, not now
+        return super().__call__(fn)

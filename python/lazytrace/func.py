@@ -20,7 +20,7 @@ def _merge(parameter_and_buffer_dicts):
     return merged
 
 
-def _owner(module, name):
+def _owner(module, name):  # the module holding a dotted name's tensor, and its own name
     *path, leaf = name.split(".")
     for p in path:
         sub = module._modules.get(p) if hasattr(module, "_modules") else None
@@ -30,47 +30,53 @@ def _owner(module, name):
     return module, leaf
 
 
+def _slots(module):
+    """Every (store dict, key) holding a parameter or buffer, under each of its names (a tied
+    weight has several), by dotted name."""
+    out = {}
+    for prefix, m in module.named_modules(remove_duplicate=False):
+        for store in ("_parameters", "_buffers"):
+            d = m.__dict__[store]
+            for k, t in d.items():
+                if t is not None:
+                    out[prefix + ("." if prefix else "") + k] = (d, k, t)
+    return out
+
+
 @contextlib.contextmanager
-def _reparametrize(module, tensors, strict):
+def _reparametrize(module, tensors, strict, tie_weights):
+    slots = _slots(module)
+    if strict:
+        missing = sorted(set(slots) - set(tensors))
+        unexpected = sorted(set(tensors) - set(slots))
+        if missing or unexpected:
+            raise ValueError(f"[functional_call] strict: missing {missing}, unexpected {unexpected}")
+    by_id = {}  # tied weights: every name of a replaced tensor takes the replacement
+    for name, (_, _, t) in slots.items():
+        by_id.setdefault(id(t), []).append(name)
+    plan = {}
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"[functional_call] '{name}' must be a Tensor, got {type(t).__name__}")
+        if name not in slots:
+            raise ValueError(
+                f"[functional_call] '{name}' names no parameter or buffer of {type(module).__name__}"
+            )
+        for alias in by_id[id(slots[name][2])] if tie_weights else [name]:
+            if alias == name or alias not in tensors:
+                plan[alias] = t
     saved = []
     try:
-        known = set(n for n, _ in module.named_parameters()) | set(
-            n for n, _ in module.named_buffers()
-        )
-        if strict:
-            missing = sorted(known - set(tensors))
-            unexpected = sorted(set(tensors) - known)
-            if missing or unexpected:
-                raise ValueError(
-                    f"[functional_call] strict: missing {missing}, unexpected {unexpected}"
-                )
-        for name, t in tensors.items():
-            if not isinstance(t, Tensor):
-                raise TypeError(
-                    f"[functional_call] '{name}' must be a Tensor, got {type(t).__name__}"
-                )
-            owner, leaf = _owner(module, name)
-            if owner is None or name not in known:
-                raise ValueError(
-                    f"[functional_call] '{name}' names no parameter or buffer of "
-                    f"{type(module).__name__}"
-                )
-            for store in ("_parameters", "_buffers"):
-                d = owner.__dict__[store]
-                if leaf in d:
-                    saved.append((d, leaf, d[leaf]))
-                    d[leaf] = t
-                    _changed()
-                    break
-            else:
-                raise ValueError(
-                    f"[functional_call] '{name}' names no parameter or buffer of "
-                    f"{type(module).__name__}"
-                )
+        for name, t in plan.items():
+            d, k, old = slots[name]
+            saved.append((d, k, old))
+            d[k] = t
+        if saved:
+            _changed()
         yield
     finally:
-        for d, leaf, old in reversed(saved):
-            d[leaf] = old
+        for d, k, old in reversed(saved):
+            d[k] = old
         if saved:
             _changed()
 
@@ -85,5 +91,5 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
-    with _reparametrize(module, tensors, strict):
+    with _reparametrize(module, tensors, strict, tie_weights):
         return module(*args, **(kwargs or {}))

@@ -3,23 +3,12 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/unique_ptr.h>
-#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
-
-#include <memory>
-#include <variant>
 
 #include "bindings.h"
 
 namespace lazytrace::python {
 namespace {
-
-// lazytrace.no_grad() / enable_grad(): the C++ guards, entered and left in order on each
-// thread (Python's with-blocks nest)
-thread_local std::vector<
-    std::variant<std::unique_ptr<NoGradGuard>, std::unique_ptr<EnableGradGuard>>>
-    g_grad_modes;
 
 nb::dict dict_of(const nn::ParamMap& m) {
   nb::dict d;
@@ -48,15 +37,7 @@ nn::ParamMap map_of(nb::handle d, const char* op) {
 void bind_library(nb::module_& m) {
   // ---- grad mode
   m.def("is_grad_enabled", &is_grad_enabled);
-  m.def("_push_grad_mode", [](bool enabled) {
-    if (enabled)
-      g_grad_modes.emplace_back(std::make_unique<EnableGradGuard>());
-    else
-      g_grad_modes.emplace_back(std::make_unique<NoGradGuard>());
-  });
-  m.def("_pop_grad_mode", [] {
-    if (!g_grad_modes.empty()) g_grad_modes.pop_back();
-  });
+  m.def("_set_grad_enabled", &set_grad_enabled);
   m.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

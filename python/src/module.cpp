@@ -18,9 +18,9 @@ bool is_runtime_error(std::string_view msg) {
       "[ir]",       "[verify]",         "[loop]",     "[call]"};
   for (std::string_view op : kRuntimeOps)
     if (msg.substr(0, op.size()) == op) return true;
-  for (std::string_view what :
-       {"is not pure", "reverse-mode differentiation", "max_different_graphs",
-        "inside a traced function", "outside a call", "cannot be written in place"})
+  for (std::string_view what : {"is not pure", "reverse-mode differentiation",
+                                "max_different_graphs", "inside a traced function",
+                                "outside a call", "cannot be written in place", "can't be cast"})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }

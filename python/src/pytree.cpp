@@ -31,6 +31,7 @@ struct Flattener {
   nb::list aux;
   const char* root;
   const char* tool;
+  nb::list* keep;
   std::vector<Step> path;
 
   std::string path_str() const {
@@ -66,6 +67,7 @@ struct Flattener {
     if (is_tensor(h)) {
       at_here();
       flat.add_leaf(tensor_of(h));
+      if (keep) keep->append(h);
       if (def) {
         def->nodes.push_back({TreeDef::Leaf, 0, -1});
         ++def->num_leaves;
@@ -145,7 +147,7 @@ struct Flattener {
           // within the process, which is what the trace caches need)
           flat.mix(static_cast<uint64_t>(PyObject_Hash(k)));
         } else if (PyLong_Check(k)) {
-          flat.mix(static_cast<uint64_t>(PyLong_AsLongLong(k)) ^ 0x1e7);
+          flat.mix(static_cast<uint64_t>(PyObject_Hash(k)) ^ 0x1e7);
         } else {
           throw nb::type_error((std::string("[") + tool + "] " + path_str() +
                                 " is a dict with a key of type " + kind_of(k) +
@@ -258,8 +260,8 @@ void collect_leaves(nb::handle h, nb::list& out) {
 }  // namespace
 
 void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
-                  const char* tool) {
-  Flattener f{flat, def, nb::list(), root, tool, {}};
+                  const char* tool, nb::list* keep) {
+  Flattener f{flat, def, nb::list(), root, tool, keep, {}};
   f.walk(tree);
   if (def) def->aux = std::make_shared<PyRef>(nb::tuple(f.aux));
 }

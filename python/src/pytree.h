@@ -34,11 +34,13 @@ struct TreeDef {
 };
 
 /**
- * Flattens `tree` into `flat` (leaves by address: `tree` must outlive `flat`'s use) and,
- * if `def` is given, its structure. `root` names the tree in errors ("args"), `tool` the
- * caller ("[assume_pure] args[1]['w'] is a ...").
+ * Flattens `tree` into `flat` (leaves by address) and, if `def` is given, its structure.
+ * `root` names the tree in errors ("args"), `tool` the caller ("[assume_pure] args[1]['w'] is
+ * a ..."). The leaves' addresses stay valid while their Python objects live: where Python
+ * code runs before `flat` is last read (a traced function may drop what the tree held),
+ * pass `keep`, which takes a reference to every leaf.
  */
 void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
-                  const char* tool);
+                  const char* tool, nb::list* keep = nullptr);
 
 }  // namespace lazytrace::python

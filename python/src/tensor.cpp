@@ -50,15 +50,16 @@ bool scalar_of(nb::handle h, Scalar& out) {
     out = Scalar(PyFloat_AS_DOUBLE(o));
     return true;
   }
-  // numpy scalars (np.float32(2), np.int64(3)) and other numbers with __index__/__float__
-  if (nb::hasattr(h, "dtype") && nb::hasattr(h, "item") && !nb::hasattr(h, "shape")) {
+  // numpy scalars (np.float32(2)) and 0-d arrays
+  if (!is_tensor(h) && nb::hasattr(h, "dtype") && nb::hasattr(h, "item") &&
+      (!nb::hasattr(h, "shape") || nb::len(nb::object(h.attr("shape"))) == 0))
     return scalar_of(h.attr("item")(), out);
-  }
-  if (nb::hasattr(h, "dtype") && nb::hasattr(h, "shape") && nb::hasattr(h, "item") &&
-      nb::len(nb::object(h.attr("shape"))) == 0 && !is_tensor(h)) {
-    return scalar_of(h.attr("item")(), out);
-  }
   return false;
+}
+
+/** Whether h is array data (numpy, torch) that an op with a tensor takes as a tensor. */
+bool is_array(nb::handle h) {
+  return !is_tensor(h) && (nb::hasattr(h, "__array_interface__") || nb::hasattr(h, "__dlpack__"));
 }
 
 Tensor as_tensor(nb::handle h, const char* op) {
@@ -84,7 +85,10 @@ Shape shape_of(nb::handle h, const char* op) {
   } else if (PyTuple_Check(h.ptr()) || PyList_Check(h.ptr()) || nb::hasattr(h, "__len__")) {
     for (nb::handle d : h) {
       if (PyLong_Check(d.ptr()) && !PyBool_Check(d.ptr())) {
-        dims.push_back(PyLong_AsLongLong(d.ptr()));
+        int overflow = 0;
+        dims.push_back(PyLong_AsLongLongAndOverflow(d.ptr(), &overflow));
+        if (overflow)
+          throw nb::value_error((std::string("[") + op + "] a dim does not fit in int64").c_str());
         continue;
       }
       if (PyBool_Check(d.ptr()) || !nb::hasattr(d, "__index__"))
@@ -149,7 +153,12 @@ template <typename F>
 nb::object binary(const Tensor& a, nb::handle b, F f) {
   if (is_tensor(b)) return nb::cast(f(a, tensor_of(b)));
   Scalar s(0.0);
+  if (b.is_none()) return nb::borrow(Py_NotImplemented);  // t == None is False, as in Python
   if (scalar_of(b, s)) return nb::cast(f(a, s));
+  if (is_array(b)) {  // t + ndarray is a Tensor
+    const Tensor other = as_tensor(b, "op");
+    return nb::cast(f(a, other));
+  }
   return nb::borrow(Py_NotImplemented);
 }
 
@@ -160,9 +169,13 @@ nb::object inplace(nb::handle self, nb::handle b, F f) {
   Tensor& a = nb::cast<Tensor&>(self);
   // under autograd the op reads a handle of its own: the copy_ below gives `a` a new value,
   // and the op's gradient must still see the old one (h *= b: d/db is the old h)
-  nb::object r = binary(a.requires_grad() ? clone(a) : a, b, f);
+  nb::object r = binary(is_grad_enabled() ? clone(a) : a, b, f);
   if (r.is(nb::handle(Py_NotImplemented))) return r;
   Tensor v = nb::cast<Tensor>(r);
+  if (is_floating(v.dtype()) && !is_floating(a.dtype()))
+    fail("copy_", "an in-place op on ", a.type_str(), " gave ", v.type_str(),
+         ": the result type can't be cast to the tensor's dtype in place (as in torch). Use an "
+         "out-of-place op (t = t / 2) or convert first (t = t.float()).");
   if (v.shape() != a.shape())
     fail("copy_", "an in-place op on ", a.type_str(), " gave ", v.type_str(),
          ": the result must keep the tensor's shape (its operand broadcasts to it, not the "
@@ -373,7 +386,7 @@ void bind_tensor(nb::module_& m) {
           [](T t, std::optional<Tensor> gradient, bool retain_graph) {
             if (gradient)
               t.backward(*gradient, retain_graph);
-            else if (retain_graph)
+            else if (retain_graph && t.numel() == 1)
               t.backward(ones_like(t), true);
             else
               t.backward();
@@ -433,10 +446,14 @@ void bind_tensor(nb::module_& m) {
              if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
              return nb::cast(matmul(tensor_of(b), a));
            })
-      .def("__eq__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); })
-      .def("__ne__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); })
+      .def(
+          "__eq__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); },
+          nb::arg("other").none())
+      .def(
+          "__ne__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); },
+          nb::arg("other").none())
       .def("__lt__",
            [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); })
       .def("__le__",
@@ -483,8 +500,11 @@ void bind_tensor(nb::module_& m) {
       .def("view", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "view")); })
       .def("permute",
            [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims))); })
-      .def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); })
-      .def("unsqueeze", [](T t, int d) { return unsqueeze(t, d); });
+      .def(
+          "transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); }, nb::arg("dim0"),
+          nb::arg("dim1"))
+      .def(
+          "unsqueeze", [](T t, int d) { return unsqueeze(t, d); }, nb::arg("dim"));
 
   // ---- functions over tensors (the methods and lazytrace.* functions wrap these)
   m.def("from_dlpack", &from_array, nb::arg("x"), nb::arg("copy") = false,

@@ -41,10 +41,30 @@ struct SlotScope {
   ~SlotScope() { slot.fn = prev; }
 };
 
+// A reference to fn that keeps it alive only where it cannot be referenced weakly: the
+// function's wrapper holds it, and a strong reference from a trace (which Python's GC cannot
+// see) would close a cycle through its globals.
+std::shared_ptr<PyRef> weak_or_strong(nb::handle fn) {
+  PyObject* weak = PyWeakref_NewRef(fn.ptr(), nullptr);
+  if (!weak) {
+    PyErr_Clear();
+    return std::make_shared<PyRef>(fn);
+  }
+  auto ref = std::make_shared<PyRef>(nb::handle(weak));
+  Py_DECREF(weak);  // PyRef took its own reference
+  return ref;
+}
+// The function behind such a reference, or null where it has been freed.
+PyObject* resolve(const PyRef& ref) {
+  if (!PyWeakref_Check(ref.ptr)) return ref.ptr;
+  PyObject* fn = PyWeakref_GetObject(ref.ptr);
+  return fn == Py_None ? nullptr : fn;
+}
+
 void flatten_call(nb::handle args, nb::handle kwargs, pytree::Flat& flat, TreeDef* a, TreeDef* k,
-                  const char* tool) {
-  flatten_tree(args, flat, a, "args", tool);
-  flatten_tree(kwargs, flat, k, "kwargs", tool);
+                  const char* tool, nb::list* keep = nullptr) {
+  flatten_tree(args, flat, a, "args", tool, keep);
+  flatten_tree(kwargs, flat, k, "kwargs", tool, keep);
 }
 
 // assume_pure's and compile's per-function cache
@@ -61,7 +81,8 @@ struct PyFunction {
   nb::object call_cached(nb::handle fn, nb::tuple args, nb::dict kwargs) {
     SlotScope in(*slot, fn);
     pytree::Flat flat;
-    flatten_call(args, kwargs, flat, nullptr, nullptr, tool);
+    nb::list keep;  // the leaves, while the function (which may drop them) is traced
+    flatten_call(args, kwargs, flat, nullptr, nullptr, tool, &keep);
     auto describe = [&] {
       pytree::Flat d;
       d.describing = true;
@@ -73,11 +94,14 @@ struct PyFunction {
       auto defs = std::make_shared<std::pair<TreeDef, TreeDef>>();
       pytree::Flat tmp;
       flatten_call(args, kwargs, tmp, &defs->first, &defs->second, tool);
-      std::shared_ptr<PyRef> held = hold_fn ? std::make_shared<PyRef>(fn) : nullptr;
+      std::shared_ptr<PyRef> held = hold_fn ? weak_or_strong(fn) : nullptr;
       call.trace([defs, s = slot, held, tool = tool](const std::vector<Tensor>& leaves) {
         nb::gil_scoped_acquire gil;
-        PyObject* f = s->fn ? s->fn : held ? held->ptr : nullptr;
-        if (!f) fail(tool, "the function was called again outside a call (it must be pure).");
+        PyObject* f = s->fn ? s->fn : held ? resolve(*held) : nullptr;
+        if (!f)
+          fail(tool,
+               "the function was traced again after it was freed (a backward through "
+               "its results); keep the compiled function while its results are used.");
         size_t at = 0;
         nb::object a = defs->first.build(leaves, at);
         nb::object k = defs->second.build(leaves, at);
@@ -183,8 +207,9 @@ void bind_tools(nb::module_& m) {
         body->fn = std::make_shared<PyRef>(fn);
         body->tool = tool;
         pytree::Flat fc, fx;
-        flatten_tree(init, fc, &body->carry, "init", tool);
-        flatten_tree(xs, fx, &body->x, "xs", tool);
+        nb::list keep;  // the leaves, while the body (which may drop them) is traced
+        flatten_tree(init, fc, &body->carry, "init", tool, &keep);
+        flatten_tree(xs, fx, &body->x, "xs", tool, &keep);
         if (fx.leaves.empty())
           fail(tool, "xs has no tensors to scan over (", body->x.str(),
                "); pass at least one tensor whose first dim is the number of iterations.");
@@ -255,7 +280,8 @@ void bind_tools(nb::module_& m) {
         nb::tuple init = nb::tuple(carried);
         TreeDef def;
         pytree::Flat fi;
-        flatten_tree(init, fi, &def, "carried_inputs", tool);
+        nb::list keep;  // the leaves, while cond and body (which may drop them) are traced
+        flatten_tree(init, fi, &def, "carried_inputs", tool, &keep);
         const uint64_t init_hash = fi.hash;
         tools::LoopTraceFn trace = [&](const std::vector<Tensor>& c, const std::vector<Tensor>&,
                                        const std::vector<Tensor>&) {

@@ -127,3 +127,28 @@ def test_in_place_operators_keep_the_gradient_of_the_old_value():
     f = lambda xv, bv: ((xv * bv + xv) ** 2).sum()  # noqa: E731
     np.testing.assert_allclose(b.grad.numpy(), numeric_grad(lambda v: f(x0, v), b0), rtol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), numeric_grad(lambda v: f(v, b0), x0), rtol=1e-6)
+
+
+def test_grad_mode_forms_as_torch():
+    @lt.no_grad
+    def bare(t):
+        return t * 2
+
+    x = lt.ones(2, requires_grad=True)
+    assert not bare(x).requires_grad and lt.is_grad_enabled()
+    lt.set_grad_enabled(False)
+    try:
+        assert not lt.is_grad_enabled() and not (x * 2).requires_grad
+    finally:
+        lt.set_grad_enabled(True)
+    assert lt.is_grad_enabled()
+
+    @lt.set_grad_enabled(False)
+    def off(t):
+        return t * 2
+
+    assert lt.is_grad_enabled() and not off(x).requires_grad and lt.is_grad_enabled()
+    with lt.no_grad():
+        with lt.set_grad_enabled(True):
+            assert (x * 2).requires_grad
+        assert not lt.is_grad_enabled()

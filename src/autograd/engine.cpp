@@ -292,6 +292,9 @@ EnableGradGuard::~EnableGradGuard() {
 bool is_grad_enabled() {
   return autograd::g_grad_enabled;
 }
+void set_grad_enabled(bool enabled) {
+  autograd::g_grad_enabled = enabled;
+}
 
 namespace {
 const TensorImpl& checked(const Tensor& t, const char* op) {

@@ -32,6 +32,8 @@ class EnableGradGuard {
 
 /** Whether ops on this thread record gradient history. */
 bool is_grad_enabled();
+/** Sets it for this thread (torch.set_grad_enabled); the guards restore what they found. */
+void set_grad_enabled(bool enabled);
 
 namespace autograd {
 

@@ -262,15 +262,22 @@ class Module:
 
     def _apply(self, fn):
         _changed()
+        done = {}  # id -> the converted tensor: a tensor held twice (tied weights) stays one
+
+        def convert(t, make):
+            if id(t) not in done:
+                new = fn(t)
+                done[id(t)] = (t, t if new is t else make(new, t))
+            return done[id(t)][1]
+
         for m in self.modules():
             for name, p in list(m._parameters.items()):
                 if p is not None:
-                    new = fn(p)
-                    if new is not p:
-                        m._parameters[name] = Parameter(new, requires_grad=p.requires_grad)
+                    m._parameters[name] = convert(
+                        p, lambda new, old: Parameter(new, requires_grad=old.requires_grad))
             for name, b in list(m._buffers.items()):
                 if b is not None:
-                    m._buffers[name] = fn(b)
+                    m._buffers[name] = convert(b, lambda new, old: new)
         return self
 
     def to(self, *args, **kwargs):

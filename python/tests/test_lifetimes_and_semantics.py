@@ -1,0 +1,175 @@
+"""What a review of the package found, pinned down: leaves dropped while a function is
+traced, in-place ops under autograd, cycles through compiled functions, and torch's
+semantics where they were missing."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import lazytrace as lt
+from lazytrace import nn
+from reference import numeric_grad
+
+
+def test_an_argument_dropped_while_the_function_is_traced_stays_alive():
+    state = {"w": lt.tensor([1.0, 2.0, 3.0], requires_grad=True)}
+
+    @lt.assume_pure
+    def f(s):
+        y = s["w"] * 2
+        state["w"] = None  # the only other reference
+        gc.collect()
+        return y
+
+    assert f(state).tolist() == [2.0, 4.0, 6.0]
+    carry = [lt.zeros(3)]
+
+    def body(c, x):
+        carry[0] = None
+        gc.collect()
+        return [c[0] + x], None
+
+    final, _ = lt.scan(body, carry, lt.ones(4, 3))
+    assert final[0].tolist() == [4.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("op", ["mul", "log", "pow", "sin", "clamp"])
+def test_in_place_ops_under_autograd_give_the_gradient_of_the_out_of_place_op(op):
+    x0, b0 = np.array([0.7, 1.3, 2.1]), np.array([1.5, -0.5, 0.25])
+    x = lt.tensor(x0, dtype=lt.float64, requires_grad=True)
+    b = lt.tensor(b0, dtype=lt.float64, requires_grad=True)
+    h = x * 1.0
+    if op == "mul":
+        h *= b
+        ref = lambda xv, bv: xv * bv  # noqa: E731
+    elif op == "log":
+        h.log_()
+        ref = lambda xv, bv: np.log(xv)  # noqa: E731
+    elif op == "pow":
+        h.pow_(3)
+        ref = lambda xv, bv: xv ** 3  # noqa: E731
+    elif op == "sin":
+        h.sin_()
+        ref = lambda xv, bv: np.sin(xv)  # noqa: E731
+    else:
+        h.clamp_(min=1.0, max=2.0)
+        ref = lambda xv, bv: np.clip(xv, 1.0, 2.0)  # noqa: E731
+    (h * h).sum().backward()
+    f = lambda xv, bv: (ref(xv, bv) ** 2).sum()  # noqa: E731
+    np.testing.assert_allclose(x.grad.numpy(), numeric_grad(lambda v: f(v, b0), x0), rtol=1e-6)
+
+
+def test_in_place_into_a_tensor_without_grad_keeps_the_other_operands_gradient():
+    a = lt.tensor([2.0, 3.0])
+    b = lt.tensor([4.0, 5.0], requires_grad=True)
+    a *= b
+    a.sum().backward()
+    assert b.grad.tolist() == [2.0, 3.0]
+
+
+def test_integer_in_place_ops_that_would_truncate_are_refused():
+    a = lt.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        a += 1.5
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        a /= 2
+    a += 1
+    assert a.tolist() == [2, 3] and a.dtype == lt.int64
+
+
+def test_a_compiled_function_and_what_it_reaches_are_collected():
+    def make():
+        w = lt.randn(64, 64)
+        ns = {"lt": lt, "W": w}
+        exec("@lt.compile\ndef step(x):\n    return x @ W\n", ns)
+        ns["step"](lt.ones(2, 64))
+        return weakref.ref(w), ns
+
+    ref, ns = make()
+    del ns
+    gc.collect()
+    assert ref() is None
+
+
+def test_scan_layers_is_layer_pure_follows_train_and_eval():
+    lt.manual_seed(0)
+    layers = nn.ModuleList([nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.9)) for _ in range(3)])
+    x = lt.ones(4, 8)
+    lt.scan_layers(layers, x, is_layer_pure=True)  # traced in train mode
+    layers.eval()
+    got = lt.scan_layers(layers, x, is_layer_pure=True).detach().numpy()
+    want = x
+    for layer in layers:
+        want = layer(want)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_arrays_beside_tensors_give_tensors():
+    t = lt.tensor([1.0, 2.0], requires_grad=True)
+    a = np.array([10.0, 20.0], dtype=np.float32)
+    for r in (t + a, a + t, a * t, t * a):
+        assert isinstance(r, lt.Tensor) and r.requires_grad
+    assert (a - t).tolist() == [9.0, 18.0]
+
+
+def test_comparison_with_none_is_python_identity():
+    t = lt.ones(2)
+    assert (t == None) is False  # noqa: E711
+    assert (t != None) is True  # noqa: E711
+
+
+def test_torch_argument_forms():
+    x = lt.zeros(2, 3)
+    assert x.unsqueeze(dim=0).shape == (1, 2, 3)
+    assert x.transpose(dim0=0, dim1=1).shape == (3, 2)
+    assert lt.zeros(size=(2, 4)).shape == (2, 4)
+    a, b = lt.tensor([1.0, 5.0]), lt.tensor([3.0, 2.0])
+    assert lt.max(a, other=b).tolist() == [3.0, 5.0]
+    assert lt.min(a, other=b).tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="one-element"):
+        (lt.ones(3, requires_grad=True) * 2).backward(retain_graph=True)
+
+
+def test_floor_and_trunc_of_large_and_special_values():
+    x = np.array([1e20, -1e20, np.inf, -np.inf, 2.5, -2.5, 4503599627370497.0])
+    t = lt.tensor(x, dtype=lt.float64)
+    np.testing.assert_array_equal(lt.floor(t).numpy(), np.floor(x))
+    np.testing.assert_array_equal(lt.trunc(t).numpy(), np.trunc(x))
+    assert np.isnan(lt.floor(lt.tensor([np.nan])).item())
+
+
+def test_setitem_with_a_bool_mask():
+    x = lt.tensor([-1.0, 2.0, -3.0])
+    x[x < 0] = 0.0
+    assert x.tolist() == [0.0, 2.0, 0.0]
+
+
+class Tied(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(4, 3)
+        self.head = nn.Linear(3, 4, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, i):
+        return self.head(self.emb(i))
+
+
+def test_functional_call_replaces_every_name_of_a_tied_weight():
+    m = Tied()
+    ones = lt.ones(4, 3)
+    out = lt.func.functional_call(m, {"emb.weight": ones}, (lt.tensor([1]),))
+    assert out.tolist() == [[3.0, 3.0, 3.0, 3.0]]
+    out = lt.func.functional_call(m, {"head.weight": ones}, (lt.tensor([1]),))
+    assert out.tolist() == [[3.0, 3.0, 3.0, 3.0]]
+    untied = lt.func.functional_call(m, {"emb.weight": ones}, (lt.tensor([1]),), tie_weights=False)
+    assert untied.tolist() != [[3.0, 3.0, 3.0, 3.0]]
+    assert m.head.weight is m.emb.weight
+
+
+def test_module_to_dtype_keeps_tied_weights_tied():
+    m = Tied().to(lt.float64)
+    assert m.head.weight is m.emb.weight and m.emb.weight.dtype == lt.float64
+    assert len(list(m.parameters())) == 1
