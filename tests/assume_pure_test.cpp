@@ -505,4 +505,21 @@ TEST(AssumePure, TraceOnceRunsTheFunctionOnceBackwardIncluded) {
   expect_close(b.grad(), b2.grad(), 1e-5, "d/db");
 }
 
+// The backward of a call reads what the call read: a tensor given a new value after the
+// call (an optimizer step, a closed-over weight) does not change the call's gradient.
+TEST(AssumePure, BackwardReadsTheValuesTheCallHad) {
+  Tensor w = lt::tensor({3.0f, 4.0f}).requires_grad_();
+  Tensor x = lt::tensor({1.0f, 2.0f}).requires_grad_();
+  auto f = lt::assume_pure([&w](const Tensor& a) { return a * a * w; });
+  Tensor y = lt::sum(f(x));
+  {
+    lt::NoGradGuard no_grad;
+    x.copy_(lt::tensor({10.0f, 20.0f}));
+    w.copy_(lt::tensor({30.0f, 40.0f}));
+  }
+  y.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{6, 16}));  // 2 x w at the call
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{1, 4}));   // x^2 at the call
+}
+
 }  // namespace

@@ -49,8 +49,9 @@ struct Entry {
   // lifted tensors), with one cotangent input per floating output
   std::shared_ptr<const ir::Body> vjp;
   std::vector<trace::BodyInput> vjp_inputs;
-  std::vector<int> vjp_grad_of;  // input position (explicit, then lifted) of each output
-  std::string vjp_error;         // trace_once: why the VJP could not be traced
+  std::vector<int> vjp_grad_of;       // input position (explicit, then lifted) of each output
+  std::vector<int> explicit_operand;  // the operand of a call that is explicit leaf i
+  std::string vjp_error;              // trace_once: why the VJP could not be traced
 };
 
 namespace {
@@ -77,16 +78,11 @@ std::vector<std::pair<Shape, DType>> types_of(const std::vector<Tensor>& ts) {
   return out;
 }
 
-std::vector<const Tensor*> addresses(const std::vector<Tensor>& ts) {
-  std::vector<const Tensor*> out;
-  out.reserve(ts.size());
-  for (const Tensor& t : ts) out.push_back(&t);
-  return out;
-}
-
-// The call's direct operands in the body's Param order (lifted tensors go in the Pack).
+// The call's direct operands in the body's Param order (lifted tensors go in the Pack);
+// explicit(i) is the node of explicit leaf i.
+template <typename Explicit>
 std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
-                                  const std::vector<const Tensor*>& leaves,
+                                  const Explicit& explicit_node,
                                   const std::pair<ir::NodePtr, ir::NodePtr>& rng,
                                   const std::vector<Tensor>& extras) {
   std::vector<ir::NodePtr> ops;
@@ -94,7 +90,7 @@ std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
   for (const trace::BodyInput& in : inputs) {
     switch (in.kind) {
       case trace::BodyInput::Explicit:
-        ops.push_back(trace::node_of(*leaves[static_cast<size_t>(in.index)]));
+        ops.push_back(explicit_node(static_cast<size_t>(in.index)));
         break;
       case trace::BodyInput::Lifted:
         break;
@@ -376,6 +372,14 @@ void CachedCall::trace(TraceFn fn) {
     Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
     e->body = scope.finish(traced.outputs, c.options.name);
     e->inputs = scope.inputs();
+    e->explicit_operand.assign(flat_.leaves.size(), -1);
+    int operand = 0;  // a call's direct operands: every input but the lifted ones (packed)
+    for (const trace::BodyInput& in : e->inputs) {
+      if (in.kind == trace::BodyInput::Lifted) continue;
+      if (in.kind == trace::BodyInput::Explicit)
+        e->explicit_operand[static_cast<size_t>(in.index)] = operand;
+      ++operand;
+    }
     e->lifted = scope.lifted();
     e->written = scope.written();
     e->rng_count = scope.rng_count();
@@ -414,8 +418,10 @@ std::vector<Tensor> CachedCall::record() {
       differentiated = differentiated || autograd::requires_grad(*t);
     for (const Tensor& t : e->lifted) differentiated = differentiated || autograd::requires_grad(t);
   }
-  std::vector<Tensor> outs = call_body(e->body, operands(e->inputs, flat_.leaves, rng, {}),
-                                       lifted_pack(*e), differentiated);
+  const std::vector<const Tensor*>& leaves = flat_.leaves;
+  std::vector<Tensor> outs = call_body(
+      e->body, operands(e->inputs, [&](size_t i) { return trace::node_of(*leaves[i]); }, rng, {}),
+      lifted_pack(*e), differentiated);
   if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
     NoGradGuard no_grad;
     const size_t n = e->out_types.size();
@@ -426,14 +432,16 @@ std::vector<Tensor> CachedCall::record() {
     outs.resize(n);
     return outs;  // a function with side effects is not differentiated from outside
   }
-  if (!differentiated) return outs;
+  if (!differentiated || outs.empty()) return outs;
   std::vector<const Tensor*> inputs = flat_.leaves;
   for (const Tensor& t : e->lifted) inputs.push_back(&t);
   const char* tool = cache_.tool();
   std::string name = cache_.options.name;
+  // The backward reads the call's own operands: the values the forward call had, even where
+  // a tensor passed to it (or lifted) has been given a new value since.
+  ir::NodePtr call = trace::node_of(outs.front())->operand(0);
   autograd::record_multi(
-      outs, tool, inputs,
-      [e, leaves = flat_.tensors(), rng, tool, name](const std::vector<Tensor>& grads) {
+      outs, tool, inputs, [e, call, rng, tool, name](const std::vector<Tensor>& grads) {
         if (!e->vjp) trace_vjp(*e, tool, name);
         std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
         for (size_t k = 0; k < e->out_types.size(); ++k) {
@@ -441,11 +449,14 @@ std::vector<Tensor> CachedCall::record() {
           if (!is_floating(dtype)) continue;
           cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
         }
-        // the backward body lifts the same tensors in the same order (trace_vjp checks)
-        std::vector<Tensor> g =
-            call_body(e->vjp, operands(e->vjp_inputs, addresses(leaves), rng, cots),
-                      lifted_pack(*e), /*inline_call=*/true);
-        std::vector<Tensor> out(leaves.size() + e->lifted.size());
+        std::vector<ir::NodePtr> ops = operands(
+            e->vjp_inputs, [&](size_t i) { return call->operand(e->explicit_operand[i]); }, rng,
+            cots);
+        // the backward body lifts the same tensors in the same order (finish_vjp checks):
+        // the forward call's Pack, its last operand
+        ir::NodePtr pack = e->lifted.empty() ? nullptr : call->operand(call->num_operands() - 1);
+        std::vector<Tensor> g = call_body(e->vjp, std::move(ops), pack, /*inline_call=*/true);
+        std::vector<Tensor> out(e->leaf_types.size() + e->lifted.size());
         for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
         return out;
       });
