@@ -19,3 +19,26 @@ def numeric_grad(f, x, eps=1e-6):
         x[i] = old
         g[i] = (hi - lo) / (2 * eps)
     return g
+
+
+def numeric_grads(f, arrays, eps=1e-6):
+    """Central differences of the scalar f(list of float64 arrays), one array per input."""
+    arrays = [np.array(a, dtype=np.float64) for a in arrays]
+    grads = []
+    for a in arrays:
+        g = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            old = a[idx]
+            a[idx] = old + eps
+            hi = f(arrays)
+            a[idx] = old - eps
+            lo = f(arrays)
+            a[idx] = old
+            g[idx] = (hi - lo) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def numeric_grad_at(f, arrays, which, eps=1e-6):
+    """d f(*arrays) / d arrays[which] by central differences (f: a NumPy float64 scalar)."""
+    return numeric_grads(lambda a: f(*a), arrays, eps)[which]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lazytrace as lt
+from reference import numeric_grad_at as numeric_grad
 from lazytrace.experimental.assume_pure import assume_pure as xla_assume_pure
 
 RTOL = 1e-3
@@ -24,20 +25,6 @@ ATOL = 1e-4
 def np64(t):
     """A float64 NumPy copy of a lazytrace tensor (detached)."""
     return np.asarray(t.detach().numpy(), dtype=np.float64)
-
-
-def numeric_grad(f, arrays, which, eps=1e-6):
-    """d f(*arrays) / d arrays[which] by central differences; f returns a scalar and is a
-    NumPy float64 reimplementation of the function under test."""
-    base = [np.array(a, dtype=np.float64) for a in arrays]
-    g = np.zeros_like(base[which])
-    for idx in np.ndindex(base[which].shape):
-        plus = [b.copy() for b in base]
-        minus = [b.copy() for b in base]
-        plus[which][idx] += eps
-        minus[which][idx] -= eps
-        g[idx] = (f(*plus) - f(*minus)) / (2 * eps)
-    return g
 
 
 def assert_grad_matches(t, f, arrays, which, rtol=RTOL, atol=ATOL):

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import lazytrace as lt
+from reference import numeric_grads
 from lazytrace.experimental.scan import scan
 
 # ----------------------------------------------------------------------------------------------
@@ -83,24 +84,6 @@ def lt_loopy_scan(fn, init, xs):
         carry, y = fn(carry, _map(lambda t: t[i], xs))
         ys.append(y)
     return carry, _map(lambda *parts: lt.stack(list(parts)), *ys)
-
-
-def numeric_grads(f, arrays, eps=1e-6):
-    """Central differences of the scalar f(list of float64 arrays), one array per input."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    grads = []
-    for a in arrays:
-        g = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            old = a[idx]
-            a[idx] = old + eps
-            hi = f(arrays)
-            a[idx] = old - eps
-            lo = f(arrays)
-            a[idx] = old
-            g[idx] = (hi - lo) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 def T(a, requires_grad=False, dtype=lt.float32):

@@ -13,29 +13,12 @@ import numpy as np
 import pytest
 
 import lazytrace as lt
+from reference import numeric_grads
 from lazytrace import nn
 from lazytrace.experimental.scan_layers import scan_layers
 
 # ----------------------------------------------------------------------------------------------
 # helpers
-
-
-def numeric_grads(f, arrays, eps=1e-6):
-    """Central differences of the scalar f(list of float64 arrays), one array per input."""
-    arrays = [np.array(a, dtype=np.float64) for a in arrays]
-    grads = []
-    for a in arrays:
-        g = np.zeros_like(a)
-        for idx in np.ndindex(a.shape):
-            old = a[idx]
-            a[idx] = old + eps
-            hi = f(arrays)
-            a[idx] = old - eps
-            lo = f(arrays)
-            a[idx] = old
-            g[idx] = (hi - lo) / (2 * eps)
-        grads.append(g)
-    return grads
 
 
 def arr(t):

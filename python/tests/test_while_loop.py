@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lazytrace as lt
+from reference import numeric_grad_at as numeric_grad
 from lazytrace.experimental.fori_loop import fori_loop as xla_fori_loop
 from lazytrace.experimental.fori_loop import while_loop as xla_while_loop
 
@@ -27,18 +28,6 @@ def fake_while_loop(cond_fn, body_fn, operands):
     while bool(cond_fn(*operands)):
         operands = body_fn(*operands)
     return operands
-
-
-def numeric_grad(f, arrays, which, eps=1e-6):
-    base = [np.array(a, dtype=np.float64) for a in arrays]
-    g = np.zeros_like(base[which])
-    for idx in np.ndindex(base[which].shape):
-        plus = [b.copy() for b in base]
-        minus = [b.copy() for b in base]
-        plus[which][idx] += eps
-        minus[which][idx] -= eps
-        g[idx] = (f(*plus) - f(*minus)) / (2 * eps)
-    return g
 
 
 # ---------------------------------------------------------------- while_loop: torch_xla's cases

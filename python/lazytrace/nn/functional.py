@@ -3,7 +3,7 @@
 import math
 
 from .. import _lazytrace as _C
-from .._tensor import Tensor, arange, full, ones, rand, where, zeros
+from .._tensor import Tensor, arange, full, log_softmax, ones, rand, softmax, where, zeros
 
 
 def linear(input, weight, bias=None):
@@ -34,18 +34,6 @@ def sigmoid(input):
 
 def tanh(input):
     return _C.tanh(input)
-
-
-def softmax(input, dim=-1, dtype=None):
-    if dtype is not None:
-        input = input.to(dtype)
-    return _C.softmax(input, dim)
-
-
-def log_softmax(input, dim=-1, dtype=None):
-    if dtype is not None:
-        input = input.to(dtype)
-    return _C.log_softmax(input, dim)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
