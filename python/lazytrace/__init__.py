@@ -23,7 +23,6 @@ from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manua
 from ._lazytrace import tree_flatten, tree_unflatten
 from ._lazytrace import clear_caches, save_file as _save_file, load_file, load_metadata
 from ._tensor import *  # noqa: F401,F403  (creation and op functions)
-from ._tensor import max, min, sum, abs, pow, round  # noqa: F401,A004 (as torch names them)
 from ._tensor import dtype
 from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan,
                      set_grad_enabled, sync, while_loop)

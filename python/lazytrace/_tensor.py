@@ -914,3 +914,8 @@ def _as_method(f):
 
 _install_methods()
 Tensor.__array_ufunc__ = None  # ndarray + t is t.__radd__(ndarray): a Tensor, as in torch
+
+# what `from lazytrace._tensor import *` (lazytrace's namespace) takes: the functions, not
+# the modules this file uses
+__all__ = [n for n, v in dict(globals()).items()
+           if not n.startswith("_") and not isinstance(v, types.ModuleType)]

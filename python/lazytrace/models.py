@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from . import _lazytrace as _C
 from ._scan_layers import scan_layers
-from ._tensor import arange, cat, stack, where
+from ._tensor import arange, stack, tensor, where
 from ._tools import assume_pure, scan
 from .func import _owner, functional_call
 from .nn import Embedding, Linear, Module, ModuleList, Parameter, RMSNorm
@@ -262,14 +262,9 @@ def generate(model, prompt, max_tokens):
     with no_grad():
         for _ in range(max_tokens):
             buf = data + [0] * (seq - len(data))
-            logits = model(_C_tensor([buf]))[0, len(data) - 1]
+            logits = model(tensor([buf]))[0, len(data) - 1]
             best = logits.amax()
             ids = arange(logits.shape[0], dtype=_C.dtype.float32)
             data.append(int(where(logits == best, ids, -1.0).amax().item()))
     return bytes(data[len(prompt.encode()):]).decode("latin-1")
 
-
-def _C_tensor(rows):
-    from ._tensor import tensor
-
-    return tensor(rows)

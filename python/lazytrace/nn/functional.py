@@ -3,7 +3,7 @@
 import math
 
 from .. import _lazytrace as _C
-from .._tensor import Tensor, arange, full, log_softmax, ones, rand, softmax, where, zeros
+from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
 
 
 def linear(input, weight, bias=None):
@@ -173,5 +173,5 @@ def _repeat_heads(t, rep):
     return _C.reshape(t, shape[:-3] + (shape[-3] * rep,) + shape[-2:])
 
 
-__all__ = [n for n in dict(globals()) if not n.startswith("_") and n not in ("math", "Tensor")]
-del full, ones, zeros
+__all__ = [n for n, v in dict(globals()).items()
+           if callable(v) and not n.startswith("_") and n != "Tensor"]
