@@ -301,3 +301,12 @@ def test_random_numbers():
     assert abs(x.mean()) < 0.15 and abs(x.std() - 1) < 0.1
     u = b.numpy()
     assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
+
+
+def test_torch_dlpack_both_ways():
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (make bench-python installs it)")
+    t = lt.arange(6, dtype=lt.float32).reshape(2, 3) * 2
+    assert torch.from_dlpack(t).tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    back = lt.from_dlpack(torch.arange(4, dtype=torch.float64) + 1)
+    assert back.dtype == lt.float64 and back.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert lt.from_dlpack(torch.ones(2, 3).t()).shape == (3, 2)
