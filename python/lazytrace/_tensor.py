@@ -226,8 +226,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
         return _finish(stack([tensor(v, dtype=d) for v in data]), requires_grad)
     np_dtype = _LT_TO_NP.get(d, np.float32)
-    arr = np.array(data, dtype=np_dtype, order="C")
-    t = _C.from_dlpack(arr, copy=True)
+    arr = np.asarray(data, dtype=np_dtype)  # no copy of an array that is already this dtype
+    t = _C.from_dlpack(arr, copy=True)  # the one copy (strided arrays are gathered)
     if d != t.dtype:
         t = _C.astype(t, d)  # bfloat16: made from float32
     return _finish(t, requires_grad)
