@@ -72,8 +72,10 @@ Model& model(int64_t layers, bool materialize = false) {
 }
 
 template <typename F>
-void trace_bench(benchmark::State& state, F record) {
-  lt::NoGradGuard inference;  // the spec traces the forward pass; no tape is recorded
+void trace_bench(benchmark::State& state, F record, bool tape = false) {
+  // the spec traces the forward pass with no tape; the *Autograd rows record it too
+  const bool was = lt::is_grad_enabled();
+  lt::set_grad_enabled(tape);
   Model& m = model(state.range(0));
   Tensor warm = record(m);  // the first call of an assume_pure function traces it
   warm = Tensor();
@@ -87,6 +89,7 @@ void trace_bench(benchmark::State& state, F record) {
   }
   state.counters["nodes_per_forward"] =
       static_cast<double>(lt::metrics::counter("TraceCount") - nodes0) / state.iterations();
+  lt::set_grad_enabled(was);
 }
 
 void BM_TracePlain(benchmark::State& state) {
@@ -98,9 +101,19 @@ void BM_TracePerLayer(benchmark::State& state) {
 void BM_TraceWholeModel(benchmark::State& state) {
   trace_bench(state, [](Model& m) { return m.whole(); });
 }
+void BM_TracePlainAutograd(benchmark::State& state) {
+  trace_bench(
+      state, [](Model& m) { return m.plain(); }, true);
+}
+void BM_TraceWholeModelAutograd(benchmark::State& state) {
+  trace_bench(
+      state, [](Model& m) { return m.whole(); }, true);
+}
 BENCHMARK(BM_TracePlain)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TracePerLayer)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TraceWholeModel)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TracePlainAutograd)->Arg(100)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TraceWholeModelAutograd)->Arg(100)->Unit(benchmark::kMicrosecond);
 
 template <typename F>
 void compile_bench(benchmark::State& state, F record) {

@@ -12,7 +12,7 @@ namespace {
 
 Meta& meta_of(const Tensor& t) {
   auto& m = t.impl()->autograd;
-  if (!m) m = std::make_shared<Meta>();
+  if (!m) m = std::allocate_shared<Meta>(PoolAllocator<Meta>());
   return *m;
 }
 
@@ -23,7 +23,9 @@ Tensor add_grads(const Tensor& a, const Tensor& b) {
   Tensor sum = trace::make_pending(
       ir::make_node(ir::OpKind::Add, a.dtype(), a.shape(), trace::node_of(a), trace::node_of(b)));
   if (needs_grad(a, b))  // create_graph: the sum is differentiated too
-    record(sum, "add", {&a, &b}, [](const Tensor& g) { return std::vector<Tensor>{g, g}; });
+    record(sum, "add", std::array{&a, &b}, [](const Tensor& g) {
+      return std::vector<Tensor>{g, g};
+    });
   return sum;
 }
 
@@ -88,7 +90,7 @@ class Engine {
       }
       std::vector<Tensor> g = std::move(pg->second);
       pending_grad_.erase(pg);
-      if (!f->vjp)
+      if (!f->alive())
         fail(op_, "the graph behind '", f->name,
              "' was already freed by an earlier backward; pass retain_graph = true to the "
              "first backward to go through the graph again.");
@@ -96,8 +98,8 @@ class Engine {
         auto cf = captured_fn_.find({f, k});
         if (cf != captured_fn_.end()) results_[cf->second] = g[static_cast<size_t>(k)];
       }
-      std::vector<Tensor> grads = f->vjp(g);
-      if (!retain_) f->vjp = nullptr;
+      std::vector<Tensor> grads = f->apply(g);
+      if (!retain_) f->free_saved();
       for (size_t i = 0; i < f->inputs.size(); ++i) {
         const Edge& e = f->inputs[i];
         if (i < grads.size() && grads[i].defined() && e.defined())
@@ -167,73 +169,47 @@ class Engine {
   std::vector<Tensor> results_;
 };
 
-struct Released {
-  std::vector<Edge> inputs;
-  MultiVjp vjp;
-};
-
 }  // namespace
 
 thread_local bool g_grad_enabled = true;
 
-Function::~Function() {
-  // Releasing a Function releases the tensors its VJP saved, whose Functions release
-  // theirs: a chain as long as the model. Nested releases are parked and drained here.
+void ParkingDeleter::operator()(Function* f) const {
+  // Deleting a Function releases the tensors its VJP saved, whose Functions release
+  // theirs: a chain as long as the model. Nested deletions are parked and drained here.
   thread_local int depth = 0;
-  thread_local std::vector<Released> parked;
+  thread_local std::vector<Function*> parked;
   if (depth > 0) {
-    parked.push_back({std::move(inputs), std::move(vjp)});
+    parked.push_back(f);
     return;
   }
   ++depth;
-  { Released mine{std::move(inputs), std::move(vjp)}; }
+  delete f;
   while (!parked.empty()) {
-    Released r = std::move(parked.back());
+    Function* next = parked.back();
     parked.pop_back();
+    delete next;
   }
   --depth;
 }
 
-Edge edge_of(const Tensor& input) {
-  const auto& m = on_tape(input).impl()->autograd;
-  if (!m || !m->requires_grad) return {};
-  if (m->grad_fn) return {m->grad_fn, m->output_nr, nullptr};
-  return {nullptr, 0, m};
-}
-
-void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs,
-            Vjp vjp) {
-  if (!is_floating(out.dtype())) return;  // integer and bool results carry no gradient
-  std::vector<Edge> edges;
-  edges.reserve(inputs.size());
-  for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
-  Meta& m = meta_of(out);
-  m.requires_grad = true;
-  m.output_nr = 0;
-  m.grad_fn = std::make_shared<Function>(
-      name, std::move(edges), 1,
-      [f = std::move(vjp)](const std::vector<Tensor>& grads) { return f(grads[0]); });
-}
-
-void record_multi(const std::vector<Tensor>& outs, const char* name,
-                  const std::vector<const Tensor*>& inputs, MultiVjp vjp) {
-  std::vector<Edge> edges;
-  edges.reserve(inputs.size());
-  for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
-  auto fn = std::make_shared<Function>(name, std::move(edges), static_cast<int>(outs.size()),
-                                       std::move(vjp));
+void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs,
+            std::span<const Tensor* const> inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]) fn->inputs[i] = edge_of(*inputs[i]);
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!is_floating(outs[i].dtype())) continue;
-    Meta& m = meta_of(outs[i]);
-    m.requires_grad = true;
-    m.output_nr = static_cast<int>(i);
-    m.grad_fn = fn;
+    TensorImpl& impl = *outs[i].impl();
+    impl.grad_fn = fn;
+    impl.output_nr = static_cast<int>(i);
   }
 }
 
 void clear_history(const Tensor& t) {
-  auto& m = t.impl()->autograd;
-  if (m && m->grad_fn) m.reset();
+  TensorImpl& impl = *t.impl();
+  if (!impl.grad_fn) return;
+  impl.grad_fn.reset();
+  impl.output_nr = 0;
+  impl.autograd.reset();
 }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -308,15 +284,14 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
   if (requires_grad && !is_floating(dtype()))
     fail("requires_grad_", "only floating tensors can require gradients; got ", type_str(),
          ". Convert with astype(t, lt::float32) first.");
-  auto& m = impl_->autograd;
-  if (m && m->grad_fn) {
+  if (impl_->grad_fn) {
     if (!requires_grad)
       fail("requires_grad_", "a tensor computed from tensors that require grad (", type_str(),
-           ", made by '", m->grad_fn->name,
+           ", made by '", impl_->grad_fn->name,
            "') cannot stop requiring grad; use detach() for a copy without history.");
     return *this;
   }
-  if (!m && !requires_grad) return *this;
+  if (!impl_->autograd && !requires_grad) return *this;
   autograd::meta_of(*this).requires_grad = requires_grad;
   return *this;
 }
@@ -327,8 +302,7 @@ bool Tensor::requires_grad() const {
 }
 
 bool Tensor::is_leaf() const {
-  const auto& m = checked(*this, "is_leaf").autograd;
-  return !m || !m->grad_fn;
+  return !checked(*this, "is_leaf").grad_fn;
 }
 
 void Tensor::backward() const {

@@ -1,12 +1,16 @@
 #pragma once
 // The tape: what each tensor remembers for reverse mode. A tensor made by an op on inputs
 // that require grad gets a Function holding the op's VJP rule (a closure over the tensors
-// it needs) and one Edge per input. The tape is made of tensors, not graph nodes, so it
+// it needs, inline) and one Edge per input. The tape is made of tensors, not graph nodes, so it
 // outlives sync(): a saved tensor that a sync computed is simply a buffer afterwards.
-#include <functional>
-#include <initializer_list>
 #include <memory>
+#include <optional>
+#include <span>
+#include <type_traits>
 #include <vector>
+
+#include "core/fixed_vec.h"
+#include "core/pool.h"
 
 #include "lazytrace/autograd/autograd.h"
 #include "trace/trace_context.h"
@@ -15,12 +19,10 @@ namespace lazytrace::autograd {
 
 struct Function;
 
-/** Autograd state of one tensor (TensorImpl::autograd). */
+/** A leaf's autograd state (TensorImpl::autograd); a computed tensor has its grad_fn. */
 struct Meta {
   bool requires_grad = false;
-  std::shared_ptr<Function> grad_fn;  // null for a leaf
-  int output_nr = 0;                  // which output of grad_fn this tensor is
-  Tensor grad;                        // a leaf's accumulated gradient
+  Tensor grad;  // the accumulated gradient
 };
 
 /** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta. */
@@ -32,26 +34,59 @@ struct Edge {
 };
 
 /**
- * The VJP of one op: the gradient of the op's output in, one gradient per input out (an
- * undefined tensor where an input gets none). Each returned gradient already has its
- * input's shape and dtype.
+ * The VJP of one op, and the edges its gradients follow. A VJP maps the gradients of the
+ * outputs (one per output, undefined where none arrived) to one gradient per input
+ * (undefined where an input gets none), each with its input's shape and dtype.
  */
-using Vjp = std::function<std::vector<Tensor>(const Tensor& grad)>;
-/** The VJP of an op with several outputs: one gradient per output in (undefined for an
- * output no gradient reached), one per input out. */
-using MultiVjp = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
-
 struct Function {
   const char* name;
-  std::vector<Edge> inputs;
+  FixedVec<Edge, 3> inputs;
   int num_outputs;
-  MultiVjp vjp;  // null once a backward without retain_graph has used it
-  Function(const char* n, std::vector<Edge> in, int outputs, MultiVjp f)
-      : name(n), inputs(std::move(in)), num_outputs(outputs), vjp(std::move(f)) {}
-  ~Function();  // iterative: a long tape is released without deep recursion
+  Function(const char* n, size_t num_inputs, int outputs)
+      : name(n), inputs(num_inputs), num_outputs(outputs) {}
+  virtual ~Function() = default;
   Function(const Function&) = delete;
   Function& operator=(const Function&) = delete;
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads) = 0;
+  /** False once a backward without retain_graph has run the VJP and freed what it saved. */
+  virtual bool alive() const = 0;
+  virtual void free_saved() = 0;
 };
+
+/** A Function with its VJP closure inline: one pooled block per recorded op. `Single`: the
+ * closure takes the one output's gradient, not the vector. */
+template <typename F, bool Single>
+struct FunctionOf final : Function {
+  std::optional<F> vjp;
+  template <typename... Args>
+  FunctionOf(const char* n, size_t num_inputs, int outputs, Args&&... args)
+      : Function(n, num_inputs, outputs), vjp(std::in_place, std::forward<Args>(args)...) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
+    if constexpr (Single)
+      return (*vjp)(grads[0]);
+    else
+      return (*vjp)(grads);
+  }
+  bool alive() const override { return vjp.has_value(); }
+  void free_saved() override { vjp.reset(); }
+  static void* operator new(size_t) { return BlockPool<sizeof(FunctionOf)>::allocate(); }
+  static void operator delete(void* p) { BlockPool<sizeof(FunctionOf)>::deallocate(p); }
+};
+
+/** Deletes a Function; one released while another is being deleted waits its turn, so a
+ * tape as long as the model is freed without deep recursion. */
+struct ParkingDeleter {
+  void operator()(Function* f) const;
+};
+
+/** A Function whose VJP closure of type F is made in place from `args`. */
+template <typename F, bool Single, typename... Args>
+std::shared_ptr<Function> make_function(const char* name, size_t num_inputs, int outputs,
+                                        Args&&... args) {
+  return std::shared_ptr<Function>(
+      new FunctionOf<F, Single>(name, num_inputs, outputs, std::forward<Args>(args)...),
+      ParkingDeleter{}, PoolAllocator<Function>());
+}
 
 extern thread_local bool g_grad_enabled;
 /** Whether ops on this thread record the tape (NoGradGuard turns it off). */
@@ -66,8 +101,8 @@ inline const Tensor& on_tape(const Tensor& t) {
 }
 
 inline bool requires_grad(const Tensor& t) {
-  const auto& m = on_tape(t).impl()->autograd;
-  return m && m->requires_grad;
+  const TensorImpl& impl = *on_tape(t).impl();
+  return impl.grad_fn || (impl.autograd && impl.autograd->requires_grad);
 }
 inline bool requires_grad(const Tensor* t) {
   return t && requires_grad(*t);
@@ -80,16 +115,42 @@ bool needs_grad(const Ts&... inputs) {
 }
 
 /** The edge a gradient for `input` follows; undefined if it does not require grad. */
-Edge edge_of(const Tensor& input);
+inline Edge edge_of(const Tensor& input) {
+  const TensorImpl& impl = *on_tape(input).impl();
+  if (impl.grad_fn) return {impl.grad_fn, impl.output_nr, nullptr};
+  if (impl.autograd && impl.autograd->requires_grad) return {nullptr, 0, impl.autograd};
+  return {};
+}
 
+/** Gives fn its edges to `inputs` (null: a number, no edge) and makes `outs` its outputs;
+ * outputs that are not floating get no history. */
+void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs,
+            std::span<const Tensor* const> inputs);
+
+/** record() below, with the VJP closure of type F made in place from `args`. */
+template <typename F, typename... Args>
+void record_as(const Tensor& out, const char* name, std::span<const Tensor* const> inputs,
+               Args&&... args) {
+  if (!is_floating(out.dtype())) return;  // integer and bool results carry no gradient
+  attach(make_function<F, true>(name, inputs.size(), 1, std::forward<Args>(args)...), {&out, 1},
+         inputs);
+}
 /**
- * Makes `out` (a fresh tensor, floating) the result of a Function with `vjp` over
- * `inputs`. Call only when needs_grad(inputs...) holds.
+ * Makes `out` (a fresh tensor) the result of a Function over `inputs` whose VJP is
+ * `vjp(grad) -> one gradient per input`. Call only when needs_grad(inputs...) holds.
  */
-void record(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs, Vjp vjp);
-/** record() for an op with several outputs; outputs that are not floating get no history. */
+template <typename F>
+void record(const Tensor& out, const char* name, std::span<const Tensor* const> inputs, F&& vjp) {
+  record_as<std::decay_t<F>>(out, name, inputs, std::forward<F>(vjp));
+}
+/** record() for an op with several outputs: `vjp(grads)` gets one gradient per output. */
+template <typename F>
 void record_multi(const std::vector<Tensor>& outs, const char* name,
-                  const std::vector<const Tensor*>& inputs, MultiVjp vjp);
+                  std::span<const Tensor* const> inputs, F&& vjp) {
+  attach(make_function<std::decay_t<F>, false>(name, inputs.size(), static_cast<int>(outs.size()),
+                                               std::forward<F>(vjp)),
+         outs, inputs);
+}
 
 /** Drops the gradient history of `t` (it becomes a constant, or stays a leaf). */
 void clear_history(const Tensor& t);

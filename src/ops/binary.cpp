@@ -17,22 +17,36 @@ struct Operand {
   std::string str() const {
     return t ? ops::type_of(*t) : std::string("scalar ") + dtype_name(s->kind());
   }
-  /** As the VJP sees it: in the computing dtype; a number becomes a 0-d constant. */
-  Tensor value(DType d) const {
-    if (t && t->dtype() == d) return *t;
+};
+
+/** An operand as a VJP rule reads it, kept as recorded (a tensor or a number) and made a
+ * tensor in the computing dtype only when the backward runs. */
+struct SavedOperand {
+  Tensor t;
+  Scalar s = 0;
+  DType dtype = DType::float32;
+  SavedOperand() = default;
+  SavedOperand(const Operand& o, DType d) : dtype(d) {
+    if (o.t)
+      t = *o.t;
+    else
+      s = *o.s;
+  }
+  Tensor get() const {
+    if (t.defined() && t.dtype() == dtype) return t;
     NoGradGuard no_grad;  // the cast is for the rule's arithmetic, not part of the tape
-    return t ? astype(*t, d) : scalar(*s, d);
+    return t.defined() ? astype(t, dtype) : scalar(s, dtype);
   }
 };
 
 // The gradients of out = op(a, b) for both operands, given g = d(loss)/d(out).
-std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const Tensor& a, const Tensor& b,
-                                     const Tensor& out) {
+// Add and Sub read neither operand; the others read both (a, b) and some the result (out).
+std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOperand& sa,
+                                     const SavedOperand& sb, const Tensor& out) {
+  if (op == OpKind::Add) return {g, g};
+  if (op == OpKind::Sub) return {g, -g};
+  const Tensor a = sa.get(), b = sb.get();
   switch (op) {
-    case OpKind::Add:
-      return {g, g};
-    case OpKind::Sub:
-      return {g, -g};
     case OpKind::Mul:
       return {g * b, g * a};
     case OpKind::Div:
@@ -68,13 +82,16 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   DType out_dtype = cmp ? DType::bool_ : common;
   Tensor out = trace::make_pending(
       ir::make_node(op, out_dtype, std::move(shape), a.node(common), b.node(common)));
-  if (!cmp && ops::needs_grad(a.t, b.t))
+  if (!cmp && ops::needs_grad(a.t, b.t)) {
+    const bool reads = op != OpKind::Add && op != OpKind::Sub;
     ops::record_grad(out, name, {a.t, b.t},
-                     [op, ta = a.value(common), tb = b.value(common),
+                     [op, sa = reads ? SavedOperand(a, common) : SavedOperand(),
+                      sb = reads ? SavedOperand(b, common) : SavedOperand(),
                       y = ops::SavedResult(out)](const Tensor& g) {
-                       auto [ga, gb] = binary_vjp(op, g, ta, tb, y.get());
+                       auto [ga, gb] = binary_vjp(op, g, sa, sb, y.get());
                        return std::vector<Tensor>{ga, gb};
                      });
+  }
   return out;
 }
 

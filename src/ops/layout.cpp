@@ -65,13 +65,13 @@ Tensor permute(const Tensor& t, std::vector<int> perm) {
   for (int p : perm) a.push(p);
   Tensor result = layout(OpKind::Permute, t, out, a);
   if (ops::needs_grad(t)) {
-    std::vector<int> inverse(perm.size());
+    FixedVec<int, 6> inverse(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) {
       int p = perm[i] < 0 ? perm[i] + t.ndim() : perm[i];
       inverse[static_cast<size_t>(p)] = static_cast<int>(i);
     }
-    ops::record_grad(result, "permute", {&t}, [inverse](const Tensor& g) {
-      return std::vector<Tensor>{permute(g, inverse)};
+    ops::record_grad(result, "permute", {&t}, [inverse = std::move(inverse)](const Tensor& g) {
+      return std::vector<Tensor>{permute(g, std::vector<int>(inverse.begin(), inverse.end()))};
     });
   }
   return result;
@@ -181,21 +181,23 @@ Tensor concat(const std::vector<Tensor>& tensors, int dim) {
   for (const Tensor& t : tensors) any |= ops::needs_grad(t);
   if (any) {
     dim = ir::normalize_dim("concat", dim, out.size(), out);
-    std::vector<int64_t> sizes;
-    std::vector<const Tensor*> inputs;
-    for (const Tensor& t : tensors) {
-      sizes.push_back(t.shape()[dim]);
-      inputs.push_back(&t);
+    FixedVec<int64_t, 4> sizes(tensors.size());
+    FixedVec<const Tensor*, 4> inputs(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      sizes[i] = tensors[i].shape()[dim];
+      inputs[i] = &tensors[i];
     }
-    ops::record_grad(result, "concat", inputs, [dim, sizes](const Tensor& g) {
-      std::vector<Tensor> grads;
-      int64_t at = 0;
-      for (int64_t n : sizes) {
-        grads.push_back(slice(g, dim, at, at + n));
-        at += n;
-      }
-      return grads;
-    });
+    ops::record_grad(result, "concat",
+                     std::span<const Tensor* const>(inputs.begin(), inputs.size()),
+                     [dim, sizes = std::move(sizes)](const Tensor& g) {
+                       std::vector<Tensor> grads;
+                       int64_t at = 0;
+                       for (int64_t n : sizes) {
+                         grads.push_back(slice(g, dim, at, at + n));
+                         at += n;
+                       }
+                       return grads;
+                     });
   }
   return result;
 }

@@ -1,9 +1,12 @@
 #pragma once
 // What every op family shares: input checks, PyTorch's promotion, and node helpers.
 #include <initializer_list>
+#include <memory>
+#include <span>
 #include <utility>
 
 #include "autograd/tape.h"
+#include "core/fixed_vec.h"
 #include "ir/node.h"
 #include "ir/shape_rules.h"
 #include "lazytrace/ops/ops.h"
@@ -40,28 +43,56 @@ Tensor sum_to(const Tensor& g, const Shape& shape);
 /** True when an op on these inputs (tensors or pointers; null for numbers) must record a VJP. */
 using autograd::needs_grad;
 
+/** A VJP rule with its inputs' types: each gradient the rule returns (in the op's computing
+ * dtype and result shape) is summed down to its input's shape and cast to its dtype. */
+template <typename F>
+struct TypedVjp {
+  F rule;
+  FixedVec<DType, 4> dtypes;
+  std::unique_ptr<Shape[]> shapes;  // the inputs' shapes, where one differs from the result's
+
+  template <typename G>
+  TypedVjp(const Tensor& out, std::span<const Tensor* const> inputs, G&& g)
+      : rule(std::forward<G>(g)), dtypes(inputs.size()) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor* t = inputs[i];
+      if (!t) continue;
+      dtypes[i] = t->dtype();
+      if (!shapes && t->shape() != out.shape()) shapes = std::make_unique<Shape[]>(inputs.size());
+    }
+    if (shapes)
+      for (size_t i = 0; i < inputs.size(); ++i)
+        if (inputs[i]) shapes[i] = inputs[i]->shape();
+  }
+  std::vector<Tensor> operator()(const Tensor& g) const {
+    std::vector<Tensor> grads = rule(g);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      if (shapes) grads[i] = sum_to(grads[i], shapes[i]);
+      grads[i] = astype(grads[i], dtypes[i]);
+    }
+    return grads;
+  }
+};
+
 /**
  * Records the VJP of `out` = op(inputs); call only when needs_grad(inputs...) holds, so
  * that ops without gradients never build the closure. Null inputs are numbers, which get
- * no gradient. `vjp(g)` returns one gradient per input in
- * the op's computing dtype and result shape; here each is summed to its input's shape
- * and cast to its dtype, so rules never deal with broadcasting or promotion.
+ * no gradient. `vjp(g)` returns one gradient per input in the op's computing dtype and
+ * result shape (TypedVjp makes them the inputs' types), so rules never deal with
+ * broadcasting or promotion.
  */
 template <typename F>
-void record_grad(const Tensor& out, const char* name, const std::vector<const Tensor*>& inputs,
+void record_grad(const Tensor& out, const char* name, std::span<const Tensor* const> inputs,
                  F&& vjp) {
-  std::vector<std::pair<Shape, DType>> types;
-  for (const Tensor* t : inputs)
-    types.emplace_back(t ? t->shape() : Shape{}, t ? t->dtype() : DType::float32);
-  autograd::record(out, name, inputs,
-                   [vjp = std::forward<F>(vjp), types = std::move(types)](const Tensor& g) {
-                     std::vector<Tensor> grads = vjp(g);
-                     for (size_t i = 0; i < grads.size(); ++i) {
-                       if (!grads[i].defined()) continue;
-                       grads[i] = astype(sum_to(grads[i], types[i].first), types[i].second);
-                     }
-                     return grads;
-                   });
+  autograd::record_as<TypedVjp<std::decay_t<F>>>(out, name, inputs, out, inputs,
+                                                 std::forward<F>(vjp));
+}
+template <typename F>
+void record_grad(const Tensor& out, const char* name, std::initializer_list<const Tensor*> inputs,
+                 F&& vjp) {
+  record_grad(out, name, std::span<const Tensor* const>(inputs.begin(), inputs.size()),
+              std::forward<F>(vjp));
 }
 
 /** An op's own result as its VJP keeps it: by node, so the tape holds no cycle. */

@@ -13,8 +13,9 @@ namespace lazytrace {
 
 struct PendingList;
 namespace autograd {
-struct Meta;  // the autograd layer's per-tensor state, opaque here
-}
+struct Function;  // the autograd layer's tape, opaque here
+struct Meta;
+}  // namespace autograd
 
 struct TensorImpl {
   Shape shape;
@@ -23,7 +24,10 @@ struct TensorImpl {
   // `buffer` in later graphs (or the op a sync computed, become Data).
   ir::NodePtr node;
   runtime::BufferPtr buffer;
-  // Gradient history (requires_grad, grad_fn, grad); null for most tensors.
+  // Gradient history: the op that made this tensor from tensors that require grad (null
+  // for a leaf) and which of its outputs this is; a leaf's requires_grad and grad.
+  std::shared_ptr<autograd::Function> grad_fn;
+  int output_nr = 0;
   std::shared_ptr<autograd::Meta> autograd;
   // Link in the list of live pending tensors that sync() computes: the list of the thread
   // that recorded the tensor (`owner`); only that thread edits it.
