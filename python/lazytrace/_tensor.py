@@ -169,7 +169,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     d = _check_dtype(dtype, "arange")
     if d is None:
-        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        ints = (type(start) is int and type(end) is int and type(step) is int) or all(
+            isinstance(v, numbers.Integral) for v in (start, end, step))
         d = _C.dtype.int64 if ints else _C.dtype.float32
     return _finish(_C.arange(float(start), float(end), float(step), d), requires_grad)
 

@@ -29,7 +29,8 @@ void bind_functional(nb::module_& m) {
         Tensor y = matmul(x, transpose(w, 0, 1));
         return b ? y + *b : y;
       },
-      nb::arg("input"), nb::arg("weight"), nb::arg("bias").none() = nb::none());
+      nb::arg("input"), nb::arg("weight"), nb::arg("bias").none() = nb::none(),
+      "input @ weight.T + bias, weight [out_features, in_features] as torch's.");
   m.def(
       "rms_norm",
       [](const Tensor& x, int ndims, std::optional<Tensor> w, double eps) {

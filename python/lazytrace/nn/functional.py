@@ -6,9 +6,7 @@ from .. import _lazytrace as _C
 from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
 
 
-def linear(input, weight, bias=None):
-    """input @ weight.T + bias; weight [out_features, in_features] as torch's."""
-    return _C.linear(input, weight, bias)
+linear = _C.linear  # input @ weight.T + bias; weight [out_features, in_features] as torch's
 
 
 def relu(input, inplace=False):

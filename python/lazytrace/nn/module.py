@@ -84,11 +84,18 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
+        # on every parameter and submodule access in forward: unrolled, no loop
         d = self.__dict__
-        for store in ("_parameters", "_buffers", "_modules"):
-            s = d.get(store)
-            if s is not None and name in s:
-                return s[name]
+        params = d.get("_parameters")
+        if params is not None:
+            if name in params:
+                return params[name]
+            modules = d["_modules"]
+            if name in modules:
+                return modules[name]
+            buffers = d["_buffers"]
+            if name in buffers:
+                return buffers[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
