@@ -39,6 +39,39 @@ def test_module_registration_and_dotted_names():
         m[0].fc1.weight = lt.ones(8, 4)
 
 
+
+def test_attributes_follow_every_change_of_the_registries():
+    # parameters and submodules are plain attribute reads in forward; whatever way the
+    # registries change, the attribute must say the same as the registry
+    import copy
+
+    m = nn.Linear(2, 3)
+    w = nn.Parameter(lt.ones(3, 2))
+    m._parameters["weight"] = w  # as torch.func and parametrizations do
+    assert m.weight is w
+    m._parameters.update(bias=None)
+    assert m.bias is None
+    m._parameters.pop("bias")
+    assert not hasattr(m, "bias")
+    del m.weight
+    assert not hasattr(m, "weight") and "weight" not in m._parameters
+    m.weight = nn.Parameter(lt.zeros(3, 2))
+    m.register_buffer("weight", lt.full((1,), 5.0))  # a buffer now, not a parameter
+    assert m.weight.tolist() == [5.0] and "weight" not in m._parameters
+    m._buffers.clear()
+    assert not hasattr(m, "weight")
+    # a submodule named like a method never hides the method (torch's ModuleDict.items)
+    d = nn.ModuleDict({"items": nn.Linear(1, 1), "a": nn.Linear(1, 2)})
+    assert callable(d.items) and [k for k, _ in d.items()] == ["items", "a"]
+    assert d["items"].out_features == 1 and d.a.out_features == 2
+    # a deep copy's attributes are its own registries' entries
+    b = Block()
+    c = copy.deepcopy(b)
+    assert c.fc1 is c._modules["fc1"] and c.fc1 is not b.fc1
+    c.fc1._parameters["bias"] = nn.Parameter(lt.zeros(8))
+    assert c.fc1.bias.tolist() == [0.0] * 8 and b.fc1.bias is not c.fc1.bias
+    assert "OrderedDict" in repr(b._modules)
+
 def test_linear_matches_numpy_and_torch_init_bounds():
     lin = nn.Linear(16, 3)
     w = lin.weight.detach().numpy()

@@ -22,6 +22,77 @@ def _changed():
     _version[0] += 1
 
 
+_MISSING = object()
+
+
+class _Registry(OrderedDict):
+    """A module's parameters, buffers or submodules, each also kept in the module's __dict__
+    so that `self.weight` in forward is a plain attribute read rather than a failed lookup
+    and a __getattr__ call. A name the class defines (a method, a property) is not mirrored,
+    so it is never shadowed, as in torch where the registries are only a fallback. Every
+    way of changing the dict keeps the mirror exact."""
+
+    def __init__(self, owner):
+        super().__init__()
+        self._owner = owner
+
+    def _mirror(self, key, value):
+        owner = self.__dict__.get("_owner")
+        if owner is not None and isinstance(key, str) and \
+                getattr(type(owner), key, _MISSING) is _MISSING:
+            owner.__dict__[key] = value
+
+    def _unmirror(self, key):
+        owner = self.__dict__.get("_owner")
+        if owner is not None and isinstance(key, str):
+            owner.__dict__.pop(key, None)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._mirror(key, value)
+
+    def __delitem__(self, key):
+        super().__delitem__(key)
+        self._unmirror(key)
+
+    def pop(self, key, *default):
+        if key in self:
+            self._unmirror(key)
+        return super().pop(key, *default)
+
+    def popitem(self, last=True):
+        key, value = super().popitem(last)
+        self._unmirror(key)
+        return key, value
+
+    def clear(self):
+        for key in list(self):
+            self._unmirror(key)
+        super().clear()
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def update(self, *args, **kwargs):
+        for key, value in OrderedDict(*args, **kwargs).items():
+            self[key] = value
+
+    def __repr__(self):
+        return repr(OrderedDict(self))
+
+    def __reduce__(self):  # copies and pickles rebuild through __setitem__, owner first
+        return (_rebuild_registry, (self._owner, list(self.items())))
+
+
+def _rebuild_registry(owner, items):
+    r = _Registry(owner)
+    for key, value in items:
+        r[key] = value
+    return r
+
+
 class Module:
     """The base of every layer: subclass it, assign Parameters, buffers (register_buffer)
     and Modules in __init__, write forward(), and call the module."""
@@ -29,10 +100,10 @@ class Module:
     training: bool
 
     def __init__(self, *args, **kwargs):
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_parameters", _Registry(self))
+        object.__setattr__(self, "_buffers", _Registry(self))
         object.__setattr__(self, "_non_persistent", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", _Registry(self))
         object.__setattr__(self, "training", True)
 
     # ---- registration
