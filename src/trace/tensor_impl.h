@@ -18,24 +18,25 @@ struct Meta;
 }  // namespace autograd
 
 struct TensorImpl {
+  // What ops and the tape read on every use, first (two cache lines); the rest after.
   Shape shape;
   DType dtype;
+  uint32_t context = 0;  // the trace (trace_context.h) it was made in; 0: none
+  int output_nr = 0;     // which output of grad_fn this tensor is
   // Pending: the op that computes this tensor. Materialized: the Data node that stands for
   // `buffer` in later graphs (or the op a sync computed, become Data).
   ir::NodePtr node;
-  runtime::BufferPtr buffer;
   // Gradient history: the op that made this tensor from tensors that require grad (null
-  // for a leaf) and which of its outputs this is; a leaf's requires_grad and grad.
+  // for a leaf); a leaf's requires_grad and grad.
   std::shared_ptr<autograd::Function> grad_fn;
-  int output_nr = 0;
   std::shared_ptr<autograd::Meta> autograd;
+  runtime::BufferPtr buffer;
   // Link in the list of live pending tensors that sync() computes: the list of the thread
   // that recorded the tensor (`owner`); only that thread edits it.
   TensorImpl* prev = nullptr;
   TensorImpl* next = nullptr;
   PendingList* owner = nullptr;
   TensorImpl* next_released = nullptr;  // while waiting to be destroyed by the owner thread
-  uint32_t context = 0;                 // the trace (trace_context.h) it was made in; 0: none
 
   TensorImpl(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
   ~TensorImpl();
