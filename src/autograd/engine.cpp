@@ -69,8 +69,8 @@ class Engine {
   std::vector<Tensor> run(const std::vector<std::pair<Edge, Tensor>>& roots,
                           const std::vector<Edge>& capture) {
     for (size_t i = 0; i < capture.size(); ++i) {
-      if (capture[i].fn) captured_fn_[{capture[i].fn.get(), capture[i].output_nr}] = i;
-      if (capture[i].leaf) captured_leaf_[capture[i].leaf.get()] = i;
+      if (Function* f = capture[i].fn()) captured_fn_[{f, capture[i].output_nr()}] = i;
+      if (Meta* m = capture[i].leaf()) captured_leaf_[m] = i;
     }
     capturing_ = !capture.empty();
     results_.resize(capture.size());
@@ -85,7 +85,7 @@ class Engine {
       auto pg = pending_grad_.find(f);
       if (pg == pending_grad_.end()) {  // no gradient reached it: only release its inputs
         for (const Edge& e : f->inputs)
-          if (e.fn) release(e.fn.get(), ready);
+          if (e.fn()) release(e.fn(), ready);
         continue;
       }
       std::vector<Tensor> g = std::move(pg->second);
@@ -104,8 +104,8 @@ class Engine {
         const Edge& e = f->inputs[i];
         if (i < grads.size() && grads[i].defined() && e.defined())
           deliver(e, grads[i], ready);
-        else if (e.fn)
-          release(e.fn.get(), ready);
+        else if (e.fn())
+          release(e.fn(), ready);
       }
     }
     return std::move(results_);
@@ -116,26 +116,28 @@ class Engine {
     // the roots' edges count as dependencies, as if one Function fed them all
     std::vector<Function*> stack;
     for (const auto& r : roots) {
-      if (!r.first.fn) continue;
-      auto [it, fresh_fn] = deps_.emplace(r.first.fn.get(), 0);
+      Function* f = r.first.fn();
+      if (!f) continue;
+      auto [it, fresh_fn] = deps_.emplace(f, 0);
       ++it->second;
-      if (fresh_fn) stack.push_back(r.first.fn.get());
+      if (fresh_fn) stack.push_back(f);
     }
     while (!stack.empty()) {
       Function* f = stack.back();
       stack.pop_back();
       for (const Edge& e : f->inputs) {
-        if (!e.fn) continue;
-        auto [it, fresh_fn] = deps_.emplace(e.fn.get(), 0);
+        Function* in = e.fn();
+        if (!in) continue;
+        auto [it, fresh_fn] = deps_.emplace(in, 0);
         ++it->second;
-        if (fresh_fn) stack.push_back(e.fn.get());
+        if (fresh_fn) stack.push_back(in);
       }
     }
   }
 
   void deliver(const Edge& e, const Tensor& g, std::vector<Function*>& ready) {
-    if (e.leaf) {
-      auto cl = captured_leaf_.find(e.leaf.get());
+    if (Meta* leaf = e.leaf()) {
+      auto cl = captured_leaf_.find(leaf);
       if (capturing_) {
         if (cl != captured_leaf_.end()) {
           Tensor& r = results_[cl->second];
@@ -143,15 +145,15 @@ class Engine {
         }
         return;
       }
-      Tensor& acc = e.leaf->grad;
+      Tensor& acc = leaf->grad;
       // a new handle: a stored gradient never aliases a tensor the caller holds
       acc = acc.defined() ? add_grads(acc, g) : g.detach();
       return;
     }
-    Function* f = e.fn.get();
+    Function* f = e.fn();
     std::vector<Tensor>& slots = pending_grad_[f];
     slots.resize(static_cast<size_t>(f->num_outputs));
-    Tensor& acc = slots[static_cast<size_t>(e.output_nr)];
+    Tensor& acc = slots[static_cast<size_t>(e.output_nr())];
     acc = acc.defined() ? add_grads(acc, g) : g;
     release(f, ready);
   }

@@ -25,12 +25,26 @@ struct Meta {
   Tensor grad;  // the accumulated gradient
 };
 
-/** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta. */
-struct Edge {
-  std::shared_ptr<Function> fn;
-  int output_nr = 0;
-  std::shared_ptr<Meta> leaf;
-  bool defined() const { return fn || leaf; }
+/** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta.
+ * One reference either way (24 bytes: a tape holds one per input of every op). */
+class Edge {
+ public:
+  Edge() = default;
+  Edge(std::shared_ptr<Function> fn, int output_nr)
+      : target_(std::move(fn)), output_nr_(output_nr) {}
+  explicit Edge(std::shared_ptr<Meta> leaf) : target_(std::move(leaf)), output_nr_(kLeaf) {}
+  /** The Function, or null for a leaf or an undefined edge. */
+  Function* fn() const {
+    return output_nr_ == kLeaf ? nullptr : static_cast<Function*>(target_.get());
+  }
+  Meta* leaf() const { return output_nr_ == kLeaf ? static_cast<Meta*>(target_.get()) : nullptr; }
+  int output_nr() const { return output_nr_; }
+  bool defined() const { return target_ != nullptr; }
+
+ private:
+  static constexpr int kLeaf = -1;
+  std::shared_ptr<void> target_;
+  int output_nr_ = 0;
 };
 
 /**
@@ -117,8 +131,8 @@ bool needs_grad(const Ts&... inputs) {
 /** The edge a gradient for `input` follows; undefined if it does not require grad. */
 inline Edge edge_of(const Tensor& input) {
   const TensorImpl& impl = *on_tape(input).impl();
-  if (impl.grad_fn) return {impl.grad_fn, impl.output_nr, nullptr};
-  if (impl.autograd && impl.autograd->requires_grad) return {nullptr, 0, impl.autograd};
+  if (impl.grad_fn) return Edge(impl.grad_fn, impl.output_nr);
+  if (impl.autograd && impl.autograd->requires_grad) return Edge(impl.autograd);
   return {};
 }
 
