@@ -9,10 +9,14 @@ void Flat::add_leaf(const Tensor& t) {
     fail("pytree", "a tensor leaf", describing ? " at " + path : std::string(),
          " is undefined; pass tensors made by ops or lt::tensor().");
   const TensorImpl& impl = *t.impl();
-  mix(static_cast<uint64_t>(impl.dtype) | 0x100);
+  // The leaf's type folded into one word with cheap steps, then one mix into the key: a
+  // call with hundreds of leaves pays this on every call. (A lookup compares the types too,
+  // so a collision costs a retrace, never a wrong graph.)
   const Shape& s = impl.shape;
-  mix(static_cast<uint64_t>(s.size()));
-  for (int64_t d : s) mix(static_cast<uint64_t>(d));
+  uint64_t w =
+      (static_cast<uint64_t>(impl.dtype) | 0x100) ^ (static_cast<uint64_t>(s.size()) << 12);
+  for (int64_t d : s) w = ((w << 21) | (w >> 43)) ^ static_cast<uint64_t>(d);
+  mix(w);
   leaves.push_back(&t);
   if (describing) {
     describe(t.type_str());
