@@ -81,8 +81,7 @@ struct PyFunction {
   nb::object call_cached(nb::handle fn, nb::tuple args, nb::dict kwargs) {
     SlotScope in(*slot, fn);
     pytree::Flat flat;
-    nb::list keep;  // the leaves, while the function (which may drop them) is traced
-    flatten_call(args, kwargs, flat, nullptr, nullptr, tool, &keep);
+    flatten_call(args, kwargs, flat, nullptr, nullptr, tool);
     auto describe = [&] {
       pytree::Flat d;
       d.describing = true;
@@ -90,10 +89,11 @@ struct PyFunction {
       return d;
     };
     tools::CachedCall call(*cache, std::move(flat), tools::DescribeFn::of(describe));
+    nb::list keep;  // the leaves, while the function (which may drop them) is traced
     if (call.needs_trace()) {
       auto defs = std::make_shared<std::pair<TreeDef, TreeDef>>();
-      pytree::Flat tmp;
-      flatten_call(args, kwargs, tmp, &defs->first, &defs->second, tool);
+      pytree::Flat tmp;  // no Python ran since `flat`: the same leaves, now held by `keep`
+      flatten_call(args, kwargs, tmp, &defs->first, &defs->second, tool, &keep);
       std::shared_ptr<PyRef> held = hold_fn ? weak_or_strong(fn) : nullptr;
       call.trace([defs, s = slot, held, tool = tool](const std::vector<Tensor>& leaves) {
         nb::gil_scoped_acquire gil;
