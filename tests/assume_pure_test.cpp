@@ -522,4 +522,59 @@ TEST(AssumePure, BackwardReadsTheValuesTheCallHad) {
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{1, 4}));   // x^2 at the call
 }
 
+// Calls with the same weights share one list of tape edges; every change of what the
+// edges would be (another tensor, requires_grad turned off, a computed input) makes new
+// ones. Each case against the plain function's gradients.
+TEST(AssumePureGrad, CallsWithTheSameWeightsShareEdgesOnlyWhileTheyAreTheSame) {
+  Tensor w = random_tensor({4, 2}, 31).requires_grad_();
+  Tensor v = random_tensor({4, 2}, 32).requires_grad_();
+  Tensor x = random_tensor({3, 4}, 33);
+  auto f = lt::assume_pure(
+      [](const Tensor& a, const Tensor& m) { return lt::tanh(lt::matmul(a, m)); });
+  auto g = [](const Tensor& a, const Tensor& m) { return lt::tanh(lt::matmul(a, m)); };
+  auto reference = [&](const Tensor& m, const std::vector<Tensor>& xs) {
+    Tensor r = m.detach().requires_grad_();
+    for (const Tensor& a : xs) lt::sum(g(a, r) * g(a, r)).backward();
+    return r.grad();
+  };
+  Tensor x2 = random_tensor({3, 4}, 34);
+  // two calls with w: the second shares the first's edges; both gradients arrive
+  Tensor l1 = lt::sum(f(x, w) * f(x, w)) + lt::sum(f(x2, w) * f(x2, w));
+  l1.backward();
+  expect_close(w.grad(), reference(w, {x, x, x2, x2}) * 0.5, 1e-5, "same weights, shared");
+  // another weight of the same type: its own edges
+  w.set_grad({});
+  lt::sum(f(x, v) * f(x, v)).backward();
+  expect_close(v.grad(), reference(v, {x}), 1e-5, "another weight");
+  EXPECT_FALSE(w.grad().defined());
+  // w no longer requires grad: the call must not send it one through old edges
+  w.requires_grad_(false);
+  Tensor y = f(x, w);
+  EXPECT_FALSE(y.requires_grad());
+  w.requires_grad_(true);
+  lt::sum(f(x, w) * f(x, w)).backward();
+  expect_close(w.grad(), reference(w, {x}), 1e-5, "requires_grad again");
+  // with another input still requiring grad, the call stays differentiated: a weight that
+  // stopped requiring grad must get nothing through the edges of the call before
+  Tensor xg = x.detach().requires_grad_();
+  w.set_grad({});
+  lt::sum(f(xg, w)).backward();
+  Tensor gw = w.grad();
+  w.requires_grad_(false);
+  lt::sum(f(xg, w)).backward();
+  expect_close(w.grad(), gw, 0, "no gradient to a weight that stopped requiring grad");
+  Tensor rx = x.detach().requires_grad_();
+  lt::sum(g(rx, w)).backward();
+  lt::sum(g(rx, w)).backward();
+  expect_close(xg.grad(), rx.grad(), 1e-5, "the other input, twice");
+  w.requires_grad_(true);
+  // a computed input (not a leaf): its gradient flows on to the leaf behind it
+  w.set_grad({});
+  Tensor w2 = w * 2.0f;
+  lt::sum(f(x, w2) * f(x, w2)).backward();
+  Tensor r = w.detach().requires_grad_();
+  lt::sum(g(x, r * 2.0f) * g(x, r * 2.0f)).backward();
+  expect_close(w.grad(), r.grad(), 1e-5, "computed input");
+}
+
 }  // namespace

@@ -194,16 +194,45 @@ void ParkingDeleter::operator()(Function* f) const {
   --depth;
 }
 
-void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs,
-            std::span<const Tensor* const> inputs) {
+void connect(Function& fn, std::span<const Tensor* const> inputs) {
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i]) fn->inputs[i] = edge_of(*inputs[i]);
+    if (inputs[i]) fn.inputs.set(i, edge_of(*inputs[i]));
+}
+
+void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs) {
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!is_floating(outs[i].dtype())) continue;
     TensorImpl& impl = *outs[i].impl();
     impl.grad_fn = fn;
     impl.output_nr = static_cast<int>(i);
   }
+}
+
+SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs) {
+  auto edges = std::make_shared<std::vector<Edge>>(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) continue;
+    Edge e = edge_of(*inputs[i]);
+    if (e.fn()) return nullptr;
+    (*edges)[i] = std::move(e);
+  }
+  return edges;
+}
+
+bool same_edges(const std::vector<Edge>& edges, std::span<const Tensor* const> inputs) {
+  if (edges.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Edge& e = edges[i];
+    if (!inputs[i]) {
+      if (e.defined()) return false;
+      continue;
+    }
+    const TensorImpl& impl = *on_tape(*inputs[i]).impl();
+    if (impl.grad_fn) return false;  // never shared (leaf_edges_of)
+    const bool leaf = impl.autograd && impl.autograd->requires_grad;
+    if (leaf ? e.target() != impl.autograd.get() : e.defined()) return false;
+  }
+  return true;
 }
 
 void clear_history(const Tensor& t) {

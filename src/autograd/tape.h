@@ -40,11 +40,31 @@ class Edge {
   Meta* leaf() const { return output_nr_ == kLeaf ? static_cast<Meta*>(target_.get()) : nullptr; }
   int output_nr() const { return output_nr_; }
   bool defined() const { return target_ != nullptr; }
+  const void* target() const { return target_.get(); }
 
  private:
   static constexpr int kLeaf = -1;
   std::shared_ptr<void> target_;
   int output_nr_ = 0;
+};
+
+/** Edges made once and shared by the Functions of many calls with the same tensors. */
+using SharedEdges = std::shared_ptr<const std::vector<Edge>>;
+
+/** A Function's edges: its own (up to 3 inline), or shared with other calls. */
+class Edges {
+ public:
+  explicit Edges(size_t n) : own_(n) {}
+  explicit Edges(SharedEdges shared) : shared_(std::move(shared)) {}
+  size_t size() const { return shared_ ? shared_->size() : own_.size(); }
+  const Edge* begin() const { return shared_ ? shared_->data() : own_.begin(); }
+  const Edge* end() const { return begin() + size(); }
+  const Edge& operator[](size_t i) const { return begin()[i]; }
+  void set(size_t i, Edge e) { own_[i] = std::move(e); }
+
+ private:
+  FixedVec<Edge, 3> own_;
+  SharedEdges shared_;
 };
 
 /**
@@ -54,10 +74,10 @@ class Edge {
  */
 struct Function {
   const char* name;
-  FixedVec<Edge, 3> inputs;
+  Edges inputs;
   int num_outputs;
-  Function(const char* n, size_t num_inputs, int outputs)
-      : name(n), inputs(num_inputs), num_outputs(outputs) {}
+  Function(const char* n, Edges edges, int outputs)
+      : name(n), inputs(std::move(edges)), num_outputs(outputs) {}
   virtual ~Function() = default;
   Function(const Function&) = delete;
   Function& operator=(const Function&) = delete;
@@ -73,8 +93,8 @@ template <typename F, bool Single>
 struct FunctionOf final : Function {
   std::optional<F> vjp;
   template <typename... Args>
-  FunctionOf(const char* n, size_t num_inputs, int outputs, Args&&... args)
-      : Function(n, num_inputs, outputs), vjp(std::in_place, std::forward<Args>(args)...) {}
+  FunctionOf(const char* n, Edges edges, int outputs, Args&&... args)
+      : Function(n, std::move(edges), outputs), vjp(std::in_place, std::forward<Args>(args)...) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
     if constexpr (Single)
       return (*vjp)(grads[0]);
@@ -95,10 +115,10 @@ struct ParkingDeleter {
 
 /** A Function whose VJP closure of type F is made in place from `args`. */
 template <typename F, bool Single, typename... Args>
-std::shared_ptr<Function> make_function(const char* name, size_t num_inputs, int outputs,
+std::shared_ptr<Function> make_function(const char* name, Edges edges, int outputs,
                                         Args&&... args) {
   return std::shared_ptr<Function>(
-      new FunctionOf<F, Single>(name, num_inputs, outputs, std::forward<Args>(args)...),
+      new FunctionOf<F, Single>(name, std::move(edges), outputs, std::forward<Args>(args)...),
       ParkingDeleter{}, PoolAllocator<Function>());
 }
 
@@ -136,18 +156,20 @@ inline Edge edge_of(const Tensor& input) {
   return {};
 }
 
-/** Gives fn its edges to `inputs` (null: a number, no edge) and makes `outs` its outputs;
- * outputs that are not floating get no history. */
-void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs,
-            std::span<const Tensor* const> inputs);
+/** Gives fn its edges to `inputs` (null: a number, no edge); fn was made with
+ * Edges(inputs.size()). */
+void connect(Function& fn, std::span<const Tensor* const> inputs);
+/** Makes `outs` fn's outputs; outputs that are not floating get no history. */
+void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs);
 
 /** record() below, with the VJP closure of type F made in place from `args`. */
 template <typename F, typename... Args>
 void record_as(const Tensor& out, const char* name, std::span<const Tensor* const> inputs,
                Args&&... args) {
   if (!is_floating(out.dtype())) return;  // integer and bool results carry no gradient
-  attach(make_function<F, true>(name, inputs.size(), 1, std::forward<Args>(args)...), {&out, 1},
-         inputs);
+  auto fn = make_function<F, true>(name, Edges(inputs.size()), 1, std::forward<Args>(args)...);
+  connect(*fn, inputs);
+  attach(fn, {&out, 1});
 }
 /**
  * Makes `out` (a fresh tensor) the result of a Function over `inputs` whose VJP is
@@ -161,10 +183,25 @@ void record(const Tensor& out, const char* name, std::span<const Tensor* const> 
 template <typename F>
 void record_multi(const std::vector<Tensor>& outs, const char* name,
                   std::span<const Tensor* const> inputs, F&& vjp) {
-  attach(make_function<std::decay_t<F>, false>(name, inputs.size(), static_cast<int>(outs.size()),
-                                               std::forward<F>(vjp)),
-         outs, inputs);
+  auto fn = make_function<std::decay_t<F>, false>(
+      name, Edges(inputs.size()), static_cast<int>(outs.size()), std::forward<F>(vjp));
+  connect(*fn, inputs);
+  attach(fn, outs);
 }
+/** record_multi() with edges already made (edges_of), shared with other calls. */
+template <typename F>
+void record_multi(const std::vector<Tensor>& outs, const char* name, SharedEdges edges, F&& vjp) {
+  attach(make_function<std::decay_t<F>, false>(name, Edges(std::move(edges)),
+                                               static_cast<int>(outs.size()), std::forward<F>(vjp)),
+         outs);
+}
+
+/** The edges to `inputs`, to share between calls; null where one is not a leaf's (sharing
+ * another op's edge would keep its whole tape alive for as long as the list is kept). */
+SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs);
+/** Whether `edges` are still the edges to `inputs`: the same tensors' autograd state, with
+ * nothing counted or copied. */
+bool same_edges(const std::vector<Edge>& edges, std::span<const Tensor* const> inputs);
 
 /** Drops the gradient history of `t` (it becomes a constant, or stays a leaf). */
 void clear_history(const Tensor& t);

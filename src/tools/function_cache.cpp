@@ -52,6 +52,11 @@ struct Entry {
   std::vector<int> vjp_grad_of;       // input position (explicit, then lifted) of each output
   std::vector<int> explicit_operand;  // the operand of a call that is explicit leaf i
   std::string vjp_error;              // trace_once: why the VJP could not be traced
+  // The tape edges of the last differentiated call, where all are leaves' (a model's
+  // weights): a call with the same tensors shares them, with nothing counted or copied per
+  // argument.
+  std::mutex edges_mu;
+  autograd::SharedEdges edges;
 };
 
 namespace {
@@ -440,26 +445,38 @@ std::vector<Tensor> CachedCall::record() {
   // The backward reads the call's own operands: the values the forward call had, even where
   // a tensor passed to it (or lifted) has been given a new value since.
   ir::NodePtr call = trace::node_of(outs.front())->operand(0);
-  autograd::record_multi(
-      outs, tool, inputs, [e, call, rng, tool, name](const std::vector<Tensor>& grads) {
-        if (!e->vjp) trace_vjp(*e, tool, name);
-        std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
-        for (size_t k = 0; k < e->out_types.size(); ++k) {
-          const auto& [shape, dtype] = e->out_types[k];
-          if (!is_floating(dtype)) continue;
-          cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
-        }
-        std::vector<ir::NodePtr> ops = operands(
-            e->vjp_inputs, [&](size_t i) { return call->operand(e->explicit_operand[i]); }, rng,
-            cots);
-        // the backward body lifts the same tensors in the same order (finish_vjp checks):
-        // the forward call's Pack, its last operand
-        ir::NodePtr pack = e->lifted.empty() ? nullptr : call->operand(call->num_operands() - 1);
-        std::vector<Tensor> g = call_body(e->vjp, std::move(ops), pack, /*inline_call=*/true);
-        std::vector<Tensor> out(e->leaf_types.size() + e->lifted.size());
-        for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
-        return out;
-      });
+  autograd::SharedEdges edges;
+  {
+    std::lock_guard<std::mutex> lock(e->edges_mu);
+    edges = e->edges;
+  }
+  if (!edges || !autograd::same_edges(*edges, inputs)) {
+    edges = autograd::leaf_edges_of(inputs);
+    std::lock_guard<std::mutex> lock(e->edges_mu);
+    e->edges = edges;
+  }
+  auto vjp = [e, call, rng, tool, name](const std::vector<Tensor>& grads) {
+    if (!e->vjp) trace_vjp(*e, tool, name);
+    std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
+    for (size_t k = 0; k < e->out_types.size(); ++k) {
+      const auto& [shape, dtype] = e->out_types[k];
+      if (!is_floating(dtype)) continue;
+      cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
+    }
+    std::vector<ir::NodePtr> ops = operands(
+        e->vjp_inputs, [&](size_t i) { return call->operand(e->explicit_operand[i]); }, rng, cots);
+    // the backward body lifts the same tensors in the same order (finish_vjp checks):
+    // the forward call's Pack, its last operand
+    ir::NodePtr pack = e->lifted.empty() ? nullptr : call->operand(call->num_operands() - 1);
+    std::vector<Tensor> g = call_body(e->vjp, std::move(ops), pack, /*inline_call=*/true);
+    std::vector<Tensor> out(e->leaf_types.size() + e->lifted.size());
+    for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];
+    return out;
+  };
+  if (edges)
+    autograd::record_multi(outs, tool, std::move(edges), std::move(vjp));
+  else
+    autograd::record_multi(outs, tool, inputs, std::move(vjp));
   return outs;
 }
 
