@@ -82,7 +82,19 @@ NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, NodePtr* operands, i
                                       count, attrs);
   n->local_hash = local_hash_of(*n);
   uint64_t h = n->local_hash;
-  for (int i = 0; i < n->num_operands(); ++i) h = hash_combine(h, n->operand(i)->hash);
+  const int k = n->num_operands();
+  if (k <= 8) {
+    for (int i = 0; i < k; ++i) h = hash_combine(h, n->operand(i)->hash);
+  } else {
+    // a call with a model's weights has hundreds of operands: four independent chains
+    uint64_t lane[4] = {h, h ^ 0x243f6a8885a308d3ULL, h ^ 0x13198a2e03707344ULL,
+                        h ^ 0xa4093822299f31d0ULL};
+    int i = 0;
+    for (; i + 4 <= k; i += 4)
+      for (int j = 0; j < 4; ++j) lane[j] = hash_combine(lane[j], n->operand(i + j)->hash);
+    for (; i < k; ++i) lane[0] = hash_combine(lane[0], n->operand(i)->hash);
+    h = hash_combine(hash_combine(hash_combine(lane[0], lane[1]), lane[2]), lane[3]);
+  }
   n->hash = h;
   return n;
 }
