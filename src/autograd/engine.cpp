@@ -209,13 +209,11 @@ void attach(const std::shared_ptr<Function>& fn, std::span<const Tensor> outs) {
 }
 
 SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs) {
+  for (const Tensor* t : inputs)
+    if (t && on_tape(*t).impl()->grad_fn) return nullptr;
   auto edges = std::make_shared<std::vector<Edge>>(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) continue;
-    Edge e = edge_of(*inputs[i]);
-    if (e.fn()) return nullptr;
-    (*edges)[i] = std::move(e);
-  }
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]) (*edges)[i] = edge_of(*inputs[i]);
   return edges;
 }
 

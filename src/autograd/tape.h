@@ -188,7 +188,7 @@ void record_multi(const std::vector<Tensor>& outs, const char* name,
   connect(*fn, inputs);
   attach(fn, outs);
 }
-/** record_multi() with edges already made (edges_of), shared with other calls. */
+/** record_multi() with edges already made (leaf_edges_of), shared with other calls. */
 template <typename F>
 void record_multi(const std::vector<Tensor>& outs, const char* name, SharedEdges edges, F&& vjp) {
   attach(make_function<std::decay_t<F>, false>(name, Edges(std::move(edges)),
