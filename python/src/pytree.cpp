@@ -137,8 +137,9 @@ struct Flattener {
       at_here();
       flat.mix(uint64_t{0xd1c7});
       flat.mix(static_cast<uint64_t>(n));
-      nb::list keys;
-      std::string described = "dict with keys [";
+      nb::list keys;  // only for the tree's definition, and the description
+      const bool want_keys = def || flat.describing;
+      std::string described = flat.describing ? "dict with keys [" : "";
       PyObject *k, *v;
       Py_ssize_t pos = 0;
       while (PyDict_Next(o, &pos, &k, &v)) {
@@ -155,10 +156,10 @@ struct Flattener {
                                    .c_str());
         }
         if (flat.describing) described += (keys.size() ? ", " : "") + repr_of(k);
-        keys.append(nb::handle(k));
+        if (want_keys) keys.append(nb::handle(k));
       }
       if (flat.describing) flat.describe(described + "]");
-      node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
+      if (def) node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
       pos = 0;
       while (PyDict_Next(o, &pos, &k, &v)) {
         path.push_back({0, k});
