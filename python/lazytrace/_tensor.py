@@ -767,6 +767,25 @@ def _index_int(self):
     return builtins.int(self.item())
 
 
+def _rebuild(cls, array, dtype, requires_grad, state):
+    """pickle's way back: the values (bfloat16 travels as float32, exactly), the dtype, the
+    subclass (Parameter, Buffer) and its attributes, and requires_grad."""
+    new = cls.__new__(cls)
+    Tensor.__init__(new, _C.astype(tensor(array), dtype))
+    if state:
+        new.__dict__.update(state)
+    if requires_grad:
+        new.requires_grad_(True)
+    return new
+
+
+def _reduce_ex(self, protocol):
+    """pickle (and torch.save-style use of it): the tensor's values, synced if pending."""
+    values = self.float() if self.dtype == _C.dtype.bfloat16 else self
+    return (_rebuild, (type(self), _numpy(values, True), self.dtype, self.requires_grad,
+                       dict(getattr(self, "__dict__", None) or {})))
+
+
 def _deepcopy(self, memo):
     """A new tensor with the same value (and requires_grad, and subclass: Parameter)."""
     if id(self) in memo:
@@ -822,6 +841,7 @@ def _install_methods():
         "__invert__": bitwise_not,
         "__iter__": lambda s: (s[i] for i in range(len(s))),
         "__deepcopy__": _deepcopy,
+        "__reduce_ex__": _reduce_ex,
         "__copy__": lambda s: s,
         "numpy": _numpy,
         "tolist": lambda s: _numpy(s.float() if s.dtype == _C.dtype.bfloat16 else s, True).tolist(),

@@ -244,3 +244,26 @@ def test_safetensors_interchange_with_the_safetensors_package(tmp_path):
     assert back["w"].shape == (2, 3) and back["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
     with pytest.raises(ValueError):
         lt.load_file(str(tmp_path / "missing.safetensors"))
+
+
+def test_pickle_round_trips_tensors_parameters_and_modules():
+    import pickle
+
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((2, 3)).astype(np.float32)
+    for t in (lt.tensor(values), lt.tensor(values).to(lt.bfloat16), lt.tensor(values).half(),
+              lt.arange(6).reshape(2, 3), lt.tensor([[True, False, True]] * 2)):
+        u = pickle.loads(pickle.dumps(t))
+        assert type(u) is lt.Tensor and u.dtype == t.dtype and u.shape == t.shape
+        assert u.float().tolist() == t.float().tolist()  # bfloat16 travels exactly
+    p = pickle.loads(pickle.dumps(nn.Parameter(lt.tensor(values))))
+    assert isinstance(p, nn.Parameter) and p.requires_grad and p.is_leaf
+    np.testing.assert_array_equal(p.detach().numpy(), values)
+    b = pickle.loads(pickle.dumps(nn.Buffer(lt.ones(1), persistent=False)))
+    assert isinstance(b, nn.Buffer) and not b.persistent
+    m = Block()
+    m2 = pickle.loads(pickle.dumps(m))
+    assert m2.fc1.weight is m2._modules["fc1"]._parameters["weight"]
+    x = lt.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+    assert [n for n, _ in m2.named_parameters()] == [n for n, _ in m.named_parameters()]
