@@ -10,8 +10,7 @@ Run it once per build with that build's package first on PYTHONPATH, e.g.
   whole [--grad 0|1] [--rounds N]  best of N rounds of 200 whole-model calls, dict of weights (us)
   tracing                          the tracing table of bench_python.py alone
   per-op                           the recording-one-op table of bench_python.py alone
-  op-loop [--ops N]                N recorded `c = c + 1.0` and nothing else (for callgrind:
-                                   the difference of two N gives the instructions per op)
+(bench/python/op_loop.py is the loop of recorded ops that callgrind counts.)
 """
 
 import argparse
@@ -68,30 +67,17 @@ def whole(grad, rounds, calls=200):
           f"best of {rounds} x {calls}: {best * 1e6:.2f} us")
 
 
-c = None
-
-
-def op_loop(n):
-    global c  # as a loop at a script's top level writes it (the figures in docs were read so)
-    c = lt.zeros(4)
-    for _ in range(n):
-        c = c + 1.0
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("row", choices=["forward", "whole", "tracing", "per-op", "op-loop"])
+    ap.add_argument("row", choices=["forward", "whole", "tracing", "per-op"])
     ap.add_argument("--grad", type=int, default=1)
     ap.add_argument("--reps", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--ops", type=int, default=20_000)
     a = ap.parse_args()
     if a.row == "forward":
         forward(bool(a.grad), a.reps)
     elif a.row == "whole":
         whole(bool(a.grad), a.rounds)
-    elif a.row == "op-loop":
-        op_loop(a.ops)
     else:
         import bench_python as b
 
