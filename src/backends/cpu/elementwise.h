@@ -26,48 +26,33 @@ namespace elementwise {
 
 using ir::OpKind;
 
+// The cases come from ir/ops.def: an op added there is dispatched here.
 template <typename T>
 [[gnu::always_inline]] inline void unary(OpKind op, T* d, const T* a, int64_t n) {
-#define LT_UNARY(K)                                                      \
+  switch (op) {
+#define LT_OP(kind, name, family, arity)
+#define LT_UNARY_OP(K, name)                                             \
   case OpKind::K:                                                        \
     for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
     return;
-  // (clang-format does not settle on a list of macro cases)
-  // clang-format off
-  switch (op) {
-    LT_UNARY(Neg)
-    LT_UNARY(Exp)
-    LT_UNARY(Log)
-    LT_UNARY(Sin)
-    LT_UNARY(Cos)
-    LT_UNARY(Tanh)
-    LT_UNARY(Sigmoid)
-    LT_UNARY(Relu)
-    LT_UNARY(Gelu)
-    LT_UNARY(Silu)
-    LT_UNARY(Sqrt)
-    LT_UNARY(Rsqrt)
-    LT_UNARY(Abs)
-    LT_UNARY(Erf)
-    default: return;
+#include "ir/ops.def"
+    default:
+      return;
   }
-    // clang-format on
-#undef LT_UNARY
 }
 
 template <typename T>
 [[gnu::always_inline]] inline void binary(OpKind op, T* d, const T* a, const T* b, int64_t n) {
-#define LT_BINARY(K)                                                            \
+  switch (op) {
+#define LT_OP(kind, name, family, arity)
+#define LT_BINARY_OP(K, name)                                                   \
   case OpKind::K:                                                               \
     for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], b[j]); \
     return;
-  switch (op) {
-    LT_BINARY(Add)
-    LT_BINARY(Sub)
-    LT_BINARY(Mul)
-    LT_BINARY(Div) LT_BINARY(Pow) LT_BINARY(Maximum) LT_BINARY(Minimum) default : return;
+#include "ir/ops.def"
+    default:
+      return;
   }
-#undef LT_BINARY
 }
 
 // Binary ops with one operand (or both) a single value, without filling a register with
@@ -75,7 +60,9 @@ template <typename T>
 template <typename T>
 [[gnu::always_inline]] inline void binary_scalar(OpKind op, T* d, const T* a, bool a_one,
                                                  const T* b, bool b_one, int64_t n) {
-#define LT_BINARY_S(K)                                                         \
+  switch (op) {
+#define LT_OP(kind, name, family, arity)
+#define LT_BINARY_OP(K, name)                                                  \
   case OpKind::K:                                                              \
     if (a_one && b_one) {                                                      \
       d[0] = math::binary(OpKind::K, a[0], b[0]);                              \
@@ -87,13 +74,10 @@ template <typename T>
       for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], y); \
     }                                                                          \
     return;
-  switch (op) {
-    LT_BINARY_S(Add)
-    LT_BINARY_S(Sub)
-    LT_BINARY_S(Mul)
-    LT_BINARY_S(Div) LT_BINARY_S(Pow) LT_BINARY_S(Maximum) LT_BINARY_S(Minimum) default : return;
+#include "ir/ops.def"
+    default:
+      return;
   }
-#undef LT_BINARY_S
 }
 
 }  // namespace elementwise
