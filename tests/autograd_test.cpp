@@ -91,19 +91,13 @@ GradCase unary_case(const char* name, lt::Tensor (*op)(const lt::Tensor&), doubl
 std::vector<GradCase> grad_cases() {
   using lt::Tensor;
   std::vector<GradCase> cases = {
-      unary_case("neg", lt::neg),
-      unary_case("exp", lt::exp),
-      unary_case("log", lt::log, 0.2, 3),
-      unary_case("sin", lt::sin),
-      unary_case("cos", lt::cos),
-      unary_case("tanh", lt::tanh),
-      unary_case("sigmoid", lt::sigmoid, -4, 4),
-      unary_case("relu", lt::relu),
-      unary_case("gelu", lt::gelu, -3, 3),
-      unary_case("erf", lt::erf),
-      unary_case("silu", lt::silu, -4, 4),
-      unary_case("sqrt", lt::sqrt, 0.2, 4),
-      unary_case("rsqrt", lt::rsqrt, 0.2, 4),
+      unary_case("neg", lt::neg),           unary_case("exp", lt::exp),
+      unary_case("log", lt::log, 0.2, 3),   unary_case("log1p", lt::log1p, -0.8, 3),
+      unary_case("sin", lt::sin),           unary_case("cos", lt::cos),
+      unary_case("tanh", lt::tanh),         unary_case("sigmoid", lt::sigmoid, -4, 4),
+      unary_case("relu", lt::relu),         unary_case("gelu", lt::gelu, -3, 3),
+      unary_case("erf", lt::erf),           unary_case("silu", lt::silu, -4, 4),
+      unary_case("sqrt", lt::sqrt, 0.2, 4), unary_case("rsqrt", lt::rsqrt, 0.2, 4),
       unary_case("abs", lt::abs),
   };
   auto bin = [&](std::string name, lt::Shape a, lt::Shape b, Fn f, double lo = -2, double hi = 2,

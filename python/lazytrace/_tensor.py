@@ -568,7 +568,7 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 neg = negative = _C.neg
-exp, log, sin, cos, tanh = _C.exp, _C.log, _C.sin, _C.cos, _C.tanh
+exp, log, log1p, sin, cos, tanh = _C.exp, _C.log, _C.log1p, _C.sin, _C.cos, _C.tanh
 sigmoid, relu, gelu, silu = _C.sigmoid, _C.relu, _C.gelu, _C.silu
 sqrt, rsqrt, abs, erf, clone = _C.sqrt, _C.rsqrt, _C.abs, _C.erf, _C.clone
 add, sub, mul, div = _C.add, _C.sub, _C.mul, _C.div
@@ -908,7 +908,7 @@ def _install_methods():
         "device": property(lambda s: "cpu"),
         "is_floating_point": lambda s: s.dtype in _FLOATING,
     }
-    for name in ("neg", "exp", "log", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu",
+    for name in ("neg", "exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu",
                  "sqrt", "rsqrt", "abs", "erf", "clone"):
         methods[name] = getattr(_C, name)
         methods[name + "_"] = (lambda f: lambda s: _in_place(s, f))(getattr(_C, name))

@@ -534,6 +534,7 @@ void bind_tensor(nb::module_& m) {
   LT_UNARY_FN(neg)
   LT_UNARY_FN(exp)
   LT_UNARY_FN(log)
+  LT_UNARY_FN(log1p)
   LT_UNARY_FN(sin)
   LT_UNARY_FN(cos)
   LT_UNARY_FN(tanh)

@@ -25,6 +25,8 @@ Tensor unary_vjp(OpKind op, const Tensor& g, const Tensor& x, const Tensor& y) {
       return g * y;
     case OpKind::Log:
       return g / x;
+    case OpKind::Log1p:
+      return g / (1 + x);
     case OpKind::Sin:
       return g * cos(x);
     case OpKind::Cos:
@@ -81,6 +83,9 @@ Tensor neg(const Tensor& t) {
 }
 Tensor exp(const Tensor& t) {
   return unary(OpKind::Exp, t, Domain::Float);
+}
+Tensor log1p(const Tensor& t) {
+  return unary(OpKind::Log1p, t, Domain::Float);
 }
 Tensor log(const Tensor& t) {
   return unary(OpKind::Log, t, Domain::Float);

@@ -63,6 +63,8 @@ void manual_seed(uint64_t seed);
 Tensor neg(const Tensor& t);
 Tensor exp(const Tensor& t);
 Tensor log(const Tensor& t);
+/** log(1 + t), accurate where t is small (torch.log1p). */
+Tensor log1p(const Tensor& t);
 Tensor sin(const Tensor& t);
 Tensor cos(const Tensor& t);
 Tensor tanh(const Tensor& t);

@@ -97,6 +97,8 @@ LT_MATH_INLINE T unary(ir::OpKind op, T x) {
       return math::exp(x);
     case K::Log:
       return std::log(x);
+    case K::Log1p:
+      return std::log1p(x);
     case K::Sin:
       return std::sin(x);
     case K::Cos:
