@@ -6,10 +6,13 @@
 #include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 
 #include "expect_error.h"
+#include "op_coverage.h"
 
 namespace {
 
@@ -118,6 +121,7 @@ std::vector<GradCase> grad_cases() {
         "pow" + tag, sa, sb, [](const Ts& x) { return lt::pow(x[0], x[1]); }, 0.3, 2);
     bin("maximum" + tag, sa, sb, [](const Ts& x) { return lt::maximum(x[0], x[1]); });
     bin("minimum" + tag, sa, sb, [](const Ts& x) { return lt::minimum(x[0], x[1]); });
+    bin("atan2" + tag, sa, sb, [](const Ts& x) { return lt::atan2(x[0], x[1]); });
   }
   auto one = [&](std::string name, lt::Shape s, Fn f, double lo = -2, double hi = 2) {
     cases.push_back({name, {{s, lo, hi}}, std::move(f)});
@@ -203,6 +207,51 @@ TEST(GradCheck, EveryDifferentiableOpMatchesFiniteDifferences) {
   std::vector<GradCase> cases = grad_cases();
   EXPECT_GE(cases.size(), 80u);
   for (const GradCase& c : cases) check_gradients(c);
+}
+
+// The cast's gradient is the incoming gradient cast back: exact, so checked exactly (a
+// finite difference through float32 rounding could not check it to 1e-6).
+TEST(GradCheck, CastPassesTheGradientBackInTheInputDtype) {
+  auto x = lt::tensor({1.5f, -2.0f, 0.25f}).requires_grad_();
+  lt::sum(lt::astype(x, lt::float64) * lt::tensor({3.0, -0.5, 7.0})).backward();
+  EXPECT_EQ(x.grad().dtype(), lt::float32);
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, -0.5f, 7}));
+  auto y = lt::tensor({1.5, -2.0}).requires_grad_();
+  lt::sum(lt::astype(y, lt::float16) * lt::tensor({2.0f, 0.125f})).backward();
+  EXPECT_EQ(y.grad().dtype(), lt::float64);
+  EXPECT_EQ(y.grad().to_vector<double>(), (std::vector<double>{2, 0.125}));
+}
+
+// Every differentiable op kind of ir/ops.def is recorded by some gradient case above (read
+// off the cases' graphs), or is listed with the tests that check its gradient. A new op
+// without a gradient case fails here.
+TEST(GradCheck, EveryDifferentiableOpKindHasACase) {
+  std::set<lt_test::OpKind> recorded;
+  for (const GradCase& c : grad_cases()) {
+    Ts xs;
+    for (const In& in : c.inputs) xs.push_back(lt::zeros(in.shape, lt::float64).requires_grad_());
+    lt_test::collect_ops(c.f(xs), recorded);
+  }
+  using K = lt_test::OpKind;
+  const std::set<K> not_differentiable = {
+      K::Data, K::Scalar, K::Param, K::Iota, K::RandUniform, K::RandNormal, K::Eq,
+      K::Ne,   K::Lt,     K::Le,    K::Gt,   K::Ge,          K::AdamW};
+  const std::map<K, const char*> elsewhere = {
+      {K::Cast, "GradCheck.CastPassesTheGradientBackInTheInputDtype"},
+      {K::Call, "assume_pure_test (AssumePureGrad.*)"},
+      {K::CallResult, "assume_pure_test, scan_test"},
+      {K::Pack, "assume_pure_test (AssumePureGrad.*)"},
+      {K::Loop, "scan_test, scan_layers_test (gradients through loops)"},
+  };
+  for (K k : lt_test::all_ops()) {
+    if (not_differentiable.count(k)) continue;
+    const bool has_case = recorded.count(k) > 0, listed = elsewhere.count(k) > 0;
+    EXPECT_TRUE(has_case || listed)
+        << lt::ir::op_name(k) << " has no gradient case: add one to grad_cases (or, if it is "
+        << "not differentiable, to not_differentiable here)";
+    EXPECT_FALSE(has_case && listed)
+        << lt::ir::op_name(k) << " has a gradient case now: take it off the list above";
+  }
 }
 
 // ---- semantics

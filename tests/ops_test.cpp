@@ -16,6 +16,10 @@
 #include <vector>
 
 #include <lazytrace/lazytrace.h>
+#include <map>
+#include <set>
+
+#include "op_coverage.h"
 
 namespace {
 
@@ -77,9 +81,12 @@ Tolerance tolerance(DType result) {
       return {1e-2, 1e-3};  // 16 bits stored, computed in float32
     case DType::bfloat16:
       return {2e-2, 1e-2};
-    default:
-      return {0, 0};  // integers and bool are exact
+    case DType::int32:  // integers and bool are exact
+    case DType::int64:
+    case DType::bool_:
+      return {0, 0};
   }
+  return {0, 0};
 }
 
 bool close(double got, double want, Tolerance tol) {
@@ -714,12 +721,12 @@ std::vector<Case> unary_cases() {
 
 // ------------------------------------------------------------------------ binary ops
 
-enum class BinKind { Arith, Sub, Div, Pow, MinMax, Compare };
+enum class BinKind { Arith, Sub, Div, Pow, MinMax, Compare, Angle };
 
 /** PyTorch's result dtype for two tensors of the same dtype. */
 DType same_dtype_result(BinKind k, DType d) {
   if (k == BinKind::Compare) return boolean;
-  if (k == BinKind::Div) return is_float(d) ? d : f32;
+  if (k == BinKind::Div || k == BinKind::Angle) return is_float(d) ? d : f32;
   if (d == boolean && k != BinKind::MinMax && k != BinKind::Arith) return i64;
   return d;
 }
@@ -748,6 +755,7 @@ const std::vector<BinRow>& binary_rows() {
       {"pow", lt::pow, [](double a, double b) { return std::pow(a, b); }, BinKind::Pow},
       {"maximum", lt::maximum, maximum_ref, BinKind::MinMax},
       {"minimum", lt::minimum, minimum_ref, BinKind::MinMax},
+      {"atan2", lt::atan2, [](double a, double b) { return std::atan2(a, b); }, BinKind::Angle},
       {"eq", lt::eq, [](double a, double b) { return double(a == b); }, BinKind::Compare},
       {"ne", lt::ne, [](double a, double b) { return double(a != b); }, BinKind::Compare},
       {"lt", lt::lt, [](double a, double b) { return double(a < b); }, BinKind::Compare},
@@ -797,7 +805,10 @@ std::pair<Input, Input> binary_ranges(BinKind k, Input a, Input b) {
     case BinKind::Compare:
       a = whole(a), b = whole(b);
       break;
-    default:
+    case BinKind::Arith:
+    case BinKind::Sub:
+    case BinKind::MinMax:
+    case BinKind::Angle:
       range(a, -3, 3), range(b, -3, 3);
       break;
   }
@@ -2059,6 +2070,36 @@ std::vector<Case> all_rows() {
     all.insert(all.end(), cs.begin(), cs.end());
   }
   return all;
+}
+
+// Every op kind of ir/ops.def is made by some row of the tables above (the kinds each row
+// records are read off its graph), or is one the tables cannot make, listed here with the
+// tests that cover it. A new op without a row fails here.
+TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
+  std::set<lt_test::OpKind> recorded;
+  for (auto* family : {unary_cases, binary_cases, scalar_operand_cases, promotion_cases,
+                       where_cases, astype_cases, reduce_cases, softmax_cases, layout_cases,
+                       matmul_cases, creation_cases, fusion_cases, empty_cases, special_cases})
+    for (const Case& c : family()) lt_test::collect_ops(build(c).got, recorded);
+  using K = lt_test::OpKind;
+  const std::map<K, const char*> elsewhere = {
+      {K::RandUniform, "OpsRandom (uniform on [0, 1), reproducible seeds)"},
+      {K::RandNormal, "OpsRandom (standard normal)"},
+      {K::Param, "assume_pure_test, scan_test (the inputs of traced bodies)"},
+      {K::Call, "assume_pure_test, compile_test"},
+      {K::CallResult, "assume_pure_test, scan_test"},
+      {K::Pack, "assume_pure_test"},
+      {K::Loop, "scan_test, loops_test (scan, while_loop, fori_loop)"},
+      {K::AdamW, "nn_test (AdamWFused, Optim.*AdamW*: against a plain loop)"},
+  };
+  for (K k : lt_test::all_ops()) {
+    const bool has_rows = recorded.count(k) > 0, listed = elsewhere.count(k) > 0;
+    EXPECT_TRUE(has_rows || listed)
+        << lt::ir::op_name(k) << " has no ops_test row: add one to a table above (and, if it is "
+        << "differentiable, a case to autograd_test.cpp's grad_cases)";
+    EXPECT_FALSE(has_rows && listed)
+        << lt::ir::op_name(k) << " has rows now: take it off the list of kinds tested elsewhere";
+  }
 }
 
 // Every row recorded first and computed by one lt::sync(): one large graph with many

@@ -573,13 +573,10 @@ sigmoid, relu, gelu, silu = _C.sigmoid, _C.relu, _C.gelu, _C.silu
 sqrt, rsqrt, abs, erf, clone = _C.sqrt, _C.rsqrt, _C.abs, _C.erf, _C.clone
 add, sub, mul, div = _C.add, _C.sub, _C.mul, _C.div
 subtract, multiply, divide, true_divide = _C.sub, _C.mul, _C.div, _C.div
-pow, maximum, minimum = _C.pow, _C.maximum, _C.minimum
+pow, maximum, minimum, atan2 = _C.pow, _C.maximum, _C.minimum, _C.atan2
+arctan2 = atan2
 eq, ne, lt, le, gt, ge = _C.eq, _C.ne, _C.lt, _C.le, _C.gt, _C.ge
 greater, greater_equal, less, less_equal, not_equal = _C.gt, _C.ge, _C.lt, _C.le, _C.ne
-
-
-def log1p(input):
-    return _C.log(1.0 + input)
 
 
 def expm1(input):
@@ -896,7 +893,6 @@ def _install_methods():
         "sign": sign,
         "isnan": isnan,
         "isfinite": isfinite,
-        "log1p": log1p,
         "expm1": expm1,
         "tan": tan,
         "zero_": _zero_,
@@ -912,8 +908,8 @@ def _install_methods():
                  "sqrt", "rsqrt", "abs", "erf", "clone"):
         methods[name] = getattr(_C, name)
         methods[name + "_"] = (lambda f: lambda s: _in_place(s, f))(getattr(_C, name))
-    for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le",
-                 "gt", "ge"):
+    for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt",
+                 "le", "gt", "ge"):
         methods[name] = getattr(_C, name)
     methods["negative"] = _C.neg
     methods["pow_"] = lambda s, e: _in_place(s, _C.pow, e)

@@ -208,25 +208,15 @@ nb::dlpack::dtype dl_dtype(DType d) {
 std::optional<DType> lt_dtype(nb::dlpack::dtype d) {
   using nb::dlpack::dtype_code;
   if (d.lanes != 1) return std::nullopt;
-  switch (static_cast<dtype_code>(d.code)) {
-    case dtype_code::Float:
-      if (d.bits == 32) return DType::float32;
-      if (d.bits == 64) return DType::float64;
-      if (d.bits == 16) return DType::float16;
-      break;
-    case dtype_code::Bfloat:
-      if (d.bits == 16) return DType::bfloat16;
-      break;
-    case dtype_code::Int:
-      if (d.bits == 32) return DType::int32;
-      if (d.bits == 64) return DType::int64;
-      break;
-    case dtype_code::Bool:
-      if (d.bits == 8) return DType::bool_;
-      break;
-    default:
-      break;
-  }
+  // an if chain, not a switch: nanobind's list of codes grows between versions
+  const auto code = static_cast<dtype_code>(d.code);
+  if (code == dtype_code::Float && d.bits == 32) return DType::float32;
+  if (code == dtype_code::Float && d.bits == 64) return DType::float64;
+  if (code == dtype_code::Float && d.bits == 16) return DType::float16;
+  if (code == dtype_code::Bfloat && d.bits == 16) return DType::bfloat16;
+  if (code == dtype_code::Int && d.bits == 32) return DType::int32;
+  if (code == dtype_code::Int && d.bits == 64) return DType::int64;
+  if (code == dtype_code::Bool && d.bits == 8) return DType::bool_;
   return std::nullopt;
 }
 
@@ -566,6 +556,7 @@ void bind_tensor(nb::module_& m) {
   LT_BINARY_FN(div)
   LT_BINARY_FN(maximum)
   LT_BINARY_FN(minimum)
+  LT_BINARY_FN(atan2)
   LT_BINARY_FN(eq)
   LT_BINARY_FN(ne)
   LT_BINARY_FN(lt)

@@ -66,7 +66,7 @@ def test_unary_ops_match_numpy_as_functions_and_methods(name, dtype):
 
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "pow": np.power, "atan2": np.arctan2,
 }
 
 

@@ -7,6 +7,7 @@
 
 #include "compiler/program.h"
 #include "compiler/views.h"
+#include "core/check.h"
 #include "ir/body.h"
 #include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
@@ -358,9 +359,12 @@ class Lowering {
         out.view = slice_view(v, static_cast<int>(n.attrs[0]), n.attrs[1], n.attrs[2],
                               n.shape[static_cast<int>(n.attrs[0])]);
         return;
-      default:
-        fail("compile", "unknown layout op ", ir::op_name(n.op));
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_LAYOUT_OP(kind, name)
+#include "ir/ops.def"
+        break;
     }
+    LT_UNREACHABLE("lower_layout lowers a layout op");
   }
 
   // BLAS reads a matrix with unit stride along one of its two dims.

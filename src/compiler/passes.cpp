@@ -24,25 +24,15 @@ int simplify(const ir::Graph& g, const GNode& n, const std::vector<int>& in) {
     const GNode& x = g.nodes[n.inputs[k]];
     return x.shape == n.shape && x.dtype == n.dtype;
   };
-  int a = n.inputs[0], b = n.inputs[1];
-  switch (n.op) {
-    case OpKind::Add:
-      if (is_const(g, b, 0) && same(0)) return in[0];
-      if (is_const(g, a, 0) && same(1)) return in[1];
-      break;
-    case OpKind::Sub:
-      if (is_const(g, b, 0) && same(0)) return in[0];
-      break;
-    case OpKind::Mul:
-      if (is_const(g, b, 1) && same(0)) return in[0];
-      if (is_const(g, a, 1) && same(1)) return in[1];
-      break;
-    case OpKind::Div:
-      if (is_const(g, b, 1) && same(0)) return in[0];
-      break;
-    default:
-      break;
-  }
+  const int a = n.inputs[0], b = n.inputs[1];
+  // the identity element on the right (x op e == x), and for + and * on the left too
+  const bool add = n.op == OpKind::Add || n.op == OpKind::Sub;
+  const bool mul = n.op == OpKind::Mul || n.op == OpKind::Div;
+  if (!add && !mul) return -1;
+  const double e = add ? 0 : 1;
+  const bool commutes = n.op == OpKind::Add || n.op == OpKind::Mul;
+  if (is_const(g, b, e) && same(0)) return in[0];
+  if (commutes && is_const(g, a, e) && same(1)) return in[1];
   return -1;
 }
 

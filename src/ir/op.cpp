@@ -11,7 +11,7 @@ const OpInfo& op_info(OpKind k) {
 #define LT_COMPARE_OP(kind, name) {name, F::Elementwise, 2, true},
 #include "ir/ops.def"
   };
-  static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(OpKind::kCount));
+  static_assert(sizeof(table) / sizeof(table[0]) == static_cast<size_t>(kOpCount));
   return table[static_cast<int>(k)];
 }
 

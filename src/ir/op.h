@@ -6,12 +6,25 @@
 
 namespace lazytrace::ir {
 
+// A switch over OpKind lists every kind (-Wswitch-enum): the kinds it handles by hand, then
+// the others from ops.def, e.g. for a switch over the unary ops:
+//   #define LT_OP(kind, name, family, arity) case OpKind::kind:
+//   #define LT_UNARY_OP(kind, name)
+//   #include "ir/ops.def"
+//     LT_UNREACHABLE("...");
+// An op added to ops.def then either gets its case or fails the build.
+
 /** Every op kind, in the order of ir/ops.def, the one list of ops. */
 enum class OpKind : uint8_t {
 #define LT_OP(kind, name, family, arity) kind,
 #include "ir/ops.def"
-  kCount
 };
+
+/** How many op kinds there are. */
+inline constexpr int kOpCount = 0
+#define LT_OP(kind, name, family, arity) +1
+#include "ir/ops.def"
+    ;
 
 enum class OpFamily : uint8_t { Leaf, Generator, Elementwise, Layout, Reduce, Other };
 

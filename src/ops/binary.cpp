@@ -1,6 +1,7 @@
 // Binary elementwise ops (arithmetic, comparison) and where, with NumPy broadcasting
 // and PyTorch's promotion, each with its VJP rule. Operands are cast to the common dtype
 // here, so the kernels only ever see matching operand dtypes.
+#include "core/check.h"
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -43,26 +44,40 @@ struct SavedOperand {
 // Add and Sub read neither operand; the others read both (a, b) and some the result (out).
 std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOperand& sa,
                                      const SavedOperand& sb, const Tensor& out) {
-  if (op == OpKind::Add) return {g, g};
-  if (op == OpKind::Sub) return {g, -g};
-  const Tensor a = sa.get(), b = sb.get();
   switch (op) {
+    case OpKind::Add:
+      return {g, g};
+    case OpKind::Sub:
+      return {g, -g};
     case OpKind::Mul:
-      return {g * b, g * a};
-    case OpKind::Div:
+      return {g * sb.get(), g * sa.get()};
+    case OpKind::Div: {
+      const Tensor b = sb.get();
       return {g / b, -(g * out) / b};
-    case OpKind::Pow:  // as PyTorch: 0 where the exponent is 0, or the base 0 and b >= 0
+    }
+    case OpKind::Pow: {  // as PyTorch: 0 where the exponent is 0, or the base 0 and b >= 0
+      const Tensor a = sa.get(), b = sb.get();
       return {where(b == 0, 0, g * (b * pow(a, b - 1))),
               where((a == 0) * (b >= 0), 0, g * (out * log(a)))};
+    }
     case OpKind::Maximum:
     case OpKind::Minimum: {  // a tie splits the gradient evenly, as in PyTorch
+      const Tensor a = sa.get(), b = sb.get();
       Tensor a_wins = op == OpKind::Maximum ? a > b : a < b;
       Tensor half = where(a == b, g * 0.5, 0);
       return {where(a_wins, g, half), where(a_wins + (a == b), half, g)};
     }
-    default:
-      fail(ir::op_name(op), "has no gradient rule.");
+    case OpKind::Atan2: {  // d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+      const Tensor a = sa.get(), b = sb.get();
+      Tensor scale = g / (a * a + b * b);
+      return {scale * b, -(scale * a)};
+    }
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_BINARY_OP(kind, name)
+#include "ir/ops.def"
+    break;
   }
+  LT_UNREACHABLE("binary_vjp differentiates a binary op");
 }
 
 Tensor binary(OpKind op, Operand a, Operand b) {
@@ -77,7 +92,8 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   if (!cmp && common == DType::bool_ && (op == OpKind::Sub || op == OpKind::Pow))
     fail(name, "is not supported between bool operands (", a.str(), ", ", b.str(),
          "); convert with astype(t, lt::int64) first.");
-  if (op == OpKind::Div && !is_floating(common)) common = DType::float32;  // true division
+  // true division; atan2 of integers is an angle
+  if ((op == OpKind::Div || op == OpKind::Atan2) && !is_floating(common)) common = DType::float32;
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out_dtype = cmp ? DType::bool_ : common;
   Tensor out = trace::make_pending(
@@ -150,6 +166,9 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return binary(OpKind::Minimum, T(a), T(b));
+}
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Atan2, T(a), T(b));
 }
 Tensor eq(const Tensor& a, const Tensor& b) {
   return binary(OpKind::Eq, T(a), T(b));

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/check.h"
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -54,9 +55,12 @@ Tensor unary_vjp(OpKind op, const Tensor& g, const Tensor& x, const Tensor& y) {
       return g * (-0.5 * (y * y * y));
     case OpKind::Abs:
       return where(x > 0, g, where(x < 0, -g, 0));
-    default:
-      fail(ir::op_name(op), "has no gradient rule.");
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_UNARY_OP(kind, name)
+#include "ir/ops.def"
+      break;
   }
+  LT_UNREACHABLE("unary_vjp differentiates a unary op");
 }
 
 Tensor unary(OpKind op, const Tensor& t, Domain domain) {

@@ -57,9 +57,11 @@ size_t Tree::size() const {
       return 0;
     case Kind::leaf:
       return 1;
-    default:
+    case Kind::list:
+    case Kind::dict:
       return items_.size();
   }
+  return items_.size();
 }
 
 std::vector<std::string> Tree::keys() const {

@@ -89,6 +89,8 @@ Tensor pow(const Tensor& a, Scalar b);
 Tensor pow(Scalar a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+/** The angle of the point (b, a) in (-pi, pi], as std::atan2(a, b); integers give float32. */
+Tensor atan2(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);

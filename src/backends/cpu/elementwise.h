@@ -6,6 +6,7 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/math.h"
+#include "core/check.h"
 #include "ir/op.h"
 
 namespace lazytrace::cpu {
@@ -26,7 +27,8 @@ namespace elementwise {
 
 using ir::OpKind;
 
-// The cases come from ir/ops.def: an op added there is dispatched here.
+// The cases come from ir/ops.def: an op added there is dispatched here (its math in
+// math.h), every other kind is an internal error.
 template <typename T>
 [[gnu::always_inline]] inline void unary(OpKind op, T* d, const T* a, int64_t n) {
   switch (op) {
@@ -36,8 +38,10 @@ template <typename T>
     for (int64_t j = 0; j < n; ++j) d[j] = math::unary(OpKind::K, a[j]); \
     return;
 #include "ir/ops.def"
-    default:
-      return;
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_UNARY_OP(kind, name)
+#include "ir/ops.def"
+    LT_UNREACHABLE("elementwise::unary runs a unary op");
   }
 }
 
@@ -50,8 +54,10 @@ template <typename T>
     for (int64_t j = 0; j < n; ++j) d[j] = math::binary(OpKind::K, a[j], b[j]); \
     return;
 #include "ir/ops.def"
-    default:
-      return;
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_BINARY_OP(kind, name)
+#include "ir/ops.def"
+    LT_UNREACHABLE("elementwise::binary runs a binary op");
   }
 }
 
@@ -75,8 +81,10 @@ template <typename T>
     }                                                                          \
     return;
 #include "ir/ops.def"
-    default:
-      return;
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_BINARY_OP(kind, name)
+#include "ir/ops.def"
+    LT_UNREACHABLE("elementwise::binary runs a binary op");
   }
 }
 

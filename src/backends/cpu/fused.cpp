@@ -127,7 +127,9 @@ void round_to(DType dt, const Regs& regs, int r, int64_t n) {
       for (int64_t j = 0; j < n; ++j) x[j] = x[j] != 0;
       break;
     }
-    default:
+    case DType::float32:  // registers hold these exactly
+    case DType::float64:
+    case DType::int64:
       break;
   }
 }
@@ -161,14 +163,19 @@ void binary_op(OpKind op, C* d, const C* a, bool a_one, const C* b, bool b_one, 
 
 template <typename T>
 void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
-#define LT_CMP(K)                                                                \
+  switch (op) {
+#define LT_OP(kind, name, family, arity)
+#define LT_COMPARE_OP(K, name)                                                   \
   case OpKind::K:                                                                \
     for (int64_t j = 0; j < n; ++j) d[j] = math::compare(OpKind::K, a[j], b[j]); \
     return;
-  switch (op) {
-    LT_CMP(Eq) LT_CMP(Ne) LT_CMP(Lt) LT_CMP(Le) LT_CMP(Gt) LT_CMP(Ge) default : return;
+#include "ir/ops.def"
+#define LT_OP(kind, name, family, arity) case OpKind::kind:
+#define LT_COMPARE_OP(kind, name)
+#include "ir/ops.def"
+    break;
   }
-#undef LT_CMP
+  LT_UNREACHABLE("compare runs a comparison");
 }
 
 // A view that reads one value everywhere (a constant, a 0-d tensor broadcast).
@@ -289,30 +296,56 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
         for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b[j];
       });
       break;
-    default:
-      if (ir::is_compare(ins.op)) {
-        dispatch_compute(in_c, [&](auto tag) {
-          using C = typename decltype(tag)::type;
-          const C* a = regs.in<C>(ins.src[0]);
-          const C* b = regs.in<C>(ins.src[1]);
-          compare<C>(ins.op, regs.out<int64_t>(ins.dst), a, b, n);
-        });
-      } else if (ins.src[1] >= 0) {
-        dispatch_compute(out_c, [&](auto tag) {
-          using C = typename decltype(tag)::type;
-          const C* a = regs.in<C>(ins.src[0]);
-          const C* b = regs.in<C>(ins.src[1]);
-          binary_op<C>(ins.op, regs.out<C>(ins.dst), a, a1, b, b1, n);
-        });
-        one[ins.dst] = a1 && b1 ? width_of(out_c) : 0;
-      } else {
-        dispatch_compute(out_c, [&](auto tag) {
-          using C = typename decltype(tag)::type;
-          const C* a = regs.in<C>(ins.src[0]);
-          unary_op<C>(ins.op, regs.out<C>(ins.dst), a, n);
-        });
-      }
+#define LT_OP(kind, name, family, arity)
+#define LT_COMPARE_OP(kind, name) case OpKind::kind:
+#include "ir/ops.def"
+      dispatch_compute(in_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const C* a = regs.in<C>(ins.src[0]);
+        const C* b = regs.in<C>(ins.src[1]);
+        compare<C>(ins.op, regs.out<int64_t>(ins.dst), a, b, n);
+      });
       break;
+#define LT_OP(kind, name, family, arity)
+#define LT_BINARY_OP(kind, name) case OpKind::kind:
+#include "ir/ops.def"
+      dispatch_compute(out_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const C* a = regs.in<C>(ins.src[0]);
+        const C* b = regs.in<C>(ins.src[1]);
+        binary_op<C>(ins.op, regs.out<C>(ins.dst), a, a1, b, b1, n);
+      });
+      one[ins.dst] = a1 && b1 ? width_of(out_c) : 0;
+      break;
+#define LT_OP(kind, name, family, arity)
+#define LT_UNARY_OP(kind, name) case OpKind::kind:
+#include "ir/ops.def"
+      dispatch_compute(out_c, [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        const C* a = regs.in<C>(ins.src[0]);
+        unary_op<C>(ins.op, regs.out<C>(ins.dst), a, n);
+      });
+      break;
+    // the rest are not elementwise: lowering never puts them in a fused step
+    case OpKind::Scalar:
+    case OpKind::Param:
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::BroadcastTo:
+    case OpKind::Slice:
+    case OpKind::Sum:
+    case OpKind::Mean:
+    case OpKind::Amax:
+    case OpKind::Matmul:
+    case OpKind::Concat:
+    case OpKind::IndexSelect:
+    case OpKind::IndexAdd:
+    case OpKind::Call:
+    case OpKind::CallResult:
+    case OpKind::Pack:
+    case OpKind::Loop:
+    case OpKind::AdamW:
+      LT_UNREACHABLE("a fused step holds elementwise ops and loads");
   }
   round_to(ins.dtype, regs, ins.dst, one[ins.dst] ? 1 : n);
 }

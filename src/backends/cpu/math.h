@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/check.h"
 #include "ir/op.h"
 
 namespace lazytrace::cpu::math {
@@ -124,9 +125,12 @@ LT_MATH_INLINE T unary(ir::OpKind op, T x) {
       return x < T(0) ? -x : x;
     case K::Erf:
       return std::erf(x);
-    default:
-      return x;
+#define LT_OP(kind, name, family, arity) case K::kind:
+#define LT_UNARY_OP(kind, name)
+#include "ir/ops.def"
+      break;
   }
+  LT_UNREACHABLE("math::unary computes a unary op");
 }
 
 /** Integer pow with PyTorch's semantics for non-negative exponents; x**-n is 0 unless |x| == 1. */
@@ -170,9 +174,14 @@ LT_MATH_INLINE T binary(ir::OpKind op, T a, T b) {
       if constexpr (!std::is_integral_v<T>)
         if (std::isnan(a) || std::isnan(b)) return a + b;
       return a < b ? a : b;
-    default:
-      return a;
+    case K::Atan2:  // integer operands compute in float (ops/binary.cpp)
+      return static_cast<T>(std::atan2(a, b));
+#define LT_OP(kind, name, family, arity) case K::kind:
+#define LT_BINARY_OP(kind, name)
+#include "ir/ops.def"
+      break;
   }
+  LT_UNREACHABLE("math::binary computes a binary op");
 }
 
 template <typename T>
@@ -191,9 +200,12 @@ LT_MATH_INLINE bool compare(ir::OpKind op, T a, T b) {
       return a > b;
     case K::Ge:
       return a >= b;
-    default:
-      return false;
+#define LT_OP(kind, name, family, arity) case K::kind:
+#define LT_COMPARE_OP(kind, name)
+#include "ir/ops.def"
+      break;
   }
+  LT_UNREACHABLE("math::compare computes a comparison");
 }
 
 }  // namespace lazytrace::cpu::math

@@ -160,9 +160,12 @@ void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx) {
       return adamw_typed<Half>(s, ctx);
     case DType::bfloat16:
       return adamw_typed<BFloat16>(s, ctx);
-    default:
-      fail("adamw", "needs a floating parameter, got ", dtype_name(s.param.dtype));
+    case DType::int32:
+    case DType::int64:
+    case DType::bool_:
+      break;
   }
+  fail("adamw", "needs a floating parameter, got ", dtype_name(s.param.dtype));
 }
 
 }  // namespace lazytrace::cpu
