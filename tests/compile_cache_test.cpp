@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "compiler/compile_cache.h"
+#include "core/lru_cache.h"
 
 namespace {
 
@@ -63,6 +65,39 @@ std::vector<float> reference_mlp(const Mlp& m, const std::vector<float>& x, int6
     for (double v : o) out.push_back(static_cast<float>(v / z));
   }
   return out;
+}
+
+// The one cache type behind every cache: least recently used out first, against a plain
+// list of keys kept in use order.
+TEST(LruCache, EvictsTheLeastRecentlyUsedAsAListInUseOrderWould) {
+  lt::LruCache<int> cache(3);
+  std::vector<uint64_t> order;  // most recent first, at most 3
+  auto use = [&](uint64_t k) {
+    order.erase(std::remove(order.begin(), order.end(), k), order.end());
+    order.insert(order.begin(), k);
+    if (order.size() > 3) order.pop_back();
+  };
+  const uint64_t keys[] = {1, 2, 3, 1, 4, 2, 5, 5, 1, 3, 3, 2};
+  for (uint64_t k : keys) {
+    if (int* v = cache.find(k)) {
+      EXPECT_EQ(*v, static_cast<int>(k) * 10);
+      ASSERT_NE(std::find(order.begin(), order.end(), k), order.end()) << k;
+    } else {
+      ASSERT_EQ(std::find(order.begin(), order.end(), k), order.end()) << k;
+      const size_t evicted = cache.insert(k, static_cast<int>(k) * 10);
+      EXPECT_EQ(evicted, order.size() == 3 ? 1u : 0u);
+    }
+    use(k);
+    std::vector<uint64_t> held;
+    cache.for_each([&](uint64_t key, int) { held.push_back(key); });
+    EXPECT_EQ(held, order);
+  }
+  EXPECT_EQ(cache.set_capacity(1), 2u);
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_NE(cache.find(order.front()), nullptr);
+  cache.insert(order.front(), 7);  // replacing keeps one entry
+  EXPECT_EQ(*cache.find(order.front()), 7);
+  EXPECT_EQ(cache.size(), 1u);
 }
 
 TEST(CompileCache, RepeatedStepCompilesOnce) {

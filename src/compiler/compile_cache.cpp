@@ -74,30 +74,23 @@ void explain_miss(const ir::Graph& g, std::vector<std::vector<std::string>>& see
 
 }  // namespace
 
-CompileCache::CompileCache() {
-  capacity_ = 1024;
-  if (const char* e = std::getenv("LAZYTRACE_COMPILE_CACHE_SIZE")) {
-    long v = std::atol(e);
-    if (v > 0) capacity_ = static_cast<size_t>(v);
-  }
+size_t compile_cache_capacity() {
+  const char* e = std::getenv("LAZYTRACE_COMPILE_CACHE_SIZE");
+  const long v = e ? std::atol(e) : 0;
+  return v > 0 ? static_cast<size_t>(v) : 1024;
 }
+
+CompileCache::CompileCache() : entries_(compile_cache_capacity()) {}
 
 std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
     uint64_t key, const GraphShape& shape, runtime::Device& device,
     const std::function<ir::Graph()>& build_graph) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
     // a 64-bit key could collide: an entry that takes other arguments is not this graph
-    if (it != map_.end() && !(it->second.shape == shape)) {
-      lru_.erase(it->second.pos);
-      map_.erase(it);
-      it = map_.end();
-    }
-    if (it != map_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second.pos);
+    if (Entry* e = entries_.find(key); e && e->shape == shape) {
       metrics::cache_hit.add();
-      return it->second.exe;
+      return e->exe;
     }
   }
   metrics::cache_miss.add();
@@ -116,48 +109,37 @@ std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
     metrics::compile_count.add();
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(key);
-  if (it != map_.end() && it->second.shape == shape) return it->second.exe;
-  if (it != map_.end()) {
-    lru_.erase(it->second.pos);
-    map_.erase(it);
-  }
-  lru_.push_front(key);
-  map_[key] = Entry{exe, shape, lru_.begin()};
-  evict_locked();
+  // another thread may have compiled the same graph meanwhile: keep one
+  if (Entry* e = entries_.find(key); e && e->shape == shape) return e->exe;
+  metrics::cache_evictions.add(static_cast<int64_t>(entries_.insert(key, Entry{exe, shape})));
   return exe;
-}
-
-void CompileCache::evict_locked() {
-  while (map_.size() > capacity_) {
-    map_.erase(lru_.back());
-    lru_.pop_back();
-    metrics::cache_evictions.add();
-  }
 }
 
 int64_t CompileCache::arena_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t total = 0;
-  for (const auto& [key, e] : map_) total += e.exe->arena_bytes();
+  entries_.for_each([&](uint64_t, const Entry& e) { total += e.exe->arena_bytes(); });
   return total;
 }
 
 size_t CompileCache::size() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return map_.size();
+  return entries_.size();
+}
+
+size_t CompileCache::capacity() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.capacity();
 }
 
 void CompileCache::set_capacity(size_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  capacity_ = n == 0 ? 1 : n;
-  evict_locked();
+  metrics::cache_evictions.add(static_cast<int64_t>(entries_.set_capacity(n)));
 }
 
 void CompileCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
-  map_.clear();
-  lru_.clear();
+  entries_.clear();
 }
 
 CompileCache& CompileCache::global() {

@@ -2,11 +2,10 @@
 // CompileCache: executables keyed by graph structure, bounded by LRU.
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
+#include "core/lru_cache.h"
 #include "ir/graph.h"
 #include "runtime/device.h"
 
@@ -17,6 +16,10 @@ struct GraphShape {
   size_t params = 0, scalars = 0, results = 0, nodes = 0;
   bool operator==(const GraphShape&) const = default;
 };
+
+/** The bound of the compile cache and of the compiled bodies: LAZYTRACE_COMPILE_CACHE_SIZE,
+ * else 1024. */
+size_t compile_cache_capacity();
 
 class CompileCache {
  public:
@@ -34,7 +37,7 @@ class CompileCache {
   size_t size() const;
   /** Bytes of the scratch arenas (every intermediate of a graph) the executables hold. */
   int64_t arena_bytes() const;
-  size_t capacity() const { return capacity_; }
+  size_t capacity() const;
   void set_capacity(size_t n);
   void clear();
 
@@ -42,16 +45,12 @@ class CompileCache {
   static CompileCache& global();
 
  private:
-  void evict_locked();
-  mutable std::mutex mu_;
-  size_t capacity_;
-  std::list<uint64_t> lru_;  // most recent first
   struct Entry {
     std::shared_ptr<runtime::Executable> exe;
     GraphShape shape;
-    std::list<uint64_t>::iterator pos;
   };
-  std::unordered_map<uint64_t, Entry> map_;
+  mutable std::mutex mu_;
+  LruCache<Entry> entries_;
   // node descriptions of recent graphs, kept only while explaining misses
   std::vector<std::vector<std::string>> explained_;
 };

@@ -5,9 +5,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "compiler/compile_cache.h"
 #include "compiler/program.h"
 #include "compiler/views.h"
 #include "core/check.h"
+#include "core/lru_cache.h"
 #include "ir/body.h"
 #include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
@@ -1201,7 +1203,7 @@ Program lower(const ir::Graph& g, int first_input) {
 namespace {
 struct BodyPrograms {
   std::mutex mu;
-  std::unordered_map<uint64_t, std::shared_ptr<const Program>> programs;
+  LruCache<std::shared_ptr<const Program>> programs{compile_cache_capacity()};
 };
 BodyPrograms& body_programs() {
   static auto* p = new BodyPrograms();  // used by executables that may outlive statics
@@ -1214,8 +1216,7 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
   BodyPrograms& bp = body_programs();
   {
     std::lock_guard<std::mutex> lock(bp.mu);
-    auto it = bp.programs.find(body.hash);
-    if (it != bp.programs.end()) return it->second;
+    if (auto* p = bp.programs.find(body.hash)) return *p;
   }
   // The body's inputs become parameters after its own Data leaves.
   ir::Graph g = body.graph;
@@ -1232,7 +1233,9 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
   auto prog = std::make_shared<const Program>(lower(optimize(g), nd));
   metrics::body_compile_count.add();
   std::lock_guard<std::mutex> lock(bp.mu);
-  return bp.programs.emplace(body.hash, std::move(prog)).first->second;
+  if (auto* p = bp.programs.find(body.hash)) return *p;  // compiled meanwhile on another thread
+  metrics::cache_evictions.add(static_cast<int64_t>(bp.programs.insert(body.hash, prog)));
+  return prog;
 }
 
 void clear_body_programs() {

@@ -7,16 +7,16 @@
 
 namespace lazytrace::metrics {
 
-extern Counter trace_count;                 // ops recorded
-extern Counter compile_count;               // executables built (graph cache misses)
-extern Counter cache_hit;                   // graph cache hits
-extern Counter cache_miss;                  // graph cache misses
-extern Counter execute_count;               // executables run
-extern Counter sync_count;                  // syncs that ran a graph
-extern Counter transfer_to_host;            // to_vector / item reads
-extern Counter cache_evictions;             // executables dropped by the LRU bound
-extern Counter assume_pure_trace;           // functions traced by assume_pure (trace-cache misses)
-extern Counter assume_pure_hit;             // assume_pure calls that reused a traced function
+extern Counter trace_count;        // ops recorded
+extern Counter compile_count;      // executables built (graph cache misses)
+extern Counter cache_hit;          // graph cache hits
+extern Counter cache_miss;         // graph cache misses
+extern Counter execute_count;      // executables run
+extern Counter sync_count;         // syncs that ran a graph
+extern Counter transfer_to_host;   // to_vector / item reads
+extern Counter cache_evictions;    // executables and compiled bodies the LRU bounds dropped
+extern Counter assume_pure_trace;  // functions traced by assume_pure (trace-cache misses)
+extern Counter assume_pure_hit;    // assume_pure calls that reused a traced function
 extern Counter assume_pure_backward_trace;  // VJPs of traced functions, traced
 extern Counter compiled_trace;              // functions traced by compile
 extern Counter compiled_hit;                // compile calls that reused a traced function

@@ -6,12 +6,11 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <list>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 
 #include "autograd/tape.h"
+#include "core/lru_cache.h"
 #include "lazytrace/ops/ops.h"
 #include "metrics/known.h"
 #include "tools/arguments.h"
@@ -153,16 +152,12 @@ std::string node_text(const ir::GNode& n) {
 class FunctionCache {
  public:
   explicit FunctionCache(CacheOptions o)
-      : options(std::move(o)),
-        capacity(trace_cache_capacity()),
-        check_purity(env_flag("LAZYTRACE_CHECK_PURITY")) {}
+      : options(std::move(o)), check_purity(env_flag("LAZYTRACE_CHECK_PURITY")) {}
 
   CacheOptions options;
-  size_t capacity;
   bool check_purity;  // read when the function is made, not per call
   std::mutex mu;
-  std::list<std::shared_ptr<Entry>> lru;  // most recent first
-  std::unordered_map<uint64_t, std::list<std::shared_ptr<Entry>>::iterator> index;
+  LruCache<std::shared_ptr<Entry>> entries{trace_cache_capacity()};
   // the most recent signatures traced (for explanations), and how many were ever traced
   std::vector<std::vector<std::string>> seen;
   int traced = 0;
@@ -171,34 +166,21 @@ class FunctionCache {
 
   std::shared_ptr<Entry> find(uint64_t key, const std::vector<const Tensor*>& leaves) {
     std::lock_guard<std::mutex> lock(mu);
-    if (lru.empty()) return nullptr;
-    // the common case, a loop calling with one signature: the most recent entry
-    const bool front = lru.front()->key == key;
-    auto it = front ? index.end() : index.find(key);
-    if (!front && it == index.end()) return nullptr;
-    const auto& e = front ? lru.front() : *it->second;
-    if (e->leaf_types.size() != leaves.size()) return nullptr;  // a hash collision: retrace
+    std::shared_ptr<Entry>* e = entries.find(key);
+    if (!e) return nullptr;
+    // a hash collision: retrace
+    if ((*e)->leaf_types.size() != leaves.size()) return nullptr;
     for (size_t i = 0; i < leaves.size(); ++i)
-      if (e->leaf_types[i].first != leaves[i]->shape() ||
-          e->leaf_types[i].second != leaves[i]->dtype())
+      if ((*e)->leaf_types[i].first != leaves[i]->shape() ||
+          (*e)->leaf_types[i].second != leaves[i]->dtype())
         return nullptr;
-    if (!front) lru.splice(lru.begin(), lru, it->second);
-    return e;
+    return *e;
   }
 
   void insert(std::shared_ptr<Entry> e) {
     std::lock_guard<std::mutex> lock(mu);
-    auto old = index.find(e->key);
-    if (old != index.end()) {
-      lru.erase(old->second);
-      index.erase(old);
-    }
-    lru.push_front(std::move(e));
-    index[lru.front()->key] = lru.begin();
-    while (lru.size() > capacity) {
-      index.erase(lru.back()->key);
-      lru.pop_back();
-    }
+    const uint64_t key = e->key;
+    entries.insert(key, std::move(e));
   }
 
   // Why `parts` missed: a new function, or what differs from the closest signature seen.

@@ -5,11 +5,10 @@
 // body recomputes the forward from them.
 #include "lazytrace/tools/scan.h"
 
-#include <list>
 #include <mutex>
-#include <unordered_map>
 
 #include "autograd/tape.h"
+#include "core/lru_cache.h"
 #include "ir/partition.h"
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
@@ -108,8 +107,7 @@ struct ScanEntry {
 
 struct Cache {
   std::mutex mu;
-  std::list<std::pair<uint64_t, std::shared_ptr<ScanEntry>>> lru;  // most recent first
-  std::unordered_map<uint64_t, decltype(lru)::iterator> index;
+  LruCache<std::shared_ptr<ScanEntry>> entries{trace_cache_capacity()};
 };
 Cache& cache() {
   static auto* c = new Cache();
@@ -119,28 +117,16 @@ Cache& cache() {
 std::shared_ptr<ScanEntry> find(uint64_t key, const Types& carry, const Types& x, const Types& k) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto it = c.index.find(key);
-  if (it == c.index.end()) return nullptr;
-  const auto& e = it->second->second;
-  if (e->carry != carry || e->x != x || e->consts != k) return nullptr;  // a hash collision
-  c.lru.splice(c.lru.begin(), c.lru, it->second);
-  return e;
+  std::shared_ptr<ScanEntry>* e = c.entries.find(key);
+  if (!e || (*e)->carry != carry || (*e)->x != x || (*e)->consts != k)
+    return nullptr;  // absent, or a hash collision
+  return *e;
 }
 
 void insert(uint64_t key, std::shared_ptr<ScanEntry> e) {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  auto old = c.index.find(key);
-  if (old != c.index.end()) {
-    c.lru.erase(old->second);
-    c.index.erase(old);
-  }
-  c.lru.emplace_front(key, std::move(e));
-  c.index[key] = c.lru.begin();
-  while (c.lru.size() > trace_cache_capacity()) {
-    c.index.erase(c.lru.back().first);
-    c.lru.pop_back();
-  }
+  c.entries.insert(key, std::move(e));
 }
 
 std::shared_ptr<ScanEntry> new_entry(const LoopTraceFn& fn, Types carry, Types x, Types k) {
@@ -403,8 +389,7 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
 void clear_scan_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  c.index.clear();
-  c.lru.clear();
+  c.entries.clear();
 }
 
 ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
