@@ -213,3 +213,44 @@ TEST(Threading, ThreadsShareCacheAnswersWithoutWaitingForBusyThreads) {
 }
 
 }  // namespace
+
+namespace {
+
+// A long sync on another thread: a loop of `n` iterations in the backend, started once
+// its graph has compiled (a sync holds no lock while it compiles and runs).
+struct LongSync {
+  std::atomic<bool> done{false};
+  lt::Tensor result;  // recorded here, synced by the thread
+  std::thread thread;
+  explicit LongSync(int64_t n) {
+    result = lt::fori_loop(
+        0, n, [](const lt::Tensor&, const lt::Tensor& c) { return c + 1; }, lt::scalar(int64_t{0}));
+    const int64_t compiles = lt::metrics::counter("CompileCount");
+    thread = std::thread([this] {
+      lt::sync({result});
+      done = true;
+    });
+    while (lt::metrics::counter("CompileCount") == compiles && !done)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
+}  // namespace
+
+TEST(Threading, SyncsOnDifferentThreadsRunAtOnce) {
+  LongSync other(10'000'000);
+  ASSERT_FALSE(other.done) << "the loop ended before this thread synced: make it longer";
+  for (int k = 0; k < 20; ++k)
+    EXPECT_EQ(lt::sum(lt::full({4}, static_cast<float>(k))).item<float>(), 4.0f * k);
+  EXPECT_FALSE(other.done) << "this thread's syncs waited for the other thread's";
+  other.thread.join();
+  EXPECT_EQ(other.result.item<int64_t>(), 10'000'000);
+}
+
+TEST(Threading, ASyncThatReadsAnotherThreadsRunningResultWaitsForIt) {
+  LongSync other(5'000'000);
+  lt::Tensor y = other.result * 2 + 1;  // reads the running sync's root: waits for it
+  EXPECT_EQ(y.item<int64_t>(), 10'000'001);
+  other.thread.join();
+  EXPECT_EQ(other.result.item<int64_t>(), 5'000'000);
+}

@@ -82,22 +82,21 @@ size_t compile_cache_capacity() {
 
 CompileCache::CompileCache() : entries_(compile_cache_capacity()) {}
 
-std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
-    uint64_t key, const GraphShape& shape, runtime::Device& device,
-    const std::function<ir::Graph()>& build_graph) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    // a 64-bit key could collide: an entry that takes other arguments is not this graph
-    if (Entry* e = entries_.find(key); e && e->shape == shape) {
-      metrics::cache_hit.add();
-      return e->exe;
-    }
-  }
+std::shared_ptr<runtime::Executable> CompileCache::find(uint64_t key, const GraphShape& shape) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // a 64-bit key could collide: an entry that takes other arguments is not this graph
+  Entry* e = entries_.find(key);
+  if (!e || !(e->shape == shape)) return nullptr;
+  metrics::cache_hit.add();
+  return e->exe;
+}
+
+std::shared_ptr<runtime::Executable> CompileCache::compile(uint64_t key, const GraphShape& shape,
+                                                           runtime::Device& device, ir::Graph g) {
   metrics::cache_miss.add();
   std::shared_ptr<runtime::Executable> exe;
   {
     metrics::ScopedTimer t(metrics::compile_time);
-    ir::Graph g = build_graph();
     save_graph(g);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -113,6 +112,13 @@ std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
   if (Entry* e = entries_.find(key); e && e->shape == shape) return e->exe;
   metrics::cache_evictions.add(static_cast<int64_t>(entries_.insert(key, Entry{exe, shape})));
   return exe;
+}
+
+std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
+    uint64_t key, const GraphShape& shape, runtime::Device& device,
+    const std::function<ir::Graph()>& build_graph) {
+  if (auto exe = find(key, shape)) return exe;
+  return compile(key, shape, device, build_graph());
 }
 
 int64_t CompileCache::arena_bytes() const {

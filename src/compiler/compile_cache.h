@@ -26,10 +26,13 @@ class CompileCache {
   /** Capacity from LAZYTRACE_COMPILE_CACHE_SIZE (default 1024). */
   CompileCache();
 
-  /**
-   * The executable for `key`; on a miss, `build_graph()` makes the graph, which is
-   * optimized, verified and compiled by `device`.
-   */
+  /** The executable cached for `key` (a hit), or null. */
+  std::shared_ptr<runtime::Executable> find(uint64_t key, const GraphShape& shape);
+  /** Optimizes, verifies and compiles `g` for `device` (a miss), and caches it under `key`.
+   * Runs without the cache's lock held: other threads' lookups and compiles go on. */
+  std::shared_ptr<runtime::Executable> compile(uint64_t key, const GraphShape& shape,
+                                               runtime::Device& device, ir::Graph g);
+  /** find, else compile what `build_graph()` makes. */
   std::shared_ptr<runtime::Executable> get_or_compile(
       uint64_t key, const GraphShape& shape, runtime::Device& device,
       const std::function<ir::Graph()>& build_graph);

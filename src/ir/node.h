@@ -50,6 +50,9 @@ struct Node {
   int64_t ivalue = 0;
   bool scalar_is_param = false;  // a Scalar whose value is a graph parameter
   bool scalar_literal = false;   // a constant of the traced code (make_scalar), not a param
+  // A root of a sync that runs now (trace/sync.cpp): another sync whose graph reaches it
+  // waits until it is computed.
+  bool in_flight = false;
   // Data nodes: the runtime buffer, opaque to the IR.
   std::shared_ptr<void> data;
   uint64_t local_hash = 0;  // op, dtype, shape, attrs (and a hashed scalar's value)

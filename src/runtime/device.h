@@ -3,6 +3,7 @@
 // executable runs over parameter buffers and scalar values and returns result buffers.
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -39,5 +40,19 @@ class Device {
   virtual const char* name() const = 0;
   virtual std::shared_ptr<Executable> compile(const ir::Graph& g) = 0;
 };
+
+// The devices graphs are compiled for. The backends built into the library register at the
+// first lookup (register_builtin_devices, defined by the backends layer in
+// backends/builtin.cpp); the first one registered is the default. trace/ and compiler/ know
+// devices only through this registry, so a backend is added without touching them.
+
+/** The device sync() compiles for: the first registered (the CPU device). */
+Device& default_device();
+/** The registered device of that name, or null. */
+Device* find_device(std::string_view name);
+/** Registers a device (it lives as long as the process). A second one of a name is an error. */
+void register_device(Device& device);
+/** Registers the backends built into the library; defined in backends/builtin.cpp. */
+void register_builtin_devices();
 
 }  // namespace lazytrace::runtime

@@ -1,18 +1,24 @@
 // sync(): gather the pending tensors, find or compile the graph's executable, run it, and
 // cut the pending graph at the results.
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 
-#include "backends/cpu/cpu_device.h"
 #include "compiler/compile_cache.h"
 #include "compiler/program.h"
+#include "core/hash.h"
 #include "ir/graph.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace {
 namespace {
 
-// Walks stamp scratch fields on shared nodes, so one graph is gathered at a time.
+// Walks stamp scratch fields on shared nodes, so one graph is gathered at a time; the
+// lock is held for the walk and for cutting the graph afterwards, not while it compiles or
+// runs. A sync's roots are in flight meanwhile: a walk that reaches one waits (g_cut) until
+// it is computed, so no graph reads a buffer that a running sync was given to write into.
 std::mutex g_walk_mutex;
+std::condition_variable g_cut;
 
 // Which parameter buffers no one can read after this sync, so the executable may write its
 // outputs into them (Executable::run's `donated`). Every holder of a node is counted: its
@@ -62,30 +68,39 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
   return dead;
 }
 
-// Runs with g_walk_mutex held. A named sync (compile's) names its graph and counts into
-// "ExecuteCount[name]" and "CompileCount[name]" too.
-void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name = "") {
+// Runs with g_walk_mutex held by `lock`, which it releases while it compiles and runs. A
+// named sync (compile's) names its graph and counts into "ExecuteCount[name]" and
+// "CompileCount[name]" too.
+void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mutex>& lock,
+                const std::string& name = "") {
   std::vector<TensorImpl*> todo;
   std::vector<ir::Node*> roots;
-  for (TensorImpl* impl : impls)
-    if (impl->pending()) {
-      todo.push_back(impl);
-      roots.push_back(impl->node.get());
-    }
-  if (roots.empty()) return;
-  ir::Walk w = ir::walk(roots);
+  ir::Walk w;
+  for (;;) {
+    todo.clear();
+    roots.clear();
+    for (TensorImpl* impl : impls)
+      if (impl->pending()) {
+        todo.push_back(impl);
+        roots.push_back(impl->node.get());
+      }
+    if (roots.empty()) return;
+    w = ir::walk(roots);
+    bool waits = false;
+    for (const ir::Node* n : w.order) waits = waits || n->in_flight;
+    if (!waits) break;
+    g_cut.wait(lock);  // another thread computes part of this graph: walk again after
+  }
   for (const ir::Node* n : w.order)
     if (n->op == ir::OpKind::Param) trace::escaped_from_trace("sync");
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
                                    w.order.size()};
-  const int64_t compiles = metrics::compile_count.value();
-  auto exe = compiler::CompileCache::global().get_or_compile(
-      w.key, shape, cpu::cpu_device(), [&] { return ir::build_graph(w, name); });
-  if (!name.empty()) {
-    metrics::named_counter("ExecuteCount[" + name + "]").add();
-    if (metrics::compile_count.value() != compiles)
-      metrics::named_counter("CompileCount[" + name + "]").add();
-  }
+  runtime::Device& device = runtime::default_device();
+  const uint64_t key = hash_combine(w.key, reinterpret_cast<uintptr_t>(&device));
+  compiler::CompileCache& cache = compiler::CompileCache::global();
+  auto exe = cache.find(key, shape);
+  std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read
+  if (!exe) graph = ir::build_graph(w, name);
   const std::vector<char> donated = dead_params(w, todo);
   std::vector<runtime::BufferPtr> params;
   params.reserve(w.params.size());
@@ -93,11 +108,26 @@ void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name =
   std::vector<runtime::ScalarArg> scalars;
   scalars.reserve(w.scalars.size());
   for (ir::Node* n : w.scalars) scalars.push_back({n->value, n->ivalue});
+  for (ir::Node* r : roots) r->in_flight = true;
   std::vector<runtime::BufferPtr> results;
-  {
+  lock.unlock();
+  try {
+    const int64_t compiles = metrics::compile_count.value();
+    if (!exe) exe = cache.compile(key, shape, device, std::move(*graph));
+    if (!name.empty()) {
+      metrics::named_counter("ExecuteCount[" + name + "]").add();
+      if (metrics::compile_count.value() != compiles)
+        metrics::named_counter("CompileCount[" + name + "]").add();
+    }
     metrics::ScopedTimer t(metrics::execute_time);
     results = exe->run(params, scalars, donated);
+  } catch (...) {
+    lock.lock();
+    for (ir::Node* r : roots) r->in_flight = false;
+    g_cut.notify_all();
+    throw;
   }
+  lock.lock();
   metrics::execute_count.add();
   metrics::sync_count.add();
   // Cut the pending graph: each computed op becomes a leaf for its buffer, so tensors
@@ -108,6 +138,8 @@ void sync_impls(const std::vector<TensorImpl*>& impls, const std::string& name =
     impl.unlink();
     if (impl.node->op != ir::OpKind::Data) impl.node->become_data(results[i]);
   }
+  for (ir::Node* r : roots) r->in_flight = false;
+  g_cut.notify_all();
 }
 
 std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
@@ -134,16 +166,16 @@ void sync(const std::vector<Tensor>& tensors) {
 void trace::sync_named(const std::vector<Tensor>* tensors, const std::string& name) {
   trace::check_not_tracing("sync()");
   if (!tensors) {
-    std::lock_guard<std::mutex> lock(g_walk_mutex);
-    return sync_impls(trace::pending_tensors(), name);
+    std::unique_lock<std::mutex> lock(g_walk_mutex);
+    return sync_impls(trace::pending_tensors(), lock, name);
   }
   std::vector<TensorImpl*> impls;  // the caller's handles keep these alive
   for (const Tensor& t : *tensors) {
     if (!t.defined()) fail("sync", "tensor ", impls.size(), " is undefined (default-constructed).");
     impls.push_back(t.impl().get());
   }
-  std::lock_guard<std::mutex> lock(g_walk_mutex);
-  sync_impls(impls, name);
+  std::unique_lock<std::mutex> lock(g_walk_mutex);
+  sync_impls(impls, lock, name);
 }
 
 namespace debug {
@@ -160,8 +192,9 @@ std::string to_dot(const std::vector<Tensor>& tensors) {
 
 std::string to_program(const std::vector<Tensor>& tensors) {
   std::unique_lock<std::mutex> lock(g_walk_mutex);
-  ir::Graph g = compiler::optimize(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
-  return compiler::describe(compiler::lower(g));
+  ir::Graph g = ir::build_graph(ir::walk(roots_of(tensors)), "pending");
+  lock.unlock();
+  return runtime::default_device().compile(compiler::optimize(g))->describe();
 }
 
 }  // namespace debug
