@@ -92,7 +92,8 @@ std::shared_ptr<runtime::Executable> CompileCache::find(uint64_t key, const Grap
 }
 
 std::shared_ptr<runtime::Executable> CompileCache::compile(uint64_t key, const GraphShape& shape,
-                                                           runtime::Device& device, ir::Graph g) {
+                                                           runtime::Device& device, ir::Graph g,
+                                                           runtime::PassSet passes) {
   metrics::cache_miss.add();
   std::shared_ptr<runtime::Executable> exe;
   {
@@ -102,9 +103,9 @@ std::shared_ptr<runtime::Executable> CompileCache::compile(uint64_t key, const G
       std::lock_guard<std::mutex> lock(mu_);
       explain_miss(g, explained_);
     }
-    ir::Graph opt = optimize(g);
+    ir::Graph opt = optimize(g, passes);
     ir::verify(opt);
-    exe = device.compile(opt);
+    exe = device.compile(opt, passes);
     metrics::compile_count.add();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -116,9 +117,9 @@ std::shared_ptr<runtime::Executable> CompileCache::compile(uint64_t key, const G
 
 std::shared_ptr<runtime::Executable> CompileCache::get_or_compile(
     uint64_t key, const GraphShape& shape, runtime::Device& device,
-    const std::function<ir::Graph()>& build_graph) {
+    const std::function<ir::Graph()>& build_graph, runtime::PassSet passes) {
   if (auto exe = find(key, shape)) return exe;
-  return compile(key, shape, device, build_graph());
+  return compile(key, shape, device, build_graph(), passes);
 }
 
 int64_t CompileCache::arena_bytes() const {

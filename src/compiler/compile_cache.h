@@ -28,14 +28,17 @@ class CompileCache {
 
   /** The executable cached for `key` (a hit), or null. */
   std::shared_ptr<runtime::Executable> find(uint64_t key, const GraphShape& shape);
-  /** Optimizes, verifies and compiles `g` for `device` (a miss), and caches it under `key`.
-   * Runs without the cache's lock held: other threads' lookups and compiles go on. */
+  /** Optimizes, verifies and compiles `g` for `device` with `passes` (a miss), and caches
+   * it under `key`, which must tell devices and pass sets apart. Runs without the cache's
+   * lock held: other threads' lookups and compiles go on. */
   std::shared_ptr<runtime::Executable> compile(uint64_t key, const GraphShape& shape,
-                                               runtime::Device& device, ir::Graph g);
+                                               runtime::Device& device, ir::Graph g,
+                                               runtime::PassSet passes = {});
   /** find, else compile what `build_graph()` makes. */
-  std::shared_ptr<runtime::Executable> get_or_compile(
-      uint64_t key, const GraphShape& shape, runtime::Device& device,
-      const std::function<ir::Graph()>& build_graph);
+  std::shared_ptr<runtime::Executable> get_or_compile(uint64_t key, const GraphShape& shape,
+                                                      runtime::Device& device,
+                                                      const std::function<ir::Graph()>& build_graph,
+                                                      runtime::PassSet passes = {});
 
   size_t size() const;
   /** Bytes of the scratch arenas (every intermediate of a graph) the executables hold. */

@@ -1,14 +1,17 @@
 // Lowering: layout ops become views, elementwise chains become fused steps (one pass
-// over tiles), and every intermediate storage gets an arena offset.
+// over tiles), products, reductions, gathers, calls, loops and updates their steps; then the
+// program passes (plan/pipeline.cpp) plan the arena, donations and the rest.
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_map>
 
 #include "compiler/compile_cache.h"
+#include "compiler/plan/pipeline.h"
 #include "compiler/program.h"
 #include "compiler/views.h"
 #include "core/check.h"
+#include "core/hash.h"
 #include "core/lru_cache.h"
 #include "ir/body.h"
 #include "ir/shape_rules.h"
@@ -38,8 +41,8 @@ struct Group {
 
 class Lowering {
  public:
-  Lowering(const ir::Graph& g, int first_input)
-      : g_(g), first_input_(first_input), vals_(g.nodes.size()) {
+  Lowering(const ir::Graph& g, int first_input, runtime::PassSet passes)
+      : g_(g), first_input_(first_input), passes_(passes), vals_(g.nodes.size()) {
     find_unstacked();
     find_adamw_products();
   }
@@ -54,12 +57,8 @@ class Lowering {
       if (groups_[gi].step_index != -2) seal(static_cast<int>(gi));
     for (Step& s : p_.steps)
       if (auto* f = std::get_if<FusedStep>(&s)) allocate_registers(*f);
-    attach_updates();
-    hoist_invariants();
-    plan_arena();
-    find_donations();
-    pair_products();
-    order_loop_reads();
+    p_.passes = passes_;
+    plan::run(p_, {first_input_, passes_});
     return std::move(p_);
   }
 
@@ -188,7 +187,7 @@ class Lowering {
         continue;
       bool parts = true;
       for (int in : n.inputs) parts = parts && g_.nodes[static_cast<size_t>(in)].shape[0] == 1;
-      unstacked_[i] = parts;
+      unstacked_[i] = parts && passes_.on(runtime::Pass::SlicesInPlace);
     }
   }
 
@@ -272,8 +271,8 @@ class Lowering {
     const GNode& n = g_.nodes[i];
     auto joinable = [&](int in) {
       const Value& v = vals_[in];
-      return v.kind == Value::Reg && groups_[v.group].step_index < 0 &&
-             g_.nodes[in].shape == n.shape;
+      return passes_.on(runtime::Pass::Fusion) && v.kind == Value::Reg &&
+             groups_[v.group].step_index < 0 && g_.nodes[in].shape == n.shape;
     };
     // Inputs that will be loaded are resolved first: reading them may place (seal) a group,
     // e.g. one that writes a concat this node reads, and a placed group takes no new members.
@@ -337,30 +336,30 @@ class Lowering {
 
   void lower_layout(int i) {
     const GNode& n = g_.nodes[i];
-    int in = n.inputs[0];
-    View v = use_view(in);
     Value& out = vals_[i];
     out.kind = Value::AsView;
+    out.view = layout_view(n, use_view(n.inputs[0]));
+    if (!passes_.on(runtime::Pass::Views) && !out.view.is_scalar()) {  // a copy instead
+      const int s = copy_to_new(out.view, StorageKind::Arena);
+      out.view = contiguous_view(s, out.view.dtype, out.view.shape);
+    }
+  }
+
+  // The view layout op `n` makes of its operand's view `v`.
+  View layout_view(const GNode& n, const View& v) {
     switch (n.op) {
       case OpKind::Reshape: {
-        auto r = reshape_view(v, n.shape);
-        if (!r) {
-          int s = copy_to_new(v, StorageKind::Arena);
-          r = contiguous_view(s, v.dtype, n.shape);
-        }
-        out.view = *r;
-        return;
+        if (auto r = reshape_view(v, n.shape)) return *r;
+        const int s = copy_to_new(v, StorageKind::Arena);
+        return contiguous_view(s, v.dtype, n.shape);
       }
       case OpKind::Permute:
-        out.view = permute_view(v, n.attrs.begin());
-        return;
+        return permute_view(v, n.attrs.begin());
       case OpKind::BroadcastTo:
-        out.view = broadcast_view(v, n.shape);
-        return;
+        return broadcast_view(v, n.shape);
       case OpKind::Slice:
-        out.view = slice_view(v, static_cast<int>(n.attrs[0]), n.attrs[1], n.attrs[2],
-                              n.shape[static_cast<int>(n.attrs[0])]);
-        return;
+        return slice_view(v, static_cast<int>(n.attrs[0]), n.attrs[1], n.attrs[2],
+                          n.shape[static_cast<int>(n.attrs[0])]);
 #define LT_OP(kind, name, family, arity) case OpKind::kind:
 #define LT_LAYOUT_OP(kind, name)
 #include "ir/ops.def"
@@ -565,19 +564,12 @@ class Lowering {
     st.num_regs = used;
   }
 
-  void plan_arena();
-  void attach_updates();
-  void hoist_invariants();
-  void order_loop_reads();
-  void find_donations();
-  void pair_products();
-
   // A call: the body's program (compiled once per body) runs on the caller's memory. The
   // call's inputs are the body's inputs, then its Data leaves, then its scalar leaves.
   void lower_call(int i) {
     const GNode& n = g_.nodes[i];
     const auto& body = *static_cast<const ir::Body*>(n.body.get());
-    std::shared_ptr<const Program> prog = body_program(body);
+    std::shared_ptr<const Program> prog = body_program(body, passes_);
     const int nin = body.num_inputs;
     const int nd = static_cast<int>(body.graph.param_nodes.size());
     CallStep cs;
@@ -638,6 +630,7 @@ class Lowering {
 
   void find_adamw_products() {
     in_adamw_.assign(g_.nodes.size(), 0);
+    if (!passes_.on(runtime::Pass::GradProduct)) return;
     for (const GNode& n : g_.nodes) {
       if (n.op != OpKind::AdamW) continue;
       const int m = adamw_product(n.inputs[1]);
@@ -650,7 +643,8 @@ class Lowering {
   void lower_adamw(int i) {
     const GNode& n = g_.nodes[i];
     AdamWStep s;
-    if (const int p = adamw_product(n.inputs[1]); p >= 0) {
+    if (const int p = passes_.on(runtime::Pass::GradProduct) ? adamw_product(n.inputs[1]) : -1;
+        p >= 0) {
       const GNode& m = g_.nodes[static_cast<size_t>(p)];
       MatmulStep ms;
       ms.a = matmul_operand(m.inputs[0], false);
@@ -703,8 +697,8 @@ class Lowering {
     ls.kind = loop.kind;
     ls.length = loop.length;
     ls.reverse = loop.reverse;
-    ls.body = body_program(*loop.body);
-    if (loop.cond) ls.cond = body_program(*loop.cond);
+    ls.body = body_program(*loop.body, passes_);
+    if (loop.cond) ls.cond = body_program(*loop.cond, passes_);
     const int nin = loop.body->num_inputs;
     for (int k = 0; k < nin; ++k) {
       LoopStep::Input in;
@@ -756,6 +750,7 @@ class Lowering {
 
   const ir::Graph& g_;
   int first_input_;  // a body's first input parameter slot (-1: not a body)
+  runtime::PassSet passes_;
   Program p_;
   std::vector<Value> vals_;
   std::vector<Group> groups_;
@@ -768,436 +763,10 @@ class Lowering {
   std::vector<int> sole_user_;   // the last node using each node (the only one if uses_ is 1)
 };
 
-template <typename F>
-void adamw_views(const AdamWStep& a, F&& f) {
-  for (const View* v :
-       {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq, &a.decay, &a.step_size, &a.inv_sqrt_bc2})
-    if (!v->is_scalar()) f(v->storage);
-  if (a.grad_product) {
-    f(a.grad_product->a.storage);
-    f(a.grad_product->b.storage);
-  }
-  for (int o : a.out) f(o);
-}
-
-template <typename F>
-void for_each_view(const Step& step, F&& f) {
-  if (auto* c = std::get_if<CallStep>(&step)) {
-    for (const View& v : c->params) f(v.storage);
-    for (int o : c->outputs) f(o);
-    f(c->scratch);
-    return;
-  }
-  if (auto* l = std::get_if<LoopStep>(&step)) {
-    for (const LoopStep::Input& in : l->inputs) {
-      f(in.view.storage);
-      for (const View& v : in.slices) f(v.storage);
-    }
-    for (const View& v : l->body_leaves) f(v.storage);
-    for (const View& v : l->cond_leaves) f(v.storage);
-    for (int o : l->outputs) f(o);
-    for (int o : l->spare) f(o);
-    f(l->scratch);
-    f(l->cond_scratch);
-    for (const AdamWStep& a : l->updates) adamw_views(a, f);
-    return;
-  }
-  if (auto* s = std::get_if<FusedStep>(&step)) {
-    for (const View& v : s->loads) f(v.storage);
-    for (const auto& st : s->stores) f(st.dst.storage);
-  } else if (auto* r = std::get_if<ReduceStep>(&step)) {
-    f(r->in.storage);
-    f(r->out_storage);
-  } else if (auto* m = std::get_if<MatmulStep>(&step)) {
-    f(m->a.storage);
-    f(m->b.storage);
-    f(m->out_storage);
-  } else if (auto* gs = std::get_if<GatherStep>(&step)) {
-    f(gs->in.storage);
-    f(gs->index.storage);
-    if (gs->source) f(gs->source->storage);
-    f(gs->out_storage);
-  } else if (auto* a = std::get_if<AdamWStep>(&step)) {
-    adamw_views(*a, f);
-  }
-}
-
-// The storages a step writes (every other storage it names, it only reads).
-template <typename F>
-void for_each_write(const Step& step, F&& f) {
-  if (auto* s = std::get_if<FusedStep>(&step)) {
-    for (const auto& st : s->stores) f(st.dst.storage);
-  } else if (auto* r = std::get_if<ReduceStep>(&step)) {
-    f(r->out_storage);
-  } else if (auto* m = std::get_if<MatmulStep>(&step)) {
-    f(m->out_storage);
-  } else if (auto* gs = std::get_if<GatherStep>(&step)) {
-    f(gs->out_storage);
-  } else if (auto* c = std::get_if<CallStep>(&step)) {
-    for (int o : c->outputs) f(o);
-    f(c->scratch);
-  } else if (auto* l = std::get_if<LoopStep>(&step)) {
-    for (int o : l->outputs) f(o);
-    for (int o : l->spare) f(o);
-    f(l->scratch);
-    f(l->cond_scratch);
-    for (const AdamWStep& a : l->updates)
-      for (int o : a.out) f(o);
-  } else if (auto* a = std::get_if<AdamWStep>(&step)) {
-    for (int o : a->out) f(o);
-  }
-}
-
-// The first and last step touching each storage (nsteps and -1: none). What a loop-invariant
-// step touches in the arena is used by every step: the loop runs those steps only before its
-// first iteration.
-std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
-  const int nsteps = static_cast<int>(p.steps.size());
-  std::vector<int> first(p.storages.size(), nsteps), last(p.storages.size(), -1);
-  for (int i = 0; i < nsteps; ++i)
-    for_each_view(p.steps[i], [&](int s) {
-      if (s < 0) return;
-      first[s] = std::min(first[s], i);
-      last[s] = std::max(last[s], i);
-      if (i < p.invariant_steps && p.storages[s].kind == StorageKind::Arena) last[s] = nsteps - 1;
-    });
-  return {std::move(first), std::move(last)};
-}
-
-// AdamW updates that can run beside a scan (LoopStep::updates): an update whose gradient
-// is a product of two of the scan's ys, batch i of it made of slice i of each, and whose
-// other operands (parameter, moments, the step's scalars) do not depend on the scan. The
-// steps that make those scalars move before the scan; the update moves into it. Runs before
-// the arena is planned, while every storage is still written by one step.
-void Lowering::attach_updates() {
-  const size_t ns = p_.storages.size();
-  auto writes = [](const Step& st) {
-    std::vector<int> w;
-    for_each_write(st, [&](int s) {
-      if (s >= 0) w.push_back(s);
-    });
-    return w;
-  };
-  auto reads = [&](const Step& st) {
-    const std::vector<int> w = writes(st);
-    std::vector<int> r;
-    for_each_view(st, [&](int s) {
-      if (s >= 0 && std::find(w.begin(), w.end(), s) == w.end()) r.push_back(s);
-    });
-    return r;
-  };
-  for (size_t li = 0; li < p_.steps.size(); ++li) {
-    auto* loop = std::get_if<LoopStep>(&p_.steps[li]);
-    if (!loop || loop->kind != ir::Loop::Kind::Scan || loop->length <= 0) continue;
-    // ys: loop output storage -> elements per slice
-    std::map<int, int64_t> ys;
-    for (size_t r = loop->spare.size(); r < loop->outputs.size(); ++r)
-      ys[loop->outputs[r]] = loop->body->results[r].shape.numel();
-    auto slice_of_ys = [&](const View& v) {  // batch i of v is slice i of a ys storage
-      auto it = ys.find(v.storage);
-      return it != ys.end() && v.shape.size() == 3 && v.shape[0] == loop->length && v.offset == 0 &&
-             v.strides[0] == it->second;
-    };
-    std::vector<char> tainted(ns, 0);  // written by the loop, or by a step that reads one
-    for (int s : writes(*loop)) tainted[static_cast<size_t>(s)] = 1;
-    std::vector<char> attach(p_.steps.size(), 0), hoist(p_.steps.size(), 0);
-    std::vector<char> needed(ns, 0);  // read by an attached update, made after the loop
-    for (size_t k = li + 1; k < p_.steps.size(); ++k) {
-      const Step& st = p_.steps[k];
-      const auto* a = std::get_if<AdamWStep>(&st);
-      bool dep = false;
-      if (a && a->grad_product && a->grad_product->out_shape.size() == 3 &&
-          a->grad_product->out_shape[0] == loop->length && slice_of_ys(a->grad_product->a) &&
-          slice_of_ys(a->grad_product->b)) {
-        bool free = true;
-        for (const View* v :
-             {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
-          if (!v->is_scalar() && tainted[static_cast<size_t>(v->storage)]) free = false;
-        if (free) {
-          attach[k] = 1;
-          for (const View* v :
-               {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
-            if (!v->is_scalar()) needed[static_cast<size_t>(v->storage)] = 1;
-        }
-        dep = true;
-      } else {
-        for (int s : reads(st))
-          if (tainted[static_cast<size_t>(s)]) dep = true;
-      }
-      if (dep)
-        for (int s : writes(st)) tainted[static_cast<size_t>(s)] = 1;
-    }
-    // the steps after the loop that make what the attached updates read (none depends on
-    // the loop, or the update would not have been attached)
-    for (size_t k = p_.steps.size(); k-- > li + 1;) {
-      if (attach[k]) continue;
-      bool makes = false;
-      for (int s : writes(p_.steps[k]))
-        if (needed[static_cast<size_t>(s)]) makes = true;
-      if (!makes) continue;
-      hoist[k] = 1;
-      for (int s : reads(p_.steps[k])) needed[static_cast<size_t>(s)] = 1;
-    }
-    if (std::find(attach.begin(), attach.end(), 1) == attach.end()) continue;
-    std::vector<Step> before, after;
-    LoopStep moved = std::move(*loop);
-    for (size_t k = li + 1; k < p_.steps.size(); ++k) {
-      if (attach[k])
-        moved.updates.push_back(std::move(std::get<AdamWStep>(p_.steps[k])));
-      else
-        (hoist[k] ? before : after).push_back(std::move(p_.steps[k]));
-    }
-    p_.steps.resize(li);
-    for (Step& st : before) p_.steps.push_back(std::move(st));
-    li = p_.steps.size();
-    metrics::updates_beside_loops.add(static_cast<int64_t>(moved.updates.size()));
-    p_.steps.emplace_back(std::move(moved));
-    for (Step& st : after) p_.steps.push_back(std::move(st));
-  }
-}
-
-// Loop-invariant steps (Program::invariant_steps), in a body's program: the steps that read
-// none of the body's inputs, only its own leaves, scalars and what other such steps wrote
-// (a layer's rotary tables and causal mask), move to the front, and a loop runs them once
-// before its first iteration (XLA's while-loop invariant code motion, a step at a time).
-// Only arena writes move: the body's results are written where each iteration says.
-void Lowering::hoist_invariants() {
-  if (first_input_ < 0) return;
-  const size_t ns = p_.storages.size();
-  std::vector<int> writers(ns, 0), invariant_writers(ns, 0);
-  for (const Step& st : p_.steps)
-    for_each_write(st, [&](int s) {
-      if (s >= 0) ++writers[static_cast<size_t>(s)];
-    });
-  auto invariant = [&](int s) {
-    const Storage& st = p_.storages[static_cast<size_t>(s)];
-    if (st.kind == StorageKind::Param) return st.slot < first_input_;
-    return writers[static_cast<size_t>(s)] > 0 &&
-           invariant_writers[static_cast<size_t>(s)] == writers[static_cast<size_t>(s)];
-  };
-  std::vector<Step> front, rest;
-  for (Step& st : p_.steps) {
-    // what the step reads; only these kinds of step move (loops, calls and updates stay)
-    bool hoist = true;
-    std::vector<const View*> reads;
-    if (const auto* f = std::get_if<FusedStep>(&st)) {
-      for (const View& v : f->loads) reads.push_back(&v);
-    } else if (const auto* r = std::get_if<ReduceStep>(&st)) {
-      reads = {&r->in};
-    } else if (const auto* m = std::get_if<MatmulStep>(&st)) {
-      reads = {&m->a, &m->b};
-    } else if (const auto* g = std::get_if<GatherStep>(&st)) {
-      reads = {&g->in, &g->index};
-      if (g->source) reads.push_back(&*g->source);
-    } else {
-      hoist = false;
-    }
-    for (const View* v : reads) hoist = hoist && (v->is_scalar() || invariant(v->storage));
-    std::vector<int> writes;
-    for_each_write(st, [&](int s) {
-      writes.push_back(s);
-      hoist = hoist && s >= 0 && p_.storages[static_cast<size_t>(s)].kind == StorageKind::Arena;
-    });
-    if (!hoist) {
-      rest.push_back(std::move(st));
-      continue;
-    }
-    for (int s : writes) ++invariant_writers[static_cast<size_t>(s)];
-    front.push_back(std::move(st));
-  }
-  p_.invariant_steps = static_cast<int>(front.size());
-  for (Step& st : rest) front.push_back(std::move(st));
-  p_.steps = std::move(front);
-}
-
-// Each loop's X inputs in the order its body first reads them (LoopStep::x_order): the
-// order in which the backend reads the next iteration's slices ahead.
-void Lowering::order_loop_reads() {
-  for (Step& st : p_.steps) {
-    auto* l = std::get_if<LoopStep>(&st);
-    if (l == nullptr) continue;
-    const Program& body = *l->body;
-    const std::vector<int> first = storage_uses(body).first;
-    std::vector<int> first_of_slot(static_cast<size_t>(body.num_params),
-                                   static_cast<int>(body.steps.size()));
-    for (size_t s = 0; s < body.storages.size(); ++s)
-      if (body.storages[s].kind == StorageKind::Param)
-        first_of_slot[static_cast<size_t>(body.storages[s].slot)] = first[s];
-    const size_t leaves = l->body_leaves.size();  // the body's inputs come after its leaves
-    for (size_t k = 0; k < l->inputs.size(); ++k)
-      if (l->inputs[k].role == ir::Loop::Role::X) l->x_order.push_back(static_cast<int>(k));
-    std::stable_sort(l->x_order.begin(), l->x_order.end(), [&](int a, int b) {
-      return first_of_slot[leaves + static_cast<size_t>(a)] <
-             first_of_slot[leaves + static_cast<size_t>(b)];
-    });
-  }
-}
-
-// Liveness-based first-fit placement of arena storages: a storage is placed before the
-// first step that touches it and freed after the last, so steps never overlap their
-// inputs with their outputs.
-void Lowering::plan_arena() {
-  const int ns = static_cast<int>(p_.storages.size());
-  const int nsteps = static_cast<int>(p_.steps.size());
-  const auto [first, last] = storage_uses(p_);
-  std::vector<std::vector<int>> starts(nsteps), ends(nsteps);
-  for (int s = 0; s < ns; ++s)
-    if (p_.storages[s].kind == StorageKind::Arena && last[s] >= 0) {
-      starts[first[s]].push_back(s);
-      ends[last[s]].push_back(s);
-    }
-  std::map<int64_t, int64_t> free_blocks;  // offset -> size
-  int64_t top = 0;
-  auto align = [](int64_t b) { return (std::max<int64_t>(b, 1) + 63) / 64 * 64; };
-  for (int i = 0; i < nsteps; ++i) {
-    for (int s : starts[i]) {
-      int64_t need = align(p_.storages[s].bytes);
-      auto best = free_blocks.end();
-      for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
-        if (it->second >= need && (best == free_blocks.end() || it->second < best->second))
-          best = it;
-      if (best != free_blocks.end()) {
-        p_.storages[s].offset = best->first;
-        int64_t rest = best->second - need, off = best->first + need;
-        free_blocks.erase(best);
-        if (rest > 0) free_blocks[off] = rest;
-      } else {
-        p_.storages[s].offset = top;
-        top += need;
-      }
-    }
-    for (int s : ends[i]) {
-      int64_t off = p_.storages[s].offset, size = align(p_.storages[s].bytes);
-      auto next = free_blocks.find(off + size);
-      if (next != free_blocks.end()) {
-        size += next->second;
-        free_blocks.erase(next);
-      }
-      auto it = free_blocks.lower_bound(off);
-      if (it != free_blocks.begin()) {
-        auto prev = std::prev(it);
-        if (prev->first + prev->second == off) {
-          prev->second += size;
-          continue;
-        }
-      }
-      free_blocks[off] = size;
-    }
-  }
-  p_.arena_bytes = top;
-}
-
 }  // namespace
 
-// Outputs that can take a parameter's buffer (Program::donations): written by a fused step
-// or an AdamW update, the step that reads that parameter last, at the same positions in the
-// same layout (each tile, or element, is read before it is written). A parameter that is
-// also a result, or read in another layout by the same step, is never given.
-void Lowering::find_donations() {
-  const int ns = static_cast<int>(p_.storages.size());
-  const int nsteps = static_cast<int>(p_.steps.size());
-  const auto [first, last] = storage_uses(p_);
-  std::vector<char> taken(ns, 0);
-  for (const ResultBinding& b : p_.results)  // a parameter handed back as a result is kept
-    if (p_.storages[b.storage].kind == StorageKind::Param) taken[b.storage] = 1;
-  auto same_layout = [](const View& a, const View& b) {
-    return !a.is_scalar() && !b.is_scalar() && a.dtype == b.dtype && a.shape == b.shape &&
-           a.strides == b.strides && a.offset == b.offset;
-  };
-  // `reads`: every view of the parameter's storage that step i reads
-  auto consider = [&](int i, const View& out, const View& in,
-                      const std::vector<const View*>& reads) {
-    if (out.is_scalar() || in.is_scalar()) return;
-    const Storage &so = p_.storages[out.storage], &sp = p_.storages[in.storage];
-    if (so.kind != StorageKind::Output || sp.kind != StorageKind::Param || so.bytes != sp.bytes ||
-        first[out.storage] != i || last[in.storage] != i || taken[out.storage] || taken[in.storage])
-      return;
-    for (const View* r : reads)
-      if (!same_layout(*r, out)) return;
-    taken[out.storage] = taken[in.storage] = 1;
-    p_.donations.push_back({so.slot, sp.slot});
-  };
-  for (int i = 0; i < nsteps; ++i) {
-    if (auto* a = std::get_if<AdamWStep>(&p_.steps[i])) {
-      const View* in[] = {&a->param, &a->exp_avg, &a->exp_avg_sq};
-      const View all[] = {a->param, a->grad, a->exp_avg, a->exp_avg_sq};
-      for (int k = 0; k < 3; ++k) {
-        if (a->grad_product && (a->grad_product->a.storage == in[k]->storage ||
-                                a->grad_product->b.storage == in[k]->storage))
-          continue;  // the product's factors are read out of order: never given
-        std::vector<const View*> reads;
-        for (const View& v : all)
-          if (v.storage == in[k]->storage) reads.push_back(&v);
-        consider(i, contiguous_view(a->out[k], in[k]->dtype, in[k]->shape), *in[k], reads);
-      }
-    } else if (auto* l = std::get_if<LoopStep>(&p_.steps[i])) {
-      // An update beside the loop may write a parameter's buffer that the loop reads only
-      // as xs in the update's layout: iteration j reads slice j before batch j is updated.
-      for (const AdamWStep& a : l->updates) {
-        const View* in[] = {&a.param, &a.exp_avg, &a.exp_avg_sq};
-        for (int k = 0; k < 3; ++k) {
-          const int s = in[k]->storage;
-          std::vector<const View*> reads;
-          bool only_xs = s != a.grad_product->a.storage && s != a.grad_product->b.storage;
-          for (const LoopStep::Input& x : l->inputs) {
-            if (x.view.storage == s) {
-              if (x.role == ir::Loop::Role::X && x.slices.empty())
-                reads.push_back(&x.view);
-              else
-                only_xs = false;
-            }
-            for (const View& v : x.slices) only_xs = only_xs && v.storage != s;
-          }
-          for (const auto* leaves : {&l->body_leaves, &l->cond_leaves})
-            for (const View& v : *leaves) only_xs = only_xs && v.storage != s;
-          for (const AdamWStep& b : l->updates)
-            if (&b != &a) adamw_views(b, [&](int t) { only_xs = only_xs && t != s; });
-          for (const View* v : {&a.param, &a.exp_avg, &a.exp_avg_sq})
-            if (v->storage == s) reads.push_back(v);
-          if (only_xs)
-            consider(i, contiguous_view(a.out[k], in[k]->dtype, in[k]->shape), *in[k], reads);
-        }
-      }
-    } else if (auto* f = std::get_if<FusedStep>(&p_.steps[i])) {
-      for (const auto& st : f->stores)
-        for (const View& in : f->loads) {
-          if (in.is_scalar()) continue;
-          std::vector<const View*> reads;
-          for (const View& v : f->loads)
-            if (!v.is_scalar() && v.storage == in.storage) reads.push_back(&v);
-          consider(i, st.dst, in, reads);
-        }
-    }
-  }
-}
-
-// Adjacent products that may run at the same time (MatmulStep::beside_next), once the arena
-// is planned: an arena storage freed after one step may be the next step's output, so the
-// check is on the bytes each touches, not only on storage ids.
-void Lowering::pair_products() {
-  auto overlap = [&](int x, int y) {
-    if (x == y) return true;
-    const Storage& a = p_.storages[static_cast<size_t>(x)];
-    const Storage& b = p_.storages[static_cast<size_t>(y)];
-    if (a.kind != StorageKind::Arena || b.kind != StorageKind::Arena) return false;
-    return a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-  };
-  for (size_t i = 0; i + 1 < p_.steps.size(); ++i) {
-    if (static_cast<int>(i) + 1 == p_.invariant_steps) continue;  // a loop runs those apart
-    auto* x = std::get_if<MatmulStep>(&p_.steps[i]);
-    const auto* y = std::get_if<MatmulStep>(&p_.steps[i + 1]);
-    if (x == nullptr || y == nullptr) continue;
-    const int xo = x->out_storage, yo = y->out_storage;
-    if (overlap(xo, y->a.storage) || overlap(xo, y->b.storage) || overlap(xo, yo) ||
-        overlap(yo, x->a.storage) || overlap(yo, x->b.storage))
-      continue;
-    x->beside_next = true;
-    ++i;  // pairs, not chains
-  }
-}
-
-Program lower(const ir::Graph& g, int first_input) {
-  return Lowering(g, first_input).run();
+Program lower(const ir::Graph& g, int first_input, runtime::PassSet passes) {
+  return Lowering(g, first_input, passes).run();
 }
 
 namespace {
@@ -1211,12 +780,13 @@ BodyPrograms& body_programs() {
 }
 }  // namespace
 
-std::shared_ptr<const Program> body_program(const ir::Body& body) {
+std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassSet passes) {
   // Bodies with one hash have one structure; their constants are slots, not values.
+  const uint64_t key = hash_combine(body.hash, passes.off_bits());
   BodyPrograms& bp = body_programs();
   {
     std::lock_guard<std::mutex> lock(bp.mu);
-    if (auto* p = bp.programs.find(body.hash)) return *p;
+    if (auto* p = bp.programs.find(key)) return *p;
   }
   // The body's inputs become parameters after its own Data leaves.
   ir::Graph g = body.graph;
@@ -1230,11 +800,11 @@ std::shared_ptr<const Program> body_program(const ir::Body& body) {
     n.attrs = ir::Attrs{};
     g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
   }
-  auto prog = std::make_shared<const Program>(lower(optimize(g), nd));
+  auto prog = std::make_shared<const Program>(lower(optimize(g, passes), nd, passes));
   metrics::body_compile_count.add();
   std::lock_guard<std::mutex> lock(bp.mu);
-  if (auto* p = bp.programs.find(body.hash)) return *p;  // compiled meanwhile on another thread
-  metrics::cache_evictions.add(static_cast<int64_t>(bp.programs.insert(body.hash, prog)));
+  if (auto* p = bp.programs.find(key)) return *p;  // compiled meanwhile on another thread
+  metrics::cache_evictions.add(static_cast<int64_t>(bp.programs.insert(key, prog)));
   return prog;
 }
 

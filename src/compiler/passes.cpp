@@ -63,7 +63,9 @@ bool same_node(const ir::Graph& g, const GNode& a, const GNode& b) {
 
 }  // namespace
 
-ir::Graph optimize(const ir::Graph& g) {
+ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes) {
+  const bool simplifies = passes.on(runtime::Pass::Simplify),
+             merges = passes.on(runtime::Pass::Cse);
   const int n = static_cast<int>(g.nodes.size());
   // 1. simplify and merge, front to back
   std::vector<int> remap(n, -1);
@@ -76,14 +78,14 @@ ir::Graph optimize(const ir::Graph& g) {
     std::vector<int> in;
     in.reserve(node.inputs.size());
     for (int x : node.inputs) in.push_back(remap[x]);
-    int s = simplify(g, node, in);
+    int s = simplifies ? simplify(g, node, in) : -1;
     if (s >= 0) {
       remap[i] = s;
       continue;
     }
     GNode copy = node;
     copy.inputs = in;
-    bool stateful = node.op == OpKind::Data;  // parameters are never merged
+    bool stateful = node.op == OpKind::Data || !merges;  // parameters are never merged
     uint64_t k = node_key(g, copy, in);
     int found = -1;
     if (!stateful) {

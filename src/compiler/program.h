@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "ir/loop.h"
+#include "runtime/passes.h"
 
 namespace lazytrace::ir {
 struct Body;
@@ -184,6 +185,8 @@ struct Program {
   // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
   // runs them before its first iteration only; a call runs every step.
   int invariant_steps = 0;
+  // The passes it was compiled with; the backend's own (read_ahead, evict_slices) read them.
+  runtime::PassSet passes;
 };
 
 /**
@@ -191,13 +194,15 @@ struct Program {
  * `first_input` is its first input's parameter slot (the slots before it are its own
  * leaves), and the steps that read no input come first (Program::invariant_steps).
  */
-Program lower(const ir::Graph& g, int first_input = -1);
-/** The program of a traced body, compiled once per body hash and shared by its calls. */
-std::shared_ptr<const Program> body_program(const ir::Body& body);
+Program lower(const ir::Graph& g, int first_input = -1, runtime::PassSet passes = {});
+/** The program of a traced body, compiled once per body hash (and pass set) and shared by
+ * its calls. */
+std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassSet passes);
 /** Forgets the body programs (executables keep the ones they use), to measure compiles. */
 void clear_body_programs();
-/** Removes dead nodes and merges identical ones (same op, attrs and operands). */
-ir::Graph optimize(const ir::Graph& g);
+/** Removes dead nodes, simplifies (Pass::Simplify) and merges identical ones (same op, attrs
+ * and operands; Pass::Cse). */
+ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
 /** Human-readable kernel list and plan. */
 std::string describe(const Program& p);
 

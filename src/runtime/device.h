@@ -8,6 +8,7 @@
 
 #include "ir/graph.h"
 #include "runtime/buffer.h"
+#include "runtime/passes.h"
 
 namespace lazytrace::runtime {
 
@@ -38,7 +39,9 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual const char* name() const = 0;
-  virtual std::shared_ptr<Executable> compile(const ir::Graph& g) = 0;
+  /** An executable for `g` (optimized and verified), built with the optional passes that
+   * `passes` has on. */
+  virtual std::shared_ptr<Executable> compile(const ir::Graph& g, const PassSet& passes) = 0;
 };
 
 // The devices graphs are compiled for. The backends built into the library register at the

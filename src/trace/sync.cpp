@@ -96,7 +96,9 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
                                    w.order.size()};
   runtime::Device& device = runtime::default_device();
-  const uint64_t key = hash_combine(w.key, reinterpret_cast<uintptr_t>(&device));
+  const runtime::PassSet passes = runtime::current_passes();
+  const uint64_t key =
+      hash_combine(hash_combine(w.key, reinterpret_cast<uintptr_t>(&device)), passes.off_bits());
   compiler::CompileCache& cache = compiler::CompileCache::global();
   auto exe = cache.find(key, shape);
   std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read
@@ -113,7 +115,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   lock.unlock();
   try {
     const int64_t compiles = metrics::compile_count.value();
-    if (!exe) exe = cache.compile(key, shape, device, std::move(*graph));
+    if (!exe) exe = cache.compile(key, shape, device, std::move(*graph), passes);
     if (!name.empty()) {
       metrics::named_counter("ExecuteCount[" + name + "]").add();
       if (metrics::compile_count.value() != compiles)
@@ -190,11 +192,29 @@ std::string to_dot(const std::vector<Tensor>& tensors) {
   return ir::to_dot(ir::build_graph(ir::walk(roots_of(tensors)), "pending"));
 }
 
+std::vector<std::string> set_disabled_passes(const std::vector<std::string>& names) {
+  std::vector<std::string> before = disabled_passes();
+  runtime::set_current_passes(runtime::PassSet::without(names));
+  return before;
+}
+
+std::vector<std::string> disabled_passes() {
+  return runtime::current_passes().off_names();
+}
+
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (int k = 0; k < runtime::kPassCount; ++k)
+    names.emplace_back(runtime::pass_name(static_cast<runtime::Pass>(k)));
+  return names;
+}
+
 std::string to_program(const std::vector<Tensor>& tensors) {
   std::unique_lock<std::mutex> lock(g_walk_mutex);
   ir::Graph g = ir::build_graph(ir::walk(roots_of(tensors)), "pending");
   lock.unlock();
-  return runtime::default_device().compile(compiler::optimize(g))->describe();
+  const runtime::PassSet passes = runtime::current_passes();
+  return runtime::default_device().compile(compiler::optimize(g, passes), passes)->describe();
 }
 
 }  // namespace debug

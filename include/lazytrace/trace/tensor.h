@@ -114,6 +114,20 @@ std::string to_text(const std::vector<Tensor>& tensors);
 std::string to_dot(const std::vector<Tensor>& tensors);
 /** The compiled kernel list and buffer plan that syncing these tensors would run. */
 std::string to_program(const std::vector<Tensor>& tensors);
+
+/**
+ * The optional passes: every mechanism of the compiler and the backend that exists for speed
+ * alone (fusion, views, CSE, arena reuse, donation, the loop's read-ahead, ...), each of which
+ * can be switched off for an A/B, or to rule it out when a result looks wrong. Syncs from now
+ * on compile without the named ones ("all": every one); an unknown name is an lt::Error that
+ * lists them. The environment's LAZYTRACE_DISABLE_PASSES=name,... sets the same at start.
+ * Returns the names switched off before.
+ */
+std::vector<std::string> set_disabled_passes(const std::vector<std::string>& names);
+/** The names of the passes switched off now. */
+std::vector<std::string> disabled_passes();
+/** The names of every optional pass. */
+std::vector<std::string> pass_names();
 }  // namespace debug
 
 }  // namespace lazytrace

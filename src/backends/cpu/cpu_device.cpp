@@ -23,6 +23,7 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
   scalars.reserve(c.scalars.size());
   for (int slot : c.scalars) scalars.push_back((*caller.scalars)[static_cast<size_t>(slot)]);
   ctx.scalars = &scalars;
+  ctx.passes = caller.passes;
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
     const compiler::Storage& st = body.storages[i];
@@ -78,6 +79,7 @@ class CpuExecutable : public runtime::Executable {
     if (prog_.arena_bytes > 0)
       arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
     ctx_.base.resize(prog_.storages.size());
+    ctx_.passes = prog_.passes;
     for (size_t i = 0; i < prog_.storages.size(); ++i)
       if (prog_.storages[i].kind == StorageKind::Arena)
         ctx_.base[i] =
@@ -131,8 +133,9 @@ class CpuExecutable : public runtime::Executable {
 
 }  // namespace
 
-std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g) {
-  return std::make_shared<CpuExecutable>(compiler::lower(g));
+std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
+                                                        const runtime::PassSet& passes) {
+  return std::make_shared<CpuExecutable>(compiler::lower(g, -1, passes));
 }
 
 runtime::Device& cpu_device() {

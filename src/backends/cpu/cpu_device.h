@@ -7,7 +7,8 @@ namespace lazytrace::cpu {
 class CpuDevice : public runtime::Device {
  public:
   const char* name() const override { return "cpu"; }
-  std::shared_ptr<runtime::Executable> compile(const ir::Graph& g) override;
+  std::shared_ptr<runtime::Executable> compile(const ir::Graph& g,
+                                               const runtime::PassSet& passes) override;
 };
 
 /** The process-wide CPU device. */

@@ -12,6 +12,7 @@ namespace lazytrace::cpu {
 struct RunContext {
   std::vector<char*> base;
   const std::vector<runtime::ScalarArg>* scalars = nullptr;
+  runtime::PassSet passes;  // the program's: the backend's optional passes read them
 
   runtime::ScalarArg scalar(const compiler::View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];

@@ -37,6 +37,7 @@ class Bound {
     scalars_.reserve(scalar_slots.size());
     for (int slot : scalar_slots) scalars_.push_back((*caller.scalars)[static_cast<size_t>(slot)]);
     ctx_.scalars = &scalars_;
+    ctx_.passes = caller.passes;
     char* arena = scratch >= 0 ? caller.base[static_cast<size_t>(scratch)] : nullptr;
     param_storage_.assign(static_cast<size_t>(prog.num_params), -1);
     for (size_t i = 0; i < prog.storages.size(); ++i) {
@@ -154,9 +155,11 @@ class Beside {
     int64_t bytes = 0;  // of an iteration's x slices
     for (const LoopStep::Input& in : s.inputs)
       if (in.role == Role::X) bytes += x_slice(in, caller, 0).second;
-    const bool updates = per_iteration_ > 0, ahead = s.length > 1 && bytes >= kReadAheadFrom;
+    const bool updates = per_iteration_ > 0, big = s.length > 1 && bytes >= kReadAheadFrom;
+    const bool ahead = big && caller.passes.on(runtime::Pass::ReadAhead);
     if (updates) handed_.reserve(static_cast<size_t>(s.length * per_iteration_));
-    if (updates && ahead && !runtime::threads_share_cache())
+    if (updates && big && caller.passes.on(runtime::Pass::EvictSlices) &&
+        !runtime::threads_share_cache())
       for (size_t k = 0; k < s.inputs.size(); ++k)
         for (const compiler::AdamWStep& u : s.updates)
           if (s.inputs[k].role == Role::X && s.inputs[k].slices.empty() &&

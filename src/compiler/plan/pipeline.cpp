@@ -1,0 +1,34 @@
+#include "compiler/plan/pipeline.h"
+
+#include <optional>
+
+namespace lazytrace::compiler::plan {
+namespace {
+
+using runtime::Pass;
+
+struct Stage {
+  void (*run)(Program&, const Context&);
+  std::optional<Pass> pass;  // the switch of an optional pass; none: always runs
+};
+
+// In order. Each file's first lines say what its pass requires and provides; the order
+// follows: updates move into loops while every storage has one writer, before the arena
+// shares storages; products pair once the arena says which bytes each touches.
+const Stage kPipeline[] = {
+    {attach_updates, Pass::UpdatesBeside},      // LoopStep::updates
+    {hoist_invariants, Pass::HoistInvariants},  // Program::invariant_steps
+    {plan_arena, std::nullopt},                 // arena offsets (reuse: Pass::ArenaReuse)
+    {find_donations, Pass::Donation},           // Program::donations
+    {pair_products, Pass::PairProducts},        // MatmulStep::beside_next
+    {order_loop_reads, std::nullopt},           // LoopStep::x_order
+};
+
+}  // namespace
+
+void run(Program& p, const Context& c) {
+  for (const Stage& s : kPipeline)
+    if (!s.pass || c.passes.on(*s.pass)) s.run(p, c);
+}
+
+}  // namespace lazytrace::compiler::plan

@@ -1,0 +1,106 @@
+#pragma once
+// What the program passes ask of every step: the storages it touches and the ones it writes,
+// through std::visit, so a new step kind is a build error here until it is described.
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "compiler/program.h"
+#include "core/overload.h"
+
+namespace lazytrace::compiler::plan {
+
+/** Every storage an update names (its gradient product's operands included). */
+template <typename F>
+void adamw_views(const AdamWStep& a, F&& f) {
+  for (const View* v :
+       {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq, &a.decay, &a.step_size, &a.inv_sqrt_bc2})
+    if (!v->is_scalar()) f(v->storage);
+  if (a.grad_product) {
+    f(a.grad_product->a.storage);
+    f(a.grad_product->b.storage);
+  }
+  for (int o : a.out) f(o);
+}
+
+/** Every storage a step names (-1 where a view is a scalar or a part is absent). */
+template <typename F>
+void for_each_view(const Step& step, F&& f) {
+  std::visit(Overload{
+                 [&](const FusedStep& s) {
+                   for (const View& v : s.loads) f(v.storage);
+                   for (const auto& st : s.stores) f(st.dst.storage);
+                 },
+                 [&](const ReduceStep& r) {
+                   f(r.in.storage);
+                   f(r.out_storage);
+                 },
+                 [&](const MatmulStep& m) {
+                   f(m.a.storage);
+                   f(m.b.storage);
+                   f(m.out_storage);
+                 },
+                 [&](const GatherStep& g) {
+                   f(g.in.storage);
+                   f(g.index.storage);
+                   if (g.source) f(g.source->storage);
+                   f(g.out_storage);
+                 },
+                 [&](const CallStep& c) {
+                   for (const View& v : c.params) f(v.storage);
+                   for (int o : c.outputs) f(o);
+                   f(c.scratch);
+                 },
+                 [&](const LoopStep& l) {
+                   for (const LoopStep::Input& in : l.inputs) {
+                     f(in.view.storage);
+                     for (const View& v : in.slices) f(v.storage);
+                   }
+                   for (const View& v : l.body_leaves) f(v.storage);
+                   for (const View& v : l.cond_leaves) f(v.storage);
+                   for (int o : l.outputs) f(o);
+                   for (int o : l.spare) f(o);
+                   f(l.scratch);
+                   f(l.cond_scratch);
+                   for (const AdamWStep& a : l.updates) adamw_views(a, f);
+                 },
+                 [&](const AdamWStep& a) { adamw_views(a, f); },
+             },
+             step);
+}
+
+/** The storages a step writes (every other storage it names, it only reads). */
+template <typename F>
+void for_each_write(const Step& step, F&& f) {
+  std::visit(Overload{
+                 [&](const FusedStep& s) {
+                   for (const auto& st : s.stores) f(st.dst.storage);
+                 },
+                 [&](const ReduceStep& r) { f(r.out_storage); },
+                 [&](const MatmulStep& m) { f(m.out_storage); },
+                 [&](const GatherStep& g) { f(g.out_storage); },
+                 [&](const CallStep& c) {
+                   for (int o : c.outputs) f(o);
+                   f(c.scratch);
+                 },
+                 [&](const LoopStep& l) {
+                   for (int o : l.outputs) f(o);
+                   for (int o : l.spare) f(o);
+                   f(l.scratch);
+                   f(l.cond_scratch);
+                   for (const AdamWStep& a : l.updates)
+                     for (int o : a.out) f(o);
+                 },
+                 [&](const AdamWStep& a) {
+                   for (int o : a.out) f(o);
+                 },
+             },
+             step);
+}
+
+/** The first and last step touching each storage (steps.size() and -1: none). What a
+ * loop-invariant step touches in the arena is used by every step: a loop runs those steps
+ * only before its first iteration. */
+std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p);
+
+}  // namespace lazytrace::compiler::plan

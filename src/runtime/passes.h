@@ -1,0 +1,51 @@
+#pragma once
+// PassSet: which of the optional passes (passes.def) a compile runs. Every speed mechanism
+// of the compiler and the CPU backend is one of them, so each can be switched off for its
+// A/B. The set travels with the compile (it is part of the compile cache's key) and, in
+// the program, to the kernels; nothing reads it from a global.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lazytrace::runtime {
+
+enum class Pass : uint8_t {
+#define LT_PASS(id, name, where, what) id,
+#include "runtime/passes.def"
+};
+
+inline constexpr int kPassCount = 0
+#define LT_PASS(id, name, where, what) +1
+#include "runtime/passes.def"
+    ;
+
+class PassSet {
+ public:
+  bool on(Pass p) const { return !(off_ >> static_cast<int>(p) & 1u); }
+  void set(Pass p, bool on) {
+    const uint32_t bit = 1u << static_cast<int>(p);
+    off_ = on ? off_ & ~bit : off_ | bit;
+  }
+  /** The bits of the passes switched off: for cache keys. */
+  uint32_t off_bits() const { return off_; }
+  bool operator==(const PassSet&) const = default;
+
+  /** All on except the named ones ("all": every pass off); an unknown name is an lt::Error
+   * that lists the names. */
+  static PassSet without(const std::vector<std::string>& names);
+  /** The names of the passes switched off. */
+  std::vector<std::string> off_names() const;
+
+ private:
+  uint32_t off_ = 0;
+};
+
+const char* pass_name(Pass p);
+
+/** The passes sync() compiles with: LAZYTRACE_DISABLE_PASSES (a comma-separated list of
+ * names, or "all") at first use, then what set_current_passes gave. */
+PassSet current_passes();
+void set_current_passes(PassSet passes);
+
+}  // namespace lazytrace::runtime

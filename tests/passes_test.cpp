@@ -1,0 +1,153 @@
+// The optional passes (every speed mechanism of the compiler and the backend): each one
+// switched off, and all of them at once, a training step of the spec-shaped decoder (layers
+// stacked and scanned, AdamW, the mechanisms all engaged) computes what it computes with
+// all of them on, and the switches really switch.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "expect_error.h"
+
+namespace {
+
+using lt::Tensor;
+namespace nn = lt::nn;
+
+int64_t counter(const char* name) {
+  return lt::metrics::counter(name);
+}
+
+// Puts the passes back however a test ends.
+struct PassesOff {
+  std::vector<std::string> before;
+  explicit PassesOff(const std::vector<std::string>& names)
+      : before(lt::debug::set_disabled_passes(names)) {}
+  ~PassesOff() { lt::debug::set_disabled_passes(before); }
+};
+
+struct TrainRun {
+  std::vector<double> losses;
+  std::vector<double> weights;  // every parameter after the last step, flattened
+  int64_t besides = 0, donated = 0;
+};
+
+// Three AdamW steps of the spec's decoder shape (hidden 128, intermediate 1024, 16 tokens),
+// its layers stacked and run as a scan, from one seed.
+TrainRun train(nn::LayersMode mode) {
+  lt::manual_seed(11);
+  nn::DecoderConfig cfg{.vocab = 256,
+                        .hidden = 128,
+                        .intermediate = 1024,
+                        .heads = 4,
+                        .kv_heads = 2,
+                        .layers = 3,
+                        .max_seq = 16};
+  cfg.stacked_layers = mode == nn::LayersMode::scan;
+  nn::DecoderLM model(cfg);
+  model.layers_mode = mode;
+  lt::optim::AdamW opt(model.parameters(), {.lr = 1e-2});
+  std::vector<int64_t> tokens(2 * 9);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + 5) % 256);
+  const Tensor data = lt::tensor(tokens, {2, 9});
+  TrainRun run;
+  const int64_t besides = counter("UpdatesBesideLoops"), donated = counter("DonatedBuffers");
+  for (int step = 0; step < 3; ++step) {
+    Tensor loss = nn::cross_entropy(model(lt::slice(data, 1, 0, 8)), lt::slice(data, 1, 1, 9));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    run.losses.push_back(loss.item<double>());
+  }
+  run.besides = counter("UpdatesBesideLoops") - besides;
+  run.donated = counter("DonatedBuffers") - donated;
+  for (const Tensor& p : model.parameters())
+    for (double v : p.to_vector<double>()) run.weights.push_back(v);
+  return run;
+}
+
+// The losses agree closely and the weights norm-wise: AdamW's first steps move a weight by
+// about the learning rate whatever its gradient's size, so a gradient near 0 summed in
+// another order (a product computed in blocks) may move one weight another way.
+void expect_same_training(const TrainRun& got, const TrainRun& want, const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  for (size_t i = 0; i < want.losses.size(); ++i)
+    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * std::fabs(want.losses[i]))
+        << what << ": loss of step " << i;
+  ASSERT_EQ(got.weights.size(), want.weights.size());
+  double diff2 = 0, norm2 = 0, worst = 0;
+  for (size_t i = 0; i < want.weights.size(); ++i) {
+    const double d = got.weights[i] - want.weights[i];
+    diff2 += d * d;
+    norm2 += want.weights[i] * want.weights[i];
+    worst = std::max(worst, std::fabs(d));
+  }
+  EXPECT_LE(std::sqrt(diff2 / norm2), 1e-4) << what << ": the weights, norm-wise";
+  EXPECT_LE(worst, 2 * 3 * 1e-2) << what << ": a weight moved more than 3 updates apart";
+}
+
+TEST(Passes, EachOneOffAndAllOffTrainTheScannedDecoderAsWithAllOn) {
+  PassesOff none({});  // all on, whatever LAZYTRACE_DISABLE_PASSES says
+  const TrainRun on = train(nn::LayersMode::scan);
+  EXPECT_GT(on.besides, 0) << "the updates ran beside the loop";
+  EXPECT_GT(on.donated, 0) << "the updates wrote in place";
+  for (const std::string& name : lt::debug::pass_names()) {
+    PassesOff off({name});
+    expect_same_training(train(nn::LayersMode::scan), on, name + " off");
+  }
+  PassesOff off({"all"});
+  const TrainRun all_off = train(nn::LayersMode::scan);
+  expect_same_training(all_off, on, "every pass off");
+  EXPECT_EQ(all_off.besides, 0);
+  EXPECT_EQ(all_off.donated, 0);
+}
+
+TEST(Passes, AllOffTrainTheUnrolledDecoderAsWithAllOn) {
+  PassesOff none({});
+  const TrainRun on = train(nn::LayersMode::loop);
+  PassesOff off({"all"});
+  expect_same_training(train(nn::LayersMode::loop), on, "every pass off");
+}
+
+TEST(Passes, SwitchingOneOffChangesTheProgramAndOnlyThat) {
+  PassesOff none({});
+  Tensor x = lt::randn({64, 64});
+  lt::sync({x});
+  Tensor y = lt::exp(lt::transpose(x) * 2.0f) + 1.0f;
+  const std::string fused = lt::debug::to_program({y});
+  std::string unfused, copied;
+  {
+    PassesOff off({"fusion"});
+    unfused = lt::debug::to_program({y});
+  }
+  {
+    PassesOff off({"views"});
+    copied = lt::debug::to_program({y});
+  }
+  auto steps = [](const std::string& p) { return p.substr(0, p.find(" steps")); };
+  EXPECT_EQ(steps(fused), "program pending: 1") << fused;
+  EXPECT_EQ(steps(unfused), "program pending: 3") << unfused;  // *, exp, + apart
+  EXPECT_EQ(steps(copied), "program pending: 2") << copied;    // the transpose copied first
+  EXPECT_EQ(lt::debug::disabled_passes(), std::vector<std::string>{});
+  std::vector<float> want = y.to_vector<float>();
+  PassesOff off({"all"});
+  EXPECT_EQ(lt::debug::disabled_passes(), lt::debug::pass_names());
+  Tensor again = lt::exp(lt::transpose(x) * 2.0f) + 1.0f;
+  EXPECT_EQ(again.to_vector<float>(), want);  // elementwise float32: the same bits
+}
+
+TEST(Passes, AnUnknownNameIsAnErrorThatListsThem) {
+  PassesOff none({});
+  expect_error(
+      [] {
+        lt::debug::set_disabled_passes({"fusion", "fuzion"});
+      },
+      {"[passes]", "'fuzion'", "simplify, cse, fusion, views"});
+  EXPECT_EQ(lt::debug::disabled_passes(), std::vector<std::string>{}) << "nothing changed";
+}
+
+}  // namespace
