@@ -1,5 +1,5 @@
-// safetensors files: a strict JSON header parser, checks of every entry against the file
-// before anything is allocated, and strict (all-or-nothing) loading into modules.
+// safetensors files: the header (its JSON read by nn/json.h), checks of every entry against
+// the file before anything is allocated, and strict (all-or-nothing) loading into modules.
 #include "lazytrace/nn/safetensors.h"
 
 #include <unistd.h>
@@ -10,14 +10,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
-#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include "lazytrace/ops/ops.h"
+#include "nn/json.h"
 #include "runtime/buffer.h"
 #include "trace/tensor_impl.h"
 
@@ -30,9 +31,6 @@ static_assert(std::endian::native == std::endian::little,
 
 constexpr const char* kOp = "safetensors";
 constexpr uint64_t kMaxHeaderBytes = 100000000;  // 100 MB, the reference reader's limit
-constexpr int kMaxDepth = 64;  // a valid header nests 3 deep; this bounds the recursion
-// Values in one entry (dtype, shape dims, offsets): bounds the parse's memory per entry.
-constexpr size_t kMaxEntryValues = 4096;
 constexpr const char* kSupported = "F64, F32, F16, BF16, I64, I32, BOOL";
 
 const char* st_dtype_name(DType d) {
@@ -64,347 +62,6 @@ bool parse_st_dtype(const std::string& s, DType& out) {
     }
   return false;
 }
-
-// Offset of the first byte that does not belong to valid UTF-8 (no overlong forms, no
-// surrogates, nothing past U+10FFFF), or npos.
-size_t invalid_utf8_at(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    size_t n;
-    uint32_t cp, min;
-    if ((c & 0xe0) == 0xc0) {
-      n = 1, cp = c & 0x1fu, min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, cp = c & 0x0fu, min = 0x800;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, cp = c & 0x07u, min = 0x10000;
-    } else {
-      return i;
-    }
-    if (i + n >= s.size()) return i;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return i;
-      cp = (cp << 6) | (d & 0x3fu);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-    i += n + 1;
-  }
-  return std::string_view::npos;
-}
-
-// ---- JSON: only what a safetensors header holds (objects, arrays, strings, numbers)
-
-struct Json {
-  enum class Kind { Object, Array, String, Number };
-  Kind kind = Kind::Object;
-  std::string text;               // String: the decoded value; Number: the source text
-  bool is_count = false;          // Number: a non-negative integer that fits in int64
-  int64_t count = 0;              // its value
-  std::vector<Json> items;        // Array elements, or Object values (in source order)
-  std::vector<std::string> keys;  // Object keys, parallel to items
-};
-
-const char* kind_name(Json::Kind k) {
-  switch (k) {
-    case Json::Kind::Object:
-      return "an object";
-    case Json::Kind::Array:
-      return "an array";
-    case Json::Kind::String:
-      return "a string";
-    case Json::Kind::Number:
-      return "a number";
-  }
-  return "a value";
-}
-
-// The top level of the header is read member by member (read_header drives it), so only
-// one entry's values exist as Json at a time and each is held to kMaxEntryValues: a
-// header of any content costs memory in proportion to its size, never 50 times more.
-class JsonParser {
- public:
-  JsonParser(std::string_view text, const std::string& path) : s_(text), path_(path) {}
-
-  [[noreturn]] void error(const std::string& what) const {
-    fail(kOp, "'", path_, "': the header is not valid JSON: ", what, " (at byte ", i_,
-         " of the header); the file is corrupted or not a safetensors file.");
-  }
-
-  std::string describe_here() const {
-    if (i_ >= s_.size()) return "the end of the header";
-    const auto c = static_cast<unsigned char>(s_[i_]);
-    if (c >= 0x20 && c < 0x7f) return std::string("'") + static_cast<char>(c) + "'";
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "byte 0x%02x", c);
-    return buf;
-  }
-
-  bool at_end() const { return i_ >= s_.size(); }
-  bool at(char c) const { return i_ < s_.size() && s_[i_] == c; }
-  bool consume(char c) {
-    if (!at(c)) return false;
-    ++i_;
-    return true;
-  }
-
-  // Starts a new top-level member: resets the value budget and names it in messages.
-  void begin_entry(const std::string& name) {
-    entry_ = name;
-    budget_ = kMaxEntryValues;
-  }
-
-  void skip_ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r'))
-      ++i_;
-  }
-
-  void expect(char c) {
-    if (i_ >= s_.size() || s_[i_] != c)
-      error(std::string("expected '") + c + "' but found " + describe_here());
-    ++i_;
-  }
-
-  Json parse_value(int depth) {
-    if (depth > kMaxDepth) error("values nest more than 64 levels deep");
-    if (budget_-- == 0)
-      error("one entry holds more than " + std::to_string(kMaxEntryValues) + " values");
-    if (i_ >= s_.size()) error("unexpected end of the header");
-    const char c = s_[i_];
-    if (c == '{') return parse_object(depth);
-    if (c == '[') return parse_array(depth);
-    if (c == '"') {
-      Json v;
-      v.kind = Json::Kind::String;
-      v.text = parse_string();
-      return v;
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
-    for (const char* word : {"true", "false", "null"})
-      if (s_.substr(i_, std::strlen(word)) == word)
-        error(std::string("'") + word +
-              "' is not allowed (a safetensors header holds only objects, arrays, strings and "
-              "non-negative integers)");
-    error("expected a value but found " + describe_here());
-  }
-
-  Json parse_object(int depth) {
-    Json v;
-    v.kind = Json::Kind::Object;
-    expect('{');
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == '}') {
-      ++i_;
-      return v;
-    }
-    std::set<std::string> seen;
-    while (true) {
-      skip_ws();
-      if (i_ >= s_.size() || s_[i_] != '"')
-        error("expected a string key but found " + describe_here());
-      std::string key = parse_string();
-      if (!seen.insert(key).second)  // valid JSON, but readers disagree on which value wins
-        fail(kOp, "'", path_, "': duplicate key '", key, "' in the entry of '", entry_,
-             "' (at byte ", i_, " of the header); each key may appear once.");
-      skip_ws();
-      expect(':');
-      skip_ws();
-      v.keys.push_back(std::move(key));
-      v.items.push_back(parse_value(depth + 1));
-      skip_ws();
-      if (i_ < s_.size() && s_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < s_.size() && s_[i_] == '}') {
-        ++i_;
-        return v;
-      }
-      error("expected ',' or '}' in an object but found " + describe_here());
-    }
-  }
-
-  Json parse_array(int depth) {
-    Json v;
-    v.kind = Json::Kind::Array;
-    expect('[');
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == ']') {
-      ++i_;
-      return v;
-    }
-    while (true) {
-      skip_ws();
-      v.items.push_back(parse_value(depth + 1));
-      skip_ws();
-      if (i_ < s_.size() && s_[i_] == ',') {
-        ++i_;
-        continue;
-      }
-      if (i_ < s_.size() && s_[i_] == ']') {
-        ++i_;
-        return v;
-      }
-      error("expected ',' or ']' in an array but found " + describe_here());
-    }
-  }
-
-  uint32_t parse_hex4() {
-    if (i_ + 4 > s_.size()) error("a \\u escape needs four hex digits");
-    uint32_t u = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      u <<= 4;
-      if (c >= '0' && c <= '9')
-        u |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        u |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        u |= static_cast<uint32_t>(c - 'A' + 10);
-      else
-        error("a \\u escape needs four hex digits");
-    }
-    return u;
-  }
-
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xc0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xe0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-  }
-
-  // The header was checked to be UTF-8 as a whole, so raw bytes copy through.
-  std::string parse_string() {
-    expect('"');
-    std::string out;
-    while (true) {
-      if (i_ >= s_.size()) error("a string is not closed");
-      const char c = s_[i_];
-      if (c == '"') {
-        ++i_;
-        return out;
-      }
-      if (static_cast<unsigned char>(c) < 0x20)
-        error("a string holds an unescaped control character");
-      if (c != '\\') {
-        out += c;
-        ++i_;
-        continue;
-      }
-      ++i_;
-      if (i_ >= s_.size()) error("a string is not closed");
-      const char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out += e;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = parse_hex4();
-          if (cp >= 0xdc00 && cp <= 0xdfff) error("a \\u escape is a lone low surrogate");
-          if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (s_.substr(i_, 2) != "\\u")
-              error("a \\u high surrogate is not followed by a low one");
-            i_ += 2;
-            const uint32_t lo = parse_hex4();
-            if (lo < 0xdc00 || lo > 0xdfff)
-              error("a \\u high surrogate is not followed by a low one");
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --i_;
-          error("invalid escape '\\" + std::string(1, e) + "' in a string");
-      }
-    }
-  }
-
-  // Any JSON number is accepted here so that the checks of shapes and offsets can say
-  // what is wrong with it ("-3 is negative") instead of a bare syntax error.
-  Json parse_number() {
-    const size_t start = i_;
-    Json v;
-    v.kind = Json::Kind::Number;
-    bool plain = true;
-    if (s_[i_] == '-') {
-      plain = false;
-      ++i_;
-    }
-    auto digits = [&] {
-      const size_t from = i_;
-      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
-      return i_ - from;
-    };
-    const size_t int_start = i_;
-    const size_t int_digits = digits();
-    if (int_digits == 0) error("a number has no digits");
-    if (int_digits > 1 && s_[int_start] == '0') error("a number has a leading zero");
-    if (i_ < s_.size() && s_[i_] == '.') {
-      plain = false;
-      ++i_;
-      if (digits() == 0) error("a number has no digits after '.'");
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      plain = false;
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-      if (digits() == 0) error("a number has no digits in its exponent");
-    }
-    v.text = std::string(s_.substr(start, i_ - start));
-    if (plain) {
-      int64_t n = 0;
-      bool fits = true;
-      for (size_t k = int_start; k < int_start + int_digits && fits; ++k)
-        fits = !__builtin_mul_overflow(n, int64_t{10}, &n) &&
-               !__builtin_add_overflow(n, int64_t{s_[k] - '0'}, &n);
-      v.is_count = fits;
-      v.count = fits ? n : 0;
-    }
-    return v;
-  }
-
- private:
-  std::string_view s_;
-  const std::string& path_;
-  size_t i_ = 0;
-  std::string entry_;  // the top-level member being read, for messages
-  size_t budget_ = kMaxEntryValues;
-};
 
 // ---- the header
 
@@ -443,13 +100,13 @@ template <typename... Args>
 }
 
 // Checks one tensor's entry (dtype, shape, offsets) against the data's size.
-Entry make_entry(const std::string& name, const Json& v, const std::string& path,
+Entry make_entry(const std::string& name, const json::Value& v, const std::string& path,
                  uint64_t data_bytes) {
-  if (v.kind != Json::Kind::Object)
+  if (v.kind != json::Value::Kind::Object)
     entry_error(path, name,
                 "the entry must be an object with dtype, shape and data_offsets, but it is ",
-                kind_name(v.kind), ".");
-  const Json *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
+                json::kind_name(v.kind), ".");
+  const json::Value *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
   for (size_t k = 0; k < v.keys.size(); ++k) {
     if (v.keys[k] == "dtype")
       dtype = &v.items[k];
@@ -467,28 +124,29 @@ Entry make_entry(const std::string& name, const Json& v, const std::string& path
 
   Entry e;
   e.name = name;
-  if (dtype->kind != Json::Kind::String)
-    entry_error(path, name, "'dtype' must be a string, but it is ", kind_name(dtype->kind), ".");
+  if (dtype->kind != json::Value::Kind::String)
+    entry_error(path, name, "'dtype' must be a string, but it is ", json::kind_name(dtype->kind),
+                ".");
   if (!parse_st_dtype(dtype->text, e.dtype))
     entry_error(path, name, "unknown or unsupported dtype '", dtype->text,
                 "'; supported dtypes are ", kSupported, ".");
 
   // A count: a non-negative integer; says why a number is not one.
-  auto count = [&](const Json& x, const char* what) -> int64_t {
-    if (x.kind != Json::Kind::Number)
+  auto count = [&](const json::Value& x, const char* what) -> int64_t {
+    if (x.kind != json::Value::Kind::Number)
       entry_error(path, name, what, " must be a non-negative integer, but it is ",
-                  kind_name(x.kind), ".");
+                  json::kind_name(x.kind), ".");
     if (x.is_count) return x.count;
     if (x.text[0] == '-') entry_error(path, name, what, " is ", x.text, ", which is negative.");
     if (x.text.find_first_of(".eE") != std::string::npos)
       entry_error(path, name, what, " is ", x.text, ", which is not an integer.");
     entry_error(path, name, what, " is ", x.text, ", which is too large.");
   };
-  if (shape->kind != Json::Kind::Array)
+  if (shape->kind != json::Value::Kind::Array)
     entry_error(path, name, "'shape' must be an array of non-negative integers, but it is ",
-                kind_name(shape->kind), ".");
+                json::kind_name(shape->kind), ".");
   std::vector<int64_t> dims;
-  for (const Json& d : shape->items) dims.push_back(count(d, "a dimension in 'shape'"));
+  for (const json::Value& d : shape->items) dims.push_back(count(d, "a dimension in 'shape'"));
   e.shape = Shape(dims);
   int64_t numel = 1;
   bool zero = false;
@@ -503,7 +161,7 @@ Entry make_entry(const std::string& name, const Json& v, const std::string& path
   if (__builtin_mul_overflow(numel, static_cast<int64_t>(itemsize(e.dtype)), &nbytes))
     entry_error(path, name, "shape ", e.shape.str(), " has more bytes than fit in 64 bits.");
 
-  if (offsets->kind != Json::Kind::Array || offsets->items.size() != 2)
+  if (offsets->kind != json::Value::Kind::Array || offsets->items.size() != 2)
     entry_error(path, name,
                 "'data_offsets' must be an array of two non-negative integers [begin, end].");
   e.begin = static_cast<uint64_t>(count(offsets->items[0], "'data_offsets' begin"));
@@ -521,12 +179,12 @@ Entry make_entry(const std::string& name, const Json& v, const std::string& path
 }
 
 // Reads "__metadata__": an object of strings, into `out`.
-void read_metadata(JsonParser& p, const std::string& path,
+void read_metadata(json::Parser& p, const std::string& path,
                    std::map<std::string, std::string>& out) {
   p.begin_entry("__metadata__");
   if (!p.at('{'))
     fail(kOp, "'", path, "': '__metadata__' must be an object of strings, but it is ",
-         kind_name(p.parse_value(1).kind), ".");
+         json::kind_name(p.parse_value(1).kind), ".");
   p.expect('{');
   p.skip_ws();
   if (p.consume('}')) return;
@@ -539,7 +197,7 @@ void read_metadata(JsonParser& p, const std::string& path,
     p.skip_ws();
     if (!p.at('"'))
       fail(kOp, "'", path, "': '__metadata__' must map strings to strings, but '", key, "' holds ",
-           kind_name(p.parse_value(2).kind), ".");
+           json::kind_name(p.parse_value(2).kind), ".");
     std::string value = p.parse_string();
     if (!out.emplace(key, std::move(value)).second)
       fail(kOp, "'", path, "': duplicate key '", key, "' in '__metadata__'.");
@@ -577,20 +235,20 @@ Header read_header(std::FILE* f, const std::string& path) {
   std::string text(static_cast<size_t>(n), '\0');
   if (n > 0 && std::fread(text.data(), 1, text.size(), f) != text.size())
     fail(kOp, "cannot read the header of '", path, "'.");
-  if (const size_t bad = invalid_utf8_at(text); bad != std::string_view::npos)
+  if (const size_t bad = json::invalid_utf8_at(text); bad != std::string_view::npos)
     fail(kOp, "'", path, "': the header is not valid UTF-8 (at byte ", bad,
          "); the file is corrupted or not a safetensors file.");
 
   Header h;
   h.data_start = 8 + n;
   h.data_bytes = file_size - h.data_start;
-  JsonParser p(text, path);
+  json::Parser p(text, path);
   p.skip_ws();
   if (!p.at('{')) {
     p.begin_entry("");
-    const Json doc = p.parse_value(0);  // a syntax error reports itself
-    fail(kOp, "'", path, "': the header must be a JSON object, but it is ", kind_name(doc.kind),
-         ".");
+    const json::Value doc = p.parse_value(0);  // a syntax error reports itself
+    fail(kOp, "'", path, "': the header must be a JSON object, but it is ",
+         json::kind_name(doc.kind), ".");
   }
   p.expect('{');
   p.skip_ws();
@@ -657,26 +315,8 @@ Header read_header(std::FILE* f, const std::string& path) {
 
 // ---- writing
 
-void append_json_string(std::string& out, const std::string& s) {
-  out += '"';
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-}
-
 void check_utf8(const std::string& s, const char* what, const std::string& path) {
-  if (invalid_utf8_at(s) != std::string_view::npos)
+  if (json::invalid_utf8_at(s) != std::string_view::npos)
     fail(kOp, "cannot save '", path, "': ", what,
          " is not valid UTF-8; safetensors headers are UTF-8 JSON.");
 }
@@ -718,9 +358,9 @@ void save_file(const ParamMap& tensors, const std::string& path,
     for (const auto& [k, v] : metadata) {
       if (!first) header += ',';
       first = false;
-      append_json_string(header, k);
+      json::append_string(header, k);
       header += ':';
-      append_json_string(header, v);
+      json::append_string(header, v);
     }
     header += '}';
   }
@@ -739,7 +379,7 @@ void save_file(const ParamMap& tensors, const std::string& path,
     }
     blocks.emplace_back(data, nbytes);
     if (header.size() > 1) header += ',';
-    append_json_string(header, name);
+    json::append_string(header, name);
     header += ":{\"dtype\":\"";
     header += st_dtype_name(t.dtype());
     header += "\",\"shape\":[";
