@@ -1,8 +1,10 @@
-// Sharing memory with other libraries: lt::from_blob (no copy), lt::copy_from, lt::host_data.
+// Sharing memory with other libraries: lt::from_blob (no copy), lt::copy_from, lt::from_writer,
+// lt::host_data.
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -64,6 +66,38 @@ TEST(Memory, HostDataMaterializesAndStaysValidAfterTheTensorChanges) {
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
 }
 
+TEST(Memory, FromWriterWritesTheTensorsOwnMemoryInPlace) {
+  const int64_t before = lt::metrics::memory_bytes();
+  const void* written = nullptr;
+  size_t written_bytes = 0;
+  lt::Tensor t = lt::from_writer({2, 3}, lt::float32, [&](void* data, size_t nbytes) {
+    written = data;
+    written_bytes = nbytes;
+    auto* f = static_cast<float*>(data);
+    for (int i = 0; i < 6; ++i) f[i] = static_cast<float>(i);
+  });
+  EXPECT_EQ(written_bytes, 6 * sizeof(float));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(written) % 64, 0u);
+  EXPECT_EQ(lt::metrics::memory_bytes() - before, 24);  // the library's own memory
+  EXPECT_EQ(lt::host_data(t).get(), written);           // not copied
+  EXPECT_EQ(lt::sum(t, {1}).to_vector<float>(), (std::vector<float>{3, 12}));
+  t.copy_(t + 1.0f);  // an update in place
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+
+  size_t empty_bytes = 1;
+  lt::Tensor e = lt::from_writer({0, 3}, lt::int64, [&](void*, size_t n) { empty_bytes = n; });
+  EXPECT_EQ(empty_bytes, 0u);
+  EXPECT_EQ(e.shape(), (lt::Shape{0, 3}));
+}
+
+TEST(Memory, FromWriterPassesTheWritersExceptionOn) {
+  const int64_t before = lt::metrics::memory_bytes();
+  EXPECT_THROW(
+      lt::from_writer({4}, lt::int32, [](void*, size_t) { throw std::runtime_error("x"); }),
+      std::runtime_error);
+  EXPECT_EQ(lt::metrics::memory_bytes(), before);
+}
+
 TEST(Memory, MisuseIsAnError) {
   expect_error([] { lt::from_blob(nullptr, {2}, lt::float32, nullptr); }, {"[from_blob]", "null"});
   alignas(8) char bytes[16] = {};
@@ -71,6 +105,7 @@ TEST(Memory, MisuseIsAnError) {
                {"[from_blob]", "aligned"});
   expect_error([] { lt::host_data(lt::Tensor()); }, {"[host_data]", "undefined"});
   expect_error([] { lt::copy_from(nullptr, {3}, lt::int32); }, {"[copy_from]", "null"});
+  expect_error([] { lt::from_writer({3}, lt::int32, nullptr); }, {"[from_writer]", "empty"});
 }
 
 }  // namespace

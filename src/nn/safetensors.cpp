@@ -18,9 +18,8 @@
 #include <vector>
 
 #include "lazytrace/ops/ops.h"
+#include "lazytrace/trace/memory.h"
 #include "nn/json.h"
-#include "runtime/buffer.h"
-#include "trace/tensor_impl.h"
 
 namespace lazytrace::nn {
 namespace {
@@ -364,20 +363,13 @@ void save_file(const ParamMap& tensors, const std::string& path,
     }
     header += '}';
   }
-  std::vector<std::pair<const void*, uint64_t>> blocks;
+  std::vector<std::pair<std::shared_ptr<const void>, uint64_t>> blocks;
   uint64_t offset = 0;
   for (const auto& [name, t] : entries) {
     const auto nbytes = static_cast<uint64_t>(t.numel()) * itemsize(t.dtype());
-    const void* data = nullptr;
-    if (nbytes > 0) {
-      // A materialized tensor's buffer is contiguous, row-major, in its own dtype (16-bit
-      // floats as their bit patterns): exactly the safetensors layout.
-      const runtime::BufferPtr& buf = trace::materialize(t);
-      if (!buf || buf->bytes() < nbytes)
-        fail(kOp, "cannot save '", path, "': tensor '", name, "' has no data of its size.");
-      data = buf->data();
-    }
-    blocks.emplace_back(data, nbytes);
+    // A tensor's host data is contiguous, row-major, in its own dtype (16-bit floats as their
+    // bit patterns): exactly the safetensors layout.
+    blocks.emplace_back(nbytes > 0 ? host_data(t) : nullptr, nbytes);
     if (header.size() > 1) header += ',';
     json::append_string(header, name);
     header += ":{\"dtype\":\"";
@@ -406,7 +398,7 @@ void save_file(const ParamMap& tensors, const std::string& path,
     bool ok = std::fwrite(len_bytes, 1, 8, f.get()) == 8 &&
               std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
     for (const auto& [data, nbytes] : blocks)
-      if (ok && nbytes > 0) ok = std::fwrite(data, 1, nbytes, f.get()) == nbytes;
+      if (ok && nbytes > 0) ok = std::fwrite(data.get(), 1, nbytes, f.get()) == nbytes;
     int err = ok ? 0 : errno;
     const bool closed = std::fclose(f.release()) == 0;  // flushes: a full disk may show here
     if (ok && !closed) err = errno;
@@ -431,21 +423,21 @@ ParamMap load_file(const std::string& path) {
   const Header h = read_header(f.get(), path);
   ParamMap out;
   for (const Entry& e : h.entries) {
-    const uint64_t nbytes = e.end - e.begin;
-    // The header checks bound nbytes by the file's size, so this allocation is honest.
-    runtime::BufferPtr buf = runtime::make_buffer(static_cast<size_t>(nbytes));
-    if (nbytes > 0) {
+    // The header checks bound the tensor's bytes (end - begin) by the file's size, so its
+    // allocation is honest; the data is read straight into the tensor's memory.
+    auto read = [&](void* data, size_t nbytes) {
+      if (nbytes == 0) return;
       if (fseeko(f.get(), static_cast<off_t>(h.data_start + e.begin), SEEK_SET) != 0 ||
-          std::fread(buf->data(), 1, static_cast<size_t>(nbytes), f.get()) != nbytes)
+          std::fread(data, 1, nbytes, f.get()) != nbytes)
         fail(kOp, "'", path, "': cannot read the data of tensor '", e.name,
              "'; the file changed or could not be read.");
       if (e.dtype == DType::bool_) {
         // A bool byte other than 0 or 1 is undefined behaviour in C++: any nonzero is true.
-        auto* p = static_cast<unsigned char*>(buf->data());
-        for (uint64_t k = 0; k < nbytes; ++k) p[k] = p[k] != 0;
+        auto* p = static_cast<unsigned char*>(data);
+        for (size_t k = 0; k < nbytes; ++k) p[k] = p[k] != 0;
       }
-    }
-    out.insert(e.name, trace::make_materialized(std::move(buf), e.dtype, e.shape));
+    };
+    out.insert(e.name, from_writer(e.shape, e.dtype, read));
   }
   return out;
 }

@@ -1,4 +1,5 @@
-// Zero-copy creation from memory someone else owns, and the host memory of a tensor.
+// Zero-copy creation from memory someone else owns or from a writer, and the host memory of a
+// tensor.
 #include "lazytrace/trace/memory.h"
 
 #include <cstdint>
@@ -29,6 +30,15 @@ Tensor copy_from(const void* data, const Shape& shape, DType dtype) {
          "; pass the address of the first element.");
   runtime::BufferPtr buffer = runtime::make_buffer(bytes);
   if (bytes > 0) std::memcpy(buffer->data(), data, bytes);
+  return trace::make_materialized(std::move(buffer), dtype, shape);
+}
+
+Tensor from_writer(const Shape& shape, DType dtype,
+                   const std::function<void(void* data, size_t nbytes)>& write) {
+  if (!write) fail("from_writer", "got an empty function; pass one that writes the elements.");
+  const auto bytes = static_cast<size_t>(shape.numel()) * itemsize(dtype);
+  runtime::BufferPtr buffer = runtime::make_buffer(bytes);
+  write(buffer->data(), bytes);
   return trace::make_materialized(std::move(buffer), dtype, shape);
 }
 

@@ -5,8 +5,11 @@
  *
  *   auto t = lt::from_blob(ptr, {2, 3}, lt::float32, owner);   // reads ptr, copies nothing
  *   auto u = lt::copy_from(ptr, {2, 3}, lt::float32);          // a tensor of its own
+ *   auto v = lt::from_writer({2, 3}, lt::float32, read_into);  // its own, written in place
  *   std::shared_ptr<const void> p = lt::host_data(y);          // y's elements, kept alive
  */
+#include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "lazytrace/trace/tensor.h"
@@ -25,6 +28,16 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype,
 /** A materialized tensor holding a copy of numel(shape) contiguous row-major elements of
  * `dtype` at `data` (any alignment). */
 Tensor copy_from(const void* data, const Shape& shape, DType dtype);
+
+/**
+ * A materialized tensor whose elements `write` puts in place (read from a file, say), with
+ * nothing copied. `write` is called once, before this returns, with the tensor's new memory
+ * and its size, numel(shape) * itemsize(dtype) bytes (also when 0): uninitialized, 64-byte
+ * aligned, to be filled with contiguous row-major elements of `dtype` and not kept (it is the
+ * library's, as a result's memory is). An exception from `write` frees it and propagates.
+ */
+Tensor from_writer(const Shape& shape, DType dtype,
+                   const std::function<void(void* data, size_t nbytes)>& write);
 
 /**
  * The elements of t (materializing it): contiguous, row-major, in t's dtype, valid and
