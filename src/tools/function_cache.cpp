@@ -14,6 +14,7 @@
 #include "lazytrace/ops/ops.h"
 #include "metrics/known.h"
 #include "tools/arguments.h"
+#include "tools/traced_body.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::tools {
@@ -83,33 +84,15 @@ std::vector<std::pair<Shape, DType>> types_of(const std::vector<Tensor>& ts) {
 }
 
 // The call's direct operands in the body's Param order (lifted tensors go in the Pack);
-// explicit(i) is the node of explicit leaf i.
+// explicit(i) is the node of explicit leaf i, extras the cotangent inputs (the VJP's).
 template <typename Explicit>
 std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
                                   const Explicit& explicit_node,
                                   const std::pair<ir::NodePtr, ir::NodePtr>& rng,
                                   const std::vector<Tensor>& extras) {
-  std::vector<ir::NodePtr> ops;
-  ops.reserve(inputs.size());
-  for (const trace::BodyInput& in : inputs) {
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        ops.push_back(explicit_node(static_cast<size_t>(in.index)));
-        break;
-      case trace::BodyInput::Lifted:
-        break;
-      case trace::BodyInput::RngSeed:
-        ops.push_back(rng.first);
-        break;
-      case trace::BodyInput::RngOffset:
-        ops.push_back(rng.second);
-        break;
-      case trace::BodyInput::Extra:
-        ops.push_back(trace::node_of(extras[static_cast<size_t>(in.index)]));
-        break;
-    }
-  }
-  return ops;
+  return body_operands(
+      inputs, explicit_node, [](size_t) { return ir::NodePtr(); },
+      [&](size_t i) { return trace::node_of(extras[i]); }, rng);
 }
 
 // The Pack of e's lifted tensors, remade only when a tensor may have a new value.

@@ -1,6 +1,8 @@
 // Recording a loop node, shared by scan and while_loop.
 #include "tools/loops.h"
 
+#include "tools/traced_body.h"
+
 namespace lazytrace::tools {
 
 using Role = ir::Loop::Role;
@@ -42,27 +44,11 @@ std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inpu
                                        const std::vector<ir::NodePtr>& explicit_nodes,
                                        const std::vector<Tensor>& lifted,
                                        const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
-  std::vector<ir::NodePtr> ops;
-  for (const trace::BodyInput& in : inputs) {
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        ops.push_back(explicit_nodes[static_cast<size_t>(in.index)]);
-        break;
-      case trace::BodyInput::Lifted:
-        ops.push_back(trace::node_of(lifted[static_cast<size_t>(in.index)]));
-        break;
-      case trace::BodyInput::RngSeed:
-        ops.push_back(rng.first);
-        break;
-      case trace::BodyInput::RngOffset:
-        ops.push_back(rng.second);
-        break;
-      case trace::BodyInput::Extra:  // never read
-        ops.push_back(ir::make_scalar(0, 0, DType::int64));
-        break;
-    }
-  }
-  return ops;
+  return body_operands(
+      inputs, [&](size_t i) { return explicit_nodes[i]; },
+      [&](size_t i) { return trace::node_of(lifted[i]); },
+      [](size_t) { return ir::make_scalar(0, 0, DType::int64); },  // never read
+      rng);
 }
 
 }  // namespace lazytrace::tools

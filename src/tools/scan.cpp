@@ -16,6 +16,7 @@
 #include "metrics/known.h"
 #include "tools/arguments.h"
 #include "tools/loops.h"
+#include "tools/traced_body.h"
 
 namespace lazytrace::tools {
 
@@ -293,38 +294,23 @@ std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::stri
   d->backward_xs = static_cast<int>(saved.size() + xs.size() + cty.size());
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e.rng_count > 0) rng = trace::random_operands(0);
-  std::vector<ir::NodePtr> args;
-  size_t next_saved_carry = 0;
-  for (const trace::BodyInput& in : joint) {
-    const auto i = static_cast<size_t>(in.index);
-    switch (in.kind) {
-      case trace::BodyInput::Explicit:
-        if (in.index < nc) {  // a carry: saved if the backward reads it, else never read
-          const bool read =
-              next_saved_carry < saved_carries.size() &&
-              joint[static_cast<size_t>(saved_carries[next_saved_carry])].index == in.index;
-          args.push_back(read ? trace::node_of(saved[next_saved_carry++])
-                              : trace::node_of(zeros(e.carry[i].first, e.carry[i].second)));
-        } else if (in.index < nc + nx) {
-          args.push_back(trace::node_of(xs[i - static_cast<size_t>(nc)]));
-        } else {
-          args.push_back(trace::node_of(ks[i - static_cast<size_t>(nc + nx)]));
-        }
-        break;
-      case trace::BodyInput::Lifted:
-        args.push_back(trace::node_of(e.lifted[i]));
-        break;
-      case trace::BodyInput::RngSeed:
-        args.push_back(rng.first);
-        break;
-      case trace::BodyInput::RngOffset:
-        args.push_back(rng.second);
-        break;
-      case trace::BodyInput::Extra:  // cotangents: floating carries, then floating ys
-        args.push_back(trace::node_of(i < ct.size() ? ct[i] : cty[i - ct.size()]));
-        break;
+  std::vector<int> saved_at(static_cast<size_t>(nc), -1);  // each saved carry's place in saved
+  for (size_t k = 0; k < saved_carries.size(); ++k)
+    saved_at[static_cast<size_t>(joint[static_cast<size_t>(saved_carries[k])].index)] =
+        static_cast<int>(k);
+  auto explicit_node = [&](size_t i) -> ir::NodePtr {
+    const auto c = static_cast<size_t>(nc), x = static_cast<size_t>(nx);
+    if (i < c) {  // a carry: saved if the backward reads it, else never read
+      const int k = saved_at[i];
+      return trace::node_of(k >= 0 ? saved[static_cast<size_t>(k)]
+                                   : zeros(e.carry[i].first, e.carry[i].second));
     }
-  }
+    return trace::node_of(i < c + x ? xs[i - c] : ks[i - c - x]);
+  };
+  std::vector<ir::NodePtr> args = body_operands(
+      joint, explicit_node, [&](size_t i) { return trace::node_of(e.lifted[i]); },
+      // cotangents: floating carries, then floating ys
+      [&](size_t i) { return trace::node_of(i < ct.size() ? ct[i] : cty[i - ct.size()]); }, rng);
   for (size_t r = saved_carries.size(); r < saved.size(); ++r)
     args.push_back(trace::node_of(saved[r]));
   std::vector<Tensor> g;

@@ -1,0 +1,48 @@
+#pragma once
+// Shared by the tools that trace a function into a body (function_cache.cpp, scan.cpp,
+// loops.cpp): the operands of a call or loop of the body.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trace/trace_context.h"
+
+namespace lazytrace::tools {
+
+/**
+ * The operands of a call or loop of a traced body, in its Param order (`inputs`, as its trace
+ * gave them): explicit_node(i), lifted_node(i) and extra_node(i) give the node of explicit,
+ * lifted and extra input i (a null lifted node is no operand: a call passes the lifted tensors
+ * in its Pack), `rng` the generator's seed and offset.
+ */
+template <typename Explicit, typename Lifted, typename Extra>
+std::vector<ir::NodePtr> body_operands(const std::vector<trace::BodyInput>& inputs,
+                                       const Explicit& explicit_node, const Lifted& lifted_node,
+                                       const Extra& extra_node,
+                                       const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
+  std::vector<ir::NodePtr> ops;
+  ops.reserve(inputs.size());
+  for (const trace::BodyInput& in : inputs) {
+    const auto i = static_cast<size_t>(in.index);
+    switch (in.kind) {
+      case trace::BodyInput::Explicit:
+        ops.push_back(explicit_node(i));
+        break;
+      case trace::BodyInput::Lifted:
+        if (ir::NodePtr n = lifted_node(i)) ops.push_back(std::move(n));
+        break;
+      case trace::BodyInput::RngSeed:
+        ops.push_back(rng.first);
+        break;
+      case trace::BodyInput::RngOffset:
+        ops.push_back(rng.second);
+        break;
+      case trace::BodyInput::Extra:
+        ops.push_back(extra_node(i));
+        break;
+    }
+  }
+  return ops;
+}
+
+}  // namespace lazytrace::tools
