@@ -212,40 +212,9 @@ namespace {
 // with respect to every floating input.
 void finish_vjp(Entry& e, trace::TraceScope& scope, const std::vector<Tensor>& ph,
                 const Traced& traced, const char* tool, const std::string& name) {
-  std::vector<Tensor> outs, cots;
-  for (const Tensor& y : traced.outputs) {
-    if (!is_floating(y.dtype())) continue;
-    Tensor cot = scope.extra(y.shape(), y.dtype());
-    if (!y.requires_grad()) continue;
-    outs.push_back(y);
-    cots.push_back(cot);
-  }
-  std::vector<Tensor> wrt;
-  e.vjp_grad_of.clear();
-  for (size_t i = 0; i < ph.size(); ++i)
-    if (is_floating(ph[i].dtype())) {
-      wrt.push_back(ph[i]);
-      e.vjp_grad_of.push_back(static_cast<int>(i));
-    }
-  const std::vector<Tensor>& lifted_ph = scope.lifted_placeholders();
-  for (size_t k = 0; k < lifted_ph.size(); ++k)
-    if (is_floating(lifted_ph[k].dtype())) {
-      wrt.push_back(lifted_ph[k]);
-      e.vjp_grad_of.push_back(static_cast<int>(ph.size() + k));
-    }
-  std::vector<Tensor> grads;
-  if (!outs.empty() && !wrt.empty()) {
-    grads = autograd::grad(outs, wrt, cots);
-  } else {
-    for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
-  }
-  const std::vector<Tensor>& lifted = scope.lifted();
-  bool same = lifted.size() == e.lifted.size();
-  for (size_t i = 0; same && i < lifted.size(); ++i) same = lifted[i].impl() == e.lifted[i].impl();
-  if (!same)
-    fail(tool, "'", name, "' used different outside tensors when traced again for backward (",
-         lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
-  e.vjp = scope.finish(grads, name + "_backward");
+  JointVjp vjp = joint_vjp(scope, ph, traced.outputs, e.lifted, tool, "'" + name + "'");
+  e.vjp_grad_of = std::move(vjp.grad_of);
+  e.vjp = scope.finish(vjp.grads, name + "_backward");
   e.vjp_inputs = scope.inputs();
 }
 

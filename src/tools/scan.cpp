@@ -193,34 +193,13 @@ std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::stri
     fy = floating(e.ys);
     for (size_t i = 0; i < e.lifted.size(); ++i)
       if (is_floating(e.lifted[i].dtype())) fl.push_back(static_cast<int>(i));
-    const std::vector<Tensor>& lifted = s.lifted();
-    bool same = lifted.size() == e.lifted.size();
-    for (size_t i = 0; same && i < lifted.size(); ++i)
-      same = lifted[i].impl() == e.lifted[i].impl();
-    if (!same)
-      fail(tool, "the loop body used different outside tensors when traced again for backward (",
-           lifted.size(), " instead of ", e.lifted.size(), "); it must be pure.");
-    std::vector<Tensor> outs, cots;
-    auto add_cot = [&](const Tensor& y) {
-      Tensor cot = s.extra(y.shape(), y.dtype());
-      if (y.requires_grad()) {
-        outs.push_back(y);
-        cots.push_back(cot);
-      }
-    };
-    for (int i : fc) add_cot(t.carry[static_cast<size_t>(i)]);
-    for (int i : fy) add_cot(t.ys[static_cast<size_t>(i)]);
-    std::vector<Tensor> wrt;
-    for (int i : fc) wrt.push_back(c[static_cast<size_t>(i)]);
-    for (int i : fx) wrt.push_back(xs[static_cast<size_t>(i)]);
-    for (int i : fk) wrt.push_back(ks[static_cast<size_t>(i)]);
-    for (int i : fl) wrt.push_back(s.lifted_placeholders()[static_cast<size_t>(i)]);
-    std::vector<Tensor> grads;
-    if (!outs.empty() && !wrt.empty()) {
-      grads = autograd::grad(outs, wrt, cots);
-    } else {
-      for (const Tensor& w : wrt) grads.push_back(zeros_like(w));
-    }
+    std::vector<Tensor> inputs = c, outputs = t.carry;
+    inputs.insert(inputs.end(), xs.begin(), xs.end());
+    inputs.insert(inputs.end(), ks.begin(), ks.end());
+    outputs.insert(outputs.end(), t.ys.begin(), t.ys.end());
+    // the gradients of the floating carries, xs, consts, then lifted tensors
+    const std::vector<Tensor> grads =
+        joint_vjp(s, inputs, outputs, e.lifted, tool.c_str(), "the loop body").grads;
     joint = s.inputs();
     const int nj = static_cast<int>(joint.size());
     std::vector<ir::NodePtr> roots = nodes_of(grads);

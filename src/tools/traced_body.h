@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the tools that trace a function into a body (function_cache.cpp, scan.cpp,
-// loops.cpp): the operands of a call or loop of the body.
+// loops.cpp): the operands of a call or loop of the body, and its VJP traced jointly with it.
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,5 +44,23 @@ std::vector<ir::NodePtr> body_operands(const std::vector<trace::BodyInput>& inpu
   }
   return ops;
 }
+
+/** A VJP traced jointly with its forward (joint_vjp). */
+struct JointVjp {
+  std::vector<Tensor> grads;  // one per floating input: explicit, then lifted
+  std::vector<int> grad_of;   // the input of each: explicit i, or lifted k as inputs.size() + k
+};
+
+/**
+ * The VJP of a function that ran in `scope` (lifting with LiftGrad::all) on `inputs`,
+ * placeholders that require grad, and gave `outputs`: a cotangent input (scope.extra) per
+ * floating output, then the gradients of those that require grad, given their cotangents,
+ * with respect to every floating input and lifted tensor (zeros where nothing requires
+ * grad). Fails, as `tool` and naming the function `what`, where the function lifted other
+ * tensors than `lifted`, those of its forward trace.
+ */
+JointVjp joint_vjp(trace::TraceScope& scope, const std::vector<Tensor>& inputs,
+                   const std::vector<Tensor>& outputs, const std::vector<Tensor>& lifted,
+                   const char* tool, const std::string& what);
 
 }  // namespace lazytrace::tools
