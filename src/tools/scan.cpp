@@ -164,113 +164,104 @@ std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, T
   return e;
 }
 
-// Traces the VJP of e's body jointly with its forward, and builds the two loop bodies. With
-// `first` (an entry not traced yet, for a loop that will be differentiated), this is the
-// body's only trace: e's forward body and what it returns come from it too, so the
-// function runs once.
-std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::string& tool,
-                                      bool first = false) {
-  if (first) metrics::loop_trace.add();
-  metrics::loop_backward_trace.add();
-  auto d = std::make_shared<Diff>();
-  const int nc = static_cast<int>(e.carry.size()), nx = static_cast<int>(e.x.size());
-  const std::vector<int> fc = floating(e.carry), fx = floating(e.x), fk = floating(e.consts);
-  std::vector<int> fy, fl;  // floating ys and lifted tensors, known once traced
-  const std::string name = tool + " (backward)";
+// The steps of make_diff (below) after the joint trace (1): 2 to 4 run in its scope, on what
+// it gave, and 5 after it.
 
-  // 1. The joint trace: the body on inputs that require grad, then its VJP.
-  std::shared_ptr<const ir::Body> core;  // joint inputs, then residuals -> gradients
-  std::vector<int> saved_carries;        // joint Param of each carry the backward reads
-  std::vector<trace::BodyInput> joint;
-  {
-    trace::TraceScope s(name);
-    s.set_lift_grad(trace::TraceScope::LiftGrad::all);
-    EnableGradGuard grad_on;
-    std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
-                        ks = placeholders(s, e.consts, true);
-    LoopTraced t = e.retrace(own_handles(c), own_handles(xs), own_handles(ks));
-    if (first) set_body(e, s, t, tool.c_str());
-    fy = floating(e.ys);
-    for (size_t i = 0; i < e.lifted.size(); ++i)
-      if (is_floating(e.lifted[i].dtype())) fl.push_back(static_cast<int>(i));
-    std::vector<Tensor> inputs = c, outputs = t.carry;
-    inputs.insert(inputs.end(), xs.begin(), xs.end());
-    inputs.insert(inputs.end(), ks.begin(), ks.end());
-    outputs.insert(outputs.end(), t.ys.begin(), t.ys.end());
-    // the gradients of the floating carries, xs, consts, then lifted tensors
-    const std::vector<Tensor> grads =
-        joint_vjp(s, inputs, outputs, e.lifted, tool.c_str(), "the loop body").grads;
-    joint = s.inputs();
-    const int nj = static_cast<int>(joint.size());
-    std::vector<ir::NodePtr> roots = nodes_of(grads);
+// 2. What the backward reads from the forward: with Remat::save the gradients are split at
+// the forward values they read (the residuals, which the forward loop stacks); with
+// Remat::recompute nothing is split, and the backward recomputes the forward.
+ir::Partition split_residuals(const std::vector<Tensor>& grads,
+                              const std::vector<trace::BodyInput>& joint, Remat remat) {
+  const std::vector<ir::NodePtr> roots = nodes_of(grads);
+  if (remat != Remat::save) {
     ir::Partition part;
-    if (remat == Remat::save) {
-      part = ir::partition(
-          roots,
-          [&](const ir::Node& n) {
-            return n.op == ir::OpKind::Param &&
-                   joint[static_cast<size_t>(n.attrs[0])].kind == trace::BodyInput::Extra;
-          },
-          nj);
-    } else {
-      part.roots = roots;
-    }
-    // the carries the backward reads are saved too (stacked by the forward loop)
-    std::vector<ir::Node*> raw;
-    for (const ir::NodePtr& r : part.roots) raw.push_back(r.get());
-    std::vector<char> reads(static_cast<size_t>(nj), 0);
-    for (ir::Node* n : ir::walk(raw).order)
-      if (n->op == ir::OpKind::Param && n->attrs[0] < nj)
-        reads[static_cast<size_t>(n->attrs[0])] = 1;
-    std::vector<ir::NodePtr> fwd = nodes_of(t.carry);
-    for (const ir::NodePtr& n : nodes_of(t.ys)) fwd.push_back(n);
-    for (int p = 0; p < nj; ++p) {
-      const trace::BodyInput& in = joint[static_cast<size_t>(p)];
-      if (in.kind == trace::BodyInput::Explicit && in.index < nc && reads[static_cast<size_t>(p)]) {
-        saved_carries.push_back(p);
-        fwd.push_back(trace::node_of(c[static_cast<size_t>(in.index)]));
-      }
-    }
-    for (const ir::NodePtr& r : part.residuals) fwd.push_back(r);
-    d->num_saved = static_cast<int>(saved_carries.size() + part.residuals.size());
-    d->forward = ir::make_body(std::move(fwd), nj, tool + " (forward)");
-    d->forward_inputs = joint;
-    std::vector<ir::NodePtr> core_roots;  // roots, with the xs' low-rank gradients factored
-    for (size_t r = 0; r < part.roots.size(); ++r) {
-      ir::NodePtr f, g;
-      const bool is_x = r >= fc.size() && r < fc.size() + fx.size();
-      const bool factor = is_x && low_rank_product(part.roots[r], f, g);
-      if (is_x) d->factored.push_back(factor);
-      if (factor) {
-        core_roots.push_back(std::move(f));
-        core_roots.push_back(std::move(g));
-        metrics::loop_grad_factored.add();
-      } else {
-        core_roots.push_back(part.roots[r]);
-      }
-    }
-    core = ir::make_body(core_roots, nj + static_cast<int>(part.residuals.size()), name);
+    part.roots = roots;
+    return part;
   }
+  return ir::partition(
+      roots,
+      [&](const ir::Node& n) {
+        return n.op == ir::OpKind::Param &&
+               joint[static_cast<size_t>(n.attrs[0])].kind == trace::BodyInput::Extra;
+      },
+      static_cast<int>(joint.size()));
+}
 
-  // 2. The backward loop's body, calling `core` inline.
+// 3. The forward loop's body (d.forward, see Diff), where the body ran on carries `c` and
+// gave `t`. Returns the joint Param of each saved carry.
+std::vector<int> forward_body(Diff& d, const std::vector<trace::BodyInput>& joint,
+                              const ir::Partition& part, const std::vector<Tensor>& c,
+                              const LoopTraced& t, const std::string& tool) {
+  const int nj = static_cast<int>(joint.size()), nc = static_cast<int>(c.size());
+  // the carries the backward reads are saved too (stacked by the forward loop)
+  std::vector<ir::Node*> raw;
+  for (const ir::NodePtr& r : part.roots) raw.push_back(r.get());
+  std::vector<char> reads(static_cast<size_t>(nj), 0);
+  for (ir::Node* n : ir::walk(raw).order)
+    if (n->op == ir::OpKind::Param && n->attrs[0] < nj) reads[static_cast<size_t>(n->attrs[0])] = 1;
+  std::vector<ir::NodePtr> fwd = nodes_of(t.carry);
+  for (const ir::NodePtr& n : nodes_of(t.ys)) fwd.push_back(n);
+  std::vector<int> saved_carries;
+  for (int p = 0; p < nj; ++p) {
+    const trace::BodyInput& in = joint[static_cast<size_t>(p)];
+    if (in.kind == trace::BodyInput::Explicit && in.index < nc && reads[static_cast<size_t>(p)]) {
+      saved_carries.push_back(p);
+      fwd.push_back(trace::node_of(c[static_cast<size_t>(in.index)]));
+    }
+  }
+  for (const ir::NodePtr& r : part.residuals) fwd.push_back(r);
+  d.num_saved = static_cast<int>(saved_carries.size() + part.residuals.size());
+  d.forward = ir::make_body(std::move(fwd), nj, tool + " (forward)");
+  d.forward_inputs = joint;
+  return saved_carries;
+}
+
+// 4. The body the backward loop calls: the joint inputs, then the residuals -> the gradients
+// (part.roots: of the `nfc` floating carries, the `nfx` floating xs, then the floating consts
+// and lifted tensors), each x's low-rank gradient as its two factors (d.factored).
+std::shared_ptr<const ir::Body> core_body(Diff& d, const ir::Partition& part, size_t nfc,
+                                          size_t nfx, int nj, const std::string& name) {
+  std::vector<ir::NodePtr> roots;
+  for (size_t r = 0; r < part.roots.size(); ++r) {
+    ir::NodePtr f, g;
+    const bool is_x = r >= nfc && r < nfc + nfx;
+    const bool factor = is_x && low_rank_product(part.roots[r], f, g);
+    if (is_x) d.factored.push_back(factor);
+    if (factor) {
+      roots.push_back(std::move(f));
+      roots.push_back(std::move(g));
+      metrics::loop_grad_factored.add();
+    } else {
+      roots.push_back(part.roots[r]);
+    }
+  }
+  return ir::make_body(roots, nj + static_cast<int>(part.residuals.size()), name);
+}
+
+// 5. The backward loop's body (d.backward, see Diff), calling `core` inline on the saved
+// values (the carries at joint Params `saved_carries`, then the residuals).
+void backward_body(Diff& d, const ScanEntry& e, const std::shared_ptr<const ir::Body>& core,
+                   const std::vector<trace::BodyInput>& joint,
+                   const std::vector<int>& saved_carries, const std::string& name) {
+  const int nc = static_cast<int>(e.carry.size()), nx = static_cast<int>(e.x.size());
+  const std::vector<int> fc = floating(e.carry), fk = floating(e.consts), fy = floating(e.ys);
   trace::TraceScope s(name);
   NoGradGuard no_grad;
   Types ct_types, acc_types, saved_types, cty_types;
   for (int i : fc) ct_types.push_back(e.carry[static_cast<size_t>(i)]);
   for (int i : fk) acc_types.push_back(e.consts[static_cast<size_t>(i)]);
-  for (int i : fl)
-    acc_types.emplace_back(e.lifted[static_cast<size_t>(i)].shape(),
-                           e.lifted[static_cast<size_t>(i)].dtype());
-  const auto& fwd_results = d->forward->results;
-  for (size_t i = fwd_results.size() - static_cast<size_t>(d->num_saved); i < fwd_results.size();
+  for (const Tensor& l : e.lifted)
+    if (is_floating(l.dtype())) acc_types.emplace_back(l.shape(), l.dtype());
+  const auto& fwd_results = d.forward->results;
+  for (size_t i = fwd_results.size() - static_cast<size_t>(d.num_saved); i < fwd_results.size();
        ++i)
     saved_types.emplace_back(fwd_results[i]->shape, fwd_results[i]->dtype);
   for (int i : fy) cty_types.push_back(e.ys[static_cast<size_t>(i)]);
   std::vector<Tensor> ct = placeholders(s, ct_types), acc = placeholders(s, acc_types),
                       saved = placeholders(s, saved_types), xs = placeholders(s, e.x),
                       cty = placeholders(s, cty_types), ks = placeholders(s, e.consts);
-  d->backward_carries = static_cast<int>(ct.size() + acc.size());
-  d->backward_xs = static_cast<int>(saved.size() + xs.size() + cty.size());
+  d.backward_carries = static_cast<int>(ct.size() + acc.size());
+  d.backward_xs = static_cast<int>(saved.size() + xs.size() + cty.size());
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e.rng_count > 0) rng = trace::random_operands(0);
   std::vector<int> saved_at(static_cast<size_t>(nc), -1);  // each saved carry's place in saved
@@ -301,13 +292,51 @@ std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::stri
   // g: floating carries, floating xs (two factors where factored), floating consts, floating
   // lifted
   size_t xs_end = fc.size();
-  for (char f : d->factored) xs_end += f ? 2 : 1;
+  for (char f : d.factored) xs_end += f ? 2 : 1;
   std::vector<Tensor> outs(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(fc.size()));
   for (size_t j = 0; j < acc.size(); ++j) outs.push_back(acc[j] + g[xs_end + j]);
   for (size_t j = fc.size(); j < xs_end; ++j) outs.push_back(g[j]);
-  d->backward = s.finish(outs, name);
-  d->backward_inputs = s.inputs();
-  d->backward_lifted = s.lifted();
+  d.backward = s.finish(outs, name);
+  d.backward_inputs = s.inputs();
+  d.backward_lifted = s.lifted();
+}
+
+// Traces the VJP of e's body jointly with its forward, and builds the two loop bodies. With
+// `first` (an entry not traced yet, for a loop that will be differentiated), this is the
+// body's only trace: e's forward body and what it returns come from it too, so the
+// function runs once.
+std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::string& tool,
+                                      bool first = false) {
+  if (first) metrics::loop_trace.add();
+  metrics::loop_backward_trace.add();
+  auto d = std::make_shared<Diff>();
+  const std::string name = tool + " (backward)";
+  std::vector<trace::BodyInput> joint;   // the joint trace's inputs
+  std::vector<int> saved_carries;        // joint Param of each carry the backward reads
+  std::shared_ptr<const ir::Body> core;  // joint inputs, then residuals -> gradients
+  {
+    // 1. The joint trace: the body on inputs that require grad, then its VJP.
+    trace::TraceScope s(name);
+    s.set_lift_grad(trace::TraceScope::LiftGrad::all);
+    EnableGradGuard grad_on;
+    std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
+                        ks = placeholders(s, e.consts, true);
+    LoopTraced t = e.retrace(own_handles(c), own_handles(xs), own_handles(ks));
+    if (first) set_body(e, s, t, tool.c_str());
+    std::vector<Tensor> inputs = c, outputs = t.carry;
+    inputs.insert(inputs.end(), xs.begin(), xs.end());
+    inputs.insert(inputs.end(), ks.begin(), ks.end());
+    outputs.insert(outputs.end(), t.ys.begin(), t.ys.end());
+    // the gradients of the floating carries, xs, consts, then lifted tensors
+    const std::vector<Tensor> grads =
+        joint_vjp(s, inputs, outputs, e.lifted, tool.c_str(), "the loop body").grads;
+    joint = s.inputs();
+    const ir::Partition part = split_residuals(grads, joint, remat);
+    saved_carries = forward_body(*d, joint, part, c, t, tool);
+    core = core_body(*d, part, floating(e.carry).size(), floating(e.x).size(),
+                     static_cast<int>(joint.size()), name);
+  }
+  backward_body(*d, e, core, joint, saved_carries, name);
   return d;
 }
 
