@@ -199,9 +199,8 @@ void check_small_gemm(const cpu::SmallGemmKernels& kernels, int64_t m, int64_t n
   for (const int64_t delta : {bytes, -bytes}) {
     const cpu::Shadow shadow{reinterpret_cast<const char*>(mid),
                              reinterpret_cast<const char*>(mid) + bytes, delta};
-    cpu::loop_shadows() = {&shadow, &shadow + 1};
-    cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, mid, l.brs, l.bcs, C, ldc);
-    cpu::loop_shadows() = {};
+    cpu::small_gemm_f32(kernels, m, n, k, a.data(), l.ars, l.acs, mid, l.brs, l.bcs, C, ldc,
+                        nullptr, cpu::Shadows{&shadow, &shadow + 1});
     for (int64_t i = 0; i < m * ldc; ++i)
       ASSERT_EQ(0, std::memcmp(&C[i], &first[static_cast<size_t>(i)], sizeof(float)))
           << "delta " << delta << " at " << i;

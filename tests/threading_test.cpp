@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/cache_topology.h"
 #include "runtime/thread_pool.h"
 
 namespace {
@@ -193,13 +194,13 @@ TEST(Threading, ParallelWorkGetsTheThreadsOfASessionOfShortTasks) {
 TEST(Threading, ThreadsShareCacheAnswersWithoutWaitingForBusyThreads) {
   namespace rt = lazytrace::runtime;
   const char* forced = std::getenv("LAZYTRACE_SHARED_CACHE");
-  const bool first = rt::threads_share_cache();
+  const bool first = lazytrace::cpu::threads_share_cache();
   if (forced != nullptr) {
     EXPECT_EQ(first, forced[0] == '1');
   } else if (rt::num_threads() < 2) {
     EXPECT_TRUE(first);
   }
-  rt::parallel_for(2, 1, [&](int64_t, int64_t) { (void)rt::threads_share_cache(); });
+  rt::parallel_for(2, 1, [&](int64_t, int64_t) { (void)lazytrace::cpu::threads_share_cache(); });
   std::atomic<bool> release{false};
   const std::function<void(int64_t)> blocking = [&](int64_t) {
     while (!release.load()) std::this_thread::yield();
@@ -207,7 +208,7 @@ TEST(Threading, ThreadsShareCacheAnswersWithoutWaitingForBusyThreads) {
   ASSERT_TRUE(rt::Background::begin(blocking));
   rt::Background::publish(rt::num_threads() + 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(120));  // past the 100 ms it keeps
-  (void)rt::threads_share_cache();
+  (void)lazytrace::cpu::threads_share_cache();
   release = true;
   rt::Background::finish(rt::num_threads() + 1);
 }

@@ -15,16 +15,8 @@ int num_threads();
  */
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-/**
- * Whether this thread and the pool's share a last-level cache, as measured: a cache line
- * goes to another pool thread and back about 30 times, at most every 100 ms (the answer is
- * kept in between). Cores of one core complex hand a line over in about 100 ns, cores of
- * two in 300 ns and more; a VM's two vCPUs may move from one arrangement to the other while
- * it runs. True where there is no other thread; the last answer (at first, true) where none
- * came to measure within 0.2 ms, inside a parallel region, or while a session's tasks hold
- * the threads. LAZYTRACE_SHARED_CACHE=1 or 0 gives the answer instead.
- */
-bool threads_share_cache();
+/** Whether this thread runs a part of a parallel region (where parallel_for runs inline). */
+bool in_parallel_region();
 
 /**
  * Work that runs beside the caller's own: tasks 0, 1, ... of `task`, made runnable in order
@@ -51,6 +43,8 @@ class Background {
   static void catch_up(int64_t keep);
   /** Published tasks that no thread has taken yet. */
   static int64_t waiting();
+  /** Whether a session's published tasks hold the threads now (parallel regions run inline). */
+  static bool holds_threads();
 };
 
 }  // namespace lazytrace::runtime

@@ -13,6 +13,11 @@ struct RunContext {
   std::vector<char*> base;
   const std::vector<runtime::ScalarArg>* scalars = nullptr;
   runtime::PassSet passes;  // the program's: the backend's optional passes read them
+  // Hints a loop gives the products of its body (loop_overlap.cpp): the stream the thread
+  // that runs a step reads ahead (only that thread: it is not shared with the parts of a
+  // product that other threads run), and the shadows every thread's products read ahead.
+  ReadAhead* read_ahead = nullptr;
+  Shadows shadows;
 
   runtime::ScalarArg scalar(const compiler::View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];

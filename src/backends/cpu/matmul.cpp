@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <cstdlib>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -48,9 +49,21 @@ void batch_offsets(const compiler::MatmulStep& s, int64_t bi, int64_t& oa, int64
   }
 }
 
+// What a loop asks a product of its body to read ahead (RunContext::read_ahead, shadows).
+struct Hints {
+  ReadAhead* ahead = nullptr;
+  Shadows shadows;
+};
+
+// The hints for a part of a product: the read-ahead stream only on the thread that runs the
+// step (`owner`), whose own it is.
+Hints hints_for(const RunContext& ctx, std::thread::id owner) {
+  return {std::this_thread::get_id() == owner ? ctx.read_ahead : nullptr, ctx.shadows};
+}
+
 template <typename T>
 void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, const T* pa,
-          const T* pb, T* pc, int64_t ldc, ReadAhead* ahead = nullptr) {
+          const T* pb, T* pc, int64_t ldc, Hints hints = {}) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
@@ -58,12 +71,11 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (ahead == nullptr) ahead = thread_read_ahead();
     if (has_avx512() && small_gemm_f32(*small_gemm_avx512(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
-                                       b.cs, pc, ldc, ahead))
+                                       b.cs, pc, ldc, hints.ahead, hints.shadows))
       return;
-    if (has_avx2_fma() &&
-        small_gemm_f32(*small_gemm_avx2(), m, n, k, pa, a.rs, a.cs, pb, b.rs, b.cs, pc, ldc, ahead))
+    if (has_avx2_fma() && small_gemm_f32(*small_gemm_avx2(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
+                                         b.cs, pc, ldc, hints.ahead, hints.shadows))
       return;
   }
   auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
@@ -79,9 +91,9 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
 // One block: C[rm, rn] (row stride ldc) = A[rm, k] B[k, rn].
 template <typename S>
 void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, int64_t k,
-                    const S* A, const S* B, S* c, int64_t ldc) {
+                    const S* A, const S* B, S* c, int64_t ldc, Hints hints) {
   if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
-    gemm<S>(oa, ob, m, n, k, A, B, c, ldc);
+    gemm<S>(oa, ob, m, n, k, A, B, c, ldc, hints);
   } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
     thread_local std::vector<float> fa, fb, fc;
     fa.resize(static_cast<size_t>(m * k));
@@ -112,7 +124,7 @@ template <typename S>
 class Blocks {
  public:
   Blocks(const compiler::MatmulStep& s, const RunContext& ctx, int64_t split)
-      : s_(s), split_(split) {
+      : s_(s), ctx_(ctx), owner_(std::this_thread::get_id()), split_(split) {
     const int nd = s.out_shape.size();
     m_ = s.out_shape[nd - 2];
     n_ = s.out_shape[nd - 1];
@@ -142,11 +154,13 @@ class Blocks {
     else
       offb += lo * ob_.cs;
     S* c = C_ + bi * m_ * n_ + (by_rows_ ? lo * n_ : lo);
-    multiply_block<S>(oa_, ob_, rm, rn, k_, A_ + offa, B_ + offb, c, n_);
+    multiply_block<S>(oa_, ob_, rm, rn, k_, A_ + offa, B_ + offb, c, n_, hints_for(ctx_, owner_));
   }
 
  private:
   const compiler::MatmulStep& s_;
+  const RunContext& ctx_;
+  std::thread::id owner_;
   int64_t split_, m_ = 0, n_ = 0, k_ = 0, nbatch_ = 1, extent_ = 0, block_ = 0;
   const S *A_, *B_;
   S* C_;
@@ -196,10 +210,11 @@ bool split_reduction(const compiler::MatmulStep& s, const RunContext& ctx) {
   auto k_at = [&](int64_t part) { return part >= threads ? k : std::min(k, part * per); };
   // every part on its own and summed in one order, however the parts ran: the same bits
   // whether the other threads took parts or were busy
+  const std::thread::id owner = std::this_thread::get_id();
   runtime::parallel_for(threads, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       gemm<float>(oa, ob, m, n, k_at(p + 1) - k_at(p), A + k_at(p) * oa.cs, B + k_at(p) * ob.rs,
-                  p == 0 ? C : extra + (p - 1) * m * n, n);
+                  p == 0 ? C : extra + (p - 1) * m * n, n, hints_for(ctx, owner));
   });
   for (int p = 1; p < threads; ++p)
     for (int64_t i = 0; i < m * n; ++i) C[i] += extra[(p - 1) * m * n + i];
@@ -232,7 +247,7 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
   batch_offsets(s, bi, offa, offb);
   const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + offa + r0 * oa.rs;
   const float* B = reinterpret_cast<const float*>(ctx.base[s.b.storage]) + offb;
-  gemm<float>(oa, ob, rows, n, k, A, B, out, n, ahead);
+  gemm<float>(oa, ob, rows, n, k, A, B, out, n, Hints{ahead, ctx.shadows});
 }
 
 // Two float32 products side by side, each split into half as many blocks as there are

@@ -20,22 +20,11 @@ float* small_gemm_scratch(int slot, int64_t floats) {
   return b.data() + ((64 - at % 64) % 64) / sizeof(float);
 }
 
-ReadAhead*& thread_read_ahead() {
-  thread_local ReadAhead* ahead = nullptr;
-  return ahead;
-}
-
-Shadows& loop_shadows() {
-  static Shadows shadows;
-  return shadows;
-}
-
 namespace {
 
 // The delta of the loop's shadow that holds [p, p + bytes), or 0.
-int64_t shadow_of(const void* p, int64_t bytes) {
+int64_t shadow_of(const Shadows& all, const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
-  const Shadows& all = loop_shadows();
   for (const Shadow* s = all.begin; s != all.end; ++s)
     if (c >= s->begin && c + bytes <= s->end) return s->delta;
   return 0;
@@ -45,10 +34,10 @@ int64_t shadow_of(const void* p, int64_t bytes) {
 
 bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
                     const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
-                    int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead) {
+                    int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead, Shadows shadows) {
   constexpr int64_t kSmall = 32;
   if (m <= kSmall && k >= 8 && acs == 1 && brs == 1) {
-    const int64_t shadow = shadow_of(B, ((n - 1) * bcs + k) * int64_t{sizeof(float)});
+    const int64_t shadow = shadow_of(shadows, B, ((n - 1) * bcs + k) * int64_t{sizeof(float)});
     kernels.dot(m, n, k, A, ars, B, bcs, C, ldc, shadow);
     return true;
   }

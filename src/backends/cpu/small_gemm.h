@@ -29,7 +29,7 @@ struct ReadAhead {
   // Only where has_prefetchw().
   bool write = false;
   // More single streams, read after this one, [next, end): a loop's next iteration's slices
-  // (thread_read_ahead).
+  // (RunContext::read_ahead).
   struct Range {
     const void* at;
     int64_t bytes;
@@ -37,13 +37,6 @@ struct ReadAhead {
   const Range* next = nullptr;
   const Range* end = nullptr;
 };
-
-/**
- * What this thread reads ahead while its products compute and nothing more pressing is
- * given them (a loop's next iteration's slices: loop.cpp); nullptr by default. Each thread
- * has its own, so a product's parts on other threads never share it.
- */
-ReadAhead*& thread_read_ahead();
 
 // The next line of each stream, asked for into L2: a kernel calls it once per reduction
 // step. (static: each instruction set's file inlines its own copy, and none is exported.)
@@ -74,7 +67,7 @@ ReadAhead*& thread_read_ahead();
  * Memory a loop's next iteration reads where this one reads [begin, end): the same bytes
  * `delta` further on (its x slices). Products whose weight lies in one read the next
  * iteration's weight ahead as they read this one's, each thread the lines it reads itself,
- * so they arrive in that thread's caches (loop_shadows; loop.cpp sets them).
+ * so they arrive in that thread's caches (RunContext::shadows; loop_overlap.cpp sets them).
  */
 struct Shadow {
   const char* begin;
@@ -82,12 +75,11 @@ struct Shadow {
   int64_t delta;
 };
 
-/** The shadows of the loop that runs now, read by every thread; none by default. */
+/** The shadows of the loop whose body runs a product; none by default. */
 struct Shadows {
   const Shadow* begin = nullptr;
   const Shadow* end = nullptr;
 };
-Shadows& loop_shadows();
 
 /** One instruction set's small-product kernels; small_gemm_f32 picks among them by layout. */
 struct SmallGemmKernels {
@@ -127,6 +119,7 @@ const SmallGemmKernels* small_gemm_avx512();
  */
 bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64_t k,
                     const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
-                    int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead = nullptr);
+                    int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead = nullptr,
+                    Shadows shadows = {});
 
 }  // namespace lazytrace::cpu
