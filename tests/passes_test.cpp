@@ -32,7 +32,7 @@ struct PassesOff {
 struct TrainRun {
   std::vector<double> losses;
   std::vector<double> weights;  // every parameter after the last step, flattened
-  int64_t besides = 0, donated = 0;
+  int64_t besides = 0, donated = 0, factored = 0;
 };
 
 // Three AdamW steps of the spec's decoder shape (hidden 128, intermediate 1024, 16 tokens),
@@ -54,7 +54,8 @@ TrainRun train(nn::LayersMode mode) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 37 + 5) % 256);
   const Tensor data = lt::tensor(tokens, {2, 9});
   TrainRun run;
-  const int64_t besides = counter("UpdatesBesideLoops"), donated = counter("DonatedBuffers");
+  const int64_t besides = counter("UpdatesBesideLoops"), donated = counter("DonatedBuffers"),
+                factored = counter("LoopGradFactored");
   for (int step = 0; step < 3; ++step) {
     Tensor loss = nn::cross_entropy(model(lt::slice(data, 1, 0, 8)), lt::slice(data, 1, 1, 9));
     loss.backward();
@@ -65,6 +66,7 @@ TrainRun train(nn::LayersMode mode) {
   }
   run.besides = counter("UpdatesBesideLoops") - besides;
   run.donated = counter("DonatedBuffers") - donated;
+  run.factored = counter("LoopGradFactored") - factored;
   for (const Tensor& p : model.parameters())
     for (double v : p.to_vector<double>()) run.weights.push_back(v);
   return run;
@@ -95,6 +97,7 @@ TEST(Passes, EachOneOffAndAllOffTrainTheScannedDecoderAsWithAllOn) {
   const TrainRun on = train(nn::LayersMode::scan);
   EXPECT_GT(on.besides, 0) << "the updates ran beside the loop";
   EXPECT_GT(on.donated, 0) << "the updates wrote in place";
+  EXPECT_GT(on.factored, 0) << "the weights' gradients left the backward loop as factors";
   for (const std::string& name : lt::debug::pass_names()) {
     PassesOff off({name});
     expect_same_training(train(nn::LayersMode::scan), on, name + " off");
@@ -104,6 +107,7 @@ TEST(Passes, EachOneOffAndAllOffTrainTheScannedDecoderAsWithAllOn) {
   expect_same_training(all_off, on, "every pass off");
   EXPECT_EQ(all_off.besides, 0);
   EXPECT_EQ(all_off.donated, 0);
+  EXPECT_EQ(all_off.factored, 0);
 }
 
 TEST(Passes, AllOffTrainTheUnrolledDecoderAsWithAllOn) {

@@ -21,3 +21,20 @@ def to_dot(tensors):
 def to_program(tensors):
     """The compiled kernel list and buffer plan that syncing these tensors would run."""
     return _C._debug.to_program(_list(tensors))
+
+
+def set_disabled_passes(names):
+    """Switches off the named optional passes (every speed mechanism of the compiler and the
+    backend; "all": each one) for the syncs from now on; returns the names off before.
+    LAZYTRACE_DISABLE_PASSES=name,... does the same at start."""
+    return _C._debug.set_disabled_passes([names] if isinstance(names, str) else list(names))
+
+
+def disabled_passes():
+    """The names of the optional passes switched off now."""
+    return _C._debug.disabled_passes()
+
+
+def pass_names():
+    """The names of every optional pass."""
+    return _C._debug.pass_names()

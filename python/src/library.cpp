@@ -119,6 +119,9 @@ void bind_library(nb::module_& m) {
   dbg.def("to_text", &debug::to_text);
   dbg.def("to_dot", &debug::to_dot);
   dbg.def("to_program", &debug::to_program);
+  dbg.def("set_disabled_passes", &debug::set_disabled_passes);
+  dbg.def("disabled_passes", &debug::disabled_passes);
+  dbg.def("pass_names", &debug::pass_names);
 }
 
 }  // namespace lazytrace::python

@@ -626,3 +626,20 @@ def test_failed_trace_does_not_count_against_the_limit():
         f(lt.ones(1))
     state["raise"] = False
     assert f(lt.ones(1)).tolist() == [2.0]
+
+
+def test_passes_switched_off_compute_the_same_values_and_errors_name_the_passes():
+    x = lt.randn(32, 32)
+    lt.sync()
+    want = (lt.exp(x.t() * 2.0) + 1.0).numpy()
+    before = lt.debug.set_disabled_passes("all")
+    try:
+        assert lt.debug.disabled_passes() == lt.debug.pass_names()
+        got = lt.exp(x.t() * 2.0) + 1.0
+        assert "4 steps" in lt.debug.to_program(got)  # the transpose copied; mul, exp, add apart
+        np.testing.assert_array_equal(got.numpy(), want)
+    finally:
+        lt.debug.set_disabled_passes(before)
+    assert lt.debug.disabled_passes() == []
+    with pytest.raises(lt.Error, match=r"\[passes\] no pass is named 'fuzion'"):
+        lt.debug.set_disabled_passes(["fuzion"])

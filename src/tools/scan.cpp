@@ -14,6 +14,7 @@
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/tools/function_cache.h"
 #include "metrics/known.h"
+#include "runtime/passes.h"
 #include "tools/arguments.h"
 #include "tools/loops.h"
 #include "tools/traced_body.h"
@@ -103,7 +104,7 @@ struct ScanEntry {
   uint64_t rng_count = 0;
   Types carry, x, consts, ys;  // x: one slice
   std::mutex mu;               // guards diff
-  std::shared_ptr<const Diff> diff[2];
+  std::shared_ptr<const Diff> diff[2][2];  // [remat: save, recompute][xs' gradients factored]
 };
 
 struct Cache {
@@ -220,12 +221,13 @@ std::vector<int> forward_body(Diff& d, const std::vector<trace::BodyInput>& join
 // (part.roots: of the `nfc` floating carries, the `nfx` floating xs, then the floating consts
 // and lifted tensors), each x's low-rank gradient as its two factors (d.factored).
 std::shared_ptr<const ir::Body> core_body(Diff& d, const ir::Partition& part, size_t nfc,
-                                          size_t nfx, int nj, const std::string& name) {
+                                          size_t nfx, int nj, bool factors,
+                                          const std::string& name) {
   std::vector<ir::NodePtr> roots;
   for (size_t r = 0; r < part.roots.size(); ++r) {
     ir::NodePtr f, g;
     const bool is_x = r >= nfc && r < nfc + nfx;
-    const bool factor = is_x && low_rank_product(part.roots[r], f, g);
+    const bool factor = is_x && factors && low_rank_product(part.roots[r], f, g);
     if (is_x) d.factored.push_back(factor);
     if (factor) {
       roots.push_back(std::move(f));
@@ -305,8 +307,8 @@ void backward_body(Diff& d, const ScanEntry& e, const std::shared_ptr<const ir::
 // `first` (an entry not traced yet, for a loop that will be differentiated), this is the
 // body's only trace: e's forward body and what it returns come from it too, so the
 // function runs once.
-std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::string& tool,
-                                      bool first = false) {
+std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, bool factors,
+                                      const std::string& tool, bool first = false) {
   if (first) metrics::loop_trace.add();
   metrics::loop_backward_trace.add();
   auto d = std::make_shared<Diff>();
@@ -334,7 +336,7 @@ std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, const std::stri
     const ir::Partition part = split_residuals(grads, joint, remat);
     saved_carries = forward_body(*d, joint, part, c, t, tool);
     core = core_body(*d, part, floating(e.carry).size(), floating(e.x).size(),
-                     static_cast<int>(joint.size()), name);
+                     static_cast<int>(joint.size()), factors, name);
   }
   backward_body(*d, e, core, joint, saved_carries, name);
   return d;
@@ -426,7 +428,9 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
           inputs_need_grad = inputs_need_grad || autograd::requires_grad(*t);
     if (inputs_need_grad) {
       e = new_entry(fn, carry, slice, const_types);
-      e->diff[a.options.remat == Remat::save ? 0 : 1] = make_diff(*e, a.options.remat, tool, true);
+      const bool factors = runtime::current_passes().on(runtime::Pass::FactoredGrads);
+      e->diff[a.options.remat == Remat::save ? 0 : 1][factors] =
+          make_diff(*e, a.options.remat, factors, tool, true);
     } else {
       e = trace_body(tool, fn, carry, slice, const_types);
     }
@@ -463,8 +467,9 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   std::shared_ptr<const Diff> d;
   {
     std::lock_guard<std::mutex> lock(e->mu);
-    auto& slot = e->diff[a.options.remat == Remat::save ? 0 : 1];
-    if (!slot) slot = make_diff(*e, a.options.remat, tool);
+    const bool factors = runtime::current_passes().on(runtime::Pass::FactoredGrads);
+    auto& slot = e->diff[a.options.remat == Remat::save ? 0 : 1][factors];
+    if (!slot) slot = make_diff(*e, a.options.remat, factors, tool);
     d = slot;
   }
   ir::Loop l = scan_loop(d->forward, n, reverse, nc);
