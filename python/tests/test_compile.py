@@ -641,5 +641,5 @@ def test_passes_switched_off_compute_the_same_values_and_errors_name_the_passes(
     finally:
         lt.debug.set_disabled_passes(before)
     assert lt.debug.disabled_passes() == []
-    with pytest.raises(lt.Error, match=r"\[passes\] no pass is named 'fuzion'"):
+    with pytest.raises(ValueError, match=r"\[passes\] no pass is named 'fuzion'"):
         lt.debug.set_disabled_passes(["fuzion"])
