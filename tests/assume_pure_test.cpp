@@ -529,8 +529,8 @@ TEST(AssumePureGrad, CallsWithTheSameWeightsShareEdgesOnlyWhileTheyAreTheSame) {
   Tensor w = random_tensor({4, 2}, 31).requires_grad_();
   Tensor v = random_tensor({4, 2}, 32).requires_grad_();
   Tensor x = random_tensor({3, 4}, 33);
-  auto f = lt::assume_pure(
-      [](const Tensor& a, const Tensor& m) { return lt::tanh(lt::matmul(a, m)); });
+  auto f =
+      lt::assume_pure([](const Tensor& a, const Tensor& m) { return lt::tanh(lt::matmul(a, m)); });
   auto g = [](const Tensor& a, const Tensor& m) { return lt::tanh(lt::matmul(a, m)); };
   auto reference = [&](const Tensor& m, const std::vector<Tensor>& xs) {
     Tensor r = m.detach().requires_grad_();

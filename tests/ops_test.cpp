@@ -2091,6 +2091,9 @@ TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
       {K::Pack, "assume_pure_test"},
       {K::Loop, "scan_test, loops_test (scan, while_loop, fori_loop)"},
       {K::AdamW, "nn_test (AdamWFused, Optim.*AdamW*: against a plain loop)"},
+      {K::AdamWProduct,
+       "nn_test (Optim.AdamWComputesAProductGradientBesideTheUpdate; "
+       "the compiler makes it from AdamW)"},
   };
   for (K k : lt_test::all_ops()) {
     const bool has_rows = recorded.count(k) > 0, listed = elsewhere.count(k) > 0;

@@ -44,7 +44,6 @@ class Lowering {
   Lowering(const ir::Graph& g, int first_input, runtime::PassSet passes)
       : g_(g), first_input_(first_input), passes_(passes), vals_(g.nodes.size()) {
     find_unstacked();
-    find_adamw_products();
   }
 
   Program run() {
@@ -194,7 +193,6 @@ class Lowering {
   void lower_node(int i) {
     const GNode& n = g_.nodes[i];
     if (unstacked_[static_cast<size_t>(i)]) return;  // read part by part by the loops
-    if (in_adamw_[static_cast<size_t>(i)]) return;   // an AdamW update computes it
     Value& out = vals_[i];
     switch (ir::op_info(n.op).family) {
       case ir::OpFamily::Leaf:
@@ -237,7 +235,7 @@ class Lowering {
       return;
     }
     if (n.op == OpKind::Concat) return lower_concat(i);
-    if (n.op == OpKind::AdamW) return lower_adamw(i);
+    if (n.op == OpKind::AdamW || n.op == OpKind::AdamWProduct) return lower_adamw(i);
     if (n.op == OpKind::IndexSelect || n.op == OpKind::IndexAdd) {
       GatherStep gs;
       gs.in = use_memory_view(n.inputs[0]);
@@ -596,76 +594,35 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
-  // The product an AdamW update computes for its gradient node `grad` (AdamWStep::
-  // grad_product), or -1: a float32 matmul read only by that update, or only through a
-  // transpose that only the update reads (a weight's gradient xᵀ dy, read as the weight),
-  // with a reduction of at most 32 and no broadcast batch dims. Neither node is lowered:
-  // a weight's gradient over few tokens never goes through memory.
-  int adamw_product(int grad) const {
-    auto read_only_by = [&](int i, int reader) {
-      return uses_[static_cast<size_t>(i)] == 1 && sole_user_[static_cast<size_t>(i)] == reader &&
-             g_.results.end() == std::find(g_.results.begin(), g_.results.end(), i);
-    };
-    const GNode& gn = g_.nodes[static_cast<size_t>(grad)];
-    const int u = sole_user_[static_cast<size_t>(grad)];
-    if (u < 0 || !read_only_by(grad, u)) return -1;
-    const GNode& user = g_.nodes[static_cast<size_t>(u)];
-    if (user.op != OpKind::AdamW || user.inputs[1] != grad || user.shape != gn.shape) return -1;
-    int m = grad;
-    if (ir::is_matrix_transpose(gn.op, gn.attrs)) {
-      m = gn.inputs[0];
-      if (!read_only_by(m, grad)) return -1;
-    }
-    const GNode& n = g_.nodes[static_cast<size_t>(m)];
-    if (n.op != OpKind::Matmul || n.dtype != DType::float32 || n.shape.size() < 2) return -1;
-    const int nd = n.shape.size();
-    for (int in : {n.inputs[0], n.inputs[1]}) {
-      const GNode& x = g_.nodes[static_cast<size_t>(in)];
-      if (x.dtype != DType::float32 || x.shape.size() != nd) return -1;
-      for (int d = 0; d < nd - 2; ++d)
-        if (x.shape[d] != n.shape[d]) return -1;
-    }
-    return g_.nodes[static_cast<size_t>(n.inputs[1])].shape[nd - 2] <= 32 ? m : -1;
-  }
-
-  void find_adamw_products() {
-    in_adamw_.assign(g_.nodes.size(), 0);
-    if (!passes_.on(runtime::Pass::GradProduct)) return;
-    for (const GNode& n : g_.nodes) {
-      if (n.op != OpKind::AdamW) continue;
-      const int m = adamw_product(n.inputs[1]);
-      if (m < 0) continue;
-      in_adamw_[static_cast<size_t>(m)] = 1;
-      in_adamw_[static_cast<size_t>(n.inputs[1])] = 1;
-    }
-  }
-
+  // AdamW, or AdamWProduct (grad_product.cpp), whose gradient the update computes itself
+  // from the two operands of its product, a block of rows at a time.
   void lower_adamw(int i) {
     const GNode& n = g_.nodes[i];
     AdamWStep s;
-    if (const int p = passes_.on(runtime::Pass::GradProduct) ? adamw_product(n.inputs[1]) : -1;
-        p >= 0) {
-      const GNode& m = g_.nodes[static_cast<size_t>(p)];
+    const bool product = n.op == OpKind::AdamWProduct;
+    if (product) {
       MatmulStep ms;
-      ms.a = matmul_operand(m.inputs[0], false);
-      ms.b = matmul_operand(m.inputs[1], true);
+      ms.a = matmul_operand(n.inputs[1], false);
+      ms.b = matmul_operand(n.inputs[2], true);
       ms.out_storage = -1;
-      ms.out_shape = m.shape;
-      ms.dtype = m.dtype;
-      if (p != n.inputs[1]) {  // the gradient is the product's transpose: (a b)ᵀ = bᵀ aᵀ
+      ms.out_shape = n.shape;
+      ms.dtype = n.dtype;
+      if (n.attrs.flag) {  // the gradient is the product's transpose: (a b)ᵀ = bᵀ aᵀ
         static const int64_t swap[2] = {1, 0};
         std::swap(ms.a, ms.b);
         ms.a = permute_view(ms.a, swap);
         ms.b = permute_view(ms.b, swap);
-        ms.out_shape = Shape{m.shape[1], m.shape[0]};
       }
       s.grad_product = std::move(ms);
     }
-    View* tensors[] = {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq};
+    // param, grad (AdamW only), exp_avg, exp_avg_sq, then the three numbers
+    const int p = product ? 1 : 0;  // AdamWProduct: one operand more before the moments
+    s.param = use_contiguous(n.inputs[0]);
+    if (!product) s.grad = use_contiguous(n.inputs[1]);
+    s.exp_avg = use_contiguous(n.inputs[2 + p]);
+    s.exp_avg_sq = use_contiguous(n.inputs[3 + p]);
     View* numbers[] = {&s.decay, &s.step_size, &s.inv_sqrt_bc2};
-    for (int k = 0; k < 4; ++k)
-      if (k != 1 || !s.grad_product) *tensors[k] = use_contiguous(n.inputs[k]);
-    for (int k = 0; k < 3; ++k) *numbers[k] = use_view(n.inputs[4 + k]);
+    for (int k = 0; k < 3; ++k) *numbers[k] = use_view(n.inputs[4 + p + k]);
     s.beta1 = n.attrs.get_double(0);
     s.beta2 = n.attrs.get_double(1);
     s.eps = n.attrs.get_double(2);
@@ -758,7 +715,6 @@ class Lowering {
   std::map<int, int> param_storages_;
   std::map<int, std::vector<View>> call_results_;
   std::vector<char> unstacked_;  // concat nodes that loops read part by part
-  std::vector<char> in_adamw_;   // products (and their transposes) AdamW updates compute
   std::vector<int> uses_;        // how many operands refer to each node
   std::vector<int> sole_user_;   // the last node using each node (the only one if uses_ is 1)
 };

@@ -102,6 +102,7 @@ ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes) {
     out.nodes.push_back(std::move(copy));
   }
   for (int r : g.results) out.results.push_back(remap[r]);
+  if (passes.on(runtime::Pass::GradProduct)) fuse_grad_products(out);
   // 2. drop what no result reaches (parameters stay: their slots are fixed)
   const int m = static_cast<int>(out.nodes.size());
   std::vector<char> live(m, 0);

@@ -203,6 +203,9 @@ void clear_body_programs();
 /** Removes dead nodes, simplifies (Pass::Simplify) and merges identical ones (same op, attrs
  * and operands; Pass::Cse). */
 ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
+/** The grad_product rewrite (grad_product.cpp): AdamW of a weight's small float32 gradient
+ * product becomes AdamWProduct of the product's operands. */
+void fuse_grad_products(ir::Graph& g);
 /** Human-readable kernel list and plan. */
 std::string describe(const Program& p);
 

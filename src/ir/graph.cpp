@@ -222,7 +222,9 @@ Graph build_graph(const Walk& w, std::string name) {
       continue;
     }
     if (n->op == OpKind::Pack) continue;  // read through by the calls that use it
-    if (n->op == OpKind::CallResult && n->operand(0)->op != OpKind::AdamW) {
+    // the results of calls and loops are resolved here; other ops' (an update's) stay nodes
+    const OpKind of = n->op == OpKind::CallResult ? n->operand(0)->op : OpKind::Data;
+    if (of == OpKind::Call || of == OpKind::Loop) {
       at[pos] = call_results[n->operand(0)->index][static_cast<size_t>(n->attrs[0])];
       continue;
     }

@@ -32,6 +32,16 @@ void verify(const Graph& g) {
       for (int k = 1; k < 7; ++k)
         if (in_shape(k) != (k < 4 ? n.shape : Shape{}))
           fail("verify", "node %", i, " (adamw) operand ", k, " has shape ", in_shape(k).str());
+    } else if (n.op == OpKind::AdamWProduct) {
+      for (int k : {3, 4, 5, 6, 7})
+        if (in_shape(k) != (k < 5 ? n.shape : Shape{}))
+          fail("verify", "node %", i, " (adamw_product) operand ", k, " has shape ",
+               in_shape(k).str());
+      const Shape product = matmul_shape(in_shape(1), in_shape(2));
+      const Shape grad = n.attrs.flag ? Shape{n.shape[1], n.shape[0]} : n.shape;
+      if (product != grad)
+        fail("verify", "node %", i, " (adamw_product) computes a gradient of shape ", product.str(),
+             " for a parameter of shape ", n.shape.str());
     } else if (is_reduce(n.op)) {
       std::vector<int> dims(n.attrs.begin(), n.attrs.end());
       expect = reduce_shape(info.name, in_shape(0), dims, n.attrs.flag);

@@ -345,6 +345,7 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
     case OpKind::Pack:
     case OpKind::Loop:
     case OpKind::AdamW:
+    case OpKind::AdamWProduct:
       LT_UNREACHABLE("a fused step holds elementwise ops and loads");
   }
   round_to(ins.dtype, regs, ins.dst, one[ins.dst] ? 1 : n);
