@@ -24,6 +24,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <lazytrace/lazytrace.h>
 
@@ -109,27 +110,21 @@ void BM_Sgemm_oneDNN(benchmark::State& state) {
 }
 BENCHMARK(BM_Sgemm_oneDNN)->Apply(decoder_shapes)->UseRealTime();
 
+// A table, not a switch: oneDNN's list of instruction sets grows between versions.
 std::string isa_name(dnnl_cpu_isa_t isa) {
-  switch (isa) {
-    case dnnl_cpu_isa_sse41:
-      return "sse41";
-    case dnnl_cpu_isa_avx:
-      return "avx";
-    case dnnl_cpu_isa_avx2:
-      return "avx2";
-    case dnnl_cpu_isa_avx2_vnni:
-      return "avx2_vnni";
-    case dnnl_cpu_isa_avx512_core:
-      return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni:
-      return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx:
-      return "avx512_core_amx";
-    default:
-      return "isa#" + std::to_string(static_cast<int>(isa));
-  }
+  const std::pair<dnnl_cpu_isa_t, const char*> names[] = {
+      {dnnl_cpu_isa_sse41, "sse41"},
+      {dnnl_cpu_isa_avx, "avx"},
+      {dnnl_cpu_isa_avx2, "avx2"},
+      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+      {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+      {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+  };
+  for (const auto& [value, name] : names)
+    if (value == isa) return name;
+  return "isa#" + std::to_string(static_cast<int>(isa));
 }
 
 std::string runtime_name(unsigned runtime) {
