@@ -175,7 +175,7 @@ class Lowering {
         sole_user_[static_cast<size_t>(in)] = static_cast<int>(u);
       }
       if (n.op != OpKind::Loop) continue;
-      const auto& loop = *static_cast<const ir::Loop*>(n.body.get());
+      const ir::Loop& loop = n.loop();
       for (size_t k = 0; k < loop.roles.size(); ++k)
         if (loop.roles[k] == ir::Loop::Role::X) ++loop_uses[static_cast<size_t>(n.inputs[k])];
     }
@@ -566,7 +566,7 @@ class Lowering {
   // call's inputs are the body's inputs, then its Data leaves, then its scalar leaves.
   void lower_call(int i) {
     const GNode& n = g_.nodes[i];
-    const auto& body = *static_cast<const ir::Body*>(n.body.get());
+    const ir::Body& body = n.body();
     std::shared_ptr<const Program> prog = body_program(body, passes_);
     const int nin = body.num_inputs;
     const int nd = static_cast<int>(body.graph.param_nodes.size());
@@ -649,7 +649,7 @@ class Lowering {
   // their scalar leaves.
   void lower_loop(int i) {
     const GNode& n = g_.nodes[i];
-    const auto& loop = *static_cast<const ir::Loop*>(n.body.get());
+    const ir::Loop& loop = n.loop();
     LoopStep ls;
     ls.kind = loop.kind;
     ls.length = loop.length;

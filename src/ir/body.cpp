@@ -46,7 +46,7 @@ std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vec
   a.push(static_cast<int64_t>(body->hash));
   a.flag = inline_call;
   NodePtr call = make_node(OpKind::Call, DType::float32, Shape{}, std::move(direct), a);
-  call->data = std::const_pointer_cast<Body>(body);
+  call->payload = body;
   std::vector<NodePtr> outs;
   outs.reserve(body->results.size());
   for (size_t i = 0; i < body->results.size(); ++i) {

@@ -43,7 +43,7 @@ std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vec
 NodePtr make_pack(std::vector<NodePtr> inputs);
 
 inline const Body& body_of(const Node& call) {
-  return *static_cast<const Body*>(call.data.get());
+  return *std::get<std::shared_ptr<const Body>>(call.payload);
 }
 
 }  // namespace lazytrace::ir

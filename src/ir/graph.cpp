@@ -106,7 +106,7 @@ std::vector<int> inline_body(Graph& g, const Body& b, const std::vector<int>& ar
       continue;
     }
     if (bn.op == OpKind::Call) {  // a call inside: inlined too, so nothing stays outlined
-      const Body& inner = *static_cast<const Body*>(bn.body.get());
+      const Body& inner = bn.body();
       std::vector<int> inner_args, inner_leaves;
       for (size_t k = 0; k < bn.inputs.size(); ++k)
         (static_cast<int>(k) < inner.num_inputs ? inner_args : inner_leaves)
@@ -164,7 +164,7 @@ std::vector<int> outline(Graph& g, const Node& n, std::vector<int> args,
   c.shape = n.shape;
   c.attrs = n.attrs;
   c.inputs = std::move(args);
-  c.body = n.data;
+  c.payload = n.payload;
   const int ci = static_cast<int>(g.nodes.size());
   g.nodes.push_back(std::move(c));
   std::vector<int> out;

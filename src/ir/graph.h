@@ -20,9 +20,12 @@ struct GNode {
   double value = 0;
   int64_t ivalue = 0;
   bool scalar_is_param = false;
-  // Call: the traced body (an ir::Body) it runs; its inputs are the body's inputs, then
-  // the body's own Data and parameter-Scalar leaves (as nodes of this graph).
-  std::shared_ptr<const void> body;
+  // Call: the traced body it runs (its inputs are the body's inputs, then the body's own
+  // Data and parameter-Scalar leaves, as nodes of this graph); Loop: the loop. Else empty.
+  Payload payload;
+
+  const Body& body() const { return *std::get<std::shared_ptr<const Body>>(payload); }
+  const Loop& loop() const { return *std::get<std::shared_ptr<const Loop>>(payload); }
 };
 
 struct Graph {

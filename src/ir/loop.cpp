@@ -39,7 +39,7 @@ std::vector<NodePtr> make_loop(Loop loop, std::vector<NodePtr> operands) {
   a.push(static_cast<int64_t>(loop.hash));
   auto shared = std::make_shared<Loop>(std::move(loop));
   NodePtr node = make_node(OpKind::Loop, DType::float32, Shape{}, std::move(operands), a);
-  node->data = shared;
+  node->payload = std::shared_ptr<const Loop>(shared);
   std::vector<NodePtr> outs;
   outs.reserve(shared->result_types.size());
   for (size_t i = 0; i < shared->result_types.size(); ++i) {

@@ -45,7 +45,7 @@ struct Loop {
 std::vector<NodePtr> make_loop(Loop loop, std::vector<NodePtr> operands);
 
 inline const Loop& loop_of(const Node& n) {
-  return *static_cast<const Loop*>(n.data.get());
+  return *std::get<std::shared_ptr<const Loop>>(n.payload);
 }
 
 }  // namespace lazytrace::ir

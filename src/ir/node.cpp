@@ -120,7 +120,7 @@ NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> oper
                         static_cast<int>(operands.size()), attrs);
 }
 
-void Node::become_data(std::shared_ptr<void> buffer) {
+void Node::become_data(std::shared_ptr<runtime::Buffer> buffer) {
   std::vector<NodePtr> released;  // destroyed at the end, iteratively, like any chain
   for (int i = 0; i < n_inline_; ++i) released.push_back(std::move(inline_[i]));
   if (more_)
@@ -132,7 +132,7 @@ void Node::become_data(std::shared_ptr<void> buffer) {
   value = 0;
   ivalue = 0;
   scalar_is_param = false;
-  data = std::move(buffer);
+  payload = std::move(buffer);
   local_hash = local_hash_of(*this);
   hash = local_hash;
 }
@@ -160,10 +160,10 @@ NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype) {
   return n;
 }
 
-NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape) {
+NodePtr make_data(std::shared_ptr<runtime::Buffer> buffer, DType dtype, Shape shape) {
   auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), OpKind::Data, dtype, std::move(shape),
                                       nullptr, 0, Attrs{});
-  n->data = std::move(buffer);
+  n->payload = std::move(buffer);
   n->local_hash = local_hash_of(*n);
   n->hash = n->local_hash;
   return n;

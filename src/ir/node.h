@@ -6,15 +6,29 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "ir/op.h"
 #include "lazytrace/core/dtype.h"
 #include "lazytrace/core/shape.h"
 
+namespace lazytrace::runtime {
+class Buffer;
+}
+
 namespace lazytrace::ir {
 
 struct Node;
+struct Body;
+struct Loop;
+
+/** What a node holds beside its operands: a Data node its buffer (the runtime's, opaque
+ * here), a Call its traced body, a Loop its loop. A std::variant, so reading the wrong one
+ * is an error, not a cast. */
+using Payload = std::variant<std::monostate, std::shared_ptr<runtime::Buffer>,
+                             std::shared_ptr<const Body>, std::shared_ptr<const Loop>>;
+
 using NodePtr = std::shared_ptr<Node>;
 
 /** Small integer attributes, stored inline (a double is stored by its bits). */
@@ -53,8 +67,8 @@ struct Node {
   // A root of a sync that runs now (trace/sync.cpp): another sync whose graph reaches it
   // waits until it is computed.
   bool in_flight = false;
-  // Data nodes: the runtime buffer, opaque to the IR.
-  std::shared_ptr<void> data;
+  // A Data node's buffer (opaque to the IR), a Call's body, a Loop's loop; else empty.
+  Payload payload;
   uint64_t local_hash = 0;  // op, dtype, shape, attrs (and a hashed scalar's value)
   uint64_t hash = 0;        // local_hash combined with the operands' hashes
   // Scratch for graph walks (sync, printers): a walk stamps nodes with its epoch.
@@ -77,7 +91,12 @@ struct Node {
    * operands: every pending op that uses it now reads the buffer instead of recomputing
    * it (the pending graph is cut at what sync() computed).
    */
-  void become_data(std::shared_ptr<void> buffer);
+  void become_data(std::shared_ptr<runtime::Buffer> buffer);
+
+  /** A Data node's buffer. */
+  const std::shared_ptr<runtime::Buffer>& buffer() const {
+    return std::get<std::shared_ptr<runtime::Buffer>>(payload);
+  }
 
  private:
   static constexpr int kInline = 3;
@@ -104,7 +123,7 @@ NodePtr make_scalar(double value, int64_t ivalue, DType dtype);
 /** A 0-d scalar that is always a graph parameter, whatever its value (seeds, counters). */
 NodePtr make_scalar_param(double value, int64_t ivalue, DType dtype);
 /** A leaf standing for a materialized buffer. */
-NodePtr make_data(std::shared_ptr<void> buffer, DType dtype, Shape shape);
+NodePtr make_data(std::shared_ptr<runtime::Buffer> buffer, DType dtype, Shape shape);
 
 /** A fresh epoch for marking nodes during a walk. */
 uint32_t next_walk_epoch();

@@ -9,7 +9,7 @@ namespace {
 
 NodePtr clone_with(const Node& n, std::vector<NodePtr> operands) {
   NodePtr c = make_node(n.op, n.dtype, n.shape, std::move(operands), n.attrs);
-  c->data = n.data;  // a Call's body or a Loop
+  c->payload = n.payload;  // a Call's body or a Loop
   return c;
 }
 

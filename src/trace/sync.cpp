@@ -62,8 +62,7 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
   for (size_t k = 0; k < w.params.size(); ++k) {
     const ir::Node* p = w.params[k];
     const size_t i = pos(p);
-    dead[k] = !live[i] && !root[i] && p->data.use_count() == 1 &&
-              !static_cast<const runtime::Buffer*>(p->data.get())->external();
+    dead[k] = !live[i] && !root[i] && p->buffer().use_count() == 1 && !p->buffer()->external();
   }
   return dead;
 }
@@ -106,7 +105,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   const std::vector<char> donated = dead_params(w, todo);
   std::vector<runtime::BufferPtr> params;
   params.reserve(w.params.size());
-  for (ir::Node* n : w.params) params.push_back(std::static_pointer_cast<runtime::Buffer>(n->data));
+  for (ir::Node* n : w.params) params.push_back(n->buffer());
   std::vector<runtime::ScalarArg> scalars;
   scalars.reserve(w.scalars.size());
   for (ir::Node* n : w.scalars) scalars.push_back({n->value, n->ivalue});

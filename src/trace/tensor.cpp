@@ -171,7 +171,7 @@ std::atomic<uint64_t> g_write_epoch{0};
 void set_value(TensorImpl& impl, ir::NodePtr node) {
   g_write_epoch.fetch_add(1, std::memory_order_relaxed);
   if (node->op == ir::OpKind::Data) {  // already a buffer of the right type and shape: share it
-    impl.buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+    impl.buffer = node->buffer();
     impl.node = std::move(node);
     impl.unlink();
     return;
@@ -199,7 +199,7 @@ Tensor make_materialized(runtime::BufferPtr buffer, DType dtype, Shape shape) {
 Tensor tensor_of(ir::NodePtr node) {
   if (node->op != ir::OpKind::Data) return make_pending(std::move(node));
   auto impl = new_impl(node->shape, node->dtype);
-  impl->buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+  impl->buffer = node->buffer();
   impl->node = std::move(node);
   return Tensor(std::move(impl));
 }

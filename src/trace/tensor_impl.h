@@ -46,8 +46,7 @@ struct TensorImpl {
   bool pending() const { return node && node->op != ir::OpKind::Data; }
   /** The buffer of a materialized tensor (also one whose shared op another sync computed). */
   const runtime::BufferPtr& materialized() {
-    if (!buffer && node && node->op == ir::OpKind::Data)
-      buffer = std::static_pointer_cast<runtime::Buffer>(node->data);
+    if (!buffer && node && node->op == ir::OpKind::Data) buffer = node->buffer();
     return buffer;
   }
   void link();
