@@ -18,8 +18,8 @@
 
 #include <lazytrace/lazytrace.h>
 
+#include "backends/cpu/program.h"
 #include "compiler/compile_cache.h"
-#include "compiler/program.h"
 
 namespace {
 
@@ -123,7 +123,7 @@ void compile_bench(benchmark::State& state, F record) {
   for (auto _ : state) {
     state.PauseTiming();
     lazytrace::compiler::CompileCache::global().clear();
-    lazytrace::compiler::clear_body_programs();  // a compile from scratch
+    lazytrace::cpu::clear_body_programs();  // a compile from scratch
     Tensor logits = record(m);
     const int64_t c0 = lt::metrics::timer_ns("CompileTime");
     state.ResumeTiming();

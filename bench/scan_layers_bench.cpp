@@ -26,8 +26,8 @@
 
 #include <lazytrace/lazytrace.h>
 
+#include "backends/cpu/program.h"
 #include "compiler/compile_cache.h"
-#include "compiler/program.h"
 #include "gpl_text.h"
 #include "runtime/buffer.h"
 
@@ -95,7 +95,7 @@ void BM_DecoderStep(benchmark::State& state) {
   lt::sync();  // the initial weights
   // the first step, compiled from scratch
   lazytrace::compiler::CompileCache::global().clear();
-  lazytrace::compiler::clear_body_programs();
+  lazytrace::cpu::clear_body_programs();
   const int64_t t0 = timer("TraceTime"), c0 = timer("CompileTime");
   trainer.step();
   state.counters["first_trace_ms"] = ms(timer("TraceTime") - t0);

@@ -261,17 +261,16 @@ TEST(CpuKernels, SmallProductsInAvx512MatchAFloat64Loop) {
 // into that input's own buffer (a donated input) and stores another unchanged from it must
 // store the input's values, in either order of the stores, on every tile.
 TEST(CpuKernels, FusedStepStoresAnInputReadInPlaceBeforeOverwritingIt) {
-  namespace compiler = lazytrace::compiler;
   const int64_t n = 5000;  // several tiles
   for (bool overwrite_first : {true, false}) {
     std::vector<float> x(n), copy(n, -1.0f);
     for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 0.5f * static_cast<float>(i);
     const std::vector<float> want = x;
-    compiler::View vx{.storage = 0, .shape = lazytrace::Shape({n}), .strides = {1}};
-    compiler::View vcopy = vx, two;
+    cpu::View vx{.storage = 0, .shape = lazytrace::Shape({n}), .strides = {1}};
+    cpu::View vcopy = vx, two;
     vcopy.storage = 1;
     two.value = 2.0;  // a scalar: storage -1
-    compiler::FusedStep st;
+    cpu::FusedStep st;
     st.shape = lazytrace::Shape({n});
     st.loads = {vx, two};
     using lazytrace::DType;
@@ -291,7 +290,7 @@ TEST(CpuKernels, FusedStepStoresAnInputReadInPlaceBeforeOverwritingIt) {
                    .dst = 1,
                    .src = {0, 1, -1}}};
     st.num_regs = 2;
-    const compiler::FusedStep::Store to_x{1, vx}, to_copy{0, vcopy};
+    const cpu::FusedStep::Store to_x{1, vx}, to_copy{0, vcopy};
     st.stores = overwrite_first ? std::vector{to_x, to_copy} : std::vector{to_copy, to_x};
     cpu::RunContext ctx;
     ctx.base = {reinterpret_cast<char*>(x.data()), reinterpret_cast<char*>(copy.data())};

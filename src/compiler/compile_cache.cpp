@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "compiler/program.h"
+#include "compiler/passes.h"
 #include "lazytrace/metrics/metrics.h"
 #include "metrics/known.h"
 

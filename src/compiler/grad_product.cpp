@@ -6,7 +6,7 @@
 // nodes; the products they replace are left unread, for DCE.
 #include <vector>
 
-#include "compiler/program.h"
+#include "compiler/passes.h"
 #include "ir/node.h"
 
 namespace lazytrace::compiler {

@@ -48,6 +48,16 @@ Device* find_device(std::string_view name) {
   return nullptr;
 }
 
+void clear_device_caches() {
+  Registry& r = registry();
+  std::vector<Device*> devices;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    devices = r.devices;
+  }
+  for (Device* d : devices) d->clear_caches();
+}
+
 void register_device(Device& device) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);

@@ -42,6 +42,8 @@ class Device {
   /** An executable for `g` (optimized and verified), built with the optional passes that
    * `passes` has on. */
   virtual std::shared_ptr<Executable> compile(const ir::Graph& g, const PassSet& passes) = 0;
+  /** Forgets what the device compiled and keeps beside its executables (lt::clear_caches). */
+  virtual void clear_caches() {}
 };
 
 // The devices graphs are compiled for. The backends built into the library register at the
@@ -53,6 +55,8 @@ class Device {
 Device& default_device();
 /** The registered device of that name, or null. */
 Device* find_device(std::string_view name);
+/** Calls clear_caches() of every registered device. */
+void clear_device_caches();
 /** Registers a device (it lives as long as the process). A second one of a name is an error. */
 void register_device(Device& device);
 /** Registers the backends built into the library; defined in backends/builtin.cpp. */

@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "compiler/compile_cache.h"
-#include "compiler/program.h"
+#include "compiler/passes.h"
 #include "core/hash.h"
 #include "ir/graph.h"
 #include "trace/trace_context.h"
@@ -153,7 +153,7 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 
 void clear_caches() {
   compiler::CompileCache::global().clear();
-  compiler::clear_body_programs();
+  runtime::clear_device_caches();
 }
 
 void sync() {

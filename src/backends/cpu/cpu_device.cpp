@@ -5,18 +5,16 @@
 #include <mutex>
 
 #include "backends/cpu/kernels.h"
-#include "compiler/program.h"
+#include "backends/cpu/program.h"
 #include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
 namespace {
 
-using compiler::StorageKind;
-
-// A call: the body's program on the caller's memory (see compiler::CallStep).
-void run_call(const compiler::CallStep& c, const RunContext& caller) {
-  const compiler::Program& body = *c.body;
+// A call: the body's program on the caller's memory (see CallStep).
+void run_call(const CallStep& c, const RunContext& caller) {
+  const Program& body = *c.body;
   RunContext ctx;
   ctx.base.resize(body.storages.size());
   std::vector<runtime::ScalarArg> scalars;
@@ -26,11 +24,11 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
   ctx.passes = caller.passes;
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
-    const compiler::Storage& st = body.storages[i];
+    const Storage& st = body.storages[i];
     const auto slot = static_cast<size_t>(st.slot);
     switch (st.kind) {
       case StorageKind::Param: {
-        const compiler::View& v = c.params[slot];
+        const View& v = c.params[slot];
         ctx.base[i] = caller.base[static_cast<size_t>(v.storage)] +
                       v.offset * static_cast<int64_t>(itemsize(v.dtype));
         break;
@@ -48,24 +46,24 @@ void run_call(const compiler::CallStep& c, const RunContext& caller) {
 
 }  // namespace
 
-void run_steps(const compiler::Program& prog, const RunContext& ctx, size_t first) {
+void run_steps(const Program& prog, const RunContext& ctx, size_t first) {
   for (size_t i = first; i < prog.steps.size(); ++i) {
-    const compiler::Step& step = prog.steps[i];
-    if (auto* f = std::get_if<compiler::FusedStep>(&step))
+    const Step& step = prog.steps[i];
+    if (auto* f = std::get_if<FusedStep>(&step))
       run_fused(*f, ctx);
-    else if (auto* r = std::get_if<compiler::ReduceStep>(&step))
+    else if (auto* r = std::get_if<ReduceStep>(&step))
       run_reduce(*r, ctx);
-    else if (auto* m = std::get_if<compiler::MatmulStep>(&step); m && m->beside_next)
-      run_matmuls(*m, std::get<compiler::MatmulStep>(prog.steps[++i]), ctx);
+    else if (auto* m = std::get_if<MatmulStep>(&step); m && m->beside_next)
+      run_matmuls(*m, std::get<MatmulStep>(prog.steps[++i]), ctx);
     else if (m)
       run_matmul(*m, ctx);
-    else if (auto* g = std::get_if<compiler::GatherStep>(&step))
+    else if (auto* g = std::get_if<GatherStep>(&step))
       run_gather(*g, ctx);
-    else if (auto* c = std::get_if<compiler::CallStep>(&step))
+    else if (auto* c = std::get_if<CallStep>(&step))
       run_call(*c, ctx);
-    else if (auto* l = std::get_if<compiler::LoopStep>(&step))
+    else if (auto* l = std::get_if<LoopStep>(&step))
       run_loop(*l, ctx);
-    else if (auto* a = std::get_if<compiler::AdamWStep>(&step))
+    else if (auto* a = std::get_if<AdamWStep>(&step))
       run_adamw(*a, ctx);
   }
 }
@@ -75,7 +73,7 @@ namespace {
 // Replays a lowered program. The arena is made once; a run allocates only its outputs.
 class CpuExecutable : public runtime::Executable {
  public:
-  explicit CpuExecutable(compiler::Program p) : prog_(std::move(p)) {
+  explicit CpuExecutable(Program p) : prog_(std::move(p)) {
     if (prog_.arena_bytes > 0)
       arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
     ctx_.base.resize(prog_.storages.size());
@@ -91,13 +89,13 @@ class CpuExecutable : public runtime::Executable {
                                       const std::vector<char>& donated) override {
     std::lock_guard<std::mutex> lock(mu_);  // the arena belongs to one run at a time
     std::vector<runtime::BufferPtr> outputs(static_cast<size_t>(prog_.num_outputs));
-    for (const compiler::Donation& d : prog_.donations)
+    for (const Donation& d : prog_.donations)
       if (static_cast<size_t>(d.param_slot) < donated.size() && donated[d.param_slot]) {
         outputs[static_cast<size_t>(d.output_slot)] = params[static_cast<size_t>(d.param_slot)];
         metrics::donated_buffers.add();
       }
     for (size_t i = 0; i < prog_.storages.size(); ++i) {
-      const compiler::Storage& st = prog_.storages[i];
+      const Storage& st = prog_.storages[i];
       if (st.kind == StorageKind::Param) {
         ctx_.base[i] = static_cast<char*>(params[static_cast<size_t>(st.slot)]->data());
       } else if (st.kind == StorageKind::Output) {
@@ -113,19 +111,19 @@ class CpuExecutable : public runtime::Executable {
     }
     std::vector<runtime::BufferPtr> results;
     results.reserve(prog_.results.size());
-    for (const compiler::ResultBinding& b : prog_.results) {
-      const compiler::Storage& st = prog_.storages[static_cast<size_t>(b.storage)];
+    for (const ResultBinding& b : prog_.results) {
+      const Storage& st = prog_.storages[static_cast<size_t>(b.storage)];
       results.push_back(st.kind == StorageKind::Param ? params[static_cast<size_t>(st.slot)]
                                                       : outputs[static_cast<size_t>(st.slot)]);
     }
     return results;
   }
 
-  std::string describe() const override { return compiler::describe(prog_); }
+  std::string describe() const override { return cpu::describe(prog_); }
   int64_t arena_bytes() const override { return prog_.arena_bytes; }
 
  private:
-  compiler::Program prog_;
+  Program prog_;
   runtime::BufferPtr arena_;
   RunContext ctx_;
   std::mutex mu_;
@@ -135,7 +133,11 @@ class CpuExecutable : public runtime::Executable {
 
 std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
                                                         const runtime::PassSet& passes) {
-  return std::make_shared<CpuExecutable>(compiler::lower(g, -1, passes));
+  return std::make_shared<CpuExecutable>(lower(g, -1, passes));
+}
+
+void CpuDevice::clear_caches() {
+  clear_body_programs();
 }
 
 runtime::Device& cpu_device() {

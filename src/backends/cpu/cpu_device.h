@@ -9,6 +9,8 @@ class CpuDevice : public runtime::Device {
   const char* name() const override { return "cpu"; }
   std::shared_ptr<runtime::Executable> compile(const ir::Graph& g,
                                                const runtime::PassSet& passes) override;
+  /** Forgets the compiled bodies (executables keep the ones they use). */
+  void clear_caches() override;
 };
 
 /** The process-wide CPU device. */

@@ -14,9 +14,6 @@
 namespace lazytrace::cpu {
 namespace {
 
-using compiler::FusedStep;
-using compiler::Instr;
-using compiler::View;
 using ir::OpKind;
 
 constexpr int64_t kTile = 1024;

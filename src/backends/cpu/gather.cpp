@@ -8,7 +8,7 @@ namespace lazytrace::cpu {
 namespace {
 
 template <typename I>
-std::vector<int64_t> read_index(const compiler::View& v, const RunContext& ctx, int64_t limit,
+std::vector<int64_t> read_index(const View& v, const RunContext& ctx, int64_t limit,
                                 const char* op) {
   const I* p = reinterpret_cast<const I*>(ctx.base[v.storage]);
   std::vector<int64_t> idx(static_cast<size_t>(v.shape[0]));
@@ -24,9 +24,8 @@ std::vector<int64_t> read_index(const compiler::View& v, const RunContext& ctx, 
 
 // out = in (contiguous), then out[outer, idx[j], inner] += source[outer, j, inner] for each j
 // in order, so repeated indices accumulate.
-void run_index_add(const compiler::GatherStep& s, const std::vector<int64_t>& idx,
-                   const RunContext& ctx) {
-  const compiler::View& src = *s.source;
+void run_index_add(const GatherStep& s, const std::vector<int64_t>& idx, const RunContext& ctx) {
+  const View& src = *s.source;
   dispatch(s.in.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
     // 16-bit floats accumulate in float32 and are rounded once at the end
@@ -78,7 +77,7 @@ void run_index_add(const compiler::GatherStep& s, const std::vector<int64_t>& id
 
 }  // namespace
 
-void run_gather(const compiler::GatherStep& s, const RunContext& ctx) {
+void run_gather(const GatherStep& s, const RunContext& ctx) {
   const int64_t limit = s.in.shape[s.dim];
   const char* op = s.source ? "index_add" : "index_select";
   std::vector<int64_t> idx = s.index.dtype == DType::int32

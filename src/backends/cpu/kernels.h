@@ -2,8 +2,8 @@
 // The CPU kernels, one per step kind of a lowered Program.
 #include <vector>
 
+#include "backends/cpu/program.h"
 #include "backends/cpu/small_gemm.h"
-#include "compiler/program.h"
 #include "runtime/device.h"
 
 namespace lazytrace::cpu {
@@ -19,35 +19,34 @@ struct RunContext {
   ReadAhead* read_ahead = nullptr;
   Shadows shadows;
 
-  runtime::ScalarArg scalar(const compiler::View& v) const {
+  runtime::ScalarArg scalar(const View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];
     return {v.value, v.ivalue};
   }
 };
 
-void run_fused(const compiler::FusedStep& s, const RunContext& ctx);
-void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx);
-void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx);
+void run_fused(const FusedStep& s, const RunContext& ctx);
+void run_reduce(const ReduceStep& s, const RunContext& ctx);
+void run_matmul(const MatmulStep& s, const RunContext& ctx);
 /** Two products that may run at the same time (MatmulStep::beside_next), in either order. */
-void run_matmuls(const compiler::MatmulStep& a, const compiler::MatmulStep& b,
-                 const RunContext& ctx);
+void run_matmuls(const MatmulStep& a, const MatmulStep& b, const RunContext& ctx);
 /**
  * Rows [r0, r0 + rows) of batch `bi` of a float32 product, into `out` (row stride n); with
  * `ahead`, the memory the caller reads next is prefetched while it runs (small_gemm.h).
  */
-void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
-                     float* out, const RunContext& ctx, ReadAhead* ahead = nullptr);
-void run_gather(const compiler::GatherStep& s, const RunContext& ctx);
-void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx);
+void matmul_rows_f32(const MatmulStep& s, int64_t bi, int64_t r0, int64_t rows, float* out,
+                     const RunContext& ctx, ReadAhead* ahead = nullptr);
+void run_gather(const GatherStep& s, const RunContext& ctx);
+void run_adamw(const AdamWStep& s, const RunContext& ctx);
 /**
  * An AdamW update whose gradient is a product (AdamWStep::grad_product) in parts: block b
  * of batch bi, of adamw_blocks_per_batch(s) per batch. run_adamw does them all.
  */
-int64_t adamw_blocks_per_batch(const compiler::AdamWStep& s);
-void run_adamw_block(const compiler::AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b);
+int64_t adamw_blocks_per_batch(const AdamWStep& s);
+void run_adamw_block(const AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b);
 /** A scan or while loop: its body's program run per iteration (loop.cpp). */
-void run_loop(const compiler::LoopStep& s, const RunContext& ctx);
+void run_loop(const LoopStep& s, const RunContext& ctx);
 /** The steps of a program from `first` on, in order. */
-void run_steps(const compiler::Program& prog, const RunContext& ctx, size_t first = 0);
+void run_steps(const Program& prog, const RunContext& ctx, size_t first = 0);
 
 }  // namespace lazytrace::cpu

@@ -1,4 +1,4 @@
-// Loops (compiler::LoopStep): the body's program, compiled once, runs once per iteration
+// Loops (LoopStep): the body's program, compiled once, runs once per iteration
 // on pointers into the caller's memory. An iteration only moves pointers: x slices are
 // read where they lie, ys are written where they belong, and each carry alternates
 // between two buffers. A result that the body returns as one of its inputs (or as another
@@ -15,9 +15,6 @@
 namespace lazytrace::cpu {
 namespace {
 
-using compiler::LoopStep;
-using compiler::Program;
-using compiler::StorageKind;
 using Role = ir::Loop::Role;
 
 int64_t bytes_of(const Shape& s, DType d) {
@@ -28,8 +25,8 @@ int64_t bytes_of(const Shape& s, DType d) {
 // are set once, input and result pointers before each run.
 class Bound {
  public:
-  Bound(const Program& prog, const std::vector<compiler::View>& leaves,
-        const std::vector<int>& scalar_slots, int scratch, const RunContext& caller)
+  Bound(const Program& prog, const std::vector<View>& leaves, const std::vector<int>& scalar_slots,
+        int scratch, const RunContext& caller)
       : prog_(prog), nleaves_(leaves.size()) {
     ctx_.base.assign(prog.storages.size(), nullptr);
     scalars_.reserve(scalar_slots.size());
@@ -41,12 +38,12 @@ class Bound {
     char* arena = scratch >= 0 ? caller.base[static_cast<size_t>(scratch)] : nullptr;
     param_storage_.assign(static_cast<size_t>(prog.num_params), -1);
     for (size_t i = 0; i < prog.storages.size(); ++i) {
-      const compiler::Storage& st = prog.storages[i];
+      const Storage& st = prog.storages[i];
       if (st.kind == StorageKind::Arena) ctx_.base[i] = arena + st.offset;
       if (st.kind == StorageKind::Param) param_storage_[static_cast<size_t>(st.slot)] = int(i);
     }
     for (size_t k = 0; k < leaves.size(); ++k) {
-      const compiler::View& v = leaves[k];
+      const View& v = leaves[k];
       set_param(k, caller.base[static_cast<size_t>(v.storage)] +
                        v.offset * static_cast<int64_t>(itemsize(v.dtype)));
     }
@@ -54,8 +51,8 @@ class Bound {
     // which are copied after the run (from an input, or from an earlier result).
     std::vector<int> first(static_cast<size_t>(prog.num_outputs), -1);
     for (size_t r = 0; r < prog.results.size(); ++r) {
-      const compiler::ResultBinding& b = prog.results[r];
-      const compiler::Storage& st = prog.storages[static_cast<size_t>(b.storage)];
+      const ResultBinding& b = prog.results[r];
+      const Storage& st = prog.storages[static_cast<size_t>(b.storage)];
       Copy c{static_cast<int>(r), -1, -1, bytes_of(b.shape, b.dtype)};
       if (st.kind == StorageKind::Param) {
         c.from_storage = b.storage;
@@ -108,7 +105,7 @@ class Bound {
   std::vector<Copy> copies_;
 };
 
-char* at(const RunContext& ctx, const compiler::View& v) {
+char* at(const RunContext& ctx, const View& v) {
   return ctx.base[static_cast<size_t>(v.storage)] +
          v.offset * static_cast<int64_t>(itemsize(v.dtype));
 }

@@ -14,12 +14,11 @@
 
 namespace lazytrace::cpu {
 
-using compiler::LoopStep;
 using Role = ir::Loop::Role;
 
 namespace {
 
-char* at(const RunContext& ctx, const compiler::View& v) {
+char* at(const RunContext& ctx, const View& v) {
   return ctx.base[static_cast<size_t>(v.storage)] +
          v.offset * static_cast<int64_t>(itemsize(v.dtype));
 }
@@ -41,7 +40,7 @@ class Beside final : public LoopOverlap {
  public:
   Beside(const LoopStep& s, const RunContext& caller, RunContext& body)
       : s_(s), caller_(caller), body_(body) {
-    for (const compiler::AdamWStep& u : s.updates) {
+    for (const AdamWStep& u : s.updates) {
       first_.push_back(per_iteration_);
       per_iteration_ += adamw_blocks_per_batch(u);
     }
@@ -53,7 +52,7 @@ class Beside final : public LoopOverlap {
     if (updates) handed_.reserve(static_cast<size_t>(s.length * per_iteration_));
     if (updates && big && caller.passes.on(runtime::Pass::EvictSlices) && !threads_share_cache())
       for (size_t k = 0; k < s.inputs.size(); ++k)
-        for (const compiler::AdamWStep& u : s.updates)
+        for (const AdamWStep& u : s.updates)
           if (s.inputs[k].role == Role::X && s.inputs[k].slices.empty() &&
               s.inputs[k].view.storage == u.param.storage)
             evict_.push_back(k);
@@ -121,7 +120,7 @@ class Beside final : public LoopOverlap {
       runtime::Background::finish(published_);
       on_ = false;
     } else {
-      for (const compiler::AdamWStep& u : s_.updates) run_adamw(u, caller_);
+      for (const AdamWStep& u : s_.updates) run_adamw(u, caller_);
     }
   }
 
@@ -217,12 +216,12 @@ class Beside final : public LoopOverlap {
 std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& caller,
                                   int64_t idx) {
   if (in.slices.empty()) return {at(caller, in.view) + idx * in.slice_bytes, in.slice_bytes};
-  const compiler::View& v = in.slices[static_cast<size_t>(idx)];
+  const View& v = in.slices[static_cast<size_t>(idx)];
   return {at(caller, v), v.shape.numel() * static_cast<int64_t>(itemsize(v.dtype))};
 }
 
 void NoOverlap::loop_done() {
-  for (const compiler::AdamWStep& u : s_.updates) run_adamw(u, caller_);
+  for (const AdamWStep& u : s_.updates) run_adamw(u, caller_);
 }
 
 std::unique_ptr<LoopOverlap> make_loop_overlap(const LoopStep& s, const RunContext& caller,

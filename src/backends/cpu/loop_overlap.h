@@ -11,8 +11,7 @@
 namespace lazytrace::cpu {
 
 /** Where slice `idx` of x input `in` lies in the caller's memory, and its bytes. */
-std::pair<char*, int64_t> x_slice(const compiler::LoopStep::Input& in, const RunContext& caller,
-                                  int64_t idx);
+std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& caller, int64_t idx);
 
 class LoopOverlap {
  public:
@@ -26,13 +25,13 @@ class LoopOverlap {
 /** Nothing beside the loop: its updates (LoopStep::updates) run after the last iteration. */
 class NoOverlap final : public LoopOverlap {
  public:
-  NoOverlap(const compiler::LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {}
+  NoOverlap(const LoopStep& s, const RunContext& caller) : s_(s), caller_(caller) {}
   void iteration_start(int64_t) override {}
   void iteration_done(int64_t) override {}
   void loop_done() override;
 
  private:
-  const compiler::LoopStep& s_;
+  const LoopStep& s_;
   const RunContext& caller_;
 };
 
@@ -42,7 +41,7 @@ class NoOverlap final : public LoopOverlap {
  * NoOverlap. `body` is the context the body's steps run in: the products there find the
  * read-ahead hints in it.
  */
-std::unique_ptr<LoopOverlap> make_loop_overlap(const compiler::LoopStep& s,
-                                               const RunContext& caller, RunContext& body);
+std::unique_ptr<LoopOverlap> make_loop_overlap(const LoopStep& s, const RunContext& caller,
+                                               RunContext& body);
 
 }  // namespace lazytrace::cpu

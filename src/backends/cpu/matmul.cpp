@@ -22,7 +22,7 @@ struct Operand {
   int64_t rs, cs;  // row and column strides
 };
 
-Operand blas_operand(const compiler::View& v) {
+Operand blas_operand(const View& v) {
   const int nd = v.shape.size();
   Operand o{CblasNoTrans, 0, v.strides[nd - 2], v.strides[nd - 1]};
   if (o.cs == 1) {
@@ -35,7 +35,7 @@ Operand blas_operand(const compiler::View& v) {
 }
 
 // Element offsets of each batch's matrix in a and b.
-void batch_offsets(const compiler::MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
+void batch_offsets(const MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
   const int nb = s.out_shape.size() - 2;
   oa = s.a.offset;
   ob = s.b.offset;
@@ -123,7 +123,7 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
 template <typename S>
 class Blocks {
  public:
-  Blocks(const compiler::MatmulStep& s, const RunContext& ctx, int64_t split)
+  Blocks(const MatmulStep& s, const RunContext& ctx, int64_t split)
       : s_(s), ctx_(ctx), owner_(std::this_thread::get_id()), split_(split) {
     const int nd = s.out_shape.size();
     m_ = s.out_shape[nd - 2];
@@ -158,7 +158,7 @@ class Blocks {
   }
 
  private:
-  const compiler::MatmulStep& s_;
+  const MatmulStep& s_;
   const RunContext& ctx_;
   std::thread::id owner_;
   int64_t split_, m_ = 0, n_ = 0, k_ = 0, nbatch_ = 1, extent_ = 0, block_ = 0;
@@ -169,11 +169,11 @@ class Blocks {
 };
 
 // Multiply-adds of a product, over all its batches.
-int64_t work_of(const compiler::MatmulStep& s) {
+int64_t work_of(const MatmulStep& s) {
   return s.out_shape.numel() * s.a.shape[s.a.shape.size() - 1];
 }
 
-int64_t batches_of(const compiler::MatmulStep& s) {
+int64_t batches_of(const MatmulStep& s) {
   int64_t nbatch = 1;
   for (int d = 0; d < s.out_shape.size() - 2; ++d) nbatch *= s.out_shape[d];
   return nbatch;
@@ -193,7 +193,7 @@ constexpr int64_t kGrainWork = int64_t{1} << 17;
 // thread packs and reads half of A and of each row of B, where column halves each read
 // all of A (spec-100 scan step, 4 alternated runs: 36.5 -> 35.8 ms). Run inline (the other
 // threads busy), its parts run one after the other. Returns false for other shapes.
-bool split_reduction(const compiler::MatmulStep& s, const RunContext& ctx) {
+bool split_reduction(const MatmulStep& s, const RunContext& ctx) {
   const int nd = s.out_shape.size();
   const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
   const int64_t k = s.a.shape[s.a.shape.size() - 1];
@@ -222,7 +222,7 @@ bool split_reduction(const compiler::MatmulStep& s, const RunContext& ctx) {
 }
 
 template <typename S>
-void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
+void matmul_typed(const MatmulStep& s, const RunContext& ctx) {
   const int threads = runtime::num_threads();
   const int64_t work = work_of(s), nbatch = batches_of(s);
   const bool big = work / nbatch >= kSplitWork;
@@ -238,8 +238,8 @@ void matmul_typed(const compiler::MatmulStep& s, const RunContext& ctx) {
 
 }  // namespace
 
-void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int64_t rows,
-                     float* out, const RunContext& ctx, ReadAhead* ahead) {
+void matmul_rows_f32(const MatmulStep& s, int64_t bi, int64_t r0, int64_t rows, float* out,
+                     const RunContext& ctx, ReadAhead* ahead) {
   const int64_t n = s.out_shape[s.out_shape.size() - 1];
   const int64_t k = s.a.shape[s.a.shape.size() - 1];
   const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
@@ -253,8 +253,7 @@ void matmul_rows_f32(const compiler::MatmulStep& s, int64_t bi, int64_t r0, int6
 // Two float32 products side by side, each split into half as many blocks as there are
 // threads (on two cores: one product each, where alone each would be split in two and
 // wait for the other core twice).
-void run_matmuls(const compiler::MatmulStep& a, const compiler::MatmulStep& b,
-                 const RunContext& ctx) {
+void run_matmuls(const MatmulStep& a, const MatmulStep& b, const RunContext& ctx) {
   const int threads = runtime::num_threads();
   if (threads < 2 || a.dtype != DType::float32 || b.dtype != DType::float32 || batches_of(a) != 1 ||
       batches_of(b) != 1 || work_of(a) < kGrainWork || work_of(b) < kGrainWork) {
@@ -269,7 +268,7 @@ void run_matmuls(const compiler::MatmulStep& a, const compiler::MatmulStep& b,
   });
 }
 
-void run_matmul(const compiler::MatmulStep& s, const RunContext& ctx) {
+void run_matmul(const MatmulStep& s, const RunContext& ctx) {
   dispatch(s.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<S, bool>) matmul_typed<S>(s, ctx);

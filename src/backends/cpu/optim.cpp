@@ -13,7 +13,7 @@
 namespace lazytrace::cpu {
 namespace {
 
-double single_value(const compiler::View& v, const RunContext& ctx) {
+double single_value(const View& v, const RunContext& ctx) {
   if (v.is_scalar()) return ctx.scalar(v).f;
   return dispatch(v.dtype, [&](auto tag) {
     using S = typename decltype(tag)::type;
@@ -25,10 +25,8 @@ double single_value(const compiler::View& v, const RunContext& ctx) {
 template <typename S>
 class Update {
  public:
-  Update(const compiler::AdamWStep& s, const RunContext& ctx) {
-    auto at = [&](const compiler::View& v) {
-      return reinterpret_cast<S*>(ctx.base[v.storage]) + v.offset;
-    };
+  Update(const AdamWStep& s, const RunContext& ctx) {
+    auto at = [&](const View& v) { return reinterpret_cast<S*>(ctx.base[v.storage]) + v.offset; };
     auto number = [&](double x) { return round_to<S>(static_cast<C>(x)); };
     k_ = {number(single_value(s.decay, ctx)),
           number(single_value(s.step_size, ctx)),
@@ -93,7 +91,7 @@ class Update {
 // at 8K, 42.2 at 16K, 42.0 at 32K, 45.3 at 4K).
 struct ProductBlocks {
   int64_t rows, cols, block, per_batch;
-  explicit ProductBlocks(const compiler::MatmulStep& mp) {
+  explicit ProductBlocks(const MatmulStep& mp) {
     const int nd = mp.out_shape.size();
     rows = mp.out_shape[nd - 2];
     cols = mp.out_shape[nd - 1];
@@ -105,8 +103,8 @@ struct ProductBlocks {
 // Block b of batch bi: its gradient rows multiplied into a buffer, then updated from it.
 // While the product runs, the rows' parameter and moments are prefetched: the product alone
 // leaves memory idle, the update alone waits on it.
-void update_block(const Update<float>& update, const compiler::MatmulStep& mp,
-                  const ProductBlocks& pb, int64_t bi, int64_t b, const RunContext& ctx) {
+void update_block(const Update<float>& update, const MatmulStep& mp, const ProductBlocks& pb,
+                  int64_t bi, int64_t b, const RunContext& ctx) {
   thread_local std::vector<float> buf;
   const int64_t r0 = b * pb.block, nr = std::min(pb.block, pb.rows - r0);
   const int64_t lo = (bi * pb.rows + r0) * pb.cols, n = nr * pb.cols;
@@ -118,18 +116,18 @@ void update_block(const Update<float>& update, const compiler::MatmulStep& mp,
 
 }  // namespace
 
-int64_t adamw_blocks_per_batch(const compiler::AdamWStep& s) {
+int64_t adamw_blocks_per_batch(const AdamWStep& s) {
   return ProductBlocks(*s.grad_product).per_batch;
 }
 
-void run_adamw_block(const compiler::AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b) {
+void run_adamw_block(const AdamWStep& s, const RunContext& ctx, int64_t bi, int64_t b) {
   update_block(Update<float>(s, ctx), *s.grad_product, ProductBlocks(*s.grad_product), bi, b, ctx);
 }
 
 namespace {
 
 template <typename S>
-void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
+void adamw_typed(const AdamWStep& s, const RunContext& ctx) {
   const Update<S> update(s, ctx);
   if (!s.grad_product) {
     runtime::parallel_for(s.param.shape.numel(), 1 << 15,
@@ -150,7 +148,7 @@ void adamw_typed(const compiler::AdamWStep& s, const RunContext& ctx) {
 
 }  // namespace
 
-void run_adamw(const compiler::AdamWStep& s, const RunContext& ctx) {
+void run_adamw(const AdamWStep& s, const RunContext& ctx) {
   switch (s.param.dtype) {
     case DType::float32:
       return adamw_typed<float>(s, ctx);

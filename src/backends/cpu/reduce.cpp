@@ -45,9 +45,9 @@ A reduce_row(OpKind op, const S* x, int64_t n) {
 }
 
 template <typename S, typename O>
-void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
+void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
   using A = acc_t<S>;
-  const compiler::View& in = s.in;
+  const View& in = s.in;
   const S* p = reinterpret_cast<const S*>(ctx.base[in.storage]);
   O* out = reinterpret_cast<O*>(ctx.base[s.out_storage]);
   Shape kshape, rshape;
@@ -121,7 +121,7 @@ void reduce_typed(const compiler::ReduceStep& s, const RunContext& ctx) {
 
 }  // namespace
 
-void run_reduce(const compiler::ReduceStep& s, const RunContext& ctx) {
+void run_reduce(const ReduceStep& s, const RunContext& ctx) {
   dispatch(s.in.dtype, [&](auto in_tag) {
     using S = typename decltype(in_tag)::type;
     dispatch(s.out_dtype, [&](auto out_tag) {

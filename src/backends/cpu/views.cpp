@@ -1,6 +1,6 @@
-#include "compiler/views.h"
+#include "backends/cpu/views.h"
 
-namespace lazytrace::compiler {
+namespace lazytrace::cpu {
 
 bool View::is_contiguous() const {
   if (is_scalar()) return false;
@@ -98,4 +98,4 @@ std::optional<View> reshape_view(const View& v, const Shape& target) {
   return out;
 }
 
-}  // namespace lazytrace::compiler
+}  // namespace lazytrace::cpu

@@ -1,8 +1,8 @@
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/walk.h"
 
 #include <algorithm>
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
   const int nsteps = static_cast<int>(p.steps.size());
@@ -17,4 +17,4 @@ std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p) {
   return {std::move(first), std::move(last)};
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

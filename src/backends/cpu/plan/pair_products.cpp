@@ -5,10 +5,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // Adjacent products that may run at the same time (MatmulStep::beside_next), once the arena
 // is planned: an arena storage freed after one step may be the next step's output, so the
@@ -35,4 +35,4 @@ void pair_products(Program& p, const Context&) {
   }
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

@@ -5,10 +5,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // Loop-invariant steps (Program::invariant_steps), in a body's program: the steps that read
 // none of the body's inputs, only its own leaves, scalars and what other such steps wrote
@@ -64,4 +64,4 @@ void hoist_invariants(Program& p, const Context& c) {
   p.steps = std::move(front);
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

@@ -5,11 +5,11 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
 #include "metrics/known.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // AdamW updates that can run beside a scan (LoopStep::updates): an update whose gradient
 // is a product of two of the scan's ys, batch i of it made of slice i of each, and whose
@@ -103,4 +103,4 @@ void attach_updates(Program& p, const Context&) {
   }
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

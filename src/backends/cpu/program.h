@@ -1,5 +1,5 @@
 #pragma once
-// Program: a graph lowered to a backend-neutral kernel list over planned storage.
+// Program: the CPU backend's plan, a graph lowered to a kernel list over planned storage.
 // Layout ops have become strided views, elementwise chains have become fused steps, and
 // every intermediate has an offset in one arena, so a run only binds pointers.
 #include <memory>
@@ -16,7 +16,7 @@ namespace lazytrace::ir {
 struct Body;
 }
 
-namespace lazytrace::compiler {
+namespace lazytrace::cpu {
 
 enum class StorageKind : uint8_t { Param, Arena, Output };
 
@@ -200,13 +200,7 @@ Program lower(const ir::Graph& g, int first_input = -1, runtime::PassSet passes 
 std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassSet passes);
 /** Forgets the body programs (executables keep the ones they use), to measure compiles. */
 void clear_body_programs();
-/** Removes dead nodes, simplifies (Pass::Simplify) and merges identical ones (same op, attrs
- * and operands; Pass::Cse). */
-ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
-/** The grad_product rewrite (grad_product.cpp): AdamW of a weight's small float32 gradient
- * product becomes AdamWProduct of the product's operands. */
-void fuse_grad_products(ir::Graph& g);
 /** Human-readable kernel list and plan. */
 std::string describe(const Program& p);
 
-}  // namespace lazytrace::compiler
+}  // namespace lazytrace::cpu

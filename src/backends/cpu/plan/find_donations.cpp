@@ -5,11 +5,11 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
-#include "compiler/views.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
+#include "backends/cpu/views.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // Outputs that can take a parameter's buffer (Program::donations): written by a fused step
 // or an AdamW update, the step that reads that parameter last, at the same positions in the
@@ -93,4 +93,4 @@ void find_donations(Program& p, const Context&) {
   }
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

@@ -5,10 +5,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // Liveness-based best-fit placement of arena storages: a storage is placed before the
 // first step that touches it and freed after the last, so steps never overlap their
@@ -66,4 +66,4 @@ void plan_arena(Program& p, const Context& c) {
   p.arena_bytes = top;
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

@@ -5,10 +5,10 @@
 #include <map>
 #include <vector>
 
-#include "compiler/plan/pipeline.h"
-#include "compiler/plan/walk.h"
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/plan/walk.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 // Each loop's X inputs in the order its body first reads them (LoopStep::x_order): the
 // order in which the backend reads the next iteration's slices ahead.
@@ -33,4 +33,4 @@ void order_loop_reads(Program& p, const Context&) {
   }
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

@@ -2,10 +2,10 @@
 // The program passes: after lowering has made a graph's steps, these run on the Program in
 // the order of pipeline.cpp, which says what each requires and provides. The optional ones
 // are passes of runtime/passes.def and run only where the PassSet has them on.
-#include "compiler/program.h"
+#include "backends/cpu/program.h"
 #include "runtime/passes.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 struct Context {
   int first_input = -1;  // a body's first input parameter slot (-1: not a body)
@@ -23,4 +23,4 @@ void find_donations(Program& p, const Context& c);
 void pair_products(Program& p, const Context& c);
 void order_loop_reads(Program& p, const Context& c);
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

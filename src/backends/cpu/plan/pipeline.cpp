@@ -1,8 +1,8 @@
-#include "compiler/plan/pipeline.h"
+#include "backends/cpu/plan/pipeline.h"
 
 #include <optional>
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 namespace {
 
 using runtime::Pass;
@@ -31,4 +31,4 @@ void run(Program& p, const Context& c) {
     if (!s.pass || c.passes.on(*s.pass)) s.run(p, c);
 }
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

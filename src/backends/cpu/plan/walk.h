@@ -5,10 +5,10 @@
 #include <variant>
 #include <vector>
 
-#include "compiler/program.h"
+#include "backends/cpu/program.h"
 #include "core/overload.h"
 
-namespace lazytrace::compiler::plan {
+namespace lazytrace::cpu::plan {
 
 /** Every storage an update names (its gradient product's operands included). */
 template <typename F>
@@ -103,4 +103,4 @@ void for_each_write(const Step& step, F&& f) {
  * only before its first iteration. */
 std::pair<std::vector<int>, std::vector<int>> storage_uses(const Program& p);
 
-}  // namespace lazytrace::compiler::plan
+}  // namespace lazytrace::cpu::plan

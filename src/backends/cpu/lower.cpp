@@ -6,10 +6,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/program.h"
+#include "backends/cpu/views.h"
 #include "compiler/compile_cache.h"
-#include "compiler/plan/pipeline.h"
-#include "compiler/program.h"
-#include "compiler/views.h"
+#include "compiler/passes.h"
 #include "core/check.h"
 #include "core/hash.h"
 #include "core/lru_cache.h"
@@ -18,7 +19,7 @@
 #include "lazytrace/core/error.h"
 #include "metrics/known.h"
 
-namespace lazytrace::compiler {
+namespace lazytrace::cpu {
 namespace {
 
 using ir::GNode;
@@ -728,7 +729,7 @@ Program lower(const ir::Graph& g, int first_input, runtime::PassSet passes) {
 namespace {
 struct BodyPrograms {
   std::mutex mu;
-  LruCache<std::shared_ptr<const Program>> programs{compile_cache_capacity()};
+  LruCache<std::shared_ptr<const Program>> programs{compiler::compile_cache_capacity()};
 };
 BodyPrograms& body_programs() {
   static auto* p = new BodyPrograms();  // used by executables that may outlive statics
@@ -756,7 +757,7 @@ std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassS
     n.attrs = ir::Attrs{};
     g.param_nodes[static_cast<size_t>(n.param)] = static_cast<int>(k);
   }
-  auto prog = std::make_shared<const Program>(lower(optimize(g, passes), nd, passes));
+  auto prog = std::make_shared<const Program>(lower(compiler::optimize(g, passes), nd, passes));
   metrics::body_compile_count.add();
   std::lock_guard<std::mutex> lock(bp.mu);
   if (auto* p = bp.programs.find(key)) return *p;  // compiled meanwhile on another thread
@@ -770,4 +771,4 @@ void clear_body_programs() {
   bp.programs.clear();
 }
 
-}  // namespace lazytrace::compiler
+}  // namespace lazytrace::cpu
