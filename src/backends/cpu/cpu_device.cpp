@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/program.h"
+#include "core/overload.h"
 #include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
@@ -47,25 +48,22 @@ void run_call(const CallStep& c, const RunContext& caller) {
 }  // namespace
 
 void run_steps(const Program& prog, const RunContext& ctx, size_t first) {
-  for (size_t i = first; i < prog.steps.size(); ++i) {
-    const Step& step = prog.steps[i];
-    if (auto* f = std::get_if<FusedStep>(&step))
-      run_fused(*f, ctx);
-    else if (auto* r = std::get_if<ReduceStep>(&step))
-      run_reduce(*r, ctx);
-    else if (auto* m = std::get_if<MatmulStep>(&step); m && m->beside_next)
-      run_matmuls(*m, std::get<MatmulStep>(prog.steps[++i]), ctx);
-    else if (m)
-      run_matmul(*m, ctx);
-    else if (auto* g = std::get_if<GatherStep>(&step))
-      run_gather(*g, ctx);
-    else if (auto* c = std::get_if<CallStep>(&step))
-      run_call(*c, ctx);
-    else if (auto* l = std::get_if<LoopStep>(&step))
-      run_loop(*l, ctx);
-    else if (auto* a = std::get_if<AdamWStep>(&step))
-      run_adamw(*a, ctx);
-  }
+  for (size_t i = first; i < prog.steps.size(); ++i)
+    std::visit(Overload{
+                   [&](const FusedStep& s) { run_fused(s, ctx); },
+                   [&](const ReduceStep& s) { run_reduce(s, ctx); },
+                   [&](const MatmulStep& s) {
+                     if (s.beside_next)
+                       run_matmuls(s, std::get<MatmulStep>(prog.steps[++i]), ctx);
+                     else
+                       run_matmul(s, ctx);
+                   },
+                   [&](const GatherStep& s) { run_gather(s, ctx); },
+                   [&](const CallStep& s) { run_call(s, ctx); },
+                   [&](const LoopStep& s) { run_loop(s, ctx); },
+                   [&](const AdamWStep& s) { run_adamw(s, ctx); },
+               },
+               prog.steps[i]);
 }
 
 namespace {

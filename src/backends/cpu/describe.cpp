@@ -3,6 +3,7 @@
 #include <string>
 
 #include "backends/cpu/program.h"
+#include "core/overload.h"
 
 namespace lazytrace::cpu {
 
@@ -37,51 +38,59 @@ std::string describe(const Program& p) {
     os << "  steps [0, " << p.invariant_steps << ") are loop-invariant: a loop runs them once\n";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     os << "  [" << i << "] ";
-    const Step& s = p.steps[i];
-    if (auto* f = std::get_if<FusedStep>(&s)) {
-      os << "fused " << f->shape.str() << " " << f->program.size() << " instrs, " << f->num_regs
-         << " regs; loads";
-      for (const View& v : f->loads) os << " " << view(v);
-      os << "; stores";
-      for (const auto& st : f->stores) os << " r" << st.reg << "->" << view(st.dst);
-    } else if (auto* r = std::get_if<ReduceStep>(&s)) {
-      os << ir::op_name(r->op) << " " << view(r->in) << " -> s" << r->out_storage;
-    } else if (auto* m = std::get_if<MatmulStep>(&s)) {
-      os << "matmul " << view(m->a) << " x " << view(m->b) << " -> s" << m->out_storage << " "
-         << m->out_shape.str();
-      if (m->beside_next) os << "; beside the next";
-    } else if (auto* gs = std::get_if<GatherStep>(&s)) {
-      if (gs->source)
-        os << "index_add " << view(gs->in) << "[" << view(gs->index) << "] += " << view(*gs->source)
-           << " -> s" << gs->out_storage;
-      else
-        os << "gather " << view(gs->in) << "[" << view(gs->index) << "] -> s" << gs->out_storage;
-    } else if (auto* a = std::get_if<AdamWStep>(&s)) {
-      adamw(*a);
-    } else if (auto* cs = std::get_if<CallStep>(&s)) {
-      os << "call (" << cs->body->steps.size() << " steps, compiled once);";
-      for (const View& v : cs->params) os << " " << view(v);
-      os << " ->";
-      for (int o : cs->outputs) os << " s" << o;
-    } else if (auto* ls = std::get_if<LoopStep>(&s)) {
-      os << (ls->kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
-      if (ls->kind == ir::Loop::Kind::Scan) os << ls->length << " iterations, ";
-      os << ls->body->steps.size() << " steps";
-      if (ls->body->invariant_steps > 0) os << ", " << ls->body->invariant_steps << " run once";
-      os << ", compiled once);";
-      for (const LoopStep::Input& in : ls->inputs)
-        if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
-      os << " ->";
-      for (int o : ls->outputs) os << " s" << o;
-      if (ls->x_order.size() > 1) {
-        os << "; xs in first-read order:";
-        for (int k : ls->x_order) os << " " << k;
-      }
-      for (const AdamWStep& a : ls->updates) {
-        os << "; beside it: ";
-        adamw(a);
-      }
-    }
+    std::visit(Overload{
+                   [&](const FusedStep& f) {
+                     os << "fused " << f.shape.str() << " " << f.program.size() << " instrs, "
+                        << f.num_regs << " regs; loads";
+                     for (const View& v : f.loads) os << " " << view(v);
+                     os << "; stores";
+                     for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
+                   },
+                   [&](const ReduceStep& r) {
+                     os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;
+                   },
+                   [&](const MatmulStep& m) {
+                     os << "matmul " << view(m.a) << " x " << view(m.b) << " -> s" << m.out_storage
+                        << " " << m.out_shape.str();
+                     if (m.beside_next) os << "; beside the next";
+                   },
+                   [&](const GatherStep& g) {
+                     if (g.source)
+                       os << "index_add " << view(g.in) << "[" << view(g.index)
+                          << "] += " << view(*g.source) << " -> s" << g.out_storage;
+                     else
+                       os << "gather " << view(g.in) << "[" << view(g.index) << "] -> s"
+                          << g.out_storage;
+                   },
+                   [&](const AdamWStep& a) { adamw(a); },
+                   [&](const CallStep& c) {
+                     os << "call (" << c.body->steps.size() << " steps, compiled once);";
+                     for (const View& v : c.params) os << " " << view(v);
+                     os << " ->";
+                     for (int o : c.outputs) os << " s" << o;
+                   },
+                   [&](const LoopStep& l) {
+                     os << (l.kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
+                     if (l.kind == ir::Loop::Kind::Scan) os << l.length << " iterations, ";
+                     os << l.body->steps.size() << " steps";
+                     if (l.body->invariant_steps > 0)
+                       os << ", " << l.body->invariant_steps << " run once";
+                     os << ", compiled once);";
+                     for (const LoopStep::Input& in : l.inputs)
+                       if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
+                     os << " ->";
+                     for (int o : l.outputs) os << " s" << o;
+                     if (l.x_order.size() > 1) {
+                       os << "; xs in first-read order:";
+                       for (int k : l.x_order) os << " " << k;
+                     }
+                     for (const AdamWStep& a : l.updates) {
+                       os << "; beside it: ";
+                       adamw(a);
+                     }
+                   },
+               },
+               p.steps[i]);
     os << "\n";
   }
   for (size_t i = 0; i < p.storages.size(); ++i) {

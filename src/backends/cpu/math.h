@@ -36,7 +36,7 @@ LT_MATH_INLINE float select(bool c, float a, float b) {
  */
 LT_MATH_INLINE float exp_f32(float x) {
   // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
-  // well (AVX-512 sigmoid over 1024 floats: 434 -> 366 ns)
+  // well
   const float xc = select(x > 88.72283f, 88.72283f, select(x < -87.33654f, -87.33654f, x));
   const float t = xc * 1.44269504088896341f;
   int n = static_cast<int>(t);

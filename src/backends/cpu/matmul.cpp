@@ -182,8 +182,7 @@ int64_t batches_of(const MatmulStep& s) {
 // BLAS runs single-threaded (cpu_device sets it); the cores are shared out here, over
 // batches, or over row (or column) blocks of one large product, on the one thread pool.
 // One product is split over the threads from 2^19 multiply-adds: below, handing A to
-// another core and waiting for its half cost more than the half (x Wᵀ at 16 tokens and
-// hidden 128: 6.6 µs split, 4.6 µs on one thread).
+// another core and waiting for its half costs more than the half.
 constexpr int64_t kSplitWork = int64_t{1} << 19;
 // Products of fewer multiply-adds than this go to a thread together (batched attention).
 constexpr int64_t kGrainWork = int64_t{1} << 17;
@@ -191,8 +190,8 @@ constexpr int64_t kGrainWork = int64_t{1} << 17;
 // A float32 product with few rows and a long reduction (x Wᵀ of a layer's down projection:
 // 16 x 1024 by 1024 x 128) in parts of the reduction, one per thread, summed after: each
 // thread packs and reads half of A and of each row of B, where column halves each read
-// all of A (spec-100 scan step, 4 alternated runs: 36.5 -> 35.8 ms). Run inline (the other
-// threads busy), its parts run one after the other. Returns false for other shapes.
+// all of A. Run inline (the other threads busy), its parts run one after the other. Returns
+// false for other shapes.
 bool split_reduction(const MatmulStep& s, const RunContext& ctx) {
   const int nd = s.out_shape.size();
   const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];

@@ -87,8 +87,7 @@ class Update {
 };
 
 // The blocks of rows a product gradient is made in, about 16K elements: each stays in the
-// caches until its rows are updated from it (spec-100 scan step, alternated runs: 43.7 ms
-// at 8K, 42.2 at 16K, 42.0 at 32K, 45.3 at 4K).
+// caches until its rows are updated from it (perf-log.md has the sizes tried).
 struct ProductBlocks {
   int64_t rows, cols, block, per_batch;
   explicit ProductBlocks(const MatmulStep& mp) {

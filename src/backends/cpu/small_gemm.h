@@ -23,10 +23,8 @@ struct ReadAhead {
   int64_t done = 0;  // bytes of each stream asked for so far
   // The caller writes the streams too (an update in place): their lines are asked for to
   // be written, so one that another core holds is taken from it while the product runs,
-  // not when the update stores to it (on a VM whose two cores share no cache, the spec-100
-  // scan step's update blocks share each weight's lines with the core that read it: 40.3 ->
-  // 38.8 ms in-process A/B in that state; no change where the cores share a cache).
-  // Only where has_prefetchw().
+  // not when the update stores to it (where the cores share no cache, an update's blocks
+  // share each weight's lines with the core that read it). Only where has_prefetchw().
   bool write = false;
   // More single streams, read after this one, [next, end): a loop's next iteration's slices
   // (RunContext::read_ahead).
