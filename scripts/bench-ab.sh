@@ -3,23 +3,32 @@
 # program runs from the "before" build, then from the "after" build, one program at a time,
 # so the VM's drift touches both alike. JSON in OUT_DIR/before and OUT_DIR/after, for
 # scripts/bench-report.py OUT_DIR/after --before OUT_DIR/before.
-# Usage: scripts/bench-ab.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [-- benchmark flags...]
-#   (default flags: --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
+# Usage: scripts/bench-ab.sh BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [PROGRAM...] [-- flags...]
+#   PROGRAM: e.g. tracing_bench (default: every *_bench of the after build)
+#   flags: for every program (default: --benchmark_repetitions=3
+#   --benchmark_report_aggregates_only=true)
 set -euo pipefail
 if [ $# -lt 3 ]; then
-  echo "usage: $0 BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [-- benchmark flags...]" >&2
+  echo "usage: $0 BEFORE_BUILD_DIR AFTER_BUILD_DIR OUT_DIR [PROGRAM...] [-- flags...]" >&2
   exit 2
 fi
 before="$1" after="$2" out="$3"
 shift 3
+programs=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+  programs+=("$1")
+  shift
+done
 flags=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
 if [ "${1:-}" = "--" ]; then
   shift
   flags=("$@")
 fi
+if [ ${#programs[@]} -eq 0 ]; then
+  for exe in "$after"/bench/*_bench; do programs+=("$(basename "$exe")"); done
+fi
 mkdir -p "$out/before" "$out/after"
-for exe in "$after"/bench/*_bench; do
-  name="$(basename "$exe")"
+for name in "${programs[@]}"; do
   for side in before after; do
     dir="$before"
     if [ "$side" = after ]; then dir="$after"; fi

@@ -5,7 +5,8 @@
 
 For each program's JSON in RESULTS_DIR, one table: every benchmark's median wall time over
 its repetitions and its counters (medians too). With --before, the same benchmarks from
-BEFORE_DIR beside them and the ratio after / before (below 1: faster now). The machine and
+BEFORE_DIR beside them and the ratio after / before (below 1: faster now), and each counter
+that differs as "before → after". The machine and
 date come from the JSON's context. docs/benchmarks.md's generated sections are this
 script's output, pasted between its markers.
 """
@@ -80,7 +81,9 @@ def table(name, after, before, labels, ctx):
                     f"{r['ms'] / b['ms']:.2f}" if b and b["ms"] > 0 else ""]
         else:
             row += [fmt(r["ms"])]
-        row += [fmt(r.get(k)) for k in counters]
+        b = before.get(bench) if before is not None else None
+        row += [fmt(r.get(k)) if not b or k not in b or fmt(b[k]) == fmt(r.get(k))
+                else f"{fmt(b[k])} → {fmt(r.get(k))}" for k in counters]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
