@@ -23,6 +23,8 @@ void run_call(const CallStep& c, const RunContext& caller) {
   for (int slot : c.scalars) scalars.push_back((*caller.scalars)[static_cast<size_t>(slot)]);
   ctx.scalars = &scalars;
   ctx.passes = caller.passes;
+  ctx.read_ahead = caller.read_ahead;  // a loop's hints reach the products of a call in its body
+  ctx.shadows = caller.shadows;
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
     const Storage& st = body.storages[i];
