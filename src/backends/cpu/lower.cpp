@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/cpu/lowering_passes.h"
 #include "backends/cpu/plan/pipeline.h"
 #include "backends/cpu/program.h"
 #include "backends/cpu/views.h"
@@ -43,9 +44,13 @@ struct Group {
 class Lowering {
  public:
   Lowering(const ir::Graph& g, int first_input, runtime::PassSet passes)
-      : g_(g), first_input_(first_input), passes_(passes), vals_(g.nodes.size()) {
-    find_unstacked();
-  }
+      : g_(g),
+        first_input_(first_input),
+        passes_(passes),
+        vals_(g.nodes.size()),
+        uses_(g),
+        unstacked_(passes.on(runtime::Pass::SlicesInPlace) ? stacks_read_in_place(g, uses_)
+                                                           : std::vector<char>(g.nodes.size())) {}
 
   Program run() {
     p_.name = g_.name;
@@ -160,35 +165,6 @@ class Lowering {
     add_store(gid, r, contiguous_view(s, src.dtype, src.shape));
     seal(gid);
     return s;
-  }
-
-  // A stack (a concat along dim 0 of tensors with leading dim 1) that only loops read as
-  // xs is never made: each iteration reads its part where it lies (scan_layers' weights).
-  void find_unstacked() {
-    std::vector<int>& uses = uses_;
-    uses.assign(g_.nodes.size(), 0);
-    sole_user_.assign(g_.nodes.size(), -1);
-    std::vector<int> loop_uses(g_.nodes.size(), 0);
-    for (size_t u = 0; u < g_.nodes.size(); ++u) {
-      const GNode& n = g_.nodes[u];
-      for (int in : n.inputs) {
-        ++uses[static_cast<size_t>(in)];
-        sole_user_[static_cast<size_t>(in)] = static_cast<int>(u);
-      }
-      if (n.op != OpKind::Loop) continue;
-      const ir::Loop& loop = n.loop();
-      for (size_t k = 0; k < loop.roles.size(); ++k)
-        if (loop.roles[k] == ir::Loop::Role::X) ++loop_uses[static_cast<size_t>(n.inputs[k])];
-    }
-    unstacked_.assign(g_.nodes.size(), 0);
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      const GNode& n = g_.nodes[i];
-      if (n.op != OpKind::Concat || n.attrs[0] != 0 || uses[i] == 0 || uses[i] != loop_uses[i])
-        continue;
-      bool parts = true;
-      for (int in : n.inputs) parts = parts && g_.nodes[static_cast<size_t>(in)].shape[0] == 1;
-      unstacked_[i] = parts && passes_.on(runtime::Pass::SlicesInPlace);
-    }
   }
 
   void lower_node(int i) {
@@ -413,25 +389,13 @@ class Lowering {
     b.strides = {b.strides[rb], b.strides[rb + 1]};
   }
 
-  // A 2-d product read only through its transpose (a weight's gradient, x^T dy, which the
-  // transpose's VJP turns back into the weight's layout) is computed transposed, as
-  // dy^T x: the result lands in the layout its reader wants, with no strided copy after.
-  bool read_transposed(int i) const {
-    const int u = sole_user_[static_cast<size_t>(i)];
-    if (uses_[static_cast<size_t>(i)] != 1 || u < 0 ||
-        g_.results.end() != std::find(g_.results.begin(), g_.results.end(), i))
-      return false;
-    const GNode& p = g_.nodes[static_cast<size_t>(u)];
-    return ir::is_matrix_transpose(p.op, p.attrs);
-  }
-
   void lower_matmul(int i) {
     const GNode& n = g_.nodes[i];
     MatmulStep ms;
     ms.a = matmul_operand(n.inputs[0], false);
     ms.b = matmul_operand(n.inputs[1], true);
     if (n.shape.size() == 2 && ms.a.shape.size() == 2 && ms.b.shape.size() == 2 &&
-        read_transposed(i)) {
+        passes_.on(runtime::Pass::TransposedProducts) && computed_transposed(g_, uses_, i)) {
       static const int64_t swap[2] = {1, 0};
       MatmulStep t;
       t.a = permute_view(ms.b, swap);
@@ -715,9 +679,8 @@ class Lowering {
   std::vector<std::vector<int>> writers_;
   std::map<int, int> param_storages_;
   std::map<int, std::vector<View>> call_results_;
-  std::vector<char> unstacked_;  // concat nodes that loops read part by part
-  std::vector<int> uses_;        // how many operands refer to each node
-  std::vector<int> sole_user_;   // the last node using each node (the only one if uses_ is 1)
+  GraphUses uses_;
+  std::vector<char> unstacked_;  // stacks the loops read part by part (slices_in_place)
 };
 
 }  // namespace
