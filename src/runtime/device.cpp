@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <atomic>
 #include <mutex>
 
 #include "lazytrace/core/error.h"
@@ -33,10 +34,14 @@ Registry& registry() {
 }  // namespace
 
 Device& default_device() {
+  // the first device registered stays first: found once, then read without the lock
+  static std::atomic<Device*> first{nullptr};
+  if (Device* d = first.load(std::memory_order_acquire)) return *d;
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (r.devices.empty())
     fail("device", "no device is registered: the library was built without a backend.");
+  first.store(r.devices.front(), std::memory_order_release);
   return *r.devices.front();
 }
 
