@@ -144,6 +144,28 @@ TEST(Passes, SwitchingOneOffChangesTheProgramAndOnlyThat) {
   EXPECT_EQ(again.to_vector<float>(), want);  // elementwise float32: the same bits
 }
 
+TEST(Passes, SimplifyAndCseSwitchApart) {
+  PassesOff none({});
+  Tensor x = lt::randn({32, 32});
+  lt::sync({x});
+  // exp(x * 1) is exp(x) once simplified, and then merges with the other exp(x)
+  Tensor y = lt::exp(x * 1.0f) + lt::exp(x);
+  auto steps = [&y](const std::vector<std::string>& off_names) {
+    PassesOff off(off_names);
+    const std::string p = lt::debug::to_program({y});
+    return p.substr(0, p.find(" steps"));
+  };
+  EXPECT_EQ(steps({"fusion"}), "program pending: 2");              // exp, +
+  EXPECT_EQ(steps({"fusion", "cse"}), "program pending: 3");       // exp, exp, +
+  EXPECT_EQ(steps({"fusion", "simplify"}), "program pending: 4");  // *, exp, exp, +
+  EXPECT_EQ(steps({"fusion", "simplify", "cse"}), "program pending: 4");
+  PassesOff off({"simplify", "cse"});
+  const std::vector<float> xs = x.to_vector<float>(), got = y.to_vector<float>();
+  ASSERT_EQ(got.size(), xs.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    EXPECT_NEAR(got[i], 2 * std::exp(static_cast<double>(xs[i])), 1e-6 * got[i]) << i;
+}
+
 TEST(Passes, AnUnknownNameIsAnErrorThatListsThem) {
   PassesOff none({});
   expect_error(

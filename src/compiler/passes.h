@@ -6,12 +6,17 @@
 
 namespace lazytrace::compiler {
 
-/** Removes dead nodes, simplifies (Pass::Simplify), merges identical ones (same op, attrs
- * and operands; Pass::Cse) and rewrites updates of small gradient products
- * (Pass::GradProduct). */
+/** The pipeline: simplify (Pass::Simplify), cse (Pass::Cse), fuse_grad_products
+ * (Pass::GradProduct), then eliminate_dead. */
 ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
+/** x + 0, x - 0, x * 1, x / 1, 0 + x, 1 * x become x (simplify.cpp). */
+ir::Graph simplify(const ir::Graph& g);
+/** Identical nodes (op, dtype, shape, attributes, operands) merge (cse.cpp). */
+ir::Graph cse(const ir::Graph& g);
 /** The grad_product rewrite (grad_product.cpp): AdamW of a weight's small float32 gradient
  * product becomes AdamWProduct of the product's operands. */
 void fuse_grad_products(ir::Graph& g);
+/** Drops the nodes no result reads; parameters stay. */
+ir::Graph eliminate_dead(const ir::Graph& g);
 
 }  // namespace lazytrace::compiler
