@@ -149,3 +149,31 @@ TEST(Errors, AFailedSyncLeavesTensorsUsable) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Errors, AnImpossibleAllocationNamesTheOpTheShapeAndTheBytes) {
+  // 2^50 float32 elements: 4 PiB, more than any address space holds
+  lt::Tensor huge = lt::zeros({int64_t{1} << 20, int64_t{1} << 20, int64_t{1} << 10});
+  expect_error([&] { (void)huge.to_vector<float>(); },
+               {"cannot allocate", "4.0 PiB", "4503599627370496 bytes",
+                "float32[1048576, 1048576, 1024]", "Make the tensor smaller"});
+  // the failure leaves the library usable
+  EXPECT_EQ((lt::ones({3}) * 2.0f).to_vector<float>(), (std::vector<float>{2, 2, 2}));
+  lt::Tensor a = lt::ones({int64_t{1} << 25, int64_t{1} << 25});  // 4 PiB again, by a product
+  expect_error([&] { (void)lt::sum(a * 2.0f).item<float>(); },
+               {"cannot allocate", "PiB", "intermediate", "float32[33554432, 33554432]"});
+}
+
+TEST(Errors, AShapeWhoseBytesOverflowSixtyFourBitsIsRefusedWhenRecorded) {
+  const int64_t big = int64_t{1} << 31;
+  expect_error(
+      [&] {
+        (void)lt::zeros({big, big, 4});
+      },
+      {"[2147483648, 2147483648, 4]", "float32", "64 bits"});
+  lt::Tensor x = lt::zeros({big, 1});
+  expect_error([&] { (void)lt::broadcast_to(x, {big, big, 8}); }, {"64 bits", "smaller"});
+}
+
+}  // namespace

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <new>
+#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -56,7 +56,7 @@ class BlockCache {
     }
     const bool huge = rounded >= kHugeFrom;
     void* p = std::aligned_alloc(huge ? kHugePage : 64, rounded);
-    if (!p) throw std::bad_alloc();
+    if (!p) throw OutOfMemory(rounded);
 #ifdef MADV_HUGEPAGE
     if (huge) madvise(p, rounded, MADV_HUGEPAGE);
 #endif
@@ -133,6 +133,41 @@ Buffer::Buffer(size_t bytes) : bytes_(bytes) {
 Buffer::Buffer(const void* external, size_t bytes, std::shared_ptr<const void> owner)
     : data_(const_cast<void*>(external)), bytes_(bytes), owner_(std::move(owner)) {
   if (!owner_) owner_ = std::shared_ptr<const void>(external, [](const void*) {});
+}
+
+std::string format_bytes(size_t bytes) {
+  static const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  std::ostringstream os;
+  if (u == 0) {
+    os << bytes << " bytes";
+  } else {
+    os.precision(1);
+    os << std::fixed << v << " " << units[u] << " (" << bytes << " bytes)";
+  }
+  return os.str();
+}
+
+namespace {
+std::string out_of_memory_text(const std::string& purpose, size_t bytes) {
+  return detail::cat("cannot allocate ", format_bytes(bytes), purpose.empty() ? "" : " for ",
+                     purpose, ": the system has no memory for it (",
+                     format_bytes(static_cast<size_t>(g_live_bytes.load())),
+                     " held by live tensors). Make the tensor smaller, or free tensors the "
+                     "program no longer needs.");
+}
+}  // namespace
+
+OutOfMemory::OutOfMemory(size_t b)
+    : Error(detail::cat("[alloc] ", out_of_memory_text("", b))), bytes(b) {}
+
+void OutOfMemory::rethrow_for(const std::string& op, const std::string& purpose) const {
+  throw Error(detail::cat("[", op, "] ", out_of_memory_text(purpose, bytes)));
 }
 
 Buffer::~Buffer() {

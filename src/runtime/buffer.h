@@ -3,6 +3,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "lazytrace/core/error.h"
 
 namespace lazytrace::runtime {
 
@@ -42,6 +45,19 @@ class Buffer {
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;
+
+/** What a Buffer throws when the system has no memory for it: an lt::Error whose message
+ * says the bytes; the code that knows which op wanted them says so (rethrow_for). */
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(size_t bytes);
+  /** The same failure, said of `purpose` ("the result of matmul, f32[16, 128]"). */
+  [[noreturn]] void rethrow_for(const std::string& op, const std::string& purpose) const;
+  size_t bytes;
+};
+
+/** "4.0 GiB (4294967296 bytes)". */
+std::string format_bytes(size_t bytes);
 
 inline BufferPtr make_buffer(size_t bytes) {
   return std::make_shared<Buffer>(bytes);

@@ -1,6 +1,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <sstream>
 
@@ -278,6 +279,21 @@ void Tensor::check_one_element(const char* op) const {
     fail(op, "a tensor of shape ", shape().str(), " has ", numel(),
          " elements; only a one-element tensor converts to a scalar. Use to_vector() for all "
          "elements, or reduce first.");
+}
+
+size_t Tensor::host_elements(const char* op, size_t itemsize) const {
+  impl_of(*this, op);
+  trace::materialize(*this);
+  const auto n = static_cast<size_t>(numel());
+  // what std::vector could never hold (its max_size) is said here, not as std::length_error
+  if (n > static_cast<size_t>(std::numeric_limits<ptrdiff_t>::max()) / itemsize)
+    fail(op, "a host copy of ", type_str(), " would take more bytes than 64 bits count.");
+  return n;
+}
+
+void Tensor::host_out_of_memory(const char* op, size_t itemsize) const {
+  runtime::OutOfMemory(static_cast<size_t>(numel()) * itemsize)
+      .rethrow_for(op, "a host copy of " + type_str());
 }
 
 void Tensor::read_into(DType as, void* out, const char* op) const {

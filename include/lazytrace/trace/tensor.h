@@ -2,6 +2,7 @@
 /** Tensor: a handle to a lazily computed array. Ops record; sync() computes. */
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,7 +34,12 @@ class Tensor {
   /** All elements in row-major order, converted to T; materializes the tensor. */
   template <typename T>
   std::vector<T> to_vector() const {
-    std::vector<T> out(static_cast<size_t>(numel()));
+    std::vector<T> out;
+    try {
+      out.resize(host_elements("to_vector", sizeof(T)));
+    } catch (const std::bad_alloc&) {
+      host_out_of_memory("to_vector", sizeof(T));
+    }
     read_into(dtype_of<T>(), out.data(), "to_vector");
     return out;
   }
@@ -85,13 +91,23 @@ class Tensor {
 
  private:
   void read_into(DType as, void* out, const char* op) const;
+  // Materializes the tensor and returns its element count (lt::Error where a host copy of
+  // elements of `itemsize` bytes could not be counted in 64 bits).
+  size_t host_elements(const char* op, size_t itemsize) const;
+  // The lt::Error for a host copy the system has no memory for.
+  [[noreturn]] void host_out_of_memory(const char* op, size_t itemsize) const;
   void check_one_element(const char* op) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 
 template <>
 inline std::vector<bool> Tensor::to_vector<bool>() const {
-  std::vector<char> tmp(static_cast<size_t>(numel()));
+  std::vector<char> tmp;
+  try {
+    tmp.resize(host_elements("to_vector", 1));
+  } catch (const std::bad_alloc&) {
+    host_out_of_memory("to_vector", 1);
+  }
   read_into(DType::bool_, tmp.data(), "to_vector");
   return std::vector<bool>(tmp.begin(), tmp.end());
 }

@@ -74,8 +74,13 @@ namespace {
 class CpuExecutable : public runtime::Executable {
  public:
   explicit CpuExecutable(Program p) : prog_(std::move(p)) {
-    if (prog_.arena_bytes > 0)
-      arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+    if (prog_.arena_bytes > 0) try {
+        arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+      } catch (const runtime::OutOfMemory& e) {
+        e.rethrow_for("sync",
+                      detail::cat("the intermediate results of a graph of ", prog_.steps.size(),
+                                  " steps (the largest: ", prog_.largest_intermediate, ")"));
+      }
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
     for (size_t i = 0; i < prog_.storages.size(); ++i)
@@ -100,7 +105,7 @@ class CpuExecutable : public runtime::Executable {
         ctx_.base[i] = static_cast<char*>(params[static_cast<size_t>(st.slot)]->data());
       } else if (st.kind == StorageKind::Output) {
         runtime::BufferPtr& out = outputs[static_cast<size_t>(st.slot)];
-        if (!out) out = runtime::make_buffer(static_cast<size_t>(st.bytes));
+        if (!out) out = allocate_output(i, static_cast<size_t>(st.bytes));
         ctx_.base[i] = static_cast<char*>(out->data());
       }
     }
@@ -120,6 +125,17 @@ class CpuExecutable : public runtime::Executable {
   }
 
   std::string describe() const override { return cpu::describe(prog_); }
+
+  runtime::BufferPtr allocate_output(size_t storage, size_t bytes) const {
+    try {
+      return runtime::make_buffer(bytes);
+    } catch (const runtime::OutOfMemory& e) {
+      for (const ResultBinding& b : prog_.results)
+        if (static_cast<size_t>(b.storage) == storage)
+          e.rethrow_for(b.op, detail::cat("its result, ", dtype_name(b.dtype), b.shape.str()));
+      throw;
+    }
+  }
   int64_t arena_bytes() const override { return prog_.arena_bytes; }
 
  private:

@@ -56,7 +56,10 @@ class Lowering {
     p_.name = g_.name;
     p_.num_params = static_cast<int>(g_.param_nodes.size());
     p_.num_scalars = static_cast<int>(g_.scalar_nodes.size());
-    for (size_t i = 0; i < g_.nodes.size(); ++i) lower_node(static_cast<int>(i));
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      lowering_ = static_cast<int>(i);
+      lower_node(lowering_);
+    }
     bind_results();
     for (size_t gi = 0; gi < groups_.size(); ++gi)
       if (groups_[gi].step_index != -2) seal(static_cast<int>(gi));
@@ -73,6 +76,11 @@ class Lowering {
     s.kind = kind;
     s.bytes = shape.numel() * static_cast<int64_t>(itemsize(dt));
     if (kind == StorageKind::Output) s.slot = p_.num_outputs++;
+    if (kind == StorageKind::Arena && s.bytes > largest_) {
+      largest_ = s.bytes;
+      p_.largest_intermediate =
+          detail::cat(ir::op_name(g_.nodes[lowering_].op), ", ", dtype_name(dt), shape.str());
+    }
     p_.storages.push_back(s);
     writers_.emplace_back();
     return static_cast<int>(p_.storages.size()) - 1;
@@ -453,7 +461,7 @@ class Lowering {
     for (int r : g_.results) {
       const GNode& n = g_.nodes[r];
       Value& v = vals_[r];
-      ResultBinding b{-1, n.shape, n.dtype};
+      ResultBinding b{-1, n.shape, n.dtype, ir::op_name(n.op)};
       if (v.kind == Value::Reg && !v.stored) {
         int s = new_storage(n.shape, n.dtype, StorageKind::Output);
         v.view = contiguous_view(s, n.dtype, n.shape);
@@ -674,6 +682,8 @@ class Lowering {
   int first_input_;  // a body's first input parameter slot (-1: not a body)
   runtime::PassSet passes_;
   Program p_;
+  int lowering_ = 0;     // the node lower_node is at
+  int64_t largest_ = 0;  // the largest intermediate storage so far
   std::vector<Value> vals_;
   std::vector<Group> groups_;
   std::vector<std::vector<int>> writers_;

@@ -162,6 +162,7 @@ struct ResultBinding {
   int storage;  // Param or Output storage
   Shape shape;
   DType dtype;
+  const char* op = "";  // the op that computes it, for errors
 };
 
 // An output that may be written into a parameter's buffer when the caller gives that buffer
@@ -182,6 +183,7 @@ struct Program {
   int num_scalars = 0;
   int num_outputs = 0;
   int64_t arena_bytes = 0;
+  std::string largest_intermediate;  // "mul, float32[64, 64]": said when the arena fails
   // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
   // runs them before its first iteration only; a call runs every step.
   int invariant_steps = 0;
