@@ -465,28 +465,63 @@ TEST(Layers, LearnedPositionsAddAPositionEmbedding) {
 
 // ---- losses
 
+// Host targets with the default ignore_index, and targets computed in the graph (a slice,
+// as in a training loop) with another one.
 TEST(Losses, CrossEntropyMatchesALoopWithIgnoreIndex) {
   const int n = 6, c = 5;
-  Tensor logits = random_tensor({n, c}, 20, 2).requires_grad_();
-  std::vector<int64_t> t = {0, 4, -100, 2, 2, 1};
-  Tensor loss = nn::cross_entropy(logits, lt::tensor(t, {n}));
-  loss.backward();
-  std::vector<float> z = logits.to_vector<float>();
-  double total = 0;
-  int count = 0;
-  std::vector<double> grad(n * c, 0.0);
-  for (int i = 0; i < n; ++i) {
-    if (t[i] == -100) continue;
-    double mx = -1e30, s = 0;
-    for (int j = 0; j < c; ++j) mx = std::max<double>(mx, z[i * c + j]);
-    for (int j = 0; j < c; ++j) s += std::exp(z[i * c + j] - mx);
-    total += mx + std::log(s) - z[i * c + t[i]];
-    ++count;
-    for (int j = 0; j < c; ++j) grad[i * c + j] = std::exp(z[i * c + j] - mx) / s - (j == t[i]);
+  for (const bool lazy : {false, true}) {
+    SCOPED_TRACE(lazy ? "targets a slice, ignore_index 3" : "host targets, ignore_index -100");
+    const int64_t ignore = lazy ? 3 : -100;
+    Tensor logits = random_tensor({n, c}, 20, 2).requires_grad_();
+    std::vector<int64_t> t = {0, 4, ignore, 2, 2, 1};
+    Tensor targets = lt::tensor(t, {n});
+    if (lazy) {
+      std::vector<int64_t> padded = t;
+      padded.insert(padded.begin(), 99);  // sliced away, never checked
+      targets = lt::slice(lt::tensor(padded, {n + 1}), 0, 1, n + 1);
+      ASSERT_TRUE(targets.is_pending());
+    }
+    Tensor loss = nn::cross_entropy(logits, targets, ignore);
+    loss.backward();
+    std::vector<float> z = logits.to_vector<float>();
+    double total = 0;
+    int count = 0;
+    std::vector<double> grad(n * c, 0.0);
+    for (int i = 0; i < n; ++i) {
+      if (t[i] == ignore) continue;
+      double mx = -1e30, s = 0;
+      for (int j = 0; j < c; ++j) mx = std::max<double>(mx, z[i * c + j]);
+      for (int j = 0; j < c; ++j) s += std::exp(z[i * c + j] - mx);
+      total += mx + std::log(s) - z[i * c + t[i]];
+      ++count;
+      for (int j = 0; j < c; ++j) grad[i * c + j] = std::exp(z[i * c + j] - mx) / s - (j == t[i]);
+    }
+    EXPECT_NEAR(loss.item<float>(), total / count, 1e-5);
+    std::vector<float> g = logits.grad().to_vector<float>();
+    for (int k = 0; k < n * c; ++k) EXPECT_NEAR(g[k], grad[k] / count, 1e-6) << k;
   }
-  EXPECT_NEAR(loss.item<float>(), total / count, 1e-5);
-  std::vector<float> g = logits.grad().to_vector<float>();
-  for (int k = 0; k < n * c; ++k) EXPECT_NEAR(g[k], grad[k] / count, 1e-6) << k;
+}
+
+// The header's promise holds for targets not yet computed: the loss's sync fails, naming
+// the target, and the tensors stay usable.
+TEST(Losses, CrossEntropyOfOutOfRangeTargetsComputedInTheGraphIsAnError) {
+  Tensor data = lt::tensor(std::vector<int64_t>{0, 1, 2, 7, 1}, {1, 5});
+  Tensor logits = lt::zeros({4, 3});
+  Tensor loss = nn::cross_entropy(logits, lt::reshape(lt::slice(data, 1, 1, 5), {4}));
+  ASSERT_TRUE(loss.is_pending());
+  expect_error([&] { (void)loss.item<float>(); },
+               {"[cross_entropy] target 7 at position 2 is out of range for 3 classes",
+                "ignore_index (-100)"});
+  Tensor ok = nn::cross_entropy(lt::zeros({3, 3}), lt::reshape(lt::slice(data, 1, 0, 3), {3}));
+  EXPECT_NEAR(ok.item<float>(), std::log(3.0), 1e-6);
+  // inside a traced body the check runs with the body
+  auto f =
+      lt::assume_pure([](const Tensor& z, const Tensor& t) { return nn::cross_entropy(z, t); });
+  const Tensor good = lt::tensor(std::vector<int64_t>{0, 1, 2, 1}, {4}),
+               bad = lt::tensor(std::vector<int64_t>{0, 3, 2, 1}, {4});
+  EXPECT_NEAR(f(logits, good).item<float>(), std::log(3.0), 1e-6);
+  expect_error([&] { (void)f(logits, bad).item<float>(); },
+               "[cross_entropy] target 3 at position 1 is out of range for 3 classes");
 }
 
 TEST(Losses, CrossEntropyIsStableForHugeLogits) {

@@ -2094,6 +2094,7 @@ TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
       {K::AdamWProduct,
        "nn_test (Optim.AdamWComputesAProductGradientBesideTheUpdate; "
        "the compiler makes it from AdamW)"},
+      {K::CheckTargets, "nn_test (Losses.CrossEntropy*: targets in range, out of range)"},
   };
   lt_test::expect_covered(recorded, elsewhere, {},
                           "ops_test row: add one to a table above (and, if it is "

@@ -124,6 +124,15 @@ def test_losses_match_numpy():
         pytest.approx(((a - b) ** 2).mean(), rel=1e-12)
 
 
+def test_cross_entropy_checks_targets_still_to_be_computed():
+    data = lt.tensor(np.array([[0, 1, 2, 7, 1]]))
+    loss = F.cross_entropy(lt.zeros(4, 3), data[0, 1:])
+    with pytest.raises(ValueError, match=r"\[cross_entropy\] target 7 at position 2 is out of "
+                       r"range for 3 classes"):
+        loss.item()
+    assert F.cross_entropy(lt.zeros(3, 3), data[0, :3]).item() == pytest.approx(math.log(3))
+
+
 def test_dropout_train_and_eval():
     lt.manual_seed(0)
     d = nn.Dropout(0.25)

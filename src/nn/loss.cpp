@@ -3,6 +3,7 @@
 #include "lazytrace/nn/loss.h"
 
 #include "lazytrace/ops/ops.h"
+#include "ops/checks.h"
 
 namespace lazytrace::nn {
 
@@ -20,16 +21,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (targets.shape() != Shape(lead))
     fail(op, "targets ", targets.type_str(), " must have the logits' leading shape ",
          Shape(lead).str(), " (logits ", logits.type_str(), ").");
-  if (!targets.is_pending()) {  // host data: check it now, as PyTorch does
-    const std::vector<int64_t> t = targets.to_vector<int64_t>();
-    for (size_t i = 0; i < t.size(); ++i)
-      if (t[i] != ignore_index && (t[i] < 0 || t[i] >= classes))
-        fail(op, "target ", t[i], " at position ", i, " is out of range for ", classes,
-             " classes; targets must be in [0, ", classes, ") or ignore_index (", ignore_index,
-             ").");
-  }
+  // targets computed in the graph are checked when the loss is; host data now, as PyTorch
+  // does (the check alone runs)
+  Tensor checked = ops::check_targets(targets, classes, ignore_index);
+  if (!targets.is_pending()) sync({checked});
   Tensor flat_logits = reshape(logits, {-1, classes});
-  Tensor flat_targets = unsqueeze(reshape(targets, {-1}), 1);
+  Tensor flat_targets = unsqueeze(reshape(checked, {-1}), 1);
   Tensor one_hot = arange(static_cast<double>(classes), targets.dtype()) == flat_targets;
   Tensor picked = sum(log_softmax(flat_logits, -1) * astype(one_hot, logits.dtype()), {1});
   Tensor valid = astype(reshape(flat_targets, {-1}) != ignore_index, logits.dtype());

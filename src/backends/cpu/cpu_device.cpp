@@ -61,6 +61,7 @@ void run_steps(const Program& prog, const RunContext& ctx, size_t first) {
                        run_matmul(s, ctx);
                    },
                    [&](const GatherStep& s) { run_gather(s, ctx); },
+                   [&](const CheckStep& s) { run_check(s, ctx); },
                    [&](const CallStep& s) { run_call(s, ctx); },
                    [&](const LoopStep& s) { run_loop(s, ctx); },
                    [&](const AdamWStep& s) { run_adamw(s, ctx); },

@@ -62,6 +62,10 @@ std::string describe(const Program& p) {
                        os << "gather " << view(g.in) << "[" << view(g.index) << "] -> s"
                           << g.out_storage;
                    },
+                   [&](const CheckStep& c) {
+                     os << "check_targets " << view(c.targets) << " in [0, " << c.classes << ") or "
+                        << c.ignore_index;
+                   },
                    [&](const AdamWStep& a) { adamw(a); },
                    [&](const CallStep& c) {
                      os << "call (" << c.body->steps.size() << " steps, compiled once);";

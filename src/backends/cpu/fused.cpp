@@ -337,6 +337,7 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
     case OpKind::Concat:
     case OpKind::IndexSelect:
     case OpKind::IndexAdd:
+    case OpKind::CheckTargets:
     case OpKind::Call:
     case OpKind::CallResult:
     case OpKind::Pack:

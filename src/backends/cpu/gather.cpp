@@ -1,5 +1,6 @@
 // index_select gathers slices of a strided view along one dim by an integer index;
-// index_add (its VJP) scatters slices back, adding where indices repeat.
+// index_add (its VJP) scatters slices back, adding where indices repeat; check_targets
+// checks class indices computed in the graph.
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/strided.h"
@@ -112,6 +113,27 @@ void run_gather(const GatherStep& s, const RunContext& ctx) {
                        for (int64_t q = 0; q < cnt; ++q) out[w++] = in[off + q * st];
                      });
       }
+    }
+  });
+}
+
+void run_check(const CheckStep& s, const RunContext& ctx) {
+  dispatch(s.targets.dtype, [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<I>) {
+      const I* p = reinterpret_cast<const I*>(ctx.base[s.targets.storage]);
+      int64_t i = 0;
+      for_each_run(s.targets.shape, s.targets.strides.data(), s.targets.offset, 0,
+                   s.targets.shape.numel(), [&](int64_t off, int64_t cnt, int64_t st) {
+                     for (int64_t q = 0; q < cnt; ++q, ++i) {
+                       const auto t = static_cast<int64_t>(p[off + q * st]);
+                       if (t != s.ignore_index && (t < 0 || t >= s.classes))
+                         fail("cross_entropy", "target ", t, " at position ", i,
+                              " is out of range for ", s.classes,
+                              " classes; targets must be in [0, ", s.classes, ") or ignore_index (",
+                              s.ignore_index, ").");
+                     }
+                   });
     }
   });
 }

@@ -37,6 +37,7 @@ void run_matmuls(const MatmulStep& a, const MatmulStep& b, const RunContext& ctx
 void matmul_rows_f32(const MatmulStep& s, int64_t bi, int64_t r0, int64_t rows, float* out,
                      const RunContext& ctx, ReadAhead* ahead = nullptr);
 void run_gather(const GatherStep& s, const RunContext& ctx);
+void run_check(const CheckStep& s, const RunContext& ctx);
 void run_adamw(const AdamWStep& s, const RunContext& ctx);
 /**
  * An AdamW update whose gradient is a product (AdamWStep::grad_product) in parts: block b

@@ -233,6 +233,13 @@ class Lowering {
       set_storage_value(i, std::get<GatherStep>(p_.steps.back()).out_storage);
       return;
     }
+    if (n.op == OpKind::CheckTargets) {
+      CheckStep cs{use_memory_view(n.inputs[0]), n.attrs[0], n.attrs[1]};
+      vals_[i].kind = Value::AsView;
+      vals_[i].view = cs.targets;
+      p_.steps.emplace_back(std::move(cs));
+      return;
+    }
     fail("compile", "no lowering for op ", ir::op_name(n.op));
   }
 

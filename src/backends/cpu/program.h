@@ -95,6 +95,14 @@ struct GatherStep {
   Shape out_shape;
 };
 
+// cross_entropy's check of class indices computed in the graph: each is in [0, classes) or
+// ignore_index, else the run fails with lt::Error. The checked value is `targets` itself.
+struct CheckStep {
+  View targets;
+  int64_t classes;
+  int64_t ignore_index;
+};
+
 // One AdamW update (ir OpKind::AdamW) over contiguous param, grad and moments, writing the
 // three results to out[0..2]; decay, step_size and inv_sqrt_bc2 are single values.
 struct AdamWStep {
@@ -155,8 +163,8 @@ struct LoopStep {
   std::vector<int> x_order;
 };
 
-using Step =
-    std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CallStep, LoopStep, AdamWStep>;
+using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CheckStep, CallStep,
+                          LoopStep, AdamWStep>;
 
 struct ResultBinding {
   int storage;  // Param or Output storage

@@ -43,6 +43,8 @@ void hoist_invariants(Program& p, const Context& c) {
     } else if (const auto* g = std::get_if<GatherStep>(&st)) {
       reads = {&g->in, &g->index};
       if (g->source) reads.push_back(&*g->source);
+    } else if (const auto* c = std::get_if<CheckStep>(&st)) {
+      reads = {&c->targets};
     } else {
       hoist = false;
     }

@@ -46,6 +46,7 @@ void for_each_view(const Step& step, F&& f) {
                    if (g.source) f(g.source->storage);
                    f(g.out_storage);
                  },
+                 [&](const CheckStep& c) { f(c.targets.storage); },
                  [&](const CallStep& c) {
                    for (const View& v : c.params) f(v.storage);
                    for (int o : c.outputs) f(o);
@@ -79,6 +80,7 @@ void for_each_write(const Step& step, F&& f) {
                  [&](const ReduceStep& r) { f(r.out_storage); },
                  [&](const MatmulStep& m) { f(m.out_storage); },
                  [&](const GatherStep& g) { f(g.out_storage); },
+                 [](const CheckStep&) {},
                  [&](const CallStep& c) {
                    for (int o : c.outputs) f(o);
                    f(c.scratch);
