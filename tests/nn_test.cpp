@@ -618,6 +618,70 @@ TEST_P(AdamWFused, MatchesALoopAndEveryStepIsOneCachedGraph) {
 
 INSTANTIATE_TEST_SUITE_P(Optim, AdamWFused, ::testing::Bool());
 
+// PyTorch counts updates per parameter (state['step']): one whose first gradient comes at
+// step 3 gets the bias correction of its own first update, and SGD's first momentum buffer
+// is its gradient undamped. The reference loops keep a count per parameter.
+TEST_P(AdamWFused, AParameterFirstUpdatedLaterCountsItsOwnSteps) {
+  Tensor a = lt::tensor({1.0, -2.0}).requires_grad_(), b = lt::tensor({0.5, 3.0}).requires_grad_();
+  lt::optim::AdamW opt({a, b}, {.lr = 0.05, .weight_decay = 0.1, .fused = GetParam()});
+  std::vector<double> ref[2] = {{1.0, -2.0}, {0.5, 3.0}}, m[2], v[2];
+  int count[2] = {0, 0};
+  for (auto& x : m) x.assign(2, 0.0);
+  for (auto& x : v) x.assign(2, 0.0);
+  int64_t compiles_at_4 = 0;
+  for (int step = 1; step <= 6; ++step) {
+    Tensor loss = lt::sum(a * a);
+    if (step >= 3) loss = loss + lt::sum(lt::tanh(b));
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    if (step == 4) compiles_at_4 = lt::metrics::counter("CompileCount");
+    for (int p = 0; p < 2; ++p) {
+      if (p == 1 && step < 3) continue;
+      const int t = ++count[p];
+      for (int i = 0; i < 2; ++i) {
+        const double x = ref[p][i];
+        const double g = p == 0 ? 2 * x : 1 - std::tanh(x) * std::tanh(x);
+        ref[p][i] = x * (1 - 0.05 * 0.1);
+        m[p][i] = 0.9 * m[p][i] + 0.1 * g;
+        v[p][i] = 0.999 * v[p][i] + 0.001 * g * g;
+        const double mh = m[p][i] / (1 - std::pow(0.9, t)), vh = v[p][i] / (1 - std::pow(0.999, t));
+        ref[p][i] -= 0.05 * mh / (std::sqrt(vh) + 1e-8);
+      }
+    }
+    const std::vector<double> ga = a.to_vector<double>(), gb = b.to_vector<double>();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(ga[i], ref[0][i], 1e-12) << "step " << step;
+      EXPECT_NEAR(gb[i], ref[1][i], 1e-12) << "step " << step;
+    }
+  }
+  EXPECT_EQ(lt::metrics::counter("CompileCount"), compiles_at_4) << "steps 5 and 6 are cached";
+}
+
+TEST(Optim, SGDMomentumOfAParameterFirstUpdatedLaterStartsFromItsGradient) {
+  Tensor a = lt::tensor({1.0}).requires_grad_(), b = lt::tensor({2.0}).requires_grad_();
+  lt::optim::SGD opt({a, b}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+  double ref[2] = {1.0, 2.0}, buf[2] = {0, 0};
+  int count[2] = {0, 0};
+  for (int step = 1; step <= 4; ++step) {
+    Tensor loss = lt::sum(a * a);
+    if (step >= 2) loss = loss + lt::sum(b * b * b);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    for (int p = 0; p < 2; ++p) {
+      if (p == 1 && step < 2) continue;
+      const double g = p == 0 ? 2 * ref[p] : 3 * ref[p] * ref[p];
+      buf[p] = count[p]++ == 0 ? g : 0.9 * buf[p] + 0.5 * g;
+      ref[p] -= 0.1 * buf[p];
+    }
+    EXPECT_NEAR(a.to_vector<double>()[0], ref[0], 1e-12) << "step " << step;
+    EXPECT_NEAR(b.to_vector<double>()[0], ref[1], 1e-12) << "step " << step;
+  }
+}
+
 // The fused update (one adamw_update op per parameter) against the same update op by op:
 // the same float operations in the same order, so every dtype gives identical bits, over
 // several steps (the moments feed back) and a size with vector tails and several chunks.

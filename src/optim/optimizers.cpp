@@ -50,6 +50,32 @@ Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
   }
 }
 
+void Optimizer::count_updates() {
+  if (counts_.empty()) {
+    counts_.push_back(number(0));
+    count_of_.assign(params_.size(), 0);
+  }
+  const size_t kinds = counts_.size();
+  std::vector<int> with(kinds, 0), without(kinds, 0);
+  for (size_t i = 0; i < params_.size(); ++i)
+    ++(params_[i].grad().defined() ? with : without)[count_of_[i]];
+  // a count all of whose parameters are updated grows in place; one only some of them are
+  // splits, the updated ones taking a new count one higher
+  std::vector<size_t> next(kinds);
+  for (size_t c = 0; c < kinds; ++c) {
+    next[c] = c;
+    if (with[c] == 0) continue;
+    if (without[c] == 0) {
+      counts_[c].copy_(counts_[c] + 1);
+    } else {
+      next[c] = counts_.size();
+      counts_.push_back(counts_[c] + 1);
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) count_of_[i] = next[count_of_[i]];
+}
+
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }
@@ -73,30 +99,34 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
   if (options.nesterov && (options.momentum <= 0 || options.dampening != 0))
     fail(name_, "nesterov momentum needs momentum > 0 and dampening 0.");
   if (options.momentum > 0) momentum_ = zeros_like_all(params_);
-  started_ = number(0);
   materialize(momentum_, params_);
 }
 
 void SGD::step() {
   NoGradGuard no_grad;
   const Tensor& lr = lr_t_;
-  // As PyTorch: the first step's buffer is the gradient itself, later ones decay it. Both
-  // are buf = keep * buf + take * g, with keep and take computed from `started_`.
-  Tensor keep = started_ * options_.momentum;
-  Tensor take = 1 - started_ * options_.dampening;
+  count_updates();
+  // As PyTorch: a parameter's first buffer is its gradient itself, later ones decay it.
+  // Both are buf = keep * buf + take * g, with keep and take from its update count.
+  std::vector<Tensor> keep(count_kinds()), take(count_kinds());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (options_.weight_decay != 0) g = g + options_.weight_decay * p;
     if (options_.momentum > 0) {
+      const size_t c = count_index(i);
+      if (!keep[c].defined()) {
+        Tensor started = astype(updates_of(i) > 1.0, DType::float64);
+        keep[c] = started * options_.momentum;
+        take[c] = 1 - started * options_.dampening;
+      }
       Tensor& buf = momentum_[i];
-      buf.copy_(keep * buf + take * g);
+      buf.copy_(keep[c] * buf + take[c] * g);
       g = options_.nesterov ? g + options_.momentum * buf : buf;
     }
     p.copy_(p - lr * g);
   }
-  started_.copy_(ones(Shape{}, DType::float64));
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
@@ -108,7 +138,6 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
   check_hyper(name_, "weight_decay", options.weight_decay, 0, INFINITY);
   m_ = zeros_like_all(params_);
   v_ = zeros_like_all(params_);
-  step_ = number(0);
   materialize(m_, v_);
   materialize(params_);
 }
@@ -116,15 +145,22 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 void AdamW::step() {
   NoGradGuard no_grad;
   ++t_;
-  step_.copy_(step_ + 1);
+  count_updates();
   const double b1 = options_.beta1, b2 = options_.beta2;
   Tensor decay = 1 - lr_t_ * options_.weight_decay;
-  Tensor step_size = lr_t_ / (1 - pow(b1, step_));
-  Tensor inv_sqrt_bc2 = rsqrt(1 - pow(b2, step_));
+  // the bias corrections of each parameter's own update count, once per shared count
+  std::vector<Tensor> step_sizes(count_kinds()), inv_sqrt_bc2s(count_kinds());
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    const size_t c = count_index(i);
+    if (!step_sizes[c].defined()) {
+      step_sizes[c] = lr_t_ / (1 - pow(b1, updates_of(i)));
+      inv_sqrt_bc2s[c] = rsqrt(1 - pow(b2, updates_of(i)));
+    }
+    const Tensor& step_size = step_sizes[c];
+    const Tensor& inv_sqrt_bc2 = inv_sqrt_bc2s[c];
     if (options_.fused && g.dtype() == p.dtype()) {
       AdamWState s =
           adamw_update(p, g, m_[i], v_[i], decay, step_size, inv_sqrt_bc2, b1, b2, options_.eps);

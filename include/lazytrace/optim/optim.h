@@ -28,10 +28,24 @@ class Optimizer {
   void set_lr(double lr);
 
  protected:
+  /** Counts one update of each parameter that has a gradient (PyTorch's state['step'],
+   * per parameter). Parameters updated equally often share one 0-d count, so a step in
+   * which every parameter has a gradient reads a single count. */
+  void count_updates();
+  /** Parameter i's updates so far, a 0-d float64 tensor (shared; see count_updates). */
+  const Tensor& updates_of(size_t i) const { return counts_[count_of_[i]]; }
+  /** Which shared count parameter i reads: equal for parameters that share one. */
+  size_t count_index(size_t i) const { return count_of_[i]; }
+  size_t count_kinds() const { return counts_.size(); }
+
   std::vector<Tensor> params_;
   double lr_ = 0;
   Tensor lr_t_;  // lr as a 0-d float64 tensor
   const char* name_;
+
+ private:
+  std::vector<size_t> count_of_;  // per parameter, its entry in counts_
+  std::vector<Tensor> counts_;
 };
 
 struct SGDOptions {
@@ -51,7 +65,6 @@ class SGD : public Optimizer {
  private:
   SGDOptions options_;
   std::vector<Tensor> momentum_;
-  Tensor started_;  // 0 before the first step, 1 after: PyTorch's first-step momentum rule
 };
 
 struct AdamWOptions {
@@ -77,7 +90,6 @@ class AdamW : public Optimizer {
   AdamWOptions options_;
   std::vector<Tensor> m_, v_;
   int64_t t_ = 0;
-  Tensor step_;  // t as a 0-d float64 tensor, for the bias corrections
 };
 
 }  // namespace lazytrace::optim
