@@ -154,3 +154,43 @@ TEST(Compile, AWholeTrainingStepTrainsLikePlainCode) {
 }
 
 }  // namespace
+
+namespace {
+
+// A compiled step that updates one of two parameters: the updated one's count grows on
+// every call (the bias correction of steps 1, 2, 3), the other's stays at 0, so its first
+// update after them, made outside the compiled step, is the first of its own.
+TEST(Compile, AdamWCountsEachParametersUpdatesAcrossCompiledCalls) {
+  Tensor a = lt::tensor({1.0, -2.0}).requires_grad_(), b = lt::tensor({0.5}).requires_grad_();
+  lt::optim::AdamW opt({a, b}, {.lr = 0.1, .weight_decay = 0});
+  auto step = lt::compile(
+      [&]() {
+        Tensor loss = lt::sum(a * a);
+        loss.backward();
+        opt.step();
+        opt.zero_grad();
+        return loss;
+      },
+      {.name = "only_a"});
+  double ra[2] = {1.0, -2.0}, ma[2] = {0, 0}, va[2] = {0, 0};
+  for (int t = 1; t <= 3; ++t) {
+    step();
+    for (int i = 0; i < 2; ++i) {
+      const double g = 2 * ra[i];
+      ma[i] = 0.9 * ma[i] + 0.1 * g;
+      va[i] = 0.999 * va[i] + 0.001 * g * g;
+      ra[i] -= 0.1 * (ma[i] / (1 - std::pow(0.9, t))) /
+               (std::sqrt(va[i] / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+  }
+  const std::vector<double> got = a.to_vector<double>();
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(got[i], ra[i], 1e-12) << i;
+  EXPECT_EQ(counter("CompileCount[only_a]"), 1);
+  lt::sum(lt::tanh(b)).backward();
+  opt.step();
+  // b's first update: m̂ = g, v̂ = g², so b moves by lr * g / (|g| + eps) = lr
+  EXPECT_NEAR(b.to_vector<double>()[0], 0.5 - 0.1 / (1 + 1e-8 / (1 - std::pow(std::tanh(0.5), 2))),
+              1e-12);
+}
+
+}  // namespace

@@ -48,32 +48,37 @@ Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
         fail(name_, "parameter ", i, " is the same tensor as parameter ", j,
              "; pass each parameter once.");
   }
+  // made here, outside any trace (lt::compile), so a compiled step carries them; each
+  // split of a count takes a spare (at most one per parameter but the first)
+  counts_.push_back(number(0));
+  count_of_.assign(params_.size(), 0);
+  for (size_t i = 1; i < params_.size(); ++i) spare_counts_.push_back(number(-1));
 }
 
 void Optimizer::count_updates() {
-  if (counts_.empty()) {
-    counts_.push_back(number(0));
-    count_of_.assign(params_.size(), 0);
-  }
   const size_t kinds = counts_.size();
   std::vector<int> with(kinds, 0), without(kinds, 0);
   for (size_t i = 0; i < params_.size(); ++i)
     ++(params_[i].grad().defined() ? with : without)[count_of_[i]];
-  // a count all of whose parameters are updated grows in place; one only some of them are
-  // splits, the updated ones taking a new count one higher
-  std::vector<size_t> next(kinds);
+  // A count grows in place for the parameters updated; where only some of its parameters
+  // are, the others move to a count of their own that takes the value before, once: it
+  // starts at -1 and is written while it still is. (So a step compiled by lt::compile,
+  // which repeats these writes on every call, keeps counting right.)
+  std::vector<size_t> kept(kinds);
   for (size_t c = 0; c < kinds; ++c) {
-    next[c] = c;
+    kept[c] = c;
     if (with[c] == 0) continue;
-    if (without[c] == 0) {
-      counts_[c].copy_(counts_[c] + 1);
-    } else {
-      next[c] = counts_.size();
-      counts_.push_back(counts_[c] + 1);
+    if (without[c] > 0) {
+      kept[c] = counts_.size();
+      Tensor own = spare_counts_.back();
+      spare_counts_.pop_back();
+      own.copy_(where(own < 0.0, counts_[c], own));
+      counts_.push_back(own);
     }
+    counts_[c].copy_(counts_[c] + 1);
   }
   for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i].grad().defined()) count_of_[i] = next[count_of_[i]];
+    if (!params_[i].grad().defined()) count_of_[i] = kept[count_of_[i]];
 }
 
 void Optimizer::zero_grad() {

@@ -46,6 +46,7 @@ class Optimizer {
  private:
   std::vector<size_t> count_of_;  // per parameter, its entry in counts_
   std::vector<Tensor> counts_;
+  std::vector<Tensor> spare_counts_;  // -1 until a split of counts_ takes one
 };
 
 struct SGDOptions {

@@ -225,7 +225,7 @@ struct Traits<const char*> {
 /** Flattens a whole argument list; argument i's parts are described as "argument i". */
 template <typename... Args>
 void flatten_args(Flat& f, const Args&... args) {
-  size_t i = 0;
+  [[maybe_unused]] size_t i = 0;  // unused for a function of no arguments
   (at_path(
        f, [&] { return "argument " + std::to_string(i); },
        [&] {
