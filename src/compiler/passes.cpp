@@ -1,6 +1,6 @@
-// The graph pipeline before a device compiles a graph: simplify, cse, grad_product (each
-// switchable, runtime/passes.def), then dead code elimination (always: lowering assumes
-// every node is read).
+// The graph pipeline before a device compiles a graph: simplify, cse, slice_grads and
+// grad_product (each switchable, runtime/passes.def), then dead code elimination (always:
+// lowering assumes every node is read).
 #include "compiler/passes.h"
 #include "compiler/rebuild.h"
 
@@ -26,6 +26,7 @@ ir::Graph eliminate_dead(const ir::Graph& g) {
 ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes) {
   ir::Graph out = passes.on(runtime::Pass::Simplify) ? simplify(g) : g;
   if (passes.on(runtime::Pass::Cse)) out = cse(out);
+  if (passes.on(runtime::Pass::SliceGrads)) out = accumulate_slice_grads(out);
   if (passes.on(runtime::Pass::GradProduct)) fuse_grad_products(out);
   return eliminate_dead(out);
 }

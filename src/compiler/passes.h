@@ -6,8 +6,8 @@
 
 namespace lazytrace::compiler {
 
-/** The pipeline: simplify (Pass::Simplify), cse (Pass::Cse), fuse_grad_products
- * (Pass::GradProduct), then eliminate_dead. */
+/** The pipeline: simplify (Pass::Simplify), cse (Pass::Cse), accumulate_slice_grads
+ * (Pass::SliceGrads), fuse_grad_products (Pass::GradProduct), then eliminate_dead. */
 ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
 /** x + 0, x - 0, x * 1, x / 1, 0 + x, 1 * x become x (simplify.cpp). */
 ir::Graph simplify(const ir::Graph& g);
@@ -16,6 +16,8 @@ ir::Graph cse(const ir::Graph& g);
 /** The grad_product rewrite (grad_product.cpp): AdamW of a weight's small float32 gradient
  * product becomes AdamWProduct of the product's operands. */
 void fuse_grad_products(ir::Graph& g);
+/** A sum of gradients of slices of one tensor becomes one concat (slice_grads.cpp). */
+ir::Graph accumulate_slice_grads(const ir::Graph& g);
 /** Drops the nodes no result reads; parameters stay. */
 ir::Graph eliminate_dead(const ir::Graph& g);
 

@@ -8,8 +8,9 @@
 namespace lazytrace::compiler {
 
 /** Builds g again. `replace(out, node)` sees the node with its operands already renumbered
- * into `out` and returns the index in `out` that stands for it, or -1 to keep it. Parameter
- * and result indices follow; a replaced parameter's slot points nowhere (-1). */
+ * into `out` and returns the index in `out` that stands for it (an earlier node, or one it
+ * appends to `out`), or -1 to keep it. Parameter and result indices follow; a replaced
+ * parameter's slot points nowhere (-1). */
 template <class Replace>
 ir::Graph rebuild(const ir::Graph& g, Replace&& replace) {
   ir::Graph out;
@@ -23,7 +24,7 @@ ir::Graph rebuild(const ir::Graph& g, Replace&& replace) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     ir::GNode node = g.nodes[i];
     for (int& x : node.inputs) x = pos[static_cast<size_t>(x)];
-    const int to = replace(static_cast<const ir::Graph&>(out), static_cast<const ir::GNode&>(node));
+    const int to = replace(out, static_cast<const ir::GNode&>(node));
     if (to >= 0) {
       pos[i] = to;
       continue;
