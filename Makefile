@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python install format clean
+.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python check-asan check-tsan install format clean
 
 all: build
 
@@ -63,6 +63,20 @@ bench-python:
 	@cmake --build $(BUILD)-pybench -j $(JOBS)
 	@PYTHONPATH=$(BUILD)-pybench/python .venv-bench/bin/python bench/python/bench_python.py --cli $(BUILD)-pybench/apps/lazytrace
 
+# The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the threaded ones
+# under ThreadSanitizer: any report fails the run. Not part of `make test` (slow builds).
+SANITIZE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PYTHON=OFF $(CMAKE_FLAGS)
+check-asan: deps
+	@cmake -S . -B $(BUILD)-asan -G Ninja -DLAZYTRACE_SANITIZE=address,undefined $(SANITIZE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols'
+check-tsan: deps
+	@cmake -S . -B $(BUILD)-tsan -G Ninja -DLAZYTRACE_SANITIZE=thread $(SANITIZE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-tsan -j $(JOBS)
+	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
+	  ctest --output-on-failure -j $(JOBS) -R 'Threading[.]|[.]one_thread|[.]far_cores|Scan[.]AdamW'
+
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
@@ -70,4 +84,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(BUILD)-pybench $(DEMO_DIR)
+	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(BUILD)-pybench $(BUILD)-asan $(BUILD)-tsan $(DEMO_DIR)

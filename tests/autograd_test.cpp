@@ -387,14 +387,29 @@ TEST(Autograd, GradientOfAnIntermediateTensor) {
   EXPECT_EQ(values_of(gs[1]), (std::vector<float>{18, 36}));  // 2h * 3
 }
 
+// grad_outputs weigh each output: d(v1 . x^2 + v2 . sin x)/dx, against the formula.
+TEST(Autograd, GradOutputsWeighEachOutput) {
+  const std::vector<double> xs = {0.3, -1.2, 2.0}, v1 = {1.0, -2.0, 0.5}, v2 = {3.0, 0.25, -1.0};
+  auto x = lt::tensor(xs, {3}).requires_grad_();
+  auto g = lt::autograd::grad({x * x, lt::sin(x)}, {x}, {lt::tensor(v1, {3}), lt::tensor(v2, {3})});
+  const std::vector<double> got = g[0].to_vector<double>();
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(got[i], v1[i] * 2 * xs[i] + v2[i] * std::cos(xs[i]), 1e-14) << i;
+  EXPECT_FALSE(x.grad().defined()) << "grad() returns the gradients; no grad() changes";
+  expect_error([&] { (void)lt::autograd::grad({x * x}, {x}, {lt::ones({2}, lt::float64)}); },
+               {"[grad]", "[2]", "[3]"});
+}
+
 TEST(Autograd, CreateGraphGivesSecondDerivatives) {
-  auto x = lt::tensor({2.0}).requires_grad_();
-  lt::Tensor y = x * x * x;  // y' = 3x^2, y'' = 6x
+  auto x = lt::tensor({3.0}).requires_grad_();
+  lt::Tensor y = x * x * x;  // dy = 3x^2 = 27, d2y = 6x = 18, d3y = 6
   auto g = lt::autograd::grad({y}, {x}, {}, {.create_graph = true});
-  EXPECT_DOUBLE_EQ(g[0].item<double>(), 12.0);
+  EXPECT_DOUBLE_EQ(g[0].item<double>(), 27.0);
   ASSERT_TRUE(g[0].requires_grad());
-  auto g2 = lt::autograd::grad({g[0]}, {x});
-  EXPECT_DOUBLE_EQ(g2[0].item<double>(), 12.0);
+  auto g2 = lt::autograd::grad({g[0]}, {x}, {}, {.create_graph = true});
+  EXPECT_DOUBLE_EQ(g2[0].item<double>(), 18.0);
+  auto g3 = lt::autograd::grad({g2[0]}, {x});
+  EXPECT_DOUBLE_EQ(g3[0].item<double>(), 6.0);
 }
 
 TEST(Autograd, CopyIntoANonLeafRoutesTheGradientToTheSource) {

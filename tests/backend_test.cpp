@@ -16,6 +16,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/optim_loops.h"
 #include "backends/cpu/small_gemm.h"
+#include "isa.h"
 #include "runtime/buffer.h"
 
 namespace {
@@ -102,22 +103,26 @@ void expect_adamw_baseline_bits(const Loops& loops) {
 }
 
 TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx2(), "avx2",
+                      "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only");
   expect_elementwise_baseline_bits(avx2);
 }
 
 TEST(CpuKernels, Avx2AdamWLoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx2()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx2(), "avx2",
+                      "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only");
   expect_adamw_baseline_bits(avx2);
 }
 
 TEST(CpuKernels, Avx512LoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx512(), "avx512",
+                      "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512");
   expect_elementwise_baseline_bits(avx512);
 }
 
 TEST(CpuKernels, Avx512AdamWLoopsComputeTheBaselineBits) {
-  if (!cpu::has_avx512()) GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx512(), "avx512",
+                      "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512");
   expect_adamw_baseline_bits(avx512);
 }
 
@@ -246,14 +251,14 @@ void check_small_gemms(const cpu::SmallGemmKernels& kernels) {
 }
 
 TEST(CpuKernels, SmallProductsMatchAFloat64Loop) {
-  if (!cpu::has_avx2_fma())
-    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx2_fma(), "avx2",
+                      "this CPU (or LAZYTRACE_NO_AVX2) has BLAS do every product");
   check_small_gemms(*cpu::small_gemm_avx2());
 }
 
 TEST(CpuKernels, SmallProductsInAvx512MatchAFloat64Loop) {
-  if (!cpu::has_avx512())
-    GTEST_SKIP() << "this CPU (or LAZYTRACE_NO_AVX512) has the AVX2 kernels do these products";
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx512(), "avx512",
+                      "this CPU (or LAZYTRACE_NO_AVX512) has the AVX2 kernels do these products");
   check_small_gemms(*cpu::small_gemm_avx512());
 }
 

@@ -115,6 +115,34 @@ TEST(CompileCache, RepeatedStepCompilesOnce) {
   EXPECT_EQ(counter("CacheHit"), 9);
 }
 
+// clear_caches forgets every compiled graph and body program and releases their scratch:
+// the next step compiles again (a scan's body too) and computes the same values.
+TEST(CompileCache, ClearCachesRecompilesAndReleasesScratch) {
+  Mlp mlp(16);
+  auto x = lt::randn({8, 16});
+  lt::sync({x});
+  auto body = [](const lt::Tensor& c, const lt::Tensor& xs) {
+    lt::Tensor h = lt::tanh(c + xs);
+    return std::pair<lt::Tensor, lt::Tensor>{h, h * 2.0f};
+  };
+  auto run = [&] {
+    auto y = mlp(x, 1.5f);
+    auto [carry, ys] = lt::scan(body, lt::zeros({16}), x);
+    lt::sync({y, carry});
+    return std::pair{y.to_vector<float>(), carry.to_vector<float>()};
+  };
+  const auto first = run();
+  lt::metrics::reset();
+  EXPECT_EQ(run(), first);
+  EXPECT_EQ(counter("CompileCount"), 0);
+  const int64_t held = lt::metrics::memory_bytes();
+  lt::clear_caches();
+  EXPECT_LT(lt::metrics::memory_bytes(), held) << "the programs' scratch was released";
+  EXPECT_EQ(run(), first);
+  EXPECT_EQ(counter("CompileCount"), 1);
+  EXPECT_GE(counter("BodyCompileCount"), 1);
+}
+
 TEST(CompileCache, ChangingAScalarEveryStepDoesNotRecompile) {
   Mlp mlp(16);
   auto x = lt::randn({8, 16});

@@ -177,3 +177,33 @@ TEST(Errors, AShapeWhoseBytesOverflowSixtyFourBitsIsRefusedWhenRecorded) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Errors, TreeMisuseNamesWhatWasExpected) {
+  const lt::Tree t = lt::Tree::dict({{"a", lt::tensor({1.0f})}, {"b", lt::Tree::list({})}});
+  expect_error(
+      [] {
+        const lt::Tensor undefined;
+        const lt::Tree leaf(undefined);
+      },
+      {"[Tree]", "defined tensor", "Tree()"});
+  expect_error(
+      [] {
+        (void)lt::Tree::dict({{"k", lt::Tree()}, {"k", lt::Tree()}});
+      },
+      {"[Tree]", "'k' appears twice"});
+  expect_error([&] { (void)t.tensor(); }, {"[Tree]", "needs a leaf", "{a: *, b: []}"});
+  expect_error([&] { (void)t[0]; }, {"[Tree]", "needs a list"});
+  expect_error([&] { (void)t["b"][3]; }, {"[Tree]", "index 3 is out of range for a list of 0"});
+  expect_error([&] { (void)t["c"]; }, {"[Tree]", "no key 'c'"});
+  expect_error([&] { (void)t.with_leaves({}); }, {"[Tree]", "with_leaves got 0 tensors"});
+  expect_error(
+      [&] {
+        (void)t.with_leaves({lt::ones({1}), lt::ones({1})});
+      },
+      {"[Tree]", "with_leaves got 2 tensors for a tree of 1 leaves"});
+  EXPECT_EQ(t.with_leaves({lt::tensor({5.0f})})["a"].tensor().item<float>(), 5.0f);
+}
+
+}  // namespace

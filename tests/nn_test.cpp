@@ -271,6 +271,26 @@ TEST(Layers, LayerNormMatchesReference) {
       1e-5);
 }
 
+TEST(Layers, LayerNormWithoutAffineNormalizesOnly) {
+  nn::LayerNorm ln(5, 1e-3, false);
+  EXPECT_FALSE(ln.weight.defined());
+  EXPECT_FALSE(ln.bias.defined());
+  EXPECT_TRUE(ln.parameters().empty());
+  Tensor x = random_tensor({4, 5}, 9, 3).requires_grad_();
+  Tensor y = ln(x);
+  const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+  for (int r = 0; r < 4; ++r) {
+    double mu = 0, var = 0;
+    for (int c = 0; c < 5; ++c) mu += xs[r * 5 + c] / 5.0;
+    for (int c = 0; c < 5; ++c) var += (xs[r * 5 + c] - mu) * (xs[r * 5 + c] - mu) / 5.0;
+    for (int c = 0; c < 5; ++c)
+      EXPECT_NEAR(ys[r * 5 + c], (xs[r * 5 + c] - mu) / std::sqrt(var + 1e-3), 1e-5) << r << c;
+  }
+  // the gradient of a sum of normalized values is 0: each row's shift cancels it
+  lt::sum(y).backward();
+  for (float g : x.grad().to_vector<float>()) EXPECT_NEAR(g, 0.0f, 1e-5f);
+}
+
 TEST(Layers, RMSNormMatchesReference) {
   nn::RMSNorm rms(6, 1e-6);
   {

@@ -2365,3 +2365,48 @@ TEST(OpsErrors, RejectedInputsThrowLtError) {
 }
 
 }  // namespace
+
+namespace {
+
+// Tensors of more than 6 dims (the fixed-size fast paths hold up to 6): a permute, a
+// broadcast product and a reduction over three dims of a 7-d tensor, against plain loops.
+TEST(OpsHighRank, SevenAndEightDimsMatchLoops) {
+  const std::vector<int64_t> dims = {2, 3, 1, 2, 3, 2, 2};
+  const int64_t n = 2 * 3 * 1 * 2 * 3 * 2 * 2;
+  std::vector<double> xs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[static_cast<size_t>(i)] = std::sin(0.7 * i) + 0.1 * i;
+  lt::Tensor x = lt::tensor(xs, lt::Shape(dims));
+  // strides of the input
+  std::vector<int64_t> st(7, 1);
+  for (int d = 5; d >= 0; --d) st[d] = st[d + 1] * dims[d + 1];
+  const std::vector<int> perm = {6, 0, 5, 1, 4, 2, 3};
+  lt::Tensor p = lt::permute(x, perm);
+  lt::Tensor w = lt::tensor(std::vector<double>{1.5, -2.0}, {2, 1, 1, 1, 1, 1, 1});  // dim 0
+  lt::Tensor y = lt::sum(p * w, {1, 3, 5});  // over input dims 0, 1, 2
+  const std::vector<double> got = y.to_vector<double>();
+  // y[a, b, c, d] = sum over i0, i1, i2 of x[i0, i1, i2, d, c, b, a] * w[a]
+  ASSERT_EQ(y.shape(), lt::Shape({2, 2, 3, 2}));
+  size_t k = 0;
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t d = 0; d < 2; ++d, ++k) {
+          double want = 0;
+          for (int64_t i0 = 0; i0 < 2; ++i0)
+            for (int64_t i1 = 0; i1 < 3; ++i1)
+              want += xs[static_cast<size_t>(i0 * st[0] + i1 * st[1] + d * st[3] + c * st[4] +
+                                             b * st[5] + a * st[6])] *
+                      (a == 0 ? 1.5 : -2.0);
+          EXPECT_NEAR(got[k], want, 1e-12) << a << b << c << d;
+        }
+  // eight dims: a reshape round trip and a broadcast add keep every element
+  lt::Tensor e =
+      lt::reshape(x, {2, 3, 1, 2, 3, 2, 2, 1}) + lt::zeros({1, 1, 1, 1, 1, 1, 1, 3}, lt::float64);
+  ASSERT_EQ(e.ndim(), 8);
+  const std::vector<double> ev = e.to_vector<double>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      EXPECT_EQ(ev[static_cast<size_t>(i * 3 + j)], xs[static_cast<size_t>(i)]);
+}
+
+}  // namespace

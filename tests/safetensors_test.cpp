@@ -638,4 +638,19 @@ TEST_F(Safetensors, SaveErrors) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0);
 }
 
+// A save that fails once it has started (a tensor whose value cannot be computed) leaves the
+// file it would have replaced as it was, and no temporary file.
+TEST_F(Safetensors, AFailedSaveLeavesTheOldFileIntact) {
+  const std::string p = path("keep.safetensors");
+  lt::nn::save_file({{"a", lt::tensor({1.0f, 2.0f, 3.0f})}}, p);
+  const lt::Tensor huge = lt::ones({int64_t{1} << 25, int64_t{1} << 25}) * 2.0f;  // 4 PiB
+  expect_error(
+      [&] {
+        lt::nn::save_file({{"a", lt::zeros({3})}, {"huge", huge}}, p);
+      },
+      {"cannot allocate"});
+  EXPECT_EQ(lt::nn::load_file(p).at("a").to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
 }  // namespace

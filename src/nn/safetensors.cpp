@@ -348,7 +348,11 @@ void save_file(const ParamMap& tensors, const std::string& path,
   std::vector<Tensor> pending;
   for (const auto& [name, t] : entries)
     if (t.is_pending()) pending.push_back(t);
-  if (!pending.empty()) sync(pending);
+  try {
+    if (!pending.empty()) sync(pending);
+  } catch (const Error& e) {
+    fail(kOp, "cannot save '", path, "': computing its tensors failed: ", e.what());
+  }
 
   std::string header = "{";
   if (!metadata.empty()) {

@@ -21,7 +21,7 @@ Tree Tree::dict(std::vector<std::pair<std::string, Tree>> items) {
   Tree t;
   t.kind_ = Kind::dict;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0 && items[i].first == items[i - 1].first)
+    if (i > 0 && items[i].first == t.keys_.back())  // items[i - 1].first was moved
       fail("Tree", "the key '", items[i].first, "' appears twice in a dict.");
     t.keys_.push_back(std::move(items[i].first));
     t.items_.push_back(std::move(items[i].second));
