@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <vector>
 
 #include "expect_error.h"
+#include "tiny_decoder.h"
 
 namespace {
 
@@ -166,6 +168,45 @@ TEST(Memory, TheGradientOfManySlicesOfOneTensorCostsTheTensorsSize) {
   lt::debug::set_disabled_passes(before);
   EXPECT_LT(off.grad_error, 1e-4);
   EXPECT_GT(off.peak, 20 * (50 * 32 * 32 * 4)) << "the pass is what keeps it small";
+}
+
+}  // namespace
+
+namespace {
+
+int64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+// MLX's leak check, exactly: after the first few training steps every later identical step
+// ends holding the same bytes (weights, moments, compiled scratch), and the process's
+// resident memory stays flat over 10,000 steps.
+TEST(Memory, IdenticalTrainingStepsHoldExactlyTheSameBytesAndRssStaysFlat) {
+  lt::manual_seed(1);
+  lt::nn::DecoderLM model(tiny_decoder_config());
+  lt::optim::AdamW opt(model.parameters(), {.lr = 1e-3});
+  auto [x, y] = tiny_batch();
+  auto step = [&] {
+    lt::Tensor loss = lt::nn::cross_entropy(model(x), y);
+    loss.backward();
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  const int64_t bytes = lt::metrics::memory_bytes();
+  for (int i = 0; i < 50; ++i) {
+    step();
+    ASSERT_EQ(lt::metrics::memory_bytes(), bytes) << "after step " << 4 + i;
+  }
+  for (int i = 0; i < 500; ++i) step();
+  const int64_t rss = rss_bytes();
+  for (int i = 0; i < 10000; ++i) step();
+  EXPECT_EQ(lt::metrics::memory_bytes(), bytes);
+  EXPECT_LT(rss_bytes() - rss, int64_t{1} << 20) << "resident memory grew over 10,000 steps";
 }
 
 }  // namespace
