@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python check-asan check-tsan install format clean
+.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
 
 all: build
 
@@ -77,6 +77,16 @@ check-tsan: deps
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R 'Threading[.]|[.]one_thread|[.]far_cores|Scan[.]AdamW'
 
+# libFuzzer on the safetensors reader and its header parser, FUZZ_SECONDS each, from the seed
+# corpus in tests/libfuzzer/seeds (needs clang)
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	@CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_LIBFUZZER=ON \
+	  -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF \
+	  -DLAZYTRACE_BUILD_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)-fuzz -j $(JOBS)
+	@scripts/run-fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
+
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
@@ -84,4 +94,4 @@ format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(BUILD)-pybench $(BUILD)-asan $(BUILD)-tsan $(DEMO_DIR)
+	@rm -rf $(BUILD) $(BUILD)-bench $(BUILD)-peers $(BUILD)-pybench $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz $(DEMO_DIR)

@@ -11,5 +11,10 @@ int main() {
   std::cout << "y = " << y << "\n";
   std::cout << "softmax(x) = " << lt::softmax(x) << "\n";
   std::cout << lt::metrics::report();
+  // x w = [4, 5]: relu([2, 3]) * 0.5
+  if (y.to_vector<float>() != std::vector<float>{1.0f, 1.5f}) {
+    std::cerr << "basics: y should be [1, 1.5]\n";
+    return 1;
+  }
   return 0;
 }

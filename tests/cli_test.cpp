@@ -128,6 +128,12 @@ TEST(Cli, BadFlagsAndFilesAreClearErrors) {
   }
 }
 
+// The loss a train run prints for its first step.
+double first_loss(const CliRun& r) {
+  const size_t at = r.out.find(" loss ", r.out.find("step 1/"));
+  return at == std::string::npos ? -1 : std::stod(r.out.substr(at + 6));
+}
+
 TEST(Cli, TrainResumeAndGenerateInOneLoop) {
   const fs::path d = scratch("train");
   const std::string model = (d / "m.safetensors").string();
@@ -142,10 +148,18 @@ TEST(Cli, TrainResumeAndGenerateInOneLoop) {
     EXPECT_TRUE(w.contains("layers.1.attn.q_proj.weight")) << "per-layer names in every mode";
     // resume from the file; its shape wins, and a conflicting shape flag is an error
     // files hold per-layer weights: the other mode resumes from them too
+    // (the first batch is the same in every run: a resumed run's first loss is the file's
+    // weights' loss on it, the same in both modes and not a fresh model's)
     const std::string other = std::string(mode) == "scan" ? "loop" : "scan";
+    CliRun fresh = run(std::string("train --steps 1 ") + kTiny + " --layers-mode " + other);
+    CliRun same_mode = run("train --steps 1 --batch 2 --seq 24 --layers-mode " + std::string(mode) +
+                           " --init " + model);
     CliRun again = run("train --steps 2 --batch 2 --seq 24 --layers-mode " + other + " --init " +
                        model + " --out " + model);
-    EXPECT_EQ(again.code, 0) << again.out;
+    ASSERT_EQ(again.code, 0) << again.out;
+    ASSERT_GT(first_loss(fresh), 0) << fresh.out;
+    EXPECT_NEAR(first_loss(again), first_loss(same_mode), 2e-4) << again.out << same_mode.out;
+    EXPECT_NE(first_loss(again), first_loss(fresh)) << "--init was used";
     CliRun conflict =
         run("train --steps 1 --hidden 32 --layers-mode " + std::string(mode) + " --init " + model);
     EXPECT_NE(conflict.code, 0);
@@ -160,8 +174,20 @@ TEST(Cli, TrainResumeAndGenerateInOneLoop) {
     EXPECT_NE(g.out.find("12 tokens in one loop: 1 compile(s), 1 execution(s)"), std::string::npos)
         << g.out;
     CliRun nl =
-        run("generate --weights " + model + " --prompt 'a' --max-tokens 8 --stop-at-newline");
+        run("generate --weights " + model + " --prompt 'a' --max-tokens 20 --stop-at-newline");
     EXPECT_EQ(nl.code, 0) << nl.out;
+    // the text (printed with a newline) stops at its first newline, and only there
+    const size_t tail = nl.out.find("[generate] ");
+    ASSERT_NE(tail, std::string::npos) << nl.out;
+    const std::string text = nl.out.substr(0, tail - 1);
+    const int sampled = std::stoi(nl.out.substr(tail + 11));
+    EXPECT_EQ(text.rfind('a', 0), 0u) << nl.out;
+    EXPECT_EQ(static_cast<int>(text.size()), 1 + sampled) << nl.out;
+    const size_t newline = text.find('\n');
+    EXPECT_TRUE(newline == std::string::npos || newline == text.size() - 1) << nl.out;
+    if (sampled < 20) {
+      EXPECT_EQ(newline, text.size() - 1) << "stopped early only at a newline";
+    }
     CliRun too_long = run("generate --weights " + model + " --max-tokens 100");
     EXPECT_NE(too_long.code, 0);
     EXPECT_NE(too_long.out.find("exceed the model's context of 24 tokens"), std::string::npos)

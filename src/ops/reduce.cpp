@@ -79,6 +79,14 @@ Tensor amax(const Tensor& t, std::vector<int> dims, bool keepdim) {
 
 // softmax and log_softmax record one VJP each instead of the rules of their parts: a
 // shorter tape, and no gradient through the max that is subtracted for stability.
+namespace {
+// The dtype a composite op computes in: float32 for 16-bit floats.
+Tensor opmath(const Tensor& t) {
+  return t.dtype() == DType::float16 || t.dtype() == DType::bfloat16 ? astype(t, DType::float32)
+                                                                     : t;
+}
+}  // namespace
+
 Tensor softmax(const Tensor& t, int dim) {
   trace::OpScope scope;
   check_softmax_input("softmax", t);
@@ -86,8 +94,10 @@ Tensor softmax(const Tensor& t, int dim) {
   Tensor y;
   {
     NoGradGuard no_grad;
-    Tensor e = exp(t - amax(t, {dim}, true));
-    y = e / sum(e, {dim}, true);
+    // 16-bit inputs are computed in float32 and rounded once, as PyTorch does
+    const Tensor x = opmath(t);
+    Tensor e = exp(x - amax(x, {dim}, true));
+    y = astype(e / sum(e, {dim}, true), t.dtype());
   }
   if (ops::needs_grad(t))
     ops::record_grad(y, "softmax", {&t}, [dim, s = ops::SavedResult(y)](const Tensor& g) {
@@ -104,8 +114,9 @@ Tensor log_softmax(const Tensor& t, int dim) {
   Tensor y;
   {
     NoGradGuard no_grad;
-    Tensor shifted = t - amax(t, {dim}, true);
-    y = shifted - log(sum(exp(shifted), {dim}, true));
+    const Tensor x = opmath(t);
+    Tensor shifted = x - amax(x, {dim}, true);
+    y = astype(shifted - log(sum(exp(shifted), {dim}, true)), t.dtype());
   }
   if (ops::needs_grad(t))
     ops::record_grad(y, "log_softmax", {&t}, [dim, s = ops::SavedResult(y)](const Tensor& g) {
