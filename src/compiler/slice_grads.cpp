@@ -142,7 +142,9 @@ ir::Graph accumulate_slice_grads(const ir::Graph& g) {
       return static_cast<int>(out.nodes.size()) - 1;
     };
     bool merged = false;
-    for (auto& [dim, group] : scatters) {
+    for (auto& entry : scatters) {
+      const int dim = entry.first;
+      std::vector<Scatter>& group = entry.second;
       const std::vector<Layer> layers = layers_of(group);
       if (layers.size() >= group.size()) {  // nothing to merge
         for (const Scatter& s : group) terms.push_back(pos[static_cast<size_t>(s.leaf)]);

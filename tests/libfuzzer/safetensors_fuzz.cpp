@@ -10,9 +10,9 @@ namespace {
 bool same(const lt::nn::ParamMap& a, const lt::nn::ParamMap& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a) {
-    auto it = b.find(name);
-    if (it == b.end()) return false;
-    const lt::Tensor& u = it->second;
+    const lt::Tensor* found = b.find(name);
+    if (!found) return false;
+    const lt::Tensor& u = *found;
     if (u.dtype() != t.dtype() || u.shape() != t.shape()) return false;
     const size_t bytes = static_cast<size_t>(t.numel()) * lt::itemsize(t.dtype());
     if (bytes > 0 && std::memcmp(lt::host_data(t).get(), lt::host_data(u).get(), bytes) != 0)

@@ -150,9 +150,12 @@ struct Traits<nn::ParamMap> {
   static void flatten(const nn::ParamMap& m, Flat& f) {
     f.mix(m.names_hash());
     if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
-    for (const auto& [name, t] : m)
+    for (const auto& entry : m) {
+      const std::string& name = entry.first;
+      const Tensor& t = entry.second;
       at_path(
           f, [&] { return "['" + name + "']"; }, [&] { f.add_leaf(t); });
+    }
   }
   static nn::ParamMap rebuild(const nn::ParamMap& like, Cursor& c) {
     nn::ParamMap out;

@@ -3,12 +3,36 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 namespace lazytrace::cpu {
+namespace {
+
+// LAZYTRACE_NO_AVX2=1 and the like: set to anything but "" or "0"
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+#if defined(__x86_64__)
+// One CPUID feature bit (register 0..3: eax, ebx, ecx, edx); clang 14's
+// __builtin_cpu_supports does not know every feature GCC's does.
+bool cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};
+  const bool ok = leaf >= 0x80000000u ? __get_cpuid(leaf, &r[0], &r[1], &r[2], &r[3])
+                                      : __get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3]);
+  return ok && ((r[reg] >> bit) & 1u);
+}
+#endif
+
+}  // namespace
 
 bool has_avx2() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = __builtin_cpu_supports("avx2") && !std::getenv("LAZYTRACE_NO_AVX2");
+  static const bool yes = __builtin_cpu_supports("avx2") && !env_on("LAZYTRACE_NO_AVX2");
   return yes;
 #else
   return false;
@@ -27,7 +51,7 @@ bool has_avx2_fma() {
 bool has_avx512() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = has_avx2_fma() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512dq") && !std::getenv("LAZYTRACE_NO_AVX512");
+                          __builtin_cpu_supports("avx512dq") && !env_on("LAZYTRACE_NO_AVX512");
   return yes;
 #else
   return false;
@@ -36,7 +60,7 @@ bool has_avx512() {
 
 bool has_prefetchw() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = __builtin_cpu_supports("prfchw");
+  static const bool yes = cpuid_bit(0x80000001u, 0, 2, 8);  // ecx bit 8: PREFETCHW
   return yes;
 #else
   return false;
@@ -45,7 +69,7 @@ bool has_prefetchw() {
 
 bool has_clflushopt() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const bool yes = __builtin_cpu_supports("clflushopt");
+  static const bool yes = cpuid_bit(7, 0, 1, 23);  // leaf 7 ebx bit 23: CLFLUSHOPT
   return yes;
 #else
   return false;

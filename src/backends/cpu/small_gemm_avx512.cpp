@@ -16,7 +16,9 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512DQ__) && defined(__FMA__)
 // GCC 12's own _mm512_undefined_ps (behind _mm512_set1_ps and the shuffles) initializes a
 // variable from itself, which -Wmaybe-uninitialized reports at every use
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 namespace lazytrace::cpu {

@@ -18,7 +18,9 @@ namespace lazytrace::cpu::plan {
 void find_donations(Program& p, const Context&) {
   const int ns = static_cast<int>(p.storages.size());
   const int nsteps = static_cast<int>(p.steps.size());
-  const auto [first, last] = storage_uses(p);
+  const auto uses = storage_uses(p);
+  const auto& first = uses.first;  // named, not bound: lambdas below read them
+  const auto& last = uses.second;
   std::vector<char> taken(ns, 0);
   for (const ResultBinding& b : p.results)  // a parameter handed back as a result is kept
     if (p.storages[b.storage].kind == StorageKind::Param) taken[b.storage] = 1;
