@@ -255,3 +255,46 @@ TEST(Threading, ASyncThatReadsAnotherThreadsRunningResultWaitsForIt) {
   other.thread.join();
   EXPECT_EQ(other.result.item<int64_t>(), 5'000'000);
 }
+
+namespace {
+
+// Eight threads each train their own copy of one model for 1,000 steps at once, sharing the
+// compile cache, the buffer cache and the thread pool: every copy ends with exactly the
+// weights one thread alone computes.
+TEST(Threading, EightThreadsTrainingAtOnceEachGetOneThreadsWeights) {
+  const int steps = 1000;
+  auto train = [steps]() {
+    lt::nn::Linear a(6, 8), b(8, 3);
+    {
+      lt::NoGradGuard no_grad;  // the same start everywhere, whatever the random stream
+      a.weight.copy_(lt::reshape(lt::arange(48, lt::float32), {8, 6}) * 0.01f - 0.2f);
+      b.weight.copy_(lt::reshape(lt::arange(24, lt::float32), {3, 8}) * -0.02f + 0.2f);
+      a.bias.copy_(lt::arange(8, lt::float32) * 0.01f);
+      b.bias.copy_(lt::zeros({3}));
+    }
+    std::vector<lt::Tensor> params = a.parameters();
+    for (const lt::Tensor& p : b.parameters()) params.push_back(p);
+    lt::optim::AdamW opt(params, {.lr = 1e-2});
+    const lt::Tensor x = lt::reshape(lt::arange(24, lt::float32), {4, 6}) * 0.1f;
+    const lt::Tensor y = lt::tensor(std::vector<int64_t>{0, 2, 1, 2}, {4});
+    for (int i = 0; i < steps; ++i) {
+      lt::nn::cross_entropy(b(lt::tanh(a(x))), y).backward();
+      opt.step();
+      opt.zero_grad();
+      lt::sync();
+    }
+    std::vector<float> w;
+    for (const lt::Tensor& p : params)
+      for (float v : p.to_vector<float>()) w.push_back(v);
+    return w;
+  };
+  const std::vector<float> alone = train();
+  std::vector<std::vector<float>> got(8);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] { got[static_cast<size_t>(t)] = train(); });
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(got[static_cast<size_t>(t)], alone) << "thread " << t;
+}
+
+}  // namespace
