@@ -1,7 +1,7 @@
 // The extension module lazytrace._lazytrace, and how lt::Error reaches Python: the same
 // message, as ValueError for bad shapes, dtypes and arguments, RuntimeError for what is
 // wrong at run time (a read inside a traced function, a backward that cannot run, an
-// impure function, a graph limit).
+// impure function, a graph limit), MemoryError for an allocation the system refused.
 #include <cstring>
 #include <string_view>
 
@@ -42,7 +42,10 @@ NB_MODULE(_lazytrace, m) {
     } catch (const lazytrace::TraceReadError& e) {
       PyErr_SetString(trace_read_error, e.what());
     } catch (const lazytrace::Error& e) {
-      PyErr_SetString(py::is_runtime_error(e.what()) ? PyExc_RuntimeError : PyExc_ValueError,
+      const bool memory = std::strstr(e.what(), "] cannot allocate ") != nullptr;
+      PyErr_SetString(memory                           ? PyExc_MemoryError
+                      : py::is_runtime_error(e.what()) ? PyExc_RuntimeError
+                                                       : PyExc_ValueError,
                       e.what());
     }
   });

@@ -133,6 +133,13 @@ def test_cross_entropy_checks_targets_still_to_be_computed():
     assert F.cross_entropy(lt.zeros(3, 3), data[0, :3]).item() == pytest.approx(math.log(3))
 
 
+def test_an_impossible_allocation_is_a_memory_error_naming_the_shape():
+    huge = lt.zeros(1 << 20, 1 << 20, 1 << 10)  # 4 PiB of float32
+    with pytest.raises(MemoryError, match=r"cannot allocate 4\.0 PiB .*float32\[1048576, 1048576, 1024\]"):
+        huge.tolist()
+    assert (lt.ones(3) * 2).tolist() == [2.0, 2.0, 2.0]
+
+
 def test_dropout_train_and_eval():
     lt.manual_seed(0)
     d = nn.Dropout(0.25)
