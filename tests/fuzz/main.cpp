@@ -1,0 +1,318 @@
+// lt_fuzz: random programs through lazytrace's public API, checked by four oracles.
+//
+//   lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] [--shrink]
+//           [--write-regression DIR] [--ops-without fam,...] [--passes p,...]
+//           [--max-ops N] [--seeds-file F] [--progress K] [--verbose]
+//
+// Seeds S, S+1, ..., S+N-1 each give one program. A failing seed prints
+// "lt_fuzz: seed S failed: <oracle>: <what>" and the program; with --shrink the program is
+// reduced to a small one that fails the same way, and --write-regression writes it as a
+// GoogleTest file. The exit code is 1 if any seed failed.
+#include <lazytrace/lazytrace.h>
+
+#include <unistd.h>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "generator.h"
+#include "oracles.h"
+#include "regression.h"
+#include "shrink.h"
+
+namespace {
+
+using namespace fuzz;
+
+struct Args {
+  uint64_t seed = 1;
+  uint64_t count = 100;
+  int threads = 1;
+  std::set<char> oracles = {'a', 'b', 'c', 'd'};
+  bool shrink = false;
+  std::string regression_dir;
+  bool verbose = false;
+  GenOptions gen;
+  std::vector<std::string> passes;
+  std::vector<uint64_t> seeds;  // --seeds-file / --seeds: an explicit list
+  uint64_t progress = 0;
+  std::string check_file;  // --check-file: check one serialized program (a child process)
+  bool isolate = false;    // each program in a child process first: a crash is a failure
+  std::string dump_dir;    // --dump DIR: write failing programs there (serialized)
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(
+      stderr,
+      "lt_fuzz: %s\nusage: lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] "
+      "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--passes p,...] "
+      "[--max-ops N] [--seeds s,s,...] [--seeds-file F] [--progress K] [--isolate] [--dump DIR] "
+      "[--grad 0|1] [--check-file F] [--verbose]\n",
+      why.c_str());
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage("missing value for " + k);
+      return argv[++i];
+    };
+    if (k == "--seed")
+      a.seed = std::stoull(value());
+    else if (k == "--count")
+      a.count = std::stoull(value());
+    else if (k == "--threads")
+      a.threads = std::max(1, std::stoi(value()));
+    else if (k == "--oracles") {
+      a.oracles.clear();
+      for (const std::string& o : split(value())) {
+        if (o.size() != 1 || o[0] < 'a' || o[0] > 'd') usage("unknown oracle " + o);
+        a.oracles.insert(o[0]);
+      }
+    } else if (k == "--shrink")
+      a.shrink = true;
+    else if (k == "--write-regression") {
+      a.regression_dir = value();
+      a.shrink = true;
+    } else if (k == "--verbose")
+      a.verbose = true;
+    else if (k == "--ops-without") {
+      for (const std::string& f : split(value())) {
+        if (!family_names().count(f)) usage("unknown op family " + f);
+        a.gen.without.insert(f);
+      }
+    } else if (k == "--passes")
+      a.passes = split(value());
+    else if (k == "--max-ops")
+      a.gen.max_ops = std::max(a.gen.min_ops, std::stoi(value()));
+    else if (k == "--seeds") {
+      for (const std::string& s : split(value())) a.seeds.push_back(std::stoull(s));
+    } else if (k == "--seeds-file") {
+      std::ifstream f(value());
+      uint64_t s;
+      while (f >> s) a.seeds.push_back(s);
+    } else if (k == "--progress")
+      a.progress = std::stoull(value());
+    else if (k == "--grad")
+      a.gen.grad = std::stoi(value());
+    else if (k == "--check-file")
+      a.check_file = value();
+    else if (k == "--isolate")
+      a.isolate = true;
+    else if (k == "--dump")
+      a.dump_dir = value();
+    else
+      usage("unknown argument " + k);
+  }
+  return a;
+}
+
+// For a crash: the seed each thread was running, printed by the signal handler.
+constexpr int kMaxThreads = 64;
+std::atomic<uint64_t> g_running[kMaxThreads];
+std::atomic<int> g_threads{1};
+char g_stage[kMaxThreads][kStageSize];
+thread_local int g_tid = 0;
+
+void on_crash(int sig) {
+  char buf[200];
+  // the crashing thread first (its stage is certain), then the others
+  for (int k = -1; k < g_threads.load(); ++k) {
+    const int t = k < 0 ? g_tid : k;
+    if (k == g_tid) continue;
+    const uint64_t s = g_running[t].load();
+    if (s == ~0ULL) continue;
+    const int n =
+        std::snprintf(buf, sizeof buf, "lt_fuzz: seed %llu failed: crash: signal %d in %s\n",
+                      static_cast<unsigned long long>(s), sig, g_stage[t]);
+    if (n > 0) (void)!write(2, buf, static_cast<size_t>(n));
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+struct Stats {
+  std::mutex mu;
+  uint64_t ran = 0, skipped = 0, failed = 0;
+  std::map<std::string, uint64_t> by_oracle;
+  std::map<std::string, uint64_t> skip_reasons;
+};
+
+}  // namespace
+
+// --check-file: exit 3 if the program fails an oracle, 0 if not (a crash kills it).
+int check_file(const Args& args) {
+  std::ifstream f(args.check_file);
+  std::stringstream text;
+  text << f.rdbuf();
+  Program p;
+  std::string why;
+  if (!parse(text.str(), p, &why)) {
+    std::fprintf(stderr, "lt_fuzz: %s: %s\n", args.check_file.c_str(), why.c_str());
+    return 2;
+  }
+  CheckOptions copt;
+  copt.oracles = args.oracles;
+  copt.passes = args.passes;
+  for (auto& r : g_running) r = ~0ULL;
+  g_running[0] = args.seed;
+  set_stage_slot(g_stage[0]);
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
+  std::signal(SIGFPE, on_crash);
+  std::signal(SIGBUS, on_crash);
+  Outcome o = check_program(p, args.gen.grad == 1, args.seed, copt);
+  for (const Failure& fl : o.failures) std::printf("%s: %s\n", fl.key.c_str(), fl.what.c_str());
+  return o.failures.empty() ? 0 : 3;
+}
+
+// --isolate: runs one seed in a child; true (and the signal) if it crashed.
+bool crashed_in_child(const std::string& self, const Args& args, uint64_t seed, std::string* sig) {
+  Generated g = generate(seed, args.gen);
+  return crashes(self, g.program, g.grad, seed, sig);
+}
+
+int main(int argc, char** argv) {
+  Args args = parse(argc, argv);
+  char self_buf[4096];
+  const ssize_t len = readlink("/proc/self/exe", self_buf, sizeof self_buf - 1);
+  const std::string self = len > 0 ? std::string(self_buf, static_cast<size_t>(len)) : argv[0];
+  set_self_path(self);
+  if (!args.check_file.empty()) return check_file(args);
+  std::vector<uint64_t> seeds = args.seeds;
+  if (seeds.empty())
+    for (uint64_t i = 0; i < args.count; ++i) seeds.push_back(args.seed + i);
+  for (auto& r : g_running) r = ~0ULL;
+  g_threads = std::min(args.threads, kMaxThreads);
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
+  std::signal(SIGFPE, on_crash);
+  std::signal(SIGBUS, on_crash);
+
+  CheckOptions copt;
+  copt.oracles = args.oracles;
+  copt.passes = args.passes;
+  copt.count_compiles = args.threads == 1;
+  Stats stats;
+  std::atomic<size_t> next{0};
+  std::mutex out_mu;
+
+  auto worker = [&](int tid) {
+    g_tid = tid;
+    set_stage_slot(g_stage[tid]);
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= seeds.size()) break;
+      const uint64_t seed = seeds[i];
+      g_running[tid] = seed;
+      Generated g = generate(seed, args.gen);
+      if (args.verbose) {
+        std::lock_guard<std::mutex> lock(out_mu);
+        std::printf("lt_fuzz: seed %llu: %d nodes%s\n%s", static_cast<unsigned long long>(seed),
+                    count_nodes(g.program), g.grad ? " (gradient)" : "",
+                    to_text(g.program).c_str());
+        std::fflush(stdout);
+      }
+      Outcome o;
+      std::string sig;
+      if (args.isolate && crashed_in_child(self, args, seed, &sig))
+        o.failures.push_back({"crash", sig});
+      else
+        o = check_program(g.program, g.grad, seed, copt);
+      if (args.verbose) {
+        std::lock_guard<std::mutex> lock(out_mu);
+        std::printf("  (%d elements checked)\n", o.checked_elements);
+      }
+      {
+        std::lock_guard<std::mutex> lock(stats.mu);
+        ++stats.ran;
+        if (o.skipped) {
+          ++stats.skipped;
+          ++stats.skip_reasons[o.skip_why.substr(o.skip_why.find(' ') + 1)];
+        }
+        if (!o.failures.empty()) ++stats.failed;
+        for (const Failure& f : o.failures) ++stats.by_oracle[f.key];
+        if (args.progress && stats.ran % args.progress == 0) {
+          std::printf("lt_fuzz: %llu programs, %llu failed, %llu skipped\n",
+                      static_cast<unsigned long long>(stats.ran),
+                      static_cast<unsigned long long>(stats.failed),
+                      static_cast<unsigned long long>(stats.skipped));
+          std::fflush(stdout);
+        }
+      }
+      if (args.verbose && o.skipped) {
+        std::lock_guard<std::mutex> lock(out_mu);
+        std::printf("lt_fuzz: seed %llu skipped: %s\n", static_cast<unsigned long long>(seed),
+                    o.skip_why.c_str());
+      }
+      if (o.failures.empty()) continue;
+      std::ostringstream msg;
+      for (const Failure& f : o.failures)
+        msg << "lt_fuzz: seed " << seed << " failed: " << f.key << ": " << f.what << "\n";
+      msg << to_text(g.program);
+      if (!args.dump_dir.empty()) {
+        std::filesystem::create_directories(args.dump_dir);
+        std::ofstream(args.dump_dir + "/seed" + std::to_string(seed) + ".prog")
+            << serialize(g.program);
+      }
+      if (args.shrink) {
+        const Failure& first = o.failures[0];
+        ShrinkResult s = shrink(g.program, g.grad, seed, first.key);
+        msg << "lt_fuzz: seed " << seed << " shrunk from " << count_nodes(g.program) << " to "
+            << count_nodes(s.program) << " nodes (" << s.attempts << " tries): " << s.failure.key
+            << ": " << s.failure.what << "\n"
+            << to_text(s.program);
+        if (!args.regression_dir.empty()) {
+          std::string path =
+              write_regression(args.regression_dir, s.program, g.grad, seed, s.failure);
+          msg << "lt_fuzz: wrote " << path << "\n";
+        }
+      }
+      std::lock_guard<std::mutex> lock(out_mu);
+      std::fputs(msg.str().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    g_running[tid] = ~0ULL;
+  };
+  if (args.threads == 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (int t = 0; t < g_threads; ++t) pool.emplace_back(worker, t);
+    for (std::thread& t : pool) t.join();
+  }
+  std::printf("lt_fuzz: %llu programs, %llu failed, %llu skipped (out of domain)",
+              static_cast<unsigned long long>(stats.ran),
+              static_cast<unsigned long long>(stats.failed),
+              static_cast<unsigned long long>(stats.skipped));
+  for (const auto& [k, n] : stats.by_oracle)
+    std::printf("; %s: %llu", k.c_str(), static_cast<unsigned long long>(n));
+  std::printf("\n");
+  if (args.verbose)
+    for (const auto& [k, n] : stats.skip_reasons)
+      std::printf("lt_fuzz: skipped %llu: %s\n", static_cast<unsigned long long>(n), k.c_str());
+  return stats.failed ? 1 : 0;
+}
