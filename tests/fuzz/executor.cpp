@@ -495,7 +495,7 @@ ExecResult execute(const Program& p, const DataSet& data, const ExecOptions& opt
       multi.clear();
     }
     TV leaves;
-    if (opt.grad && loss.defined()) {
+    if (opt.grad && loss.defined() && loss.requires_grad()) {
       loss.backward();
       for (auto& [node, t] : ex.leaves) leaves.push_back(t);
     }

@@ -140,11 +140,20 @@ double loss_of(const Program& p, const RefResult& r, const std::vector<std::vect
   return l;
 }
 
+// The passes switched off at the start (LAZYTRACE_DISABLE_PASSES): what (b) restores, so
+// threads that switch passes concurrently never leave one off for the others.
+const std::vector<std::string>& baseline_passes() {
+  static const std::vector<std::string> base = lazytrace::debug::disabled_passes();
+  return base;
+}
+
 struct PassesOff {
   explicit PassesOff(const std::vector<std::string>& names) {
-    lazytrace::debug::set_disabled_passes(names);
+    std::vector<std::string> off = baseline_passes();
+    off.insert(off.end(), names.begin(), names.end());
+    lazytrace::debug::set_disabled_passes(off);
   }
-  ~PassesOff() { lazytrace::debug::set_disabled_passes({}); }
+  ~PassesOff() { lazytrace::debug::set_disabled_passes(baseline_passes()); }
 };
 
 thread_local char* g_stage = nullptr;
@@ -208,6 +217,7 @@ Outcome check_program(const Program& p, bool grad, uint64_t seed, const CheckOpt
     if (!opt.only.empty()) return opt.only[0] == c || opt.only == "exec";
     return opt.oracles.count(c) > 0;
   };
+  baseline_passes();
   DataSet data;
   make_inputs(p, data_seed(seed), grad, data);
   ExecOptions eo;

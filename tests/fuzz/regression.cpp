@@ -304,7 +304,9 @@ class Emitter {
     };
     const Program& b = n.bodies[0];
     auto P = [&](int k) { return "p" + std::to_string(bd) + "[" + std::to_string(k) + "]"; };
-    auto body_code = [&](const std::string& st) { return program(b, bd, P, V, st, in_pad); };
+    auto body_code = [&](const std::string& st) {
+      return in_pad + "(void)p" + std::to_string(bd) + ";\n" + program(b, bd, P, V, st, in_pad);
+    };
     if (n.op == Op::Pure) {
       auto it = groups.find(n.ints[0]);
       std::string fn;
@@ -313,6 +315,7 @@ class Emitter {
         groups[n.ints[0]] = fn;
         o << pad << "auto " << fn << " = lt::assume_pure([&](const TV& p" << bd << ", double s"
           << bd << ") -> TV {\n"
+          << in_pad << "(void)p" << bd << ";\n"
           << in_pad << "(void)s" << bd << ";\n"
           << body_code("s" + std::to_string(bd)) << in_pad << "return "
           << outs(b, 0, b.outputs.size()) << ";\n"
