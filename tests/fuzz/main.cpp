@@ -65,7 +65,7 @@ std::vector<std::string> split(const std::string& s) {
   std::fprintf(
       stderr,
       "lt_fuzz: %s\nusage: lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] "
-      "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--passes p,...] "
+      "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--ops-with pure_views] [--passes p,...] "
       "[--max-ops N] [--seeds s,s,...] [--seeds-file F] [--progress K] [--isolate] [--dump DIR] "
       "[--grad 0|1] [--check-file F] [--verbose]\n",
       why.c_str());

@@ -439,6 +439,8 @@ class Eval {
           break;
         case BK::Atan2: {
           r = std::atan2(va, vb);
+          // the cut along b <= 0 (a = 0): undecidable where a's error reaches 0 there
+          if (ea + eb > 0 && std::abs(va) <= kDecide * ea && vb <= kDecide * eb) t.u[i] = 1;
           const double q = va * va + vb * vb;
           prop = q > 0 ? (std::abs(vb) * ea + std::abs(va) * eb) / q : (ea + eb > 0 ? 10 : 0);
           imp = 2;

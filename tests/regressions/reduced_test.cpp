@@ -108,3 +108,23 @@ TEST(FuzzRegression, DISABLED_SumOfRank9Tensor) {
   Tensor p;
   EXPECT_NO_THROW(p = lt::permute(x, {8, 7, 6, 5, 4, 3, 2, 1, 0}));
 }
+
+// The gradient of a scan whose body calls an assume_pure function that captures a value the
+// body computed (not one of its inputs): building the reverse body crashes
+// (ir::build_graph from make_diff, a segfault; lt_fuzz seed 16214, a fori_loop around it).
+// Capturing the carry itself works.
+TEST(FuzzRegression, DISABLED_ScanGradientThroughAssumePureCapturingABodyValue) {
+  Tensor h0 = lt::tensor(std::vector<float>{0.5f, 1.0f}, {2});
+  h0.requires_grad_();
+  Tensor xs = lt::tensor(std::vector<float>{1, 2}, {2, 1});
+  auto body = [](const Tensor& h, const Tensor& x) {
+    Tensor r = h * 1.5f;
+    auto f = lt::assume_pure([r](const Tensor& t) { return r + t; });
+    return std::pair{f(x), x};
+  };
+  auto [hn, ys] = lt::scan(body, h0, xs);
+  lt::sum(hn).backward();
+  Tensor g = h0.grad();
+  lt::sync({g});
+  EXPECT_EQ(values(g), (std::vector<double>{2.25, 2.25}));
+}
