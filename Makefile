@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python install format clean
+.PHONY: all deps configure build test fuzz-long demo bench bench-smoke bench-peers bench-python install format clean
 
 all: build
 
@@ -22,6 +22,23 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# 100,000 random programs through lt_fuzz (tests/fuzz), in chunks that print progress; each
+# program runs in a child first, so a crash is reported and shrunk too. Failing programs go
+# to $(BUILD)/fuzz-failures; rerun one with `lt_fuzz --seed S --count 1 --isolate --shrink`.
+FUZZ_SEED ?= 1000000
+FUZZ_COUNT ?= 100000
+FUZZ_CHUNK ?= 5000
+fuzz-long: build
+	@fail=0; ran=0; \
+	while [ $$ran -lt $(FUZZ_COUNT) ]; do \
+	  n=$$(( $(FUZZ_COUNT) - ran < $(FUZZ_CHUNK) ? $(FUZZ_COUNT) - ran : $(FUZZ_CHUNK) )); \
+	  echo "== lt_fuzz: $$ran of $(FUZZ_COUNT) programs done, seeds $$(( $(FUZZ_SEED) + ran )).."; \
+	  $(BUILD)/tests/fuzz/lt_fuzz --seed $$(( $(FUZZ_SEED) + ran )) --count $$n --isolate \
+	    --dump $(BUILD)/fuzz-failures || fail=1; \
+	  ran=$$(( ran + n )); \
+	done; \
+	echo "== lt_fuzz: $(FUZZ_COUNT) programs done"; exit $$fail
 
 # The main job: train the byte-level decoder three ways (layers as a loop, through
 # assume_pure, as scan_layers) and compare what each costs, then sample from it.

@@ -1090,18 +1090,39 @@ class Gen {
     for (int tries = 0; size() < target && tries < ops * 8; ++tries) gen_op();
   }
 
-  // Whether node x is a layout op (a chain of them) over a Param or an Outer node.
+  // Whether node x is a layout op (a chain of them) over a Param or an Outer node, or over
+  // the result of a call (which may be one of those).
   bool view_of_input(int x) const {
     bool layout = false;
     for (;;) {
       const Op op = N(x).op;
       if (op == Op::Param || op == Op::Outer) return layout;
+      if (op == Op::Proj && N(N(x).in[0]).op == Op::Pure) return layout;
       const bool is_layout = op == Op::Reshape || op == Op::Transpose || op == Op::Permute ||
                              op == Op::BroadcastTo || op == Op::Slice || op == Op::Select ||
                              op == Op::Unsqueeze || op == Op::Squeeze;
-      if (!is_layout) return false;
-      layout = true;
-      x = N(x).in[0];
+      if (is_layout) {
+        layout = true;
+        x = N(x).in[0];
+        continue;
+      }
+      // x + 0, x - 0, x * 1, x / 1: simplify makes them x
+      const Node& n = N(x);
+      auto neutral = [&](BK k, double v) {
+        return ((k == BK::Add || k == BK::Sub) && v == 0) ||
+               ((k == BK::Mul || k == BK::Div) && v == 1);
+      };
+      const BK k = static_cast<BK>(n.kind);
+      if (op == Op::BinaryScalar && !n.ints[0] && neutral(k, n.f)) {
+        x = n.in[0];
+        continue;
+      }
+      if (op == Op::Binary && N(n.in[1]).op == Op::Full && N(n.in[1]).shape.empty() &&
+          neutral(k, N(n.in[1]).f)) {
+        x = n.in[0];
+        continue;
+      }
+      return false;
     }
   }
 

@@ -1,13 +1,30 @@
-// lt_fuzz: random programs through lazytrace's public API, checked by four oracles.
+// lt_fuzz: random programs through lazytrace's public API, checked by four oracles
+// (oracles.h): (a) the reference interpreter, (b) each optional pass off, (c) the same
+// structure with new data, (d) gradients against central differences.
 //
-//   lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] [--shrink]
-//           [--write-regression DIR] [--ops-without fam,...] [--passes p,...]
-//           [--max-ops N] [--seeds-file F] [--progress K] [--verbose]
+//   lt_fuzz --seed S --count N      seeds S .. S+N-1, one program each
+//           --seeds-file F          or the seeds of a file ("A-B", "S", "!S", "# ...")
+//           --threads T             T programs at once, sharing the compile cache (the
+//                                   compile counters of (c) are then not checked)
+//           --repeat R              each seed R times in a row (threads run it together)
+//           --oracles a,b,c,d       which oracles (default all; (d) on gradient programs)
+//           --passes p,...          (b): only these passes (and "all")
+//           --ops-without fam,...   leave op families out (generator.h lists them)
+//           --ops-with pure_views   put in a pattern left out by default (a known defect)
+//           --max-ops N             at most N ops at the top level (default 60)
+//           --grad 0|1              no / only gradient programs (default: a third)
+//           --isolate               run each program in a child first: a crash is a
+//                                   failure ("crash"), shrunk in child processes too
+//           --shrink                shrink each failing program (shrink.h)
+//           --write-regression DIR  shrink and write it as a GoogleTest file in DIR
+//           --dump DIR              write failing programs there (serialized)
+//           --check-file F          check one serialized program (used by --isolate)
+//           --progress K            a line every K programs
+//           --verbose               every program, and what was skipped
 //
-// Seeds S, S+1, ..., S+N-1 each give one program. A failing seed prints
-// "lt_fuzz: seed S failed: <oracle>: <what>" and the program; with --shrink the program is
-// reduced to a small one that fails the same way, and --write-regression writes it as a
-// GoogleTest file. The exit code is 1 if any seed failed.
+// A failing seed prints "lt_fuzz: seed S failed: <oracle>: <what>" and the program; the
+// exit code is 1 if any seed failed. A program the reference finds out of its domain (a
+// NaN, an overflow) is skipped, not failed.
 #include <lazytrace/lazytrace.h>
 
 #include <unistd.h>
@@ -21,6 +38,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -47,6 +65,7 @@ struct Args {
   std::vector<std::string> passes;
   std::vector<uint64_t> seeds;  // --seeds-file / --seeds: an explicit list
   uint64_t progress = 0;
+  int repeat = 1;          // --repeat R: each seed R times in a row (threads run it at once)
   std::string check_file;  // --check-file: check one serialized program (a child process)
   bool isolate = false;    // each program in a child process first: a crash is a failure
   std::string dump_dir;    // --dump DIR: write failing programs there (serialized)
@@ -62,14 +81,41 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 [[noreturn]] void usage(const std::string& why) {
-  std::fprintf(
-      stderr,
-      "lt_fuzz: %s\nusage: lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] "
-      "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--ops-with pure_views] [--passes p,...] "
-      "[--max-ops N] [--seeds s,s,...] [--seeds-file F] [--progress K] [--isolate] [--dump DIR] "
-      "[--grad 0|1] [--check-file F] [--verbose]\n",
-      why.c_str());
+  std::fprintf(stderr,
+               "lt_fuzz: %s\nusage: lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] "
+               "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--ops-with "
+               "pure_views] [--passes p,...] "
+               "[--max-ops N] [--seeds s,s,...] [--seeds-file F] [--repeat R] [--progress K] "
+               "[--isolate] [--dump DIR] "
+               "[--grad 0|1] [--check-file F] [--verbose]\n",
+               why.c_str());
   std::exit(2);
+}
+
+// A seeds file: "A-B" (a range), "S", "!S" (leave S out), "#" to the end of a line a comment.
+void read_seeds(const std::string& path, std::vector<uint64_t>& out) {
+  std::ifstream f(path);
+  if (!f) usage("cannot read " + path);
+  std::vector<uint64_t> add;
+  std::set<uint64_t> skip;
+  std::string line;
+  while (std::getline(f, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) {
+      if (w[0] == '!') {
+        skip.insert(std::stoull(w.substr(1)));
+      } else if (const size_t dash = w.find('-'); dash != std::string::npos) {
+        const uint64_t a = std::stoull(w.substr(0, dash)), b = std::stoull(w.substr(dash + 1));
+        for (uint64_t s = a; s <= b; ++s) add.push_back(s);
+      } else {
+        add.push_back(std::stoull(w));
+      }
+    }
+  }
+  for (uint64_t s : add)
+    if (!skip.count(s)) out.push_back(s);
 }
 
 Args parse(int argc, char** argv) {
@@ -111,9 +157,9 @@ Args parse(int argc, char** argv) {
     else if (k == "--seeds") {
       for (const std::string& s : split(value())) a.seeds.push_back(std::stoull(s));
     } else if (k == "--seeds-file") {
-      std::ifstream f(value());
-      uint64_t s;
-      while (f >> s) a.seeds.push_back(s);
+      read_seeds(value(), a.seeds);
+    } else if (k == "--repeat") {
+      a.repeat = std::max(1, std::stoi(value()));
     } else if (k == "--progress")
       a.progress = std::stoull(value());
     else if (k == "--grad")
@@ -186,13 +232,42 @@ int check_file(const Args& args) {
   std::signal(SIGBUS, on_crash);
   Outcome o = check_program(p, args.gen.grad == 1, args.seed, copt);
   for (const Failure& fl : o.failures) std::printf("%s: %s\n", fl.key.c_str(), fl.what.c_str());
-  return o.failures.empty() ? 0 : 3;
+  return !o.failures.empty() ? 3 : o.skipped ? 4 : 0;
 }
 
-// --isolate: runs one seed in a child; true (and the signal) if it crashed.
-bool crashed_in_child(const std::string& self, const Args& args, uint64_t seed, std::string* sig) {
-  Generated g = generate(seed, args.gen);
-  return crashes(self, g.program, g.grad, seed, sig);
+// --isolate: the oracles on one seed's program in a child process. A crash is a failure; a
+// program that fails there runs again here, where it can be shrunk.
+bool check_in_child(const std::string& self, const Args& args, const Generated& g, uint64_t seed,
+                    Outcome& o) {
+  std::vector<std::string> extra;
+  std::string oracles;
+  for (char c : args.oracles) {
+    if (!oracles.empty()) oracles += ',';
+    oracles += c;
+  }
+  extra = {"--oracles", oracles};
+  if (!args.passes.empty()) {
+    std::string passes;
+    for (const std::string& p : args.passes) {
+      if (!passes.empty()) passes += ',';
+      passes += p;
+    }
+    extra.push_back("--passes");
+    extra.push_back(passes);
+  }
+  ChildResult r = run_in_child(self, g.program, g.grad, seed, extra);
+  if (!r.ran) return false;
+  if (r.crashed) {
+    o.failures.push_back({"crash", r.signal});
+    return true;
+  }
+  if (r.exit_code == 0) return true;
+  if (r.exit_code == 4) {
+    o.skipped = true;
+    o.skip_why = "(in the child)";
+    return true;
+  }
+  return false;  // failed (or could not run): check here
 }
 
 int main(int argc, char** argv) {
@@ -202,9 +277,14 @@ int main(int argc, char** argv) {
   const std::string self = len > 0 ? std::string(self_buf, static_cast<size_t>(len)) : argv[0];
   set_self_path(self);
   if (!args.check_file.empty()) return check_file(args);
-  std::vector<uint64_t> seeds = args.seeds;
-  if (seeds.empty())
-    for (uint64_t i = 0; i < args.count; ++i) seeds.push_back(args.seed + i);
+  std::vector<uint64_t> seeds;
+  {
+    std::vector<uint64_t> base = args.seeds;
+    if (base.empty())
+      for (uint64_t i = 0; i < args.count; ++i) base.push_back(args.seed + i);
+    for (uint64_t s : base)
+      for (int r = 0; r < args.repeat; ++r) seeds.push_back(s);
+  }
   for (auto& r : g_running) r = ~0ULL;
   g_threads = std::min(args.threads, kMaxThreads);
   std::signal(SIGSEGV, on_crash);
@@ -216,6 +296,7 @@ int main(int argc, char** argv) {
   copt.oracles = args.oracles;
   copt.passes = args.passes;
   copt.count_compiles = args.threads == 1;
+  copt.shared_random = args.threads > 1;
   Stats stats;
   std::atomic<size_t> next{0};
   std::mutex out_mu;
@@ -237,10 +318,7 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
       Outcome o;
-      std::string sig;
-      if (args.isolate && crashed_in_child(self, args, seed, &sig))
-        o.failures.push_back({"crash", sig});
-      else
+      if (!args.isolate || !check_in_child(self, args, g, seed, o))
         o = check_program(g.program, g.grad, seed, copt);
       if (args.verbose) {
         std::lock_guard<std::mutex> lock(out_mu);
@@ -311,6 +389,14 @@ int main(int argc, char** argv) {
   for (const auto& [k, n] : stats.by_oracle)
     std::printf("; %s: %llu", k.c_str(), static_cast<unsigned long long>(n));
   std::printf("\n");
+  if (args.verbose) {
+    namespace m = lazytrace::metrics;
+    std::printf("lt_fuzz: %lld syncs, %lld compiles, %lld cache hits, %lld executions\n",
+                static_cast<long long>(m::counter("SyncCount")),
+                static_cast<long long>(m::counter("CompileCount")),
+                static_cast<long long>(m::counter("CacheHit")),
+                static_cast<long long>(m::counter("ExecuteCount")));
+  }
   if (args.verbose)
     for (const auto& [k, n] : stats.skip_reasons)
       std::printf("lt_fuzz: skipped %llu: %s\n", static_cast<unsigned long long>(n), k.c_str());

@@ -285,6 +285,11 @@ Outcome check_program(const Program& p, bool grad, uint64_t seed, const CheckOpt
       std::string d;
       if (!rb.ok) {
         d = "lazytrace throws: " + rb.error;
+      } else if (opt.shared_random && rb.random != r1.random) {
+        DataSet db = data;
+        db.random = rb.random;
+        RefResult refb = run_reference(p, db);
+        if (refb.ok) d = against_reference(p, rb.outputs, refb, nullptr);
       } else {
         d = against_run(p, rb.outputs, r1.outputs, ref);
         if (d.empty())

@@ -18,7 +18,10 @@ struct CheckOptions {
   // (b): the passes to switch off one at a time (empty: every one), and "all" at once
   std::vector<std::string> passes;
   bool count_compiles = true;  // (c): check the counters (off when threads share them)
-  std::string only;            // check only this failure key ("b:fusion"), for the shrinker
+  // other threads draw random numbers at the same time: a run's draws are its own, so each
+  // run is checked against the reference with its draws, not against another run's
+  bool shared_random = false;
+  std::string only;  // check only this failure key ("b:fusion"), for the shrinker
 };
 
 struct Failure {

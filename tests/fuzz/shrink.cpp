@@ -99,17 +99,23 @@ void set_self_path(const std::string& path) {
   g_self = path;
 }
 
-bool crashes(const std::string& self, const Program& p, bool grad, uint64_t seed,
-             std::string* signal) {
+ChildResult run_in_child(const std::string& self, const Program& p, bool grad, uint64_t seed,
+                         const std::vector<std::string>& extra) {
+  ChildResult r;
   char path[] = "/tmp/lt_fuzz_XXXXXX";
   const int fd = mkstemp(path);
-  if (fd < 0) return false;
+  if (fd < 0) return r;
   close(fd);
   {
     std::ofstream f(path);
     f << serialize(p);
   }
-  const std::string seed_s = std::to_string(seed), grad_s = grad ? "1" : "0";
+  std::vector<std::string> args = {self,     "--check-file",  path, "--seed", std::to_string(seed),
+                                   "--grad", grad ? "1" : "0"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const std::string err_path = std::string(path) + ".err";
   const pid_t pid = fork();
   if (pid == 0) {
@@ -117,8 +123,7 @@ bool crashes(const std::string& self, const Program& p, bool grad, uint64_t seed
     const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (null >= 0) dup2(null, 1);
     if (err >= 0) dup2(err, 2);
-    execl(self.c_str(), self.c_str(), "--check-file", path, "--seed", seed_s.c_str(), "--grad",
-          grad_s.c_str(), static_cast<char*>(nullptr));
+    execv(self.c_str(), argv.data());
     _exit(127);
   }
   int status = 0;
@@ -136,13 +141,23 @@ bool crashes(const std::string& self, const Program& p, bool grad, uint64_t seed
     }
   }
   std::remove(err_path.c_str());
-  if (pid > 0 && WIFSIGNALED(status)) {
-    if (signal)
-      *signal = std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                strsignal(WTERMSIG(status)) + ") in " + (where.empty() ? "?" : where);
-    return true;
+  if (pid <= 0) return r;
+  r.ran = true;
+  if (WIFSIGNALED(status)) {
+    r.crashed = true;
+    r.signal = std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
+               strsignal(WTERMSIG(status)) + ") in " + (where.empty() ? "?" : where);
+  } else if (WIFEXITED(status)) {
+    r.exit_code = WEXITSTATUS(status);
   }
-  return false;
+  return r;
+}
+
+bool crashes(const std::string& self, const Program& p, bool grad, uint64_t seed,
+             std::string* signal) {
+  ChildResult r = run_in_child(self, p, grad, seed, {});
+  if (r.crashed && signal) *signal = r.signal;
+  return r.crashed;
 }
 
 ShrinkResult shrink(const Program& p, bool grad, uint64_t seed, const std::string& key) {

@@ -2,6 +2,7 @@
 // The shrinker: reduces a failing program to a small one that fails the same oracle.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "oracles.h"
 #include "program.h"
@@ -20,6 +21,16 @@ struct ShrinkResult {
  * dims, keeping each step that still fails with `key`.
  */
 ShrinkResult shrink(const Program& p, bool grad, uint64_t seed, const std::string& key);
+
+/** What a child process checking one program did. */
+struct ChildResult {
+  bool ran = false;
+  bool crashed = false;
+  std::string signal;  // "signal 11 (Segmentation fault) in b:cse"
+  int exit_code = 0;   // --check-file: 0 passed, 3 failed, 4 skipped
+};
+ChildResult run_in_child(const std::string& self, const Program& p, bool grad, uint64_t seed,
+                         const std::vector<std::string>& extra_args);
 
 /**
  * Whether program p crashes lt_fuzz: runs `self --check-file` in a child process (a crash

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <cmath>
 #include <vector>
 
 #include "regression_helpers.h"
@@ -127,4 +128,15 @@ TEST(FuzzRegression, DISABLED_ScanGradientThroughAssumePureCapturingABodyValue) 
   Tensor g = h0.grad();
   lt::sync({g});
   EXPECT_EQ(values(g), (std::vector<double>{2.25, 2.25}));
+}
+
+// abs(-0.0) is -0.0 (math::unary computes x < 0 ? -x : x), where PyTorch's abs and std::abs
+// clear the sign: atan2(abs(-0.0), -1) gives -pi instead of pi (lt_fuzz seed 24484).
+TEST(FuzzRegression, DISABLED_AbsOfNegativeZeroIsPositive) {
+  Tensor z = lt::tensor(std::vector<float>{-0.0f}, {1});
+  Tensor a = lt::abs(z);
+  Tensor t = lt::atan2(a, lt::tensor(std::vector<float>{-1.0f}, {1}));
+  lt::sync({a, t});
+  EXPECT_FALSE(std::signbit(a.to_vector<float>()[0]));
+  EXPECT_FLOAT_EQ(t.to_vector<float>()[0], 3.14159265f);
 }
