@@ -20,6 +20,7 @@
 //           --dump DIR              write failing programs there (serialized)
 //           --check-file F          check one serialized program (used by --isolate)
 //           --progress K            a line every K programs
+//           --stats                 how often each op and dtype occurred, what was compared
 //           --verbose               every program, and what was skipped
 //
 // A failing seed prints "lt_fuzz: seed S failed: <oracle>: <what>" and the program; the
@@ -69,6 +70,7 @@ struct Args {
   std::string check_file;  // --check-file: check one serialized program (a child process)
   bool isolate = false;    // each program in a child process first: a crash is a failure
   std::string dump_dir;    // --dump DIR: write failing programs there (serialized)
+  bool stats = false;      // --stats: what the programs held, and what was compared
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -170,6 +172,8 @@ Args parse(int argc, char** argv) {
       a.isolate = true;
     else if (k == "--dump")
       a.dump_dir = value();
+    else if (k == "--stats")
+      a.stats = true;
     else
       usage("unknown argument " + k);
   }
@@ -200,9 +204,26 @@ void on_crash(int sig) {
   std::raise(sig);
 }
 
+// --stats: how often each op (unary and binary kinds by name) and dtype occur.
+void count_ops(const Program& p, bool body, std::map<std::string, uint64_t>& ops) {
+  for (const Node& n : p.nodes) {
+    std::string name = n.op == Op::Unary    ? unary_name(static_cast<UK>(n.kind))
+                       : n.op == Op::Binary ? binary_name(static_cast<BK>(n.kind))
+                       : n.op == Op::BinaryScalar
+                           ? std::string(binary_name(static_cast<BK>(n.kind))) + "(scalar)"
+                           : op_name(n.op);
+    ++ops[name];
+    if (body) ++ops["(in a body)"];
+    if (!is_multi(n.op)) ++ops[std::string("dtype ") + dtype_str(n.dtype)];
+    for (const Program& b : n.bodies) count_ops(b, true, ops);
+  }
+}
+
 struct Stats {
   std::mutex mu;
-  uint64_t ran = 0, skipped = 0, failed = 0;
+  uint64_t ran = 0, skipped = 0, failed = 0, grad = 0;
+  uint64_t checked = 0, exact = 0, undecided = 0, nodes = 0;
+  std::map<std::string, uint64_t> ops;
   std::map<std::string, uint64_t> by_oracle;
   std::map<std::string, uint64_t> skip_reasons;
 };
@@ -327,6 +348,12 @@ int main(int argc, char** argv) {
       {
         std::lock_guard<std::mutex> lock(stats.mu);
         ++stats.ran;
+        stats.grad += g.grad;
+        stats.checked += static_cast<uint64_t>(o.checked_elements);
+        stats.exact += static_cast<uint64_t>(o.exact_elements);
+        stats.undecided += static_cast<uint64_t>(o.undecided_elements);
+        stats.nodes += static_cast<uint64_t>(count_nodes(g.program));
+        if (args.stats) count_ops(g.program, false, stats.ops);
         if (o.skipped) {
           ++stats.skipped;
           ++stats.skip_reasons[o.skip_why.substr(o.skip_why.find(' ') + 1)];
@@ -389,6 +416,18 @@ int main(int argc, char** argv) {
   for (const auto& [k, n] : stats.by_oracle)
     std::printf("; %s: %llu", k.c_str(), static_cast<unsigned long long>(n));
   std::printf("\n");
+  if (args.stats) {
+    std::printf(
+        "lt_fuzz: %llu gradient programs; %.1f nodes a program; (a) compared %llu elements, %llu "
+        "of them bit for bit, left %llu undecided\n",
+        static_cast<unsigned long long>(stats.grad),
+        stats.ran ? static_cast<double>(stats.nodes) / static_cast<double>(stats.ran) : 0.0,
+        static_cast<unsigned long long>(stats.checked),
+        static_cast<unsigned long long>(stats.exact),
+        static_cast<unsigned long long>(stats.undecided));
+    for (const auto& [k, n] : stats.ops)
+      std::printf("  %-22s %llu\n", k.c_str(), static_cast<unsigned long long>(n));
+  }
   if (args.verbose) {
     namespace m = lazytrace::metrics;
     std::printf("lt_fuzz: %lld syncs, %lld compiles, %lld cache hits, %lld executions\n",

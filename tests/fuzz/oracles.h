@@ -33,7 +33,9 @@ struct Outcome {
   bool skipped = false;  // the reference found the program leaves a domain
   std::string skip_why;
   std::vector<Failure> failures;
-  int checked_elements = 0;
+  int checked_elements = 0;    // (a): elements compared with the reference
+  int exact_elements = 0;      // of those, compared bit for bit
+  int undecided_elements = 0;  // (a): left out (the reference could not decide them)
 };
 
 /** Where this thread's check_program is ("a", "c", "b:<pass>", "d"), for crash reports:

@@ -169,6 +169,9 @@ class Eval {
       if (!std::isfinite(prop)) prop = 1e300;
       t.e[i] =
           prop + imp * ulp_of(compute_of(d)) * std::abs(r) + ulp_of(d) * std::abs(rv) + tiny_of(d);
+      // lazytrace's own float32 functions (exp_f32, tanh_f32, ...) may flush a subnormal
+      // result to 0
+      if (imp > 0 && compute_of(d) == DType::float32) t.e[i] += std::ldexp(1.0, -126);
     }
   }
 
