@@ -18,7 +18,7 @@ struct GenOptions {
   // op families left out (--ops-without): unary, binary, compare, where, cast, reshape,
   // transpose, permute, broadcast, slice, select, squeeze, concat, stack, index_select,
   // index_add, sum, mean, amax, softmax, matmul, random, arange, full, scan, fori, while,
-  // pure, materialize
+  // pure, materialize (tensors synced early), reuse (repeated subexpressions)
   std::set<std::string> without;
   // patterns left out by default because they hit a known defect too often (--ops-with):
   // pure_views: an assume_pure result that is a layout op (reshape, squeeze, ...) of the

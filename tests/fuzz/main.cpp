@@ -54,6 +54,29 @@ namespace {
 
 using namespace fuzz;
 
+constexpr const char* kHelp =
+    "usage:\n"
+    "  lt_fuzz --seed S --count N      seeds S .. S+N-1, one program each\n"
+    "          --seeds-file F          or the seeds of a file (\"A-B\", \"S\", \"!S\", \"# ...\")\n"
+    "          --threads T             T programs at once, sharing the compile cache (the\n"
+    "                                  compile counters of (c) are then not checked)\n"
+    "          --repeat R              each seed R times in a row (threads run it together)\n"
+    "          --oracles a,b,c,d       which oracles (default all; (d) on gradient programs)\n"
+    "          --passes p,...          (b): only these passes (and \"all\")\n"
+    "          --ops-without fam,...   leave op families out (generator.h lists them)\n"
+    "          --ops-with pure_views   put in a pattern left out by default (a known defect)\n"
+    "          --max-ops N             at most N ops at the top level (default 60)\n"
+    "          --grad 0|1              no / only gradient programs (default: a third)\n"
+    "          --isolate               run each program in a child first: a crash is a\n"
+    "                                  failure (\"crash\"), shrunk in child processes too\n"
+    "          --shrink                shrink each failing program (shrink.h)\n"
+    "          --write-regression DIR  shrink and write it as a GoogleTest file in DIR\n"
+    "          --dump DIR              write failing programs there (serialized)\n"
+    "          --check-file F          check one serialized program (used by --isolate)\n"
+    "          --progress K            a line every K programs\n"
+    "          --stats                 how often each op and dtype occurred, what was compared\n"
+    "          --verbose               every program, and what was skipped\n";
+
 struct Args {
   uint64_t seed = 1;
   uint64_t count = 100;
@@ -128,6 +151,11 @@ Args parse(int argc, char** argv) {
       if (i + 1 >= argc) usage("missing value for " + k);
       return argv[++i];
     };
+    if (k == "--help") {
+      // the option list at the top of this file
+      std::printf("%s", kHelp);
+      std::exit(0);
+    }
     if (k == "--seed")
       a.seed = std::stoull(value());
     else if (k == "--count")
