@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test demo bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
+.PHONY: all deps configure build test fuzz-long demo bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
 
 all: build
 
@@ -22,6 +22,23 @@ build: configure
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# 100,000 random programs through lt_fuzz (tests/fuzz), in chunks that print progress; each
+# program runs in a child first, so a crash is reported and shrunk too. Failing programs go
+# to $(BUILD)/fuzz-failures; rerun one with `lt_fuzz --seed S --count 1 --isolate --shrink`.
+FUZZ_SEED ?= 1000000
+FUZZ_COUNT ?= 100000
+FUZZ_CHUNK ?= 5000
+fuzz-long: build
+	@fail=0; ran=0; \
+	while [ $$ran -lt $(FUZZ_COUNT) ]; do \
+	  n=$$(( $(FUZZ_COUNT) - ran < $(FUZZ_CHUNK) ? $(FUZZ_COUNT) - ran : $(FUZZ_CHUNK) )); \
+	  echo "== lt_fuzz: $$ran of $(FUZZ_COUNT) programs done, seeds $$(( $(FUZZ_SEED) + ran )).."; \
+	  $(BUILD)/tests/fuzz/lt_fuzz --seed $$(( $(FUZZ_SEED) + ran )) --count $$n --isolate \
+	    --dump $(BUILD)/fuzz-failures || fail=1; \
+	  ran=$$(( ran + n )); \
+	done; \
+	echo "== lt_fuzz: $(FUZZ_COUNT) programs done"; exit $$fail
 
 # The main job: train the byte-level decoder three ways (layers as a loop, through
 # assume_pure, as scan_layers) and compare what each costs, then sample from it.
@@ -69,13 +86,15 @@ SANITIZE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PYTHON=OFF $(CMAKE
 check-asan: deps
 	@cmake -S . -B $(BUILD)-asan -G Ninja -DLAZYTRACE_SANITIZE=address,undefined $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
-	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols'
+	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols|^fuzz[.]'
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  LAZYTRACE_DISABLE_PASSES=transposed_products $(BUILD)-asan/tests/fuzz/lt_fuzz --seed 1 --count 500
 check-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan -G Ninja -DLAZYTRACE_SANITIZE=thread $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
-	  ctest --output-on-failure -j $(JOBS) -R 'Threading[.]|[.]one_thread|[.]far_cores|Scan[.]AdamW'
+	  ctest --output-on-failure -j $(JOBS) -R 'Threading[.]|[.]one_thread|[.]far_cores|Scan[.]AdamW|^fuzz[.]threads'
 
 # libFuzzer on the safetensors reader and its header parser, FUZZ_SECONDS each, from the seed
 # corpus in tests/libfuzzer/seeds (needs clang)
