@@ -89,7 +89,7 @@ check-asan: deps
 	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols|^fuzz[.]'
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  LAZYTRACE_DISABLE_PASSES=transposed_products $(BUILD)-asan/tests/fuzz/lt_fuzz --seed 1 --count 500
+	  $(BUILD)-asan/tests/fuzz/lt_fuzz --seed 1 --count 500
 check-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan -G Ninja -DLAZYTRACE_SANITIZE=thread $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)

@@ -43,7 +43,7 @@ const std::vector<double> kLit_Seed2597_d = {};
 
 }  // namespace
 
-TEST(FuzzRegression, DISABLED_Seed2597_d) {
+TEST(FuzzRegression, Seed2597_d) {
   lt::manual_seed(2597);
   TV leaves;
   TV out = program_Seed2597_d(kIn_Seed2597_d, kLit_Seed2597_d, &leaves);

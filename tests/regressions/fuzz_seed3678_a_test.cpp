@@ -46,7 +46,7 @@ const std::vector<double> kLit_Seed3678_a = {};
 
 }  // namespace
 
-TEST(FuzzRegression, DISABLED_Seed3678_a) {
+TEST(FuzzRegression, Seed3678_a) {
   lt::manual_seed(3678);
   TV out = program_Seed3678_a(kIn_Seed3678_a, kLit_Seed3678_a, nullptr);
   lt::sync(out);

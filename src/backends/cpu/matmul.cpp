@@ -2,6 +2,7 @@
 // with a plain loop for integers. Batch dims broadcast by stride 0.
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 #include <type_traits>
@@ -22,14 +23,17 @@ struct Operand {
   int64_t rs, cs;  // row and column strides
 };
 
+// A size-1 dim's stride is arbitrary (a view of one row or column), but BLAS requires a
+// leading dimension of at least the other dim's size: there it is taken as that size.
 Operand blas_operand(const View& v) {
   const int nd = v.shape.size();
+  const int64_t rows = v.shape[nd - 2], cols = v.shape[nd - 1];
   Operand o{CblasNoTrans, 0, v.strides[nd - 2], v.strides[nd - 1]};
-  if (o.cs == 1) {
-    o.ld = o.rs;
+  if ((o.cs == 1 || cols == 1) && (rows == 1 || o.rs >= cols)) {
+    o.ld = rows == 1 ? std::max<int64_t>(cols, 1) : o.rs;
   } else {
     o.trans = CblasTrans;
-    o.ld = o.cs;
+    o.ld = cols == 1 ? std::max<int64_t>(rows, 1) : o.cs;
   }
   return o;
 }
