@@ -1,5 +1,6 @@
 #include "ir/node.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "core/hash.h"
@@ -8,14 +9,35 @@
 
 namespace lazytrace::ir {
 
+Attrs& Attrs::operator=(const Attrs& o) {
+  if (this == &o) return *this;
+  n = o.n;
+  flag = o.flag;
+  inline_ = o.inline_;
+  heap_.reset();
+  if (o.heap_) {
+    heap_ = std::make_unique<int64_t[]>(kMax);
+    std::copy(o.begin(), o.end(), heap_.get());
+  }
+  return *this;
+}
+
 void Attrs::push(int64_t v) {
-  if (n >= kMax) fail("ir", "too many attributes (more than ", kMax, " dims)");
-  ints[n++] = v;
+  if (n >= kMax) fail("ir", "too many attributes (more than ", kMax, ")");
+  if (n < kInline) {
+    inline_[n++] = v;
+    return;
+  }
+  if (!heap_) {
+    heap_ = std::make_unique<int64_t[]>(kMax);
+    std::copy(inline_.begin(), inline_.end(), heap_.get());
+  }
+  heap_[n++] = v;
 }
 
 uint64_t Attrs::hash() const {
   uint64_t h = hash_step(0xcbf29ce484222325ULL, static_cast<uint64_t>(n) | (flag ? 0x100 : 0));
-  for (int i = 0; i < n; ++i) h = hash_step(h, static_cast<uint64_t>(ints[i]));
+  for (int i = 0; i < n; ++i) h = hash_step(h, static_cast<uint64_t>((*this)[i]));
   return h;
 }
 

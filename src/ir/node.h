@@ -31,10 +31,19 @@ using Payload = std::variant<std::monostate, std::shared_ptr<runtime::Buffer>,
 
 using NodePtr = std::shared_ptr<Node>;
 
-/** Small integer attributes, stored inline (a double is stored by its bits). */
+/**
+ * Small integer attributes (a double is stored by its bits): inline up to eight, on the heap
+ * past that (the permutation or reduced dims of a tensor of more than eight dims).
+ */
 struct Attrs {
-  static constexpr int kMax = 8;
-  std::array<int64_t, kMax> ints{};
+  static constexpr int kInline = 8;
+  static constexpr int kMax = 255;
+  Attrs() = default;
+  Attrs(const Attrs& o) { *this = o; }
+  Attrs(Attrs&&) noexcept = default;
+  Attrs& operator=(const Attrs& o);
+  Attrs& operator=(Attrs&&) noexcept = default;
+
   uint8_t n = 0;
   bool flag = false;  // keepdim for reductions
   void push(int64_t v);
@@ -45,13 +54,17 @@ struct Attrs {
   }
   double get_double(int i) const {
     double v;
-    std::memcpy(&v, &ints[static_cast<size_t>(i)], sizeof v);
+    std::memcpy(&v, begin() + i, sizeof v);
     return v;
   }
-  const int64_t* begin() const { return ints.data(); }
-  const int64_t* end() const { return ints.data() + n; }
-  int64_t operator[](int i) const { return ints[i]; }
+  const int64_t* begin() const { return heap_ ? heap_.get() : inline_.data(); }
+  const int64_t* end() const { return begin() + n; }
+  int64_t operator[](int i) const { return begin()[i]; }
   uint64_t hash() const;
+
+ private:
+  std::array<int64_t, kInline> inline_{};
+  std::unique_ptr<int64_t[]> heap_;  // all n of them, once there are more than kInline
 };
 
 struct Node {

@@ -5,6 +5,14 @@
 namespace lazytrace {
 namespace {
 
+// t as a matrix of its last dim's columns: [prod(leading dims), last] (spelled out, since
+// reshape cannot infer a -1 when the last dim, or any, is 0)
+Tensor as_rows(const Tensor& t) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < t.ndim(); ++d) rows *= t.size(d);
+  return reshape(t, {rows, t.size(-1)});
+}
+
 // d(loss)/da and d(loss)/db for out = a @ b, in shapes a and b would have as matrices (a
 // 1-d a is a row [1, k], a 1-d b a column [k, 1]); record_grad sums broadcast batch dims.
 std::vector<Tensor> matmul_vjp(const Tensor& g, const Tensor& a, const Tensor& b) {
@@ -17,8 +25,7 @@ std::vector<Tensor> matmul_vjp(const Tensor& g, const Tensor& a, const Tensor& b
   Tensor ga = matmul(g2, transpose(b2, -1, -2));
   // a weight shared by every batch (b is a matrix): one product over all rows, rather than
   // one per batch summed afterwards
-  Tensor gb = b2.ndim() == 2 && a2.ndim() > 2 ? matmul(transpose(reshape(a2, {-1, a2.size(-1)})),
-                                                       reshape(g2, {-1, g2.size(-1)}))
+  Tensor gb = b2.ndim() == 2 && a2.ndim() > 2 ? matmul(transpose(as_rows(a2)), as_rows(g2))
                                               : matmul(transpose(a2, -1, -2), g2);
   // back to the operands' own ranks: sum batch dims first, then drop the added dim
   if (a_vec) ga = reshape(ops::sum_to(ga, a2.shape()), a.shape());

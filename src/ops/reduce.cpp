@@ -85,18 +85,23 @@ Tensor opmath(const Tensor& t) {
   return t.dtype() == DType::float16 || t.dtype() == DType::bfloat16 ? astype(t, DType::float32)
                                                                      : t;
 }
+// x less its max along dim, for stability; along an empty dim (an empty result) x itself,
+// since there is no max to take.
+Tensor less_max(const Tensor& x, int dim) {
+  return x.shape()[dim] == 0 ? x : x - amax(x, {dim}, true);
+}
 }  // namespace
 
 Tensor softmax(const Tensor& t, int dim) {
   trace::OpScope scope;
   check_softmax_input("softmax", t);
-  ir::normalize_dim("softmax", dim, t.ndim(), t.shape());
+  dim = ir::normalize_dim("softmax", dim, t.ndim(), t.shape());
   Tensor y;
   {
     NoGradGuard no_grad;
     // 16-bit inputs are computed in float32 and rounded once, as PyTorch does
     const Tensor x = opmath(t);
-    Tensor e = exp(x - amax(x, {dim}, true));
+    Tensor e = exp(less_max(x, dim));
     y = astype(e / sum(e, {dim}, true), t.dtype());
   }
   if (ops::needs_grad(t))
@@ -110,12 +115,12 @@ Tensor softmax(const Tensor& t, int dim) {
 Tensor log_softmax(const Tensor& t, int dim) {
   trace::OpScope scope;
   check_softmax_input("log_softmax", t);
-  ir::normalize_dim("log_softmax", dim, t.ndim(), t.shape());
+  dim = ir::normalize_dim("log_softmax", dim, t.ndim(), t.shape());
   Tensor y;
   {
     NoGradGuard no_grad;
     const Tensor x = opmath(t);
-    Tensor shifted = x - amax(x, {dim}, true);
+    Tensor shifted = less_max(x, dim);
     y = astype(shifted - log(sum(exp(shifted), {dim}, true)), t.dtype());
   }
   if (ops::needs_grad(t))

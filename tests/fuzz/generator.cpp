@@ -97,9 +97,7 @@ class Gen {
     if (!is_multi(m.op)) {
       if (m.dtype == DType::bool_) b = 1;
       if (integral(m.dtype)) b = std::ceil(b);
-      // rank 9 and more: lazytrace cannot reduce or permute them (a defect, regression test
-      // FuzzRegression.DISABLED_SumOfRank9Tensor): not generated
-      if (numel(m.shape) > kMaxNumel || m.shape.size() > 8 || !(b <= limit_of(m.dtype))) {
+      if (numel(m.shape) > kMaxNumel || !(b <= limit_of(m.dtype))) {
         p_.nodes.pop_back();
         return -1;
       }
@@ -1090,42 +1088,6 @@ class Gen {
     for (int tries = 0; size() < target && tries < ops * 8; ++tries) gen_op();
   }
 
-  // Whether node x is a layout op (a chain of them) over a Param or an Outer node, or over
-  // the result of a call (which may be one of those).
-  bool view_of_input(int x) const {
-    bool layout = false;
-    for (;;) {
-      const Op op = N(x).op;
-      if (op == Op::Param || op == Op::Outer) return layout;
-      if (op == Op::Proj && N(N(x).in[0]).op == Op::Pure) return layout;
-      const bool is_layout = op == Op::Reshape || op == Op::Transpose || op == Op::Permute ||
-                             op == Op::BroadcastTo || op == Op::Slice || op == Op::Select ||
-                             op == Op::Unsqueeze || op == Op::Squeeze;
-      if (is_layout) {
-        layout = true;
-        x = N(x).in[0];
-        continue;
-      }
-      // x + 0, x - 0, x * 1, x / 1: simplify makes them x
-      const Node& n = N(x);
-      auto neutral = [&](BK k, double v) {
-        return ((k == BK::Add || k == BK::Sub) && v == 0) ||
-               ((k == BK::Mul || k == BK::Div) && v == 1);
-      };
-      const BK k = static_cast<BK>(n.kind);
-      if (op == Op::BinaryScalar && !n.ints[0] && neutral(k, n.f)) {
-        x = n.in[0];
-        continue;
-      }
-      if (op == Op::Binary && N(n.in[1]).op == Op::Full && N(n.in[1]).shape.empty() &&
-          neutral(k, N(n.in[1]).f)) {
-        x = n.in[0];
-        continue;
-      }
-      return false;
-    }
-  }
-
   int add_param(int k, double b) {
     Node n;
     n.op = Op::Param;
@@ -1373,11 +1335,6 @@ class Gen {
       // prefer the latest nodes
       int y = g->size() - 1 - std::min(g->size() - 1, uni(0, 3));
       if (is_multi(g->N(y).op)) y = g->pick_any();
-      if (y >= 0 && !opt_.with.count("pure_views") && g->view_of_input(y)) {
-        // (a known defect, see GenOptions::with): the view through an elementwise op
-        y = g->dt(y) == DType::bool_ ? g->bscalar(BK::Eq, y, 1, DType::bool_, false)
-                                     : g->unary(UK::Neg, y);
-      }
       if (y < 0) return -1;
       body.outputs.push_back(y);
       bounds.push_back(g->bound[static_cast<size_t>(y)]);
@@ -1484,11 +1441,6 @@ class Gen {
 
 const std::set<std::string>& family_names() {
   return kFamilies;
-}
-
-const std::set<std::string>& optional_patterns() {
-  static const std::set<std::string> p = {"pure_views"};
-  return p;
 }
 
 Generated generate(uint64_t seed, const GenOptions& options) {

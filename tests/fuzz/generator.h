@@ -20,11 +20,6 @@ struct GenOptions {
   // index_add, sum, mean, amax, softmax, matmul, random, arange, full, scan, fori, while,
   // pure, materialize (tensors synced early), reuse (repeated subexpressions)
   std::set<std::string> without;
-  // patterns left out by default because they hit a known defect too often (--ops-with):
-  // pure_views: an assume_pure result that is a layout op (reshape, squeeze, ...) of the
-  // function's input or of a tensor it captures (FuzzRegression.
-  // DISABLED_PureReturningReshapeOfItsInput: wrong values and heap corruption)
-  std::set<std::string> with;
 };
 
 struct Generated {
@@ -35,8 +30,7 @@ struct Generated {
 /** The program of one seed. */
 Generated generate(uint64_t seed, const GenOptions& options);
 
-/** The op family names GenOptions::without accepts, and the patterns ::with accepts. */
+/** The op family names GenOptions::without accepts. */
 const std::set<std::string>& family_names();
-const std::set<std::string>& optional_patterns();
 
 }  // namespace fuzz

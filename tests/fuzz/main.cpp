@@ -10,7 +10,6 @@
 //           --oracles a,b,c,d       which oracles (default all; (d) on gradient programs)
 //           --passes p,...          (b): only these passes (and "all")
 //           --ops-without fam,...   leave op families out (generator.h lists them)
-//           --ops-with pure_views   put in a pattern left out by default (a known defect)
 //           --max-ops N             at most N ops at the top level (default 60)
 //           --grad 0|1              no / only gradient programs (default: a third)
 //           --isolate               run each program in a child first: a crash is a
@@ -64,7 +63,6 @@ constexpr const char* kHelp =
     "          --oracles a,b,c,d       which oracles (default all; (d) on gradient programs)\n"
     "          --passes p,...          (b): only these passes (and \"all\")\n"
     "          --ops-without fam,...   leave op families out (generator.h lists them)\n"
-    "          --ops-with pure_views   put in a pattern left out by default (a known defect)\n"
     "          --max-ops N             at most N ops at the top level (default 60)\n"
     "          --grad 0|1              no / only gradient programs (default: a third)\n"
     "          --isolate               run each program in a child first: a crash is a\n"
@@ -108,8 +106,7 @@ std::vector<std::string> split(const std::string& s) {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "lt_fuzz: %s\nusage: lt_fuzz --seed S --count N [--threads T] [--oracles a,b,c,d] "
-               "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--ops-with "
-               "pure_views] [--passes p,...] "
+               "[--shrink] [--write-regression DIR] [--ops-without fam,...] [--passes p,...] "
                "[--max-ops N] [--seeds s,s,...] [--seeds-file F] [--repeat R] [--progress K] "
                "[--isolate] [--dump DIR] "
                "[--grad 0|1] [--check-file F] [--verbose]\n",

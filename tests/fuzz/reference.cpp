@@ -635,11 +635,13 @@ class Eval {
         for (int64_t j = 0; j < nn; ++j) {
           double r = 0, prop = 0, mag = 0;
           uint8_t u = 0;
+          bool rounded = false;  // a product that double rounds (BLAS may fuse it, unrounded)
           prods.clear();
           for (int64_t q = 0; q < k; ++q) {
             const auto ia = static_cast<size_t>(oa + i * k + q),
                        ib = static_cast<size_t>(ob + q * nn + j);
             const double p = a.v[ia] * b.v[ib];
+            rounded |= std::fma(a.v[ia], b.v[ib], -p) != 0;
             r += p;
             prods.push_back(p);
             mag += std::abs(p);
@@ -655,7 +657,7 @@ class Eval {
             continue;
           }
           const int bits = mantissa_of(compute_of(d));
-          if (prop == 0 && exact_sum(prods, bits)) {
+          if (prop == 0 && !rounded && exact_sum(prods, bits)) {
             t.v[oi] = R(d, r);
             continue;
           }

@@ -41,7 +41,7 @@ const std::vector<double> kLit_Seed1341_d = {};
 
 }  // namespace
 
-TEST(FuzzRegression, DISABLED_Seed1341_d) {
+TEST(FuzzRegression, Seed1341_d) {
   lt::manual_seed(1341);
   TV leaves;
   TV out = program_Seed1341_d(kIn_Seed1341_d, kLit_Seed1341_d, &leaves);

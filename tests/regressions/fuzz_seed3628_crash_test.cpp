@@ -53,7 +53,7 @@ const std::vector<double> kLit_Seed3628_crash = {};
 
 }  // namespace
 
-TEST(FuzzRegression, DISABLED_Seed3628_crash) {
+TEST(FuzzRegression, Seed3628_crash) {
   lt::manual_seed(3628);
   // every pass on, then the stage lt_fuzz crashed in (a)
   {

@@ -561,8 +561,10 @@ class Lowering {
     std::vector<View> results;
     for (const ResultBinding& b : prog->results) {
       const Storage& st = prog->storages[static_cast<size_t>(b.storage)];
-      if (st.kind == StorageKind::Param) {  // the body returns an input as it is
-        results.push_back(cs.params[static_cast<size_t>(st.slot)]);
+      if (st.kind == StorageKind::Param) {  // the body returns an input, maybe reshaped
+        std::optional<View> v = reshape_view(cs.params[static_cast<size_t>(st.slot)], b.shape);
+        LT_CHECK(v.has_value(), "a call's contiguous input reshapes without a copy");
+        results.push_back(*v);
         continue;
       }
       int& out = cs.outputs[static_cast<size_t>(st.slot)];

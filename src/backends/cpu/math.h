@@ -122,7 +122,10 @@ LT_MATH_INLINE T unary(ir::OpKind op, T x) {
     case K::Rsqrt:
       return T(1) / std::sqrt(x);
     case K::Abs:
-      return x < T(0) ? -x : x;
+      if constexpr (std::is_floating_point_v<T>)
+        return std::fabs(x);  // clears the sign of -0.0, as std::abs and PyTorch do
+      else
+        return x < T(0) ? -x : x;
     case K::Erf:
       return std::erf(x);
 #define LT_OP(kind, name, family, arity) case K::kind:
