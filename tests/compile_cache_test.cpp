@@ -275,4 +275,38 @@ TEST(CompileCache, NearlyIdenticalGraphsNeverShareAnExecutable) {
   EXPECT_EQ(lt::metrics::counter("CacheHit"), 0);
 }
 
+// The compiled loop and call bodies (cpu::body_program) share the compile cache's bound.
+// ctest runs this as compile_cache.body_bound with LAZYTRACE_COMPILE_CACHE_SIZE=2, read when
+// the process first compiles a body; at the default bound of 1024 it has nothing to show.
+TEST(BodyCache, IsBoundedLeastRecentlyUsedFirst) {
+  if (lt::compiler::compile_cache_capacity() != 2)
+    GTEST_SKIP() << "needs LAZYTRACE_COMPILE_CACHE_SIZE=2 (ctest: compile_cache.body_bound)";
+  lt::clear_caches();
+  // a loop over a carry of n elements: one body per n
+  auto run = [](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+    lt::Tensor init = lt::tensor(v, {n});
+    lt::Tensor out = lt::fori_loop(
+        0, 3, [](const lt::Tensor&, const lt::Tensor& c) { return c * 2.0f + 1.0f; }, init);
+    std::vector<float> got = out.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i)  // three times x -> 2x + 1: 8x + 7
+      EXPECT_EQ(got[static_cast<size_t>(i)], 8.0f * static_cast<float>(i) + 7.0f) << n;
+  };
+  lt::metrics::reset();
+  for (int64_t n : {1, 2, 3}) run(n);
+  EXPECT_EQ(counter("BodyCompileCount"), 3);
+  // n = 1's body was the least recently used of three, and the bound is two: compiled again,
+  // once its graph (evicted from the compile cache too) is lowered again
+  lt::metrics::reset();
+  run(1);
+  EXPECT_EQ(counter("BodyCompileCount"), 1);
+  EXPECT_GE(counter("CacheEvictions"), 1);
+  // n = 3's graph and body are both still cached: nothing compiles
+  lt::metrics::reset();
+  run(3);
+  EXPECT_EQ(counter("BodyCompileCount"), 0);
+  EXPECT_EQ(counter("CompileCount"), 0);
+}
+
 }  // namespace

@@ -51,7 +51,9 @@ Partition partition(const std::vector<NodePtr>& roots,
       cheap[i] = 1;
     } else if (!dep[i] && rebuilt_view(node.op)) {
       cheap[i] = 1;  // its operand is saved (or rebuilt) instead: no copy in the layout
-    } else if (!dep[i] && (is_layout(node.op) || node.op == OpKind::Pack)) {
+    } else if (!dep[i] && node.op == OpKind::Pack) {
+      cheap[i] = 1;  // not a value to save: rebuilt over its operands, saved or rebuilt
+    } else if (!dep[i] && is_layout(node.op)) {
       bool all = true;
       for (int k = 0; k < node.num_operands(); ++k)
         all = all && cheap[static_cast<size_t>(node.operand(k)->index)];

@@ -69,7 +69,8 @@ TV PureBody::operator()(const TV& args, double static_value) const {
 
 [[noreturn]] void mismatch(size_t i, const Node& n, const Tensor& t) {
   throw std::runtime_error(label(i, n.op) + ": lazytrace gives " + t.type_str() +
-                           ", the program expects " + dtype_str(n.dtype) + dims_str(n.shape));
+                           ", the program expects " + lazytrace::dtype_short(n.dtype) +
+                           dims_str(n.shape));
 }
 
 Tensor Exec::input(const Node& n, bool top) {

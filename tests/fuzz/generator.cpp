@@ -19,13 +19,6 @@ constexpr double kCarryFloat = 3, kCarryInt = 50;
 
 enum class Palette { F32, F64, Half, Int, Mixed };
 
-bool floating(DType d) {
-  return lazytrace::is_floating(d);
-}
-bool integral(DType d) {
-  return d == DType::int32 || d == DType::int64;
-}
-
 double limit_of(DType d) {
   switch (d) {
     case DType::float16:

@@ -239,7 +239,7 @@ void count_ops(const Program& p, bool body, std::map<std::string, uint64_t>& ops
                            : op_name(n.op);
     ++ops[name];
     if (body) ++ops["(in a body)"];
-    if (!is_multi(n.op)) ++ops[std::string("dtype ") + dtype_str(n.dtype)];
+    if (!is_multi(n.op)) ++ops[std::string("dtype ") + lazytrace::dtype_short(n.dtype)];
     for (const Program& b : n.bodies) count_ops(b, true, ops);
   }
 }

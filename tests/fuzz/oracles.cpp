@@ -37,7 +37,7 @@ std::string describe(const Program& p, size_t k) {
   const int o = p.outputs[k];
   const Node& n = p.nodes[static_cast<size_t>(o)];
   return "output " + std::to_string(k) + " (%" + std::to_string(o) + " " + op_name(n.op) + ", " +
-         dtype_str(n.dtype) + dims_str(n.shape) + ")";
+         lazytrace::dtype_short(n.dtype) + dims_str(n.shape) + ")";
 }
 
 // got against the reference: "" or what differs first.
@@ -134,16 +134,6 @@ void perturb(Program& p, double factor, const std::set<double>& pin) {
 
 int64_t counter(const char* name) {
   return lazytrace::metrics::counter(name);
-}
-
-double loss_of(const Program& p, const RefResult& r, const std::vector<std::vector<double>>& w) {
-  double l = 0;
-  for (size_t k = 0; k < p.outputs.size(); ++k) {
-    const RTensor& t = r.nodes[static_cast<size_t>(p.outputs[k])];
-    if (!lazytrace::is_floating(t.dtype)) continue;
-    for (size_t i = 0; i < t.v.size(); ++i) l += t.v[i] * w[k][i];
-  }
-  return l;
 }
 
 // The passes switched off at the start (LAZYTRACE_DISABLE_PASSES): what (b) restores, so
@@ -343,7 +333,7 @@ Outcome check_program(const Program& p, bool grad, uint64_t seed, const CheckOpt
         for (size_t i = 0; i < x.size(); ++i) x[i] += s * v[i];
       }
       RefResult r = run_reference(p, ds, false);
-      return r.ok ? loss_of(p, r, w) : NAN;
+      return r.ok ? weighted_sum(p, r, w) : NAN;
     };
     const double fd = (at(h) - at(-h)) / (2 * h);
     bool f64 = true;

@@ -107,26 +107,6 @@ const char* binary_name(BK k) {
   return k < BK::kCount ? names[static_cast<int>(k)] : "?";
 }
 
-const char* dtype_str(DType d) {
-  switch (d) {
-    case DType::float32:
-      return "f32";
-    case DType::float64:
-      return "f64";
-    case DType::float16:
-      return "f16";
-    case DType::bfloat16:
-      return "bf16";
-    case DType::int32:
-      return "i32";
-    case DType::int64:
-      return "i64";
-    case DType::bool_:
-      return "bool";
-  }
-  return "?";
-}
-
 int64_t numel(const Dims& d) {
   int64_t n = 1;
   for (int64_t x : d) n *= x;
@@ -148,10 +128,6 @@ bool is_leafish(Op op) {
 }
 
 namespace {
-
-bool floating(DType d) {
-  return lazytrace::is_floating(d);
-}
 
 // 0: bool, 1: integer, 2: floating
 int category(DType d) {
@@ -688,7 +664,7 @@ std::string to_text(const Program& p, int indent) {
   if (!p.param_dtypes.empty()) {
     o << pad << "params:";
     for (size_t i = 0; i < p.param_dtypes.size(); ++i)
-      o << " " << dtype_str(p.param_dtypes[i]) << dims_str(p.param_shapes[i]);
+      o << " " << lazytrace::dtype_short(p.param_dtypes[i]) << dims_str(p.param_shapes[i]);
     o << "\n";
   }
   for (size_t i = 0; i < p.nodes.size(); ++i) {
@@ -754,7 +730,7 @@ std::string to_text(const Program& p, int indent) {
         (n.op == Op::Pure && n.ints.size() > 1 && n.ints[1]))
       o << (first ? "" : ", ") << "f=" << num(n.f)
         << (n.op == Op::BinaryScalar || n.op == Op::WhereScalar
-                ? std::string(" (") + dtype_str(n.sdtype) + ")"
+                ? std::string(" (") + lazytrace::dtype_short(n.sdtype) + ")"
                 : "");
     if (n.op == Op::Input && !n.data.empty())
       o << (first ? "" : ", ") << "data[" << n.data.size() << "]";
@@ -762,10 +738,10 @@ std::string to_text(const Program& p, int indent) {
     if (is_multi(n.op)) {
       o << " -> (";
       for (size_t k = 0; k < n.rdtypes.size(); ++k)
-        o << (k ? ", " : "") << dtype_str(n.rdtypes[k]) << dims_str(n.rshapes[k]);
+        o << (k ? ", " : "") << lazytrace::dtype_short(n.rdtypes[k]) << dims_str(n.rshapes[k]);
       o << ")";
     } else {
-      o << " : " << dtype_str(n.dtype) << dims_str(n.shape);
+      o << " : " << lazytrace::dtype_short(n.dtype) << dims_str(n.shape);
     }
     if (n.materialize) o << " (synced early)";
     o << "\n";

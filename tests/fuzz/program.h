@@ -14,6 +14,13 @@ namespace fuzz {
 using lazytrace::DType;
 using Dims = std::vector<int64_t>;
 
+inline bool floating(DType d) {
+  return lazytrace::is_floating(d);
+}
+inline bool integral(DType d) {
+  return d == DType::int32 || d == DType::int64;
+}
+
 enum class Op : uint8_t {
   Input,         // a leaf: ints {domain, lo, hi}, f: float range; `data` when fixed
   Param,         // a body's input: ints {index}
@@ -133,7 +140,6 @@ const char* op_name(Op op);
 std::string label(size_t i, Op op);
 const char* unary_name(UK k);
 const char* binary_name(BK k);
-const char* dtype_str(DType d);
 int64_t numel(const Dims& d);
 std::string dims_str(const Dims& d);
 bool is_multi(Op op);

@@ -16,6 +16,17 @@ namespace fuzz {
 using lazytrace::BFloat16;
 using lazytrace::Half;
 
+double weighted_sum(const Program& p, const RefResult& r,
+                    const std::vector<std::vector<double>>& w) {
+  double l = 0;
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const RTensor& t = r.nodes[static_cast<size_t>(p.outputs[k])];
+    if (!floating(t.dtype)) continue;
+    for (size_t i = 0; i < t.v.size(); ++i) l += t.v[i] * w[k][i];
+  }
+  return l;
+}
+
 double round_to(DType d, double v) {
   switch (d) {
     case DType::float32:
@@ -40,12 +51,6 @@ namespace {
 
 constexpr double kDecide = 4;  // an undecidable comparison: operands within 4x their error
 
-bool floating(DType d) {
-  return lazytrace::is_floating(d);
-}
-bool integral(DType d) {
-  return d == DType::int32 || d == DType::int64;
-}
 double ulp_of(DType d) {
   switch (d) {
     case DType::float32:

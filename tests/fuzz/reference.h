@@ -49,6 +49,10 @@ struct RefResult {
 /** Runs p. round = false: every value in plain float64 (no rounding, no error estimates). */
 RefResult run_reference(const Program& p, const DataSet& data, bool round = true);
 
+/** The gradient oracle's loss: sum over the floating outputs k of output k times w[k]. */
+double weighted_sum(const Program& p, const RefResult& r,
+                    const std::vector<std::vector<double>>& w);
+
 /** Rounds a double to what dtype d holds, as lazytrace converts (via float for 16-bit). */
 double round_to(DType d, double v);
 

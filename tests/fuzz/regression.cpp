@@ -28,24 +28,8 @@ std::string num(double v) {
   return buf;
 }
 
-std::string dtype_cpp(DType d) {
-  switch (d) {
-    case DType::float32:
-      return "lt::float32";
-    case DType::float64:
-      return "lt::float64";
-    case DType::float16:
-      return "lt::float16";
-    case DType::bfloat16:
-      return "lt::bfloat16";
-    case DType::int32:
-      return "lt::int32";
-    case DType::int64:
-      return "lt::int64";
-    case DType::bool_:
-      return "lt::bool_";
-  }
-  return "?";
+std::string dtype_cpp(DType d) {  // the constant's name: lt::bool_ for "bool"
+  return d == DType::bool_ ? "lt::bool_" : std::string("lt::") + lazytrace::dtype_name(d);
 }
 
 std::string shape_cpp(const Dims& d) {
@@ -564,14 +548,7 @@ std::string regression_source(const Program& p, bool grad, uint64_t seed, const 
           std::vector<double>& x = ds.inputs[&n];
           if (x.empty()) x = n.data;
           x[i] += s;
-          RefResult r = run_reference(p, ds, false);
-          double l = 0;
-          for (size_t k = 0; k < p.outputs.size(); ++k) {
-            const RTensor& t = r.nodes[static_cast<size_t>(p.outputs[k])];
-            if (!lazytrace::is_floating(t.dtype)) continue;
-            for (size_t j = 0; j < t.v.size(); ++j) l += t.v[j] * w[k][j];
-          }
-          return l;
+          return weighted_sum(p, run_reference(p, ds, false), w);
         };
         g[i] = (at(1e-5) - at(-1e-5)) / 2e-5;
         gmax = std::max(gmax, std::abs(g[i]));

@@ -136,10 +136,10 @@ TEST(FuzzRegression, SumOfRank9Tensor) {
 }
 
 // The gradient of a scan whose body calls an assume_pure function that captures a value the
-// body computed (not one of its inputs): building the reverse body crashes
-// (ir::build_graph from make_diff, a segfault; lt_fuzz seed 16214, a fori_loop around it).
-// Capturing the carry itself works.
-TEST(FuzzRegression, DISABLED_ScanGradientThroughAssumePureCapturingABodyValue) {
+// body computed (not one of its inputs): building the reverse body crashed (ir::build_graph
+// from make_diff, a segfault; lt_fuzz seed 16214, a fori_loop around it): ir::partition saved
+// the call's Pack of captured tensors as if it were a value. Capturing the carry worked.
+TEST(FuzzRegression, ScanGradientThroughAssumePureCapturingABodyValue) {
   Tensor h0 = lt::tensor(std::vector<float>{0.5f, 1.0f}, {2});
   h0.requires_grad_();
   Tensor xs = lt::tensor(std::vector<float>{1, 2}, {2, 1});
