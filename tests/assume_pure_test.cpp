@@ -6,6 +6,7 @@
 #include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -178,6 +179,37 @@ TEST(AssumePureGrad, MatmulTanhStaticDoubleNestedAndMlp) {
       {random_tensor({4, 6}, 13), random_tensor({6, 8}, 14).requires_grad_(),
        random_tensor({8, 8}, 15).requires_grad_(), random_tensor({8, 3}, 16).requires_grad_()},
       "3-layer MLP");
+}
+
+// A function that passes one outer tensor to an inner assume_pure function which captures
+// another: the forward trace lifted them in one order and the retrace for backward (the
+// inner call a cache hit) in the other, and backward failed ("used different outside
+// tensors ... (2 instead of 2)"; lt_fuzz seed 1037170). The retrace now lifts the first
+// trace's tensors first, in its order. Gradients against the same code without assume_pure.
+TEST(AssumePureGrad, NestedCallsLiftOuterTensorsInOneOrder) {
+  Tensor a = lt::tensor({0.5, -1.5}).requires_grad_();
+  Tensor c = lt::tensor({0.25, 2.0, 3.0}).requires_grad_();
+  Tensor x = lt::tensor({1.5, -0.5}).requires_grad_();
+  auto inner_fn = [&c](const Tensor& u, const Tensor& v) {
+    return lt::sum(u * v) * lt::exp(c);  // c captured
+  };
+  auto outer_fn = [&a](const Tensor& p, const std::function<Tensor(Tensor, Tensor)>& inner) {
+    return lt::tanh(inner(a, p)) + lt::sum(p);  // a passed on
+  };
+  auto inner = lt::assume_pure([&](const Tensor& u, const Tensor& v) { return inner_fn(u, v); });
+  auto outer = lt::assume_pure([&](const Tensor& p) {
+    return outer_fn(p, [&](Tensor u, Tensor v) { return inner(u, v); });
+  });
+  Tensor w = lt::tensor({1.0, -2.0, 0.5});
+  for (int call = 0; call < 2; ++call) {  // the second: both functions cache hits
+    auto got = lt::autograd::grad({lt::sum(outer(x) * w)}, {a, c, x});
+    auto want = lt::autograd::grad({lt::sum(outer_fn(x, inner_fn) * w)}, {a, c, x});
+    for (size_t k = 0; k < got.size(); ++k) {
+      std::vector<double> g = got[k].to_vector<double>(), r = want[k].to_vector<double>();
+      ASSERT_EQ(g.size(), r.size());
+      for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], r[i], 1e-12) << call << " " << k;
+    }
+  }
 }
 
 TEST(AssumePureGrad, NoInputRequiringGradGivesAPlainOutput) {

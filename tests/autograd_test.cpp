@@ -428,6 +428,44 @@ TEST(Autograd, CopyIntoANonLeafRoutesTheGradientToTheSource) {
   EXPECT_EQ(values_of(a.grad()), (std::vector<float>{5, 5}));
 }
 
+// An op's gradient that reads an input copy_ overwrote after the op used it would read the
+// new value (it did: x.grad was -1s here); it is an error, as in PyTorch. A gradient that does
+// not read the overwritten input is unaffected, and so are ops that read their own result.
+TEST(Autograd, AGradientReadingAnInputOverwrittenByCopyIsAnError) {
+  auto x = lt::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();
+  lt::Tensor w = lt::tensor({10.0f, 20.0f, 30.0f});
+  lt::Tensor y = lt::sum(x * w);
+  w.copy_(lt::tensor({-1.0f, -1.0f, -1.0f}));
+  expect_error([&] { y.backward(); },
+               "[backward] the gradient of mul reads its input f32[3], which copy_ overwrote "
+               "after mul used it");
+  for (auto op : {+[](const lt::Tensor& a) { return lt::exp(a); },
+                  +[](const lt::Tensor& a) { return lt::amax(a); },
+                  +[](const lt::Tensor& a) { return lt::matmul(a, a); }}) {
+    lt::Tensor v = lt::tensor({1.0f, 2.0f}).requires_grad_();
+    lt::Tensor u = v * 1.0f;
+    lt::Tensor out = lt::sum(op(u));
+    u.copy_(lt::tensor({5.0f, 6.0f}));
+    EXPECT_THROW(out.backward(), lt::Error);
+  }
+  // add reads neither operand: the gradient is right whatever w holds now
+  auto z = lt::tensor({1.0f, 2.0f}).requires_grad_();
+  lt::Tensor c = lt::tensor({3.0f, 4.0f});
+  lt::Tensor s = lt::sum(z + c);
+  c.copy_(lt::tensor({0.0f, 0.0f}));
+  s.backward();
+  EXPECT_EQ(values_of(z.grad()), (std::vector<float>{1, 1}));
+  // a leaf's update under NoGradGuard after backward (an optimizer step) is no write to check
+  auto p = lt::tensor({2.0f}).requires_grad_();
+  for (int step = 0; step < 2; ++step) {
+    lt::sum(p * p).backward();
+    lt::NoGradGuard no_grad;
+    p.copy_(p - 0.25f * p.grad());
+    p.set_grad(lt::Tensor());
+  }
+  EXPECT_FLOAT_EQ(p.item<float>(), 0.5f);  // 2 -> 1 -> 0.5
+}
+
 TEST(Autograd, ALongTapeIsReleasedAndRunWithoutDeepRecursion) {
   auto w = lt::tensor({1.0f}).requires_grad_();
   lt::Tensor y = w;

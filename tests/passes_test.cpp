@@ -190,6 +190,21 @@ TEST(Passes, SliceGradsSumsEveryKindOfWindowRight) {
   }
 }
 
+// The gradients of two equal slices that nothing reads (an assume_pure function ignores its
+// arguments): both zeros, merged by cse into one concat added to itself; slice_grads found
+// no window to keep and crashed (lt_fuzz seed 1092392). The gradient is zeros, either way.
+TEST(Passes, SliceGradsOfSlicesNothingReadsAreZeros) {
+  PassesOff none({});
+  auto f = lt::assume_pure([](const Tensor&, const Tensor&) { return lt::ones({2}); });
+  for (const bool off : {false, true}) {
+    PassesOff maybe(off ? std::vector<std::string>{"slice_grads"} : std::vector<std::string>{});
+    Tensor w = lt::tensor(std::vector<float>{1, 2, 3, 4}, {4}).requires_grad_();
+    Tensor loss = lt::sum(f(lt::slice(w, 0, 1, 3), lt::slice(w, 0, 1, 3)));
+    loss.backward();
+    EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(4, 0.0f)) << (off ? "off" : "on");
+  }
+}
+
 TEST(Passes, AnUnknownNameIsAnErrorThatListsThem) {
   PassesOff none({});
   expect_error(

@@ -142,6 +142,7 @@ ir::Graph accumulate_slice_grads(const ir::Graph& g) {
       return static_cast<int>(out.nodes.size()) - 1;
     };
     bool merged = false;
+    int zero = -1;
     for (auto& entry : scatters) {
       const int dim = entry.first;
       std::vector<Scatter>& group = entry.second;
@@ -151,7 +152,7 @@ ir::Graph accumulate_slice_grads(const ir::Graph& g) {
         continue;
       }
       merged = true;
-      const int zero = pos[static_cast<size_t>(group[0].zero)];
+      zero = pos[static_cast<size_t>(group[0].zero)];
       for (const Layer& layer : layers) {
         std::vector<int> cat;
         auto zeros = [&](int64_t len) {
@@ -176,6 +177,8 @@ ir::Graph accumulate_slice_grads(const ir::Graph& g) {
       }
     }
     if (!merged) return -1;
+    // every term a concat of zeros only (the gradient of slices nothing reads): zeros
+    if (terms.empty()) terms.push_back(emit(OpKind::BroadcastTo, node.shape, {zero}));
     int acc = terms[0];
     for (size_t k = 1; k < terms.size(); ++k) acc = emit(OpKind::Add, node.shape, {acc, terms[k]});
     pos[at] = acc;

@@ -23,20 +23,21 @@ struct Operand {
 /** An operand as a VJP rule reads it, kept as recorded (a tensor or a number) and made a
  * tensor in the computing dtype only when the backward runs. */
 struct SavedOperand {
-  Tensor t;
+  ops::SavedInput t;
   Scalar s = 0;
   DType dtype = DType::float32;
   SavedOperand() = default;
-  SavedOperand(const Operand& o, DType d) : dtype(d) {
+  SavedOperand(const char* op, const Operand& o, DType d) : dtype(d) {
     if (o.t)
-      t = *o.t;
+      t = ops::SavedInput(op, *o.t);
     else
       s = *o.s;
   }
   Tensor get() const {
-    if (t.defined() && t.dtype() == dtype) return t;
+    const Tensor& x = t.get();
+    if (x.defined() && x.dtype() == dtype) return x;
     NoGradGuard no_grad;  // the cast is for the rule's arithmetic, not part of the tape
-    return t.defined() ? astype(t, dtype) : scalar(s, dtype);
+    return x.defined() ? astype(x, dtype) : scalar(s, dtype);
   }
 };
 
@@ -101,8 +102,8 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   if (!cmp && ops::needs_grad(a.t, b.t)) {
     const bool reads = op != OpKind::Add && op != OpKind::Sub;
     ops::record_grad(out, name, {a.t, b.t},
-                     [op, sa = reads ? SavedOperand(a, common) : SavedOperand(),
-                      sb = reads ? SavedOperand(b, common) : SavedOperand(),
+                     [op, sa = reads ? SavedOperand(name, a, common) : SavedOperand(),
+                      sb = reads ? SavedOperand(name, b, common) : SavedOperand(),
                       y = ops::SavedResult(out)](const Tensor& g) {
                        auto [ga, gb] = binary_vjp(op, g, sa, sb, y.get());
                        return std::vector<Tensor>{ga, gb};
@@ -132,9 +133,11 @@ Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   Tensor out = trace::make_pending(ir::make_node(OpKind::Where, common, shape, trace::node_of(cond),
                                                  a.node(common), b.node(common)));
   if (ops::needs_grad(a.t, b.t))
-    ops::record_grad(out, "where", {nullptr, a.t, b.t}, [c = cond](const Tensor& g) {
-      return std::vector<Tensor>{Tensor(), where(c, g, 0), where(c, 0, g)};
-    });
+    ops::record_grad(out, "where", {nullptr, a.t, b.t},
+                     [s = ops::SavedInput("where", cond)](const Tensor& g) {
+                       const Tensor& c = s.get();
+                       return std::vector<Tensor>{Tensor(), where(c, g, 0), where(c, 0, g)};
+                     });
   return out;
 }
 

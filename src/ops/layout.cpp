@@ -234,8 +234,10 @@ Tensor index_select(const Tensor& t, int dim, const Tensor& index) {
                                                     trace::node_of(t), trace::node_of(index), a));
   if (ops::needs_grad(t))
     ops::record_grad(
-        result, "index_select", {&t, nullptr}, [dim, index, in = t.shape()](const Tensor& g) {
-          return std::vector<Tensor>{index_add(zeros(in, g.dtype()), dim, index, g), Tensor()};
+        result, "index_select", {&t, nullptr},
+        [dim, index = ops::SavedInput("index_select", index), in = t.shape()](const Tensor& g) {
+          return std::vector<Tensor>{index_add(zeros(in, g.dtype()), dim, index.get(), g),
+                                     Tensor()};
         });
   return result;
 }
@@ -260,9 +262,10 @@ Tensor index_add(const Tensor& t, int dim, const Tensor& index, const Tensor& so
       trace::make_pending(ir::make_node(OpKind::IndexAdd, t.dtype(), t.shape(), trace::node_of(t),
                                         trace::node_of(index), ops::node_as(source, t.dtype()), a));
   if (ops::needs_grad(t, source))
-    ops::record_grad(result, "index_add", {&t, nullptr, &source}, [dim, index](const Tensor& g) {
-      return std::vector<Tensor>{g, Tensor(), index_select(g, dim, index)};
-    });
+    ops::record_grad(result, "index_add", {&t, nullptr, &source},
+                     [dim, index = ops::SavedInput("index_add", index)](const Tensor& g) {
+                       return std::vector<Tensor>{g, Tensor(), index_select(g, dim, index.get())};
+                     });
   return result;
 }
 

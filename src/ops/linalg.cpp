@@ -47,9 +47,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor out = trace::make_pending(ir::make_node(ir::OpKind::Matmul, common, shape,
                                                  ops::node_as(a, common), ops::node_as(b, common)));
   if (ops::needs_grad(a, b))
-    ops::record_grad(out, "matmul", {&a, &b}, [a, b, common](const Tensor& g) {
-      return matmul_vjp(g, astype(a, common), astype(b, common));
-    });
+    ops::record_grad(out, "matmul", {&a, &b},
+                     [sa = ops::SavedInput("matmul", a), sb = ops::SavedInput("matmul", b),
+                      common](const Tensor& g) {
+                       return matmul_vjp(g, astype(sa.get(), common), astype(sb.get(), common));
+                     });
   return out;
 }
 

@@ -102,6 +102,27 @@ struct SavedResult {
   Tensor get() const { return trace::tensor_of(node); }
 };
 
+/**
+ * An input as its VJP keeps it: the tensor (whose history a create_graph backward extends)
+ * and the node it held when the op read it. A gradient through an input that copy_ has
+ * written since would read the new value; get() refuses that, as PyTorch does.
+ */
+class SavedInput {
+ public:
+  SavedInput() = default;
+  SavedInput(const char* op, const Tensor& t) : op_(op), t_(t), node_(t.impl()->node) {}
+  const Tensor& get() const {
+    if (t_.defined() && t_.impl()->node != node_) overwritten();
+    return t_;
+  }
+
+ private:
+  [[noreturn]] void overwritten() const;
+  const char* op_ = "";
+  Tensor t_;
+  ir::NodePtr node_;
+};
+
 /** "f32[2, 3]" for messages. */
 inline std::string type_of(const Tensor& t) {
   return t.type_str();

@@ -53,6 +53,13 @@ void check_defined(const char* op, const Tensor& t, const char* arg) {
          "by an op or lt::tensor().");
 }
 
+void SavedInput::overwritten() const {
+  fail("backward", "the gradient of ", op_, " reads its input ", t_.type_str(),
+       ", which copy_ overwrote after ", op_,
+       " used it; the gradient would read the new value. Run backward() before writing, or "
+       "write into a clone of the tensor.");
+}
+
 ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype) {
   if (n->dtype == dtype) return n;
   if (n->op == ir::OpKind::Scalar) {

@@ -35,13 +35,16 @@ Tensor reduce(OpKind op, const Tensor& t, std::vector<int> dims, bool keepdim, b
     for (int d = 0; d < kept.size(); ++d)
       if (dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end()) kept[d] = 1;
     ops::record_grad(
-        result, name, {&t}, [op, x = t, kept, dims, y = ops::SavedResult(result)](const Tensor& g) {
-          Tensor gk = broadcast_to(reshape(g, kept), x.shape());
+        result, name, {&t},
+        [op, in = t.shape(), dt = t.dtype(),
+         x = op == OpKind::Amax ? ops::SavedInput(name, t) : ops::SavedInput(), kept, dims,
+         y = ops::SavedResult(result)](const Tensor& g) {
+          Tensor gk = broadcast_to(reshape(g, kept), in);
           if (op == OpKind::Sum) return std::vector<Tensor>{gk};
           if (op == OpKind::Mean)
-            return std::vector<Tensor>{gk * (static_cast<double>(kept.numel()) / x.numel())};
+            return std::vector<Tensor>{gk * (static_cast<double>(kept.numel()) / in.numel())};
           // amax: the gradient goes to the maxima, split evenly among ties
-          Tensor is_max = astype(x == reshape(y.get(), kept), x.dtype());
+          Tensor is_max = astype(x.get() == reshape(y.get(), kept), dt);
           Tensor ties = dims.empty() ? reshape(sum(is_max), kept) : sum(is_max, dims, true);
           return std::vector<Tensor>{gk * is_max / ties};
         });

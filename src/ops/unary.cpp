@@ -74,9 +74,11 @@ Tensor unary(OpKind op, const Tensor& t, Domain domain) {
          "); convert first with astype(t, lt::int64) or astype(t, lt::float32).");
   Tensor out = trace::make_pending(ir::make_node(op, dt, t.shape(), ops::node_as(t, dt)));
   if (ops::needs_grad(t))
-    ops::record_grad(out, name, {&t}, [op, x = t, y = ops::SavedResult(out)](const Tensor& g) {
-      return std::vector<Tensor>{unary_vjp(op, g, x, y.get())};
-    });
+    ops::record_grad(
+        out, name, {&t},
+        [op, x = ops::SavedInput(name, t), y = ops::SavedResult(out)](const Tensor& g) {
+          return std::vector<Tensor>{unary_vjp(op, g, x.get(), y.get())};
+        });
   return out;
 }
 

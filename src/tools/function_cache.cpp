@@ -227,6 +227,7 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
   EnableGradGuard grad_on;
   std::vector<Tensor> ph;
   for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
+  scope.lift_first(e.lifted);
   Traced traced = e.retrace(own_handles(ph));
   finish_vjp(e, scope, ph, traced, tool, name);
 }

@@ -102,8 +102,8 @@ struct ScanEntry {
   std::vector<trace::BodyInput> inputs;
   std::vector<Tensor> lifted;
   uint64_t rng_count = 0;
-  Types carry, x, consts, ys;  // x: one slice
-  std::mutex mu;               // guards diff
+  Types carry, x, consts, ys;              // x: one slice
+  std::mutex mu;                           // guards diff
   std::shared_ptr<const Diff> diff[2][2];  // [remat: save, recompute][xs' gradients factored]
 };
 
@@ -323,6 +323,7 @@ std::shared_ptr<const Diff> make_diff(ScanEntry& e, Remat remat, bool factors,
     EnableGradGuard grad_on;
     std::vector<Tensor> c = placeholders(s, e.carry, true), xs = placeholders(s, e.x, true),
                         ks = placeholders(s, e.consts, true);
+    if (!first) s.lift_first(e.lifted);
     LoopTraced t = e.retrace(own_handles(c), own_handles(xs), own_handles(ks));
     if (first) set_body(e, s, t, tool.c_str());
     std::vector<Tensor> inputs = c, outputs = t.carry;
@@ -486,9 +487,10 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   inputs.insert(inputs.end(), a.xs.begin(), a.xs.end());
   inputs.insert(inputs.end(), a.consts.begin(), a.consts.end());
   for (const Tensor& t : e->lifted) inputs.push_back(&t);
-  std::vector<Tensor> xs, consts;
-  for (const Tensor* t : a.xs) xs.push_back(*t);
-  for (const Tensor* t : a.consts) consts.push_back(*t);
+  // xs and consts as the forward read them: a later copy_ into one does not reach the backward
+  std::vector<ir::NodePtr> xs, consts;
+  for (const Tensor* t : a.xs) xs.push_back(trace::node_of(*t));
+  for (const Tensor* t : a.consts) consts.push_back(trace::node_of(*t));
   autograd::record_multi(
       outs, tool, inputs,
       [e, d, n, reverse, saved, xs, consts, rng, tool](const std::vector<Tensor>& grads) {
@@ -518,7 +520,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
         }
         for (size_t i : fl) ex.push_back(trace::node_of(zeros_like(e->lifted[i])));
         for (const Tensor& t : saved) ex.push_back(trace::node_of(t));
-        for (const Tensor& t : xs) ex.push_back(trace::node_of(t));
+        ex.insert(ex.end(), xs.begin(), xs.end());
         for (int i : fy) {
           auto [shape, dtype] = e->ys[static_cast<size_t>(i)];
           std::vector<int64_t> dims = shape.vec();
@@ -526,7 +528,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
           ex.push_back(
               trace::node_of(grad_or_zeros(nc + static_cast<size_t>(i), Shape(dims), dtype)));
         }
-        for (const Tensor& t : consts) ex.push_back(trace::node_of(t));
+        ex.insert(ex.end(), consts.begin(), consts.end());
         ir::Loop l = scan_loop(d->backward, n, !reverse, d->backward_carries);
         assign_roles(l, d->backward_inputs, d->backward_carries, d->backward_xs, e->rng_count);
         std::vector<Tensor> r = record_loop(

@@ -107,6 +107,10 @@ void TraceScope::set_lift_grad(LiftGrad mode) {
   ctx_->lift_grad = mode;
 }
 
+void TraceScope::lift_first(const std::vector<Tensor>& outer) {
+  for (const Tensor& t : outer) lifted_placeholder(t);
+}
+
 void TraceScope::allow_writes() {
   ctx_->writes_allowed = true;
 }

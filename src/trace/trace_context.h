@@ -59,6 +59,12 @@ class TraceScope {
                                          const std::string& name);
 
   const std::vector<BodyInput>& inputs() const;
+  /**
+   * Lifts outer tensors now, in this order: a function traced again (for its backward) then
+   * lifts the tensors of its first trace in that trace's order, whatever order it reaches
+   * them in this time.
+   */
+  void lift_first(const std::vector<Tensor>& outer);
   /** The outer tensors the function used, in the order they were lifted. */
   const std::vector<Tensor>& lifted() const;
   /** Their stand-ins inside the trace (same order). */

@@ -246,7 +246,7 @@ void count_ops(const Program& p, bool body, std::map<std::string, uint64_t>& ops
 
 struct Stats {
   std::mutex mu;
-  uint64_t ran = 0, skipped = 0, failed = 0, grad = 0;
+  uint64_t ran = 0, skipped = 0, failed = 0, grad = 0, kinks = 0;
   uint64_t checked = 0, exact = 0, undecided = 0, nodes = 0;
   std::map<std::string, uint64_t> ops;
   std::map<std::string, uint64_t> by_oracle;
@@ -374,6 +374,7 @@ int main(int argc, char** argv) {
         std::lock_guard<std::mutex> lock(stats.mu);
         ++stats.ran;
         stats.grad += g.grad;
+        stats.kinks += o.kink;
         stats.checked += static_cast<uint64_t>(o.checked_elements);
         stats.exact += static_cast<uint64_t>(o.exact_elements);
         stats.undecided += static_cast<uint64_t>(o.undecided_elements);
@@ -438,6 +439,9 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(stats.ran),
               static_cast<unsigned long long>(stats.failed),
               static_cast<unsigned long long>(stats.skipped));
+  if (stats.kinks)
+    std::printf(", %llu gradients unchecked (a kink within the step)",
+                static_cast<unsigned long long>(stats.kinks));
   for (const auto& [k, n] : stats.by_oracle)
     std::printf("; %s: %llu", k.c_str(), static_cast<unsigned long long>(n));
   std::printf("\n");

@@ -36,6 +36,7 @@ struct Outcome {
   int checked_elements = 0;    // (a): elements compared with the reference
   int exact_elements = 0;      // of those, compared bit for bit
   int undecided_elements = 0;  // (a): left out (the reference could not decide them)
+  bool kink = false;           // (d): the loss has a kink within the difference step: not checked
 };
 
 /** Where this thread's check_program is ("a", "c", "b:<pass>", "d"), for crash reports:

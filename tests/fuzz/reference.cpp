@@ -437,12 +437,13 @@ class Eval {
             imp = 2;
           }
           break;
+        // IEEE 754-2019 maximum and minimum: -0 is below +0
         case BK::Maximum:
-          r = std::max(va, vb);
+          r = va == vb ? (std::signbit(va) ? vb : va) : std::max(va, vb);
           prop = ea + eb;
           break;
         case BK::Minimum:
-          r = std::min(va, vb);
+          r = va == vb ? (std::signbit(va) ? va : vb) : std::min(va, vb);
           prop = ea + eb;
           break;
         case BK::Atan2: {

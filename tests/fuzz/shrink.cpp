@@ -246,6 +246,8 @@ ShrinkResult shrink(const Program& p, bool grad, uint64_t seed, const std::strin
       }
       const size_t nb = s.cur.nodes[i].bodies[0].nodes.size();
       for (size_t j = nb; j-- > 0 && !s.exhausted();) {
+        // an attempt that took may have removed nodes: i may be another node now
+        if (i >= s.cur.nodes.size() || s.cur.nodes[i].bodies.empty()) break;
         const Program& b = s.cur.nodes[i].bodies[0];
         if (j >= b.nodes.size()) continue;
         const Node& bn = b.nodes[j];

@@ -165,3 +165,26 @@ TEST(FuzzRegression, AbsOfNegativeZeroIsPositive) {
   EXPECT_FALSE(std::signbit(a.to_vector<float>()[0]));
   EXPECT_FLOAT_EQ(t.to_vector<float>()[0], 3.14159265f);
 }
+
+// maximum(-0.0, +0.0) was +0.0 but maximum(+0.0, -0.0) was -0.0 (the second operand on a tie),
+// so atan2(0, maximum(x * 0, y)) gave pi or 0 by the operands' order (lt_fuzz seed 1003286).
+// maximum and minimum now follow IEEE 754-2019: -0 is below +0, whatever the order.
+TEST(FuzzRegression, MaximumAndMinimumOfSignedZeros) {
+  Tensor a = lt::tensor(std::vector<double>{-0.0, 0.0, -0.0, 0.0}, {4});
+  Tensor b = lt::tensor(std::vector<double>{0.0, -0.0, -0.0, 0.0}, {4});
+  for (const Tensor& t : {lt::maximum(a, b), lt::maximum(b, a)}) {
+    const std::vector<double> v = values(t);
+    EXPECT_FALSE(std::signbit(v[0]) || std::signbit(v[1]) || std::signbit(v[3]));
+    EXPECT_TRUE(std::signbit(v[2]));
+  }
+  for (const Tensor& t : {lt::minimum(a, b), lt::minimum(b, a)}) {
+    const std::vector<double> v = values(t);
+    EXPECT_TRUE(std::signbit(v[0]) && std::signbit(v[1]) && std::signbit(v[2]));
+    EXPECT_FALSE(std::signbit(v[3]));
+  }
+  // float32 and float16 take the same path
+  Tensor h = lt::astype(a, lt::float16), k = lt::astype(b, lt::float16);
+  EXPECT_FALSE(std::signbit(lt::maximum(h, k).to_vector<float>()[0]));
+  EXPECT_TRUE(std::signbit(
+      lt::minimum(lt::astype(b, lt::float32), lt::astype(a, lt::float32)).to_vector<float>()[0]));
+}

@@ -169,13 +169,18 @@ LT_MATH_INLINE T binary(ir::OpKind op, T a, T b) {
         return static_cast<T>(ipow(a, b));
       else
         return std::pow(a, b);
+    // NaN propagates, as in PyTorch; -0 is below +0 (IEEE 754-2019 maximum and minimum)
     case K::Maximum:
-      if constexpr (!std::is_integral_v<T>)
-        if (std::isnan(a) || std::isnan(b)) return a + b;  // NaN propagates, as in PyTorch
+      if constexpr (!std::is_integral_v<T>) {
+        if (std::isnan(a) || std::isnan(b)) return a + b;
+        if (a == b) return std::signbit(a) ? b : a;
+      }
       return a > b ? a : b;
     case K::Minimum:
-      if constexpr (!std::is_integral_v<T>)
+      if constexpr (!std::is_integral_v<T>) {
         if (std::isnan(a) || std::isnan(b)) return a + b;
+        if (a == b) return std::signbit(a) ? a : b;
+      }
       return a < b ? a : b;
     case K::Atan2:  // integer operands compute in float (ops/binary.cpp)
       return static_cast<T>(std::atan2(a, b));
