@@ -96,15 +96,18 @@ check-tsan: deps
 	@cd $(BUILD)-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/scripts/tsan.supp" \
 	  ctest --output-on-failure -j $(JOBS) -R 'Threading[.]|[.]one_thread|[.]far_cores|Scan[.]AdamW|^fuzz[.]threads'
 
-# libFuzzer on the safetensors reader and its header parser, FUZZ_SECONDS each, from the seed
-# corpus in tests/libfuzzer/seeds (needs clang)
+# libFuzzer on the safetensors reader and its header parser, FUZZ_SECONDS each (or until
+# FUZZ_RUNS executions, where set), from the seed corpus in tests/libfuzzer/seeds (needs
+# clang); FUZZ_TARGETS picks some of the three
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= -1
+FUZZ_TARGETS ?= safetensors_fuzz safetensors_struct_fuzz header_fuzz
 fuzz: deps
 	@CXX=clang++ cmake -S . -B $(BUILD)-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_LIBFUZZER=ON \
 	  -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF \
 	  -DLAZYTRACE_BUILD_PYTHON=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-fuzz -j $(JOBS)
-	@scripts/run-fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
+	@FUZZ_RUNS=$(FUZZ_RUNS) scripts/run-fuzz.sh $(BUILD)-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 install: build
 	@cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)

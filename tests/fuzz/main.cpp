@@ -255,7 +255,8 @@ struct Stats {
 
 }  // namespace
 
-// --check-file: exit 3 if the program fails an oracle, 0 if not (a crash kills it).
+// --check-file: exit 3 if the program fails an oracle, 4 if it is skipped, 5 if it passes with
+// its gradient unchecked (a kink), 0 if it passes (a crash kills it).
 int check_file(const Args& args) {
   std::ifstream f(args.check_file);
   std::stringstream text;
@@ -278,7 +279,7 @@ int check_file(const Args& args) {
   std::signal(SIGBUS, on_crash);
   Outcome o = check_program(p, args.gen.grad == 1, args.seed, copt);
   for (const Failure& fl : o.failures) std::printf("%s: %s\n", fl.key.c_str(), fl.what.c_str());
-  return !o.failures.empty() ? 3 : o.skipped ? 4 : 0;
+  return !o.failures.empty() ? 3 : o.skipped ? 4 : o.kink ? 5 : 0;
 }
 
 // --isolate: the oracles on one seed's program in a child process. A crash is a failure; a
@@ -311,6 +312,10 @@ bool check_in_child(const std::string& self, const Args& args, const Generated& 
   if (r.exit_code == 4) {
     o.skipped = true;
     o.skip_why = "(in the child)";
+    return true;
+  }
+  if (r.exit_code == 5) {
+    o.kink = true;
     return true;
   }
   return false;  // failed (or could not run): check here
