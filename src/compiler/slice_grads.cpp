@@ -133,12 +133,12 @@ ir::Graph accumulate_slice_grads(const ir::Graph& g) {
         terms.push_back(pos[static_cast<size_t>(x)]);
     }
     auto emit = [&](OpKind op, Shape shape, std::vector<int> inputs) {
-      GNode e;
+      // made in place: a moved temporary trips gcc's -Wmaybe-uninitialized under TSan
+      GNode& e = out.nodes.emplace_back();
       e.op = op;
       e.dtype = node.dtype;
       e.shape = std::move(shape);
       e.inputs = std::move(inputs);
-      out.nodes.push_back(std::move(e));
       return static_cast<int>(out.nodes.size()) - 1;
     };
     bool merged = false;
