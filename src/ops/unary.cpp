@@ -63,6 +63,13 @@ Tensor unary_vjp(OpKind op, const Tensor& g, const Tensor& x, const Tensor& y) {
   LT_UNREACHABLE("unary_vjp differentiates a unary op");
 }
 
+// Whether unary_vjp reads x (the others read only their result): only those keep their
+// input, so a later copy_ into it is no error for exp, tanh and the like.
+bool vjp_reads_input(OpKind op) {
+  return !(op == OpKind::Neg || op == OpKind::Exp || op == OpKind::Tanh || op == OpKind::Sigmoid ||
+           op == OpKind::Sqrt || op == OpKind::Rsqrt);
+}
+
 Tensor unary(OpKind op, const Tensor& t, Domain domain) {
   trace::OpScope scope;
   const char* name = ir::op_name(op);
@@ -74,11 +81,11 @@ Tensor unary(OpKind op, const Tensor& t, Domain domain) {
          "); convert first with astype(t, lt::int64) or astype(t, lt::float32).");
   Tensor out = trace::make_pending(ir::make_node(op, dt, t.shape(), ops::node_as(t, dt)));
   if (ops::needs_grad(t))
-    ops::record_grad(
-        out, name, {&t},
-        [op, x = ops::SavedInput(name, t), y = ops::SavedResult(out)](const Tensor& g) {
-          return std::vector<Tensor>{unary_vjp(op, g, x.get(), y.get())};
-        });
+    ops::record_grad(out, name, {&t},
+                     [op, x = vjp_reads_input(op) ? ops::SavedInput(name, t) : ops::SavedInput(),
+                      y = ops::SavedResult(out)](const Tensor& g) {
+                       return std::vector<Tensor>{unary_vjp(op, g, x.get(), y.get())};
+                     });
   return out;
 }
 
