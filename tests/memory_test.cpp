@@ -213,9 +213,10 @@ TEST(Memory, IdenticalTrainingStepsHoldExactlyTheSameBytesAndRssStaysFlat) {
   const int64_t growth = rss_bytes() - rss;
   EXPECT_LT(growth, int64_t{1} << 20) << "resident memory grew over 10,000 steps";
   // the figure docs/reliability.md quotes
-  std::printf("[ memory   ] %lld live bytes after every step; resident memory grew %lld bytes "
-              "over 10,000 steps\n",
-              static_cast<long long>(bytes), static_cast<long long>(growth));
+  std::printf(
+      "[ memory   ] %lld live bytes at every check; resident memory grew %lld bytes "
+      "over 10,000 steps\n",
+      static_cast<long long>(bytes), static_cast<long long>(growth));
 }
 
 }  // namespace
