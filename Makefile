@@ -66,11 +66,16 @@ bench-smoke:
 	@scripts/run-bench.sh $(BUILD)-bench --smoke
 
 # lazytrace beside LibTorch eager on the same weights (Debian's libtorch-dev)
-bench-peers:
+# lazytrace beside its peers on the same decoder and weights: LibTorch 1.13 eager (C++), then
+# from Python PyTorch 2 eager and torch.compile, and JAX's jit with a loop and with lax.scan
+# (PEER_SIZES, e.g. spec-10,spec-100,compute)
+PEER_SIZES ?= spec-10,spec-100,compute
+bench-peers: build
 	@scripts/install-deps.sh --peers
 	@cmake -S . -B $(BUILD)-peers -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PEERS=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-peers -j $(JOBS)
 	@$(BUILD)-peers/bench/peers/peers_bench
+	@PYTHONPATH=$(BUILD)/python .venv-peers/bin/python bench/peers/python_peers.py --sizes $(PEER_SIZES)
 
 # lazytrace from Python beside PyTorch eager (Debian's python3-torch) in one process, and a
 # training step driven from Python against the same step driven from C++

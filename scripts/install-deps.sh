@@ -10,11 +10,12 @@ pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnupl
       python3 python3-venv python3-dev)
 python_pkgs=(nanobind numpy pytest safetensors)
 bench_venv=0
+peers_venv=0
 for arg in "$@"; do
   case "$arg" in
     --bench) pkgs+=(libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev) ;;  # (dnnl's CMake config needs OpenCL)
     --bench-python) pkgs+=(python3-torch python3-numpy); bench_venv=1 ;;  # PyTorch eager beside it
-    --peers) pkgs+=(libbenchmark-dev libtorch-dev) ;;
+    --peers) pkgs+=(libbenchmark-dev libtorch-dev); peers_venv=1 ;;  # and .venv-peers (PyPI)
     --dev) pkgs+=(clang-format ccache graphviz) ;;
     -h|--help) echo "usage: $0 [--bench] [--bench-python] [--peers] [--dev]"; exit 0 ;;
     *) echo "install-deps: unknown option '$arg' (try --help)" >&2; exit 2 ;;
@@ -45,6 +46,23 @@ bench_deps() {
     .venv-bench/bin/python -m pip install -q --disable-pip-version-check nanobind
 }
 
+# the peers of `make bench-peers`, from PyPI: PyTorch 2 (eager, torch.compile), JAX and optax,
+# in their own environment (the project's interpreter, so lazytrace's build imports there too)
+peer_pkgs=(torch jax optax numpy safetensors)
+peers_deps() {
+  [ "$peers_venv" = 1 ] || return 0
+  local py
+  py=$(readlink -f "${VENV:-.venv}/bin/python")
+  if [ ! -x .venv-peers/bin/python ]; then
+    echo "install-deps: making .venv-peers"
+    "$py" -m venv .venv-peers
+  fi
+  .venv-peers/bin/python -c "import torch, jax, optax, numpy, safetensors" 2>/dev/null || {
+    echo "install-deps: installing ${peer_pkgs[*]} into .venv-peers (PyPI; PyTorch is large)"
+    .venv-peers/bin/python -m pip install -q --disable-pip-version-check "${peer_pkgs[@]}"
+  }
+}
+
 missing=()
 for p in "${pkgs[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -54,6 +72,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   python_deps
   bench_deps
+  peers_deps
   exit 0
 fi
 
@@ -70,3 +89,4 @@ if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@
 fi
 python_deps
 bench_deps
+peers_deps

@@ -1,0 +1,308 @@
+"""lazytrace beside the peers a user would pick today, in one process on one machine: PyTorch 2
+eager and torch.compile (inductor), JAX's jax.jit with the layers as a Python loop and as
+lax.scan (optax AdamW). The same decoder (lazytrace's: pre-norm, grouped-query attention with
+rotary positions, SiLU-gated MLP), the same weights and tokens; each peer's logits must agree
+with lazytrace's within 1e-4. Per size: forward and AdamW training step (medians after a
+warm-up) and compile time (the first call less a cached one).
+
+Usage: python_peers.py [--sizes spec-10,spec-100,compute] [--reps N] [--peers torch,jax]
+(make bench-peers-python; scripts/install-deps.sh --peers installs the peers into .venv-peers)
+"""
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import lazytrace as lt
+from lazytrace.models import Decoder, DecoderConfig
+from lazytrace.nn import functional as F
+
+SIZES = {
+    # name: (config, batch, seq, reps)
+    "spec-10": (dict(hidden=128, intermediate=1024, heads=4, kv_heads=2, layers=10, max_seq=8), 2, 8, 20),
+    "spec-100": (dict(hidden=128, intermediate=1024, heads=4, kv_heads=2, layers=100, max_seq=8), 2, 8, 10),
+    "compute": (dict(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256), 2, 256, 5),
+}
+LR, WD, EPS = 1e-3, 0.01, 1e-8
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def timed(fn, reps):
+    """(first call, median of reps later calls), in seconds."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return first, statistics.median(times)
+
+
+# ---- lazytrace
+
+
+def lazytrace_rows(cfg, weights, tokens, targets, reps):
+    rows, logits = [], None
+    for mode, stacked in (("loop", False), ("scan", True)):
+        lt.manual_seed(0)
+        model = Decoder(cfg, layers_mode="scan" if stacked else mode, stacked=stacked)
+        lt.sync()
+        tok, tgt = lt.tensor(tokens), lt.tensor(targets.reshape(-1))
+
+        def forward():
+            with lt.no_grad():
+                y = model(tok)
+                lt.sync([y])
+            return y
+
+        opt = lt.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
+
+        def step():
+            loss = F.cross_entropy(model(tok).reshape(-1, cfg.vocab), tgt)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            lt.sync()
+
+        if logits is None:
+            logits = forward().numpy()
+        f_first, f = timed(forward, reps)
+        s_first, s = timed(step, reps)
+        name = "lazytrace, layers as a loop" if mode == "loop" else "lazytrace, scan_layers (stacked)"
+        rows.append((name, f, s, s_first - s, 0.0))
+    return rows, logits
+
+
+# ---- PyTorch
+
+
+def torch_rows(cfg, weights, tokens, targets, reps, ref):
+    import torch
+
+    torch.set_num_threads(os.cpu_count())
+
+    class TorchDecoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.ParameterDict(
+                {k.replace(".", "__"): torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in weights.items()})
+
+        def p(self, n):
+            return self.w[n.replace(".", "__")]
+
+        def rms(self, x, n):
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + cfg.norm_eps) * self.p(n)
+
+        def rotary(self, x):
+            t, dim = x.shape[-2], x.shape[-1]
+            half = dim // 2
+            inv = torch.exp(torch.arange(half, dtype=torch.float32) * (-2 * math.log(cfg.rope_theta) / dim))
+            ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
+            ang = torch.cat([ang, ang], -1)
+            rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+            return x * torch.cos(ang) + rot * torch.sin(ang)
+
+        def attention(self, x, l):
+            b, t, _ = x.shape
+            hd, rep = cfg.head_dim, cfg.heads // cfg.kv_heads
+
+            def heads(y, n):
+                return y.view(b, t, n, hd).permute(0, 2, 1, 3)
+
+            q = self.rotary(heads(torch.nn.functional.linear(x, self.p(l + "attn.q_proj.weight")), cfg.heads))
+            k = self.rotary(heads(torch.nn.functional.linear(x, self.p(l + "attn.k_proj.weight")), cfg.kv_heads))
+            v = heads(torch.nn.functional.linear(x, self.p(l + "attn.v_proj.weight")), cfg.kv_heads)
+            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+            causal = torch.ones(t, t, dtype=torch.bool).tril()
+            s = s.masked_fill(~causal, float("-inf"))
+            out = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(b, t, cfg.hidden)
+            return torch.nn.functional.linear(out, self.p(l + "attn.o_proj.weight"))
+
+        def forward(self, tok):
+            lin = torch.nn.functional.linear
+            h = torch.nn.functional.embedding(tok, self.p("embed.weight"))
+            for i in range(cfg.layers):
+                l = f"layers.{i}."
+                h = h + self.attention(self.rms(h, l + "attn_norm.weight"), l)
+                x = self.rms(h, l + "mlp_norm.weight")
+                h = h + lin(torch.nn.functional.silu(lin(x, self.p(l + "mlp.gate_proj.weight"))) *
+                            lin(x, self.p(l + "mlp.up_proj.weight")), self.p(l + "mlp.down_proj.weight"))
+            return lin(self.rms(h, "norm.weight"), self.p("head.weight"))
+
+    tok = torch.from_numpy(tokens)
+    tgt = torch.from_numpy(targets.reshape(-1))
+    rows = []
+    for name, compiled in (("PyTorch %s eager" % torch.__version__, False),
+                           ("PyTorch %s torch.compile" % torch.__version__, True)):
+        model = TorchDecoder()
+        run = torch.compile(model) if compiled else model
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
+
+        def forward():
+            with torch.no_grad():
+                return run(tok)
+
+        def step():
+            loss = torch.nn.functional.cross_entropy(run(tok).reshape(-1, cfg.vocab), tgt)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+        diff = float((forward() - torch.from_numpy(ref)).abs().max())
+        f_first, f = timed(forward, reps)
+        s_first, s = timed(step, reps)
+        rows.append((name, f, s, (s_first - s) if compiled else 0.0, diff))
+    return rows
+
+
+# ---- JAX
+
+
+def jax_rows(cfg, weights, tokens, targets, reps, ref):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    def rms(x, w):
+        return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + cfg.norm_eps) * w
+
+    def rotary(x):
+        t, dim = x.shape[-2], x.shape[-1]
+        half = dim // 2
+        inv = jnp.exp(jnp.arange(half, dtype=jnp.float32) * (-2 * math.log(cfg.rope_theta) / dim))
+        ang = jnp.arange(t, dtype=jnp.float32)[:, None] * inv[None, :]
+        ang = jnp.concatenate([ang, ang], -1)
+        rot = jnp.concatenate([-x[..., half:], x[..., :half]], -1)
+        return x * jnp.cos(ang) + rot * jnp.sin(ang)
+
+    def layer(h, p):
+        b, t, _ = h.shape
+        hd, rep = cfg.head_dim, cfg.heads // cfg.kv_heads
+
+        def heads(y, n):
+            return y.reshape(b, t, n, hd).transpose(0, 2, 1, 3)
+
+        x = rms(h, p["attn_norm.weight"])
+        q = rotary(heads(x @ p["attn.q_proj.weight"].T, cfg.heads))
+        k = rotary(heads(x @ p["attn.k_proj.weight"].T, cfg.kv_heads))
+        v = heads(x @ p["attn.v_proj.weight"].T, cfg.kv_heads)
+        k, v = jnp.repeat(k, rep, 1), jnp.repeat(v, rep, 1)
+        s = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(hd)
+        s = jnp.where(jnp.tril(jnp.ones((t, t), bool)), s, -jnp.inf)
+        out = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, cfg.hidden)
+        h = h + out @ p["attn.o_proj.weight"].T
+        x = rms(h, p["mlp_norm.weight"])
+        m = jax.nn.silu(x @ p["mlp.gate_proj.weight"].T) * (x @ p["mlp.up_proj.weight"].T)
+        return h + m @ p["mlp.down_proj.weight"].T
+
+    names = [k[len("layers.0."):] for k in weights if k.startswith("layers.0.")]
+    outer = {k: jnp.asarray(v) for k, v in weights.items() if not k.startswith("layers.")}
+    per_layer = [{n: jnp.asarray(weights[f"layers.{i}.{n}"]) for n in names} for i in range(cfg.layers)]
+    stacked = {n: jnp.stack([pl[n] for pl in per_layer]) for n in names}
+
+    def forward_loop(params, tok):
+        h = params["outer"]["embed.weight"][tok]
+        for p in params["layers"]:
+            h = layer(h, p)
+        return rms(h, params["outer"]["norm.weight"]) @ params["outer"]["head.weight"].T
+
+    def forward_scan(params, tok):
+        h = params["outer"]["embed.weight"][tok]
+        h, _ = jax.lax.scan(lambda c, p: (layer(c, p), None), h, params["layers"])
+        return rms(h, params["outer"]["norm.weight"]) @ params["outer"]["head.weight"].T
+
+    tok = jnp.asarray(tokens)
+    tgt = jnp.asarray(targets.reshape(-1))
+    rows = []
+    for name, fwd, layers in (("JAX %s jit, layers as a loop" % jax.__version__, forward_loop, per_layer),
+                              ("JAX %s jit, lax.scan" % jax.__version__, forward_scan, stacked)):
+        params = {"outer": outer, "layers": layers}
+        opt = optax.adamw(LR, b1=0.9, b2=0.999, eps=EPS, weight_decay=WD)
+        state = {"params": params, "opt": opt.init(params)}
+
+        def loss_fn(p):
+            logits = fwd(p, tok).reshape(-1, cfg.vocab)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, tgt).mean()
+
+        @jax.jit
+        def train(params, opt_state):
+            loss, g = jax.value_and_grad(loss_fn)(params)
+            updates, opt_state = opt.update(g, opt_state, params)
+            return optax.apply_updates(params, updates), opt_state, loss
+
+        jfwd = jax.jit(fwd)
+
+        def forward():
+            return jfwd(params, tok).block_until_ready()
+
+        def step():
+            state["params"], state["opt"], loss = train(state["params"], state["opt"])
+            loss.block_until_ready()
+
+        f_first, f = timed(forward, reps)
+        diff = float(np.abs(np.asarray(forward()) - ref).max())
+        s_first, s = timed(step, reps)
+        rows.append((name, f, s, s_first - s, diff))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="spec-10,spec-100,compute")
+    ap.add_argument("--reps", type=int, default=0, help="timed calls per row (0: the size's own)")
+    ap.add_argument("--peers", default="torch,jax")
+    a = ap.parse_args()
+    peers = a.peers.split(",")
+    print(f"{cpu_model()}, {os.cpu_count()} cpus; python {sys.version.split()[0]}, lazytrace {lt.__version__}")
+    ok = True
+    for size in a.sizes.split(","):
+        kw, batch, seq, reps = SIZES[size]
+        reps = a.reps or reps
+        cfg = DecoderConfig(**kw)
+        lt.manual_seed(0)
+        init = Decoder(cfg, layers_mode="loop")
+        weights = {k: v.detach().numpy() for k, v in init.named_parameters()}
+        rng = np.random.default_rng(2)
+        tokens = rng.integers(0, cfg.vocab, size=(batch, seq)).astype(np.int64)
+        targets = rng.integers(0, cfg.vocab, size=(batch, seq)).astype(np.int64)
+        rows, ref = lazytrace_rows(cfg, weights, tokens, targets, reps)
+        if "torch" in peers:
+            rows += torch_rows(cfg, weights, tokens, targets, reps, ref)
+        if "jax" in peers:
+            rows += jax_rows(cfg, weights, tokens, targets, reps, ref)
+        best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))
+        best_s = min(r[2] for r in rows if not r[0].startswith("lazytrace"))
+        print(f"\n### {size}: hidden {cfg.hidden}, intermediate {cfg.intermediate}, {cfg.layers} layers, "
+              f"batch {batch} x seq {seq}; medians of {reps}\n")
+        print("| | forward ms | fastest peer / this | step ms | fastest peer / this | compile s | max abs dlogits |")
+        print("|---|---|---|---|---|---|---|")
+        for name, f, s, c, d in rows:
+            bad = d > 1e-4
+            ok = ok and not bad
+            print(f"| {name} | {f * 1e3:.2f} | {best_f / f:.2f}x | {s * 1e3:.2f} | {best_s / s:.2f}x | "
+                  f"{c:.2f} | {d:.1e}{' MISMATCH' if bad else ''} |")
+    print(f"\nlogits {'agree' if ok else 'DO NOT agree'} within 1e-4 of lazytrace's")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
