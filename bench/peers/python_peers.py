@@ -15,6 +15,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -95,6 +96,8 @@ def lazytrace_rows(cfg, weights, tokens, targets, reps):
 
 
 def torch_rows(cfg, weights, tokens, targets, reps, ref):
+    # a fresh inductor cache: its compile time is a first compile's, not a disk cache's
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     import torch
 
     torch.set_num_threads(os.cpu_count())
