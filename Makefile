@@ -67,8 +67,8 @@ bench-smoke:
 
 # lazytrace beside LibTorch eager on the same weights (Debian's libtorch-dev)
 # lazytrace beside its peers on the same decoder and weights: LibTorch 1.13 eager (C++), then
-# from Python PyTorch 2 eager and torch.compile, and JAX's jit with a loop and with lax.scan
-# (PEER_SIZES, e.g. spec-10,spec-100,compute)
+# from Python PyTorch 2 eager and torch.compile, JAX's jit with a loop and with lax.scan, and
+# torch_xla's plain tracing, assume_pure and scan_layers (PEER_SIZES: spec-10,spec-100,compute)
 PEER_SIZES ?= spec-10,spec-100,compute
 bench-peers: build
 	@scripts/install-deps.sh --peers

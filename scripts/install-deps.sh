@@ -47,8 +47,10 @@ bench_deps() {
 }
 
 # the peers of `make bench-peers`, from PyPI: PyTorch 2 (eager, torch.compile), JAX and optax,
-# in their own environment (the project's interpreter, so lazytrace's build imports there too)
+# in their own environment (the project's interpreter, so lazytrace's build imports there
+# too), and torch_xla in another
 peer_pkgs=(torch jax optax numpy safetensors)
+xla_pkgs=(torch==2.9.0 torch_xla==2.9.0 jax==0.7.1 jaxlib==0.7.1 torchax numpy)
 peers_deps() {
   [ "$peers_venv" = 1 ] || return 0
   local py
@@ -60,6 +62,17 @@ peers_deps() {
   .venv-peers/bin/python -c "import torch, jax, optax, numpy, safetensors" 2>/dev/null || {
     echo "install-deps: installing ${peer_pkgs[*]} into .venv-peers (PyPI; PyTorch is large)"
     .venv-peers/bin/python -m pip install -q --disable-pip-version-check "${peer_pkgs[@]}"
+  }
+  # torch_xla pins its PyTorch, and its assume_pure needs JAX (through torchax): its own
+  # environment; a failed install leaves its rows out of the benchmark
+  if [ ! -x .venv-xla/bin/python ]; then
+    echo "install-deps: making .venv-xla"
+    "$py" -m venv .venv-xla
+  fi
+  .venv-xla/bin/python -c "import torch_xla, torchax, jax" 2>/dev/null || {
+    echo "install-deps: installing ${xla_pkgs[*]} into .venv-xla (PyPI)"
+    .venv-xla/bin/python -m pip install -q --disable-pip-version-check "${xla_pkgs[@]}" ||
+      echo "install-deps: torch_xla did not install; bench-peers leaves it out" >&2
   }
 }
 

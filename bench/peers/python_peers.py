@@ -1,12 +1,14 @@
-"""lazytrace beside the peers a user would pick today, in one process on one machine: PyTorch 2
-eager and torch.compile (inductor), JAX's jax.jit with the layers as a Python loop and as
-lax.scan (optax AdamW). The same decoder (lazytrace's: pre-norm, grouped-query attention with
+"""lazytrace beside the peers a user would pick today, on one machine: PyTorch 2 eager and
+torch.compile (inductor), JAX's jax.jit with the layers as a Python loop and as lax.scan
+(optax AdamW), and torch_xla on its CPU device with the spec's own tools (plain tracing,
+assume_pure per layer, scan_layers; a child process in its environment). The same decoder (lazytrace's: pre-norm, grouped-query attention with
 rotary positions, SiLU-gated MLP), the same weights and tokens; each peer's logits must agree
 with lazytrace's within 1e-4. Per size: forward and AdamW training step (medians after a
 warm-up) and compile time (the first call less a cached one).
 
-Usage: python_peers.py [--sizes spec-10,spec-100,compute] [--reps N] [--peers torch,jax]
-(make bench-peers-python; scripts/install-deps.sh --peers installs the peers into .venv-peers)
+Usage: python_peers.py [--sizes spec-10,spec-100,compute] [--reps N] [--peers torch,jax,xla]
+(make bench-peers runs it; scripts/install-deps.sh --peers installs the peers into .venv-peers
+and torch_xla into .venv-xla)
 """
 
 import argparse
@@ -18,11 +20,33 @@ import sys
 import tempfile
 import time
 
+from dataclasses import asdict, dataclass
+
 import numpy as np
 
-import lazytrace as lt
-from lazytrace.models import Decoder, DecoderConfig
-from lazytrace.nn import functional as F
+try:  # not in the torch_xla worker's environment
+    import lazytrace as lt
+    from lazytrace.models import Decoder, DecoderConfig
+    from lazytrace.nn import functional as F
+except ImportError:
+    lt = None
+
+
+@dataclass
+class Config:  # lazytrace's DecoderConfig, for the peers
+    vocab: int = 256
+    hidden: int = 128
+    intermediate: int = 1024
+    heads: int = 4
+    kv_heads: int = 2
+    layers: int = 10
+    max_seq: int = 8
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-6
+
+    @property
+    def head_dim(self):
+        return self.hidden // self.heads
 
 SIZES = {
     # name: (config, batch, seq, reps)
@@ -64,7 +88,7 @@ def lazytrace_rows(cfg, weights, tokens, targets, reps):
     rows, logits = [], None
     for mode, stacked in (("loop", False), ("scan", True)):
         lt.manual_seed(0)
-        model = Decoder(cfg, layers_mode="scan" if stacked else mode, stacked=stacked)
+        model = Decoder(DecoderConfig(**asdict(cfg)), layers_mode="scan" if stacked else mode, stacked=stacked)
         lt.sync()
         tok, tgt = lt.tensor(tokens), lt.tensor(targets.reshape(-1))
 
@@ -92,7 +116,100 @@ def lazytrace_rows(cfg, weights, tokens, targets, reps):
     return rows, logits
 
 
-# ---- PyTorch
+# ---- PyTorch (also on torch_xla's device)
+
+
+def torch_decoder(torch, cfg, weights):
+    """The decoder as torch modules (a ModuleList of layers, as scan_layers takes), with
+    lazytrace's weights."""
+    nn, fn = torch.nn, torch.nn.functional
+
+    class RMSNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(cfg.hidden))
+
+        def forward(self, x):
+            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + cfg.norm_eps) * self.weight
+
+    def linear(i, o):
+        return nn.Linear(i, o, bias=False)
+
+    def rotary(x):
+        t, dim = x.shape[-2], x.shape[-1]
+        half = dim // 2
+        inv = torch.exp(torch.arange(half, dtype=torch.float32, device=x.device) *
+                        (-2 * math.log(cfg.rope_theta) / dim))
+        ang = torch.arange(t, dtype=torch.float32, device=x.device)[:, None] * inv[None, :]
+        ang = torch.cat([ang, ang], -1)
+        rot = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * torch.cos(ang) + rot * torch.sin(ang)
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            kv = cfg.kv_heads * cfg.head_dim
+            self.q_proj, self.k_proj = linear(cfg.hidden, cfg.hidden), linear(cfg.hidden, kv)
+            self.v_proj, self.o_proj = linear(cfg.hidden, kv), linear(cfg.hidden, cfg.hidden)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            hd, rep = cfg.head_dim, cfg.heads // cfg.kv_heads
+
+            def heads(y, n):
+                return y.view(b, t, n, hd).permute(0, 2, 1, 3)
+
+            q = rotary(heads(self.q_proj(x), cfg.heads))
+            k = rotary(heads(self.k_proj(x), cfg.kv_heads)).repeat_interleave(rep, 1)
+            v = heads(self.v_proj(x), cfg.kv_heads).repeat_interleave(rep, 1)
+            s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+            causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            s = s.masked_fill(~causal, float("-inf"))
+            out = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(b, t, cfg.hidden)
+            return self.o_proj(out)
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gate_proj = linear(cfg.hidden, cfg.intermediate)
+            self.up_proj = linear(cfg.hidden, cfg.intermediate)
+            self.down_proj = linear(cfg.intermediate, cfg.hidden)
+
+        def forward(self, x):
+            return self.down_proj(fn.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn_norm, self.attn, self.mlp_norm, self.mlp = RMSNorm(), Attention(), RMSNorm(), MLP()
+
+        def forward(self, h):
+            h = h + self.attn(self.attn_norm(h))
+            return h + self.mlp(self.mlp_norm(h))
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+            self.layers = nn.ModuleList(Layer() for _ in range(cfg.layers))
+            self.norm = RMSNorm()
+            self.head = linear(cfg.hidden, cfg.vocab)
+            self.run_layers = None  # (layers, h) -> h; None: a loop
+
+        def forward(self, tok):
+            h = self.embed(tok)
+            if self.run_layers:
+                h = self.run_layers(self.layers, h)
+            else:
+                for layer in self.layers:
+                    h = layer(h)
+            return self.head(self.norm(h))
+
+    model = Decoder()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.from_numpy(weights[name]))
+    return model
 
 
 def torch_rows(cfg, weights, tokens, targets, reps, ref):
@@ -101,62 +218,12 @@ def torch_rows(cfg, weights, tokens, targets, reps, ref):
     import torch
 
     torch.set_num_threads(os.cpu_count())
-
-    class TorchDecoder(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = torch.nn.ParameterDict(
-                {k.replace(".", "__"): torch.nn.Parameter(torch.from_numpy(v.copy())) for k, v in weights.items()})
-
-        def p(self, n):
-            return self.w[n.replace(".", "__")]
-
-        def rms(self, x, n):
-            return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + cfg.norm_eps) * self.p(n)
-
-        def rotary(self, x):
-            t, dim = x.shape[-2], x.shape[-1]
-            half = dim // 2
-            inv = torch.exp(torch.arange(half, dtype=torch.float32) * (-2 * math.log(cfg.rope_theta) / dim))
-            ang = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
-            ang = torch.cat([ang, ang], -1)
-            rot = torch.cat([-x[..., half:], x[..., :half]], -1)
-            return x * torch.cos(ang) + rot * torch.sin(ang)
-
-        def attention(self, x, l):
-            b, t, _ = x.shape
-            hd, rep = cfg.head_dim, cfg.heads // cfg.kv_heads
-
-            def heads(y, n):
-                return y.view(b, t, n, hd).permute(0, 2, 1, 3)
-
-            q = self.rotary(heads(torch.nn.functional.linear(x, self.p(l + "attn.q_proj.weight")), cfg.heads))
-            k = self.rotary(heads(torch.nn.functional.linear(x, self.p(l + "attn.k_proj.weight")), cfg.kv_heads))
-            v = heads(torch.nn.functional.linear(x, self.p(l + "attn.v_proj.weight")), cfg.kv_heads)
-            k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-            s = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-            causal = torch.ones(t, t, dtype=torch.bool).tril()
-            s = s.masked_fill(~causal, float("-inf"))
-            out = (torch.softmax(s, -1) @ v).permute(0, 2, 1, 3).reshape(b, t, cfg.hidden)
-            return torch.nn.functional.linear(out, self.p(l + "attn.o_proj.weight"))
-
-        def forward(self, tok):
-            lin = torch.nn.functional.linear
-            h = torch.nn.functional.embedding(tok, self.p("embed.weight"))
-            for i in range(cfg.layers):
-                l = f"layers.{i}."
-                h = h + self.attention(self.rms(h, l + "attn_norm.weight"), l)
-                x = self.rms(h, l + "mlp_norm.weight")
-                h = h + lin(torch.nn.functional.silu(lin(x, self.p(l + "mlp.gate_proj.weight"))) *
-                            lin(x, self.p(l + "mlp.up_proj.weight")), self.p(l + "mlp.down_proj.weight"))
-            return lin(self.rms(h, "norm.weight"), self.p("head.weight"))
-
     tok = torch.from_numpy(tokens)
     tgt = torch.from_numpy(targets.reshape(-1))
     rows = []
     for name, compiled in (("PyTorch %s eager" % torch.__version__, False),
                            ("PyTorch %s torch.compile" % torch.__version__, True)):
-        model = TorchDecoder()
+        model = torch_decoder(torch, cfg, weights)
         run = torch.compile(model) if compiled else model
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
 
@@ -174,6 +241,93 @@ def torch_rows(cfg, weights, tokens, targets, reps, ref):
         f_first, f = timed(forward, reps)
         s_first, s = timed(step, reps)
         rows.append((name, f, s, (s_first - s) if compiled else 0.0, diff))
+    return rows
+
+
+def xla_worker(path):
+    """torch_xla on its CPU device (run in .venv-xla, without lazytrace): the spec's own tools.
+    Prints one JSON row per mode."""
+    import json
+
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+    from torch.func import functional_call
+    from torch_xla.experimental.assume_pure import assume_pure
+    from torch_xla.experimental.scan_layers import scan_layers
+
+    d = np.load(path, allow_pickle=False)
+    meta = json.loads(str(d["meta"]))
+    cfg = Config(**meta["cfg"])
+    weights = {k[2:]: d[k] for k in d.files if k.startswith("w:")}
+    reps, ref = meta["reps"], d["ref"]
+    dev = torch_xla.device()
+    tok = torch.from_numpy(d["tokens"]).to(dev)
+    tgt = torch.from_numpy(d["targets"].reshape(-1)).to(dev)
+    for mode in ("plain", "assume_pure", "scan_layers"):
+        model = torch_decoder(torch, cfg, weights).to(dev)
+        if mode == "assume_pure":
+            pure = assume_pure(lambda params, h: functional_call(model.layers[0], params, (h,)))
+
+            def per_layer(layers, h):
+                for layer in layers:
+                    h = pure(dict(layer.named_parameters()), h)
+                return h
+
+            model.run_layers = per_layer
+        elif mode == "scan_layers":
+            model.run_layers = lambda layers, h: scan_layers(layers, h, is_layer_pure=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
+        traced = []
+
+        def forward():
+            with torch.no_grad():
+                t0 = time.perf_counter()
+                y = model(tok)
+                traced.append(time.perf_counter() - t0)
+                torch_xla.sync()
+                xm.wait_device_ops()
+            return y
+
+        def step():
+            loss = torch.nn.functional.cross_entropy(model(tok).reshape(-1, cfg.vocab), tgt)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch_xla.sync()
+            xm.wait_device_ops()
+
+        diff = float(np.abs(forward().cpu().numpy() - ref).max())
+        traced.clear()
+        f_first, f = timed(forward, reps)
+        s_first, s = timed(step, reps)
+        print(json.dumps({"name": f"torch_xla {torch_xla.__version__} {mode}", "forward": f, "step": s,
+                          "compile": s_first - s, "diff": diff,
+                          "trace": statistics.median(traced[1:]) if len(traced) > 1 else 0.0}))
+        sys.stdout.flush()
+
+
+def xla_rows(cfg, weights, tokens, targets, reps, ref, python):
+    """The torch_xla rows, from a child process in the torch_xla environment."""
+    import json
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "case.npz")
+        meta = {"cfg": asdict(cfg), "reps": reps}
+        np.savez(path, meta=json.dumps(meta), tokens=tokens, targets=targets, ref=ref,
+                 **{"w:" + k: v for k, v in weights.items()})
+        out = subprocess.run([python, os.path.abspath(__file__), "--xla-worker", path],
+                             capture_output=True, text=True)
+    rows = []
+    for line in out.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            rows.append((r["name"], r["forward"], r["step"], r["compile"], r["diff"]))
+            print(f"  ({r['name']}: tracing the forward {r['trace'] * 1e3:.2f} ms)")
+    if out.returncode != 0 or not rows:
+        print(f"  (torch_xla left out: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'no rows'})")
     return rows
 
 
@@ -272,17 +426,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="spec-10,spec-100,compute")
     ap.add_argument("--reps", type=int, default=0, help="timed calls per row (0: the size's own)")
-    ap.add_argument("--peers", default="torch,jax")
+    ap.add_argument("--peers", default="torch,jax,xla")
+    ap.add_argument("--xla-python", default=".venv-xla/bin/python",
+                    help="the Python of the torch_xla environment (scripts/install-deps.sh --peers)")
+    ap.add_argument("--xla-worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.xla_worker:
+        return xla_worker(a.xla_worker)
     peers = a.peers.split(",")
     print(f"{cpu_model()}, {os.cpu_count()} cpus; python {sys.version.split()[0]}, lazytrace {lt.__version__}")
     ok = True
     for size in a.sizes.split(","):
         kw, batch, seq, reps = SIZES[size]
         reps = a.reps or reps
-        cfg = DecoderConfig(**kw)
+        cfg = Config(**kw)
         lt.manual_seed(0)
-        init = Decoder(cfg, layers_mode="loop")
+        init = Decoder(DecoderConfig(**asdict(cfg)), layers_mode="loop")
         weights = {k: v.detach().numpy() for k, v in init.named_parameters()}
         rng = np.random.default_rng(2)
         tokens = rng.integers(0, cfg.vocab, size=(batch, seq)).astype(np.int64)
@@ -292,6 +451,8 @@ def main():
             rows += torch_rows(cfg, weights, tokens, targets, reps, ref)
         if "jax" in peers:
             rows += jax_rows(cfg, weights, tokens, targets, reps, ref)
+        if "xla" in peers and os.path.exists(a.xla_python):
+            rows += xla_rows(cfg, weights, tokens, targets, reps, ref, a.xla_python)
         best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))
         best_s = min(r[2] for r in rows if not r[0].startswith("lazytrace"))
         print(f"\n### {size}: hidden {cfg.hidden}, intermediate {cfg.intermediate}, {cfg.layers} layers, "
