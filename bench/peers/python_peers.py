@@ -33,7 +33,7 @@ except ImportError:
 
 
 @dataclass
-class Config:  # lazytrace's DecoderConfig, for the peers
+class Config:  # lazytrace's DecoderConfig again: the torch_xla worker's environment has no lazytrace
     vocab: int = 256
     hidden: int = 128
     intermediate: int = 1024
