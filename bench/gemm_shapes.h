@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <utility>
 
 namespace bench {
 
@@ -26,6 +27,43 @@ inline void decoder_shapes(benchmark::internal::Benchmark* b) {
     for (int64_t inter : {1024, 2048})
       for (int64_t down : {0, 1})
         for (int64_t tokens : {16, 64, 256, 512}) b->Args({tokens, hidden, inter, down});
+}
+
+/**
+ * The six products of a decoder MLP's two projections at one size, as training runs them:
+ * the forward x Wᵀ (W stored [out, in]: "NT"), the input gradient dY W ("NN") and the
+ * weight gradient dYᵀ X ("TN"), for the up projection (hidden -> inter) and the down one.
+ * Args: tokens, hidden, inter, product (0-5: up x Wᵀ, down x Wᵀ, up dY W, down dY W, up
+ * dYᵀ X, down dYᵀ X).
+ */
+struct Product {
+  int64_t m, k, n;
+  bool ta, tb;  // A stored [k, m], B stored [n, k]
+};
+
+inline Product product_of(const benchmark::State& state) {
+  const int64_t t = state.range(0), h = state.range(1), i = state.range(2);
+  switch (state.range(3)) {
+    case 0:
+      return {t, h, i, false, true};
+    case 1:
+      return {t, i, h, false, true};
+    case 2:
+      return {t, i, h, false, false};
+    case 3:
+      return {t, h, i, false, false};
+    case 4:
+      return {i, t, h, true, false};
+    default:
+      return {h, t, i, true, false};
+  }
+}
+
+inline void decoder_products(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"tokens", "hidden", "inter", "product"});
+  for (auto [hidden, inter] : {std::pair<int64_t, int64_t>{128, 1024}, {512, 2048}})
+    for (int64_t product = 0; product < 6; ++product)
+      for (int64_t tokens : {16, 64, 256, 512}) b->Args({tokens, hidden, inter, product});
 }
 
 struct FreeDeleter {

@@ -6,14 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(g++ cmake ninja-build make libopenblas-dev libgtest-dev libgmock-dev gnuplot-nox
-      python3 python3-venv python3-dev)
+# (libdnnl-dev and libxsmm-dev: product kernels the CPU backend picks among beside OpenBLAS)
+pkgs=(g++ cmake ninja-build make libopenblas-dev libdnnl-dev libxsmm-dev libgtest-dev libgmock-dev
+      gnuplot-nox python3 python3-venv python3-dev)
 python_pkgs=(nanobind numpy pytest safetensors)
 bench_venv=0
 peers_venv=0
 for arg in "$@"; do
   case "$arg" in
-    --bench) pkgs+=(libbenchmark-dev libdnnl-dev ocl-icd-opencl-dev) ;;  # (dnnl's CMake config needs OpenCL)
+    --bench) pkgs+=(libbenchmark-dev) ;;
     --bench-python) pkgs+=(python3-torch python3-numpy); bench_venv=1 ;;  # PyTorch eager beside it
     --peers) pkgs+=(libbenchmark-dev libtorch-dev); peers_venv=1 ;;  # and .venv-peers (PyPI)
     --dev) pkgs+=(clang-format ccache graphviz) ;;

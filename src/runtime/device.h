@@ -44,6 +44,8 @@ class Device {
   virtual std::shared_ptr<Executable> compile(const ir::Graph& g, const PassSet& passes) = 0;
   /** Forgets what the device compiled and keeps beside its executables (lt::clear_caches). */
   virtual void clear_caches() {}
+  /** The kernels the device chose by measuring, one line each (lt::debug::kernel_choices). */
+  virtual std::string kernel_choices() const { return {}; }
 };
 
 // The devices graphs are compiled for. The backends built into the library register at the

@@ -208,6 +208,10 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
+std::string kernel_choices() {
+  return runtime::default_device().kernel_choices();
+}
+
 std::string to_program(const std::vector<Tensor>& tensors) {
   std::unique_lock<std::mutex> lock(g_walk_mutex);
   ir::Graph g = ir::build_graph(ir::walk(roots_of(tensors)), "pending");

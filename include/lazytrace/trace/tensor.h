@@ -144,6 +144,13 @@ std::vector<std::string> set_disabled_passes(const std::vector<std::string>& nam
 std::vector<std::string> disabled_passes();
 /** The names of every optional pass. */
 std::vector<std::string> pass_names();
+/**
+ * The kernels the backend chose by timing them on this machine (the gemm_choice pass), one
+ * line each: "matmul 16 x 128 @ 128 x 1024 (NT, 2 threads): onednn (GFLOP/s lazytrace 52.1
+ * openblas 40.3 onednn 61.0)", where "lazytrace" is the fixed rule (lazytrace's small-product
+ * kernels where they take the product, OpenBLAS else).
+ */
+std::string kernel_choices();
 }  // namespace debug
 
 }  // namespace lazytrace

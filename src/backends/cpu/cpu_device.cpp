@@ -1,7 +1,6 @@
 #include "backends/cpu/cpu_device.h"
 
-#include <cblas.h>
-
+#include <cstdio>
 #include <mutex>
 
 #include "backends/cpu/kernels.h"
@@ -25,6 +24,7 @@ void run_call(const CallStep& c, const RunContext& caller) {
   ctx.passes = caller.passes;
   ctx.read_ahead = caller.read_ahead;  // a loop's hints reach the products of a call in its body
   ctx.shadows = caller.shadows;
+  ctx.gemm_choice = caller.gemm_choice;
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
     const Storage& st = body.storages[i];
@@ -74,7 +74,7 @@ namespace {
 // Replays a lowered program. The arena is made once; a run allocates only its outputs.
 class CpuExecutable : public runtime::Executable {
  public:
-  explicit CpuExecutable(Program p) : prog_(std::move(p)) {
+  CpuExecutable(Program p, GemmChoice& gemm_choice) : prog_(std::move(p)) {
     if (prog_.arena_bytes > 0) try {
         arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
       } catch (const runtime::OutOfMemory& e) {
@@ -84,6 +84,7 @@ class CpuExecutable : public runtime::Executable {
       }
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
+    if (prog_.passes.on(runtime::Pass::GemmChoice)) ctx_.gemm_choice = &gemm_choice;
     for (size_t i = 0; i < prog_.storages.size(); ++i)
       if (prog_.storages[i].kind == StorageKind::Arena)
         ctx_.base[i] =
@@ -150,18 +151,36 @@ class CpuExecutable : public runtime::Executable {
 
 std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
                                                         const runtime::PassSet& passes) {
-  return std::make_shared<CpuExecutable>(lower(g, -1, passes));
+  return std::make_shared<CpuExecutable>(lower(g, -1, passes), gemm_choice_);
 }
 
 void CpuDevice::clear_caches() {
   clear_body_programs();
 }
 
+std::string CpuDevice::kernel_choices() const {
+  std::string out;
+  char line[256];
+  for (const GemmChoice::Entry& e : gemm_choice_.entries()) {
+    std::snprintf(line, sizeof line, "matmul %s: %s (GFLOP/s", e.shape.c_str(),
+                  gemm_lib_name(e.lib));
+    out += line;
+    for (int i = 0; i < kGemmLibs; ++i)
+      if (e.gflops[i] > 0) {
+        std::snprintf(line, sizeof line, " %s %.1f", gemm_lib_name(static_cast<GemmLib>(i)),
+                      e.gflops[i]);
+        out += line;
+      }
+    out += ")\n";
+  }
+  return out;
+}
+
 runtime::Device& cpu_device() {
   static CpuDevice* d = [] {
     // BLAS runs on one thread per call; run_matmul spreads blocks over the thread pool,
     // so OpenBLAS's own workers never spin beside the pool's.
-    openblas_set_num_threads(1);
+    init_gemm_libs();
     return new CpuDevice();
   }();
   return *d;

@@ -1,5 +1,6 @@
 #pragma once
 // The CPU device: lowers a graph with the compiler and runs the kernel list.
+#include "backends/cpu/gemm.h"
 #include "runtime/device.h"
 
 namespace lazytrace::cpu {
@@ -11,6 +12,12 @@ class CpuDevice : public runtime::Device {
                                                const runtime::PassSet& passes) override;
   /** Forgets the compiled bodies (executables keep the ones they use). */
   void clear_caches() override;
+  /** Which kernel each product runs on, as measured (gemm.h). */
+  GemmChoice& gemm_choice() { return gemm_choice_; }
+  std::string kernel_choices() const override;
+
+ private:
+  GemmChoice gemm_choice_;
 };
 
 /** The process-wide CPU device. */

@@ -2,8 +2,8 @@
 // The CPU kernels, one per step kind of a lowered Program.
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/program.h"
-#include "backends/cpu/small_gemm.h"
 #include "runtime/device.h"
 
 namespace lazytrace::cpu {
@@ -18,6 +18,8 @@ struct RunContext {
   // product that other threads run), and the shadows every thread's products read ahead.
   ReadAhead* read_ahead = nullptr;
   Shadows shadows;
+  // The device's per-shape product kernel choice (gemm.h); null with the gemm_choice pass off.
+  GemmChoice* gemm_choice = nullptr;
 
   runtime::ScalarArg scalar(const View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];

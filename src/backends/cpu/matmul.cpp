@@ -1,38 +1,35 @@
 // Batched matmul through BLAS (float32, float64; float16 and bfloat16 by way of float32),
 // with a plain loop for integers. Batch dims broadcast by stride 0.
-#include <cblas.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/small_gemm.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
 namespace {
 
-struct Operand {
-  CBLAS_TRANSPOSE trans;
-  int64_t ld;
-  int64_t rs, cs;  // row and column strides
-};
+using Operand = GemmOperand;
 
 // A size-1 dim's stride is arbitrary (a view of one row or column), but BLAS requires a
 // leading dimension of at least the other dim's size: there it is taken as that size.
 Operand blas_operand(const View& v) {
   const int nd = v.shape.size();
   const int64_t rows = v.shape[nd - 2], cols = v.shape[nd - 1];
-  Operand o{CblasNoTrans, 0, v.strides[nd - 2], v.strides[nd - 1]};
+  Operand o{false, 0, v.strides[nd - 2], v.strides[nd - 1]};
   if ((o.cs == 1 || cols == 1) && (rows == 1 || o.rs >= cols)) {
     o.ld = rows == 1 ? std::max<int64_t>(cols, 1) : o.rs;
   } else {
-    o.trans = CblasTrans;
+    o.trans = true;
     o.ld = cols == 1 ? std::max<int64_t>(rows, 1) : o.cs;
   }
   return o;
@@ -53,16 +50,26 @@ void batch_offsets(const MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
   }
 }
 
-// What a loop asks a product of its body to read ahead (RunContext::read_ahead, shadows).
+// The float32 kernel a product runs with (gemm.h): by the fixed rule, or by the library
+// GemmChoice times or kept. A block the library declines runs by the fixed rule and is
+// reported in `declined`.
+struct Kernel {
+  GemmLib lib = GemmLib::Lazytrace;
+  std::atomic<bool>* declined = nullptr;
+};
+
+// What a loop asks a product of its body to read ahead (RunContext::read_ahead, shadows),
+// and its kernel.
 struct Hints {
   ReadAhead* ahead = nullptr;
   Shadows shadows;
+  Kernel kernel;
 };
 
 // The hints for a part of a product: the read-ahead stream only on the thread that runs the
 // step (`owner`), whose own it is.
-Hints hints_for(const RunContext& ctx, std::thread::id owner) {
-  return {std::this_thread::get_id() == owner ? ctx.read_ahead : nullptr, ctx.shadows};
+Hints hints_for(const RunContext& ctx, std::thread::id owner, Kernel kernel) {
+  return {std::this_thread::get_id() == owner ? ctx.read_ahead : nullptr, ctx.shadows, kernel};
 }
 
 template <typename T>
@@ -75,21 +82,16 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (has_avx512() && small_gemm_f32(*small_gemm_avx512(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
-                                       b.cs, pc, ldc, hints.ahead, hints.shadows))
-      return;
-    if (has_avx2_fma() && small_gemm_f32(*small_gemm_avx2(), m, n, k, pa, a.rs, a.cs, pb, b.rs,
-                                         b.cs, pc, ldc, hints.ahead, hints.shadows))
-      return;
+    const GemmArgs g{m, n, k, pa, a, pb, b, pc, ldc, hints.ahead, hints.shadows};
+    const Kernel& kernel = hints.kernel;
+    const bool fixed = kernel.lib == GemmLib::Lazytrace;
+    if (!fixed && run_gemm_with(kernel.lib, g)) return;
+    run_gemm_fixed(g);
+    if (!fixed && kernel.declined != nullptr)
+      kernel.declined->store(true, std::memory_order_relaxed);
+  } else {
+    run_dgemm(m, n, k, pa, a, pb, b, pc, ldc);
   }
-  auto lda = static_cast<int>(std::max<int64_t>(a.ld, 1));
-  auto ldb = static_cast<int>(std::max<int64_t>(b.ld, 1));
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, pa, lda, pb, ldb, 0.0f, pc, static_cast<int>(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, a.trans, b.trans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0, pa, lda, pb, ldb, 0.0, pc, static_cast<int>(ldc));
 }
 
 // One block: C[rm, rn] (row stride ldc) = A[rm, k] B[k, rn].
@@ -107,8 +109,8 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
       for (int64_t j = 0; j < k; ++j) fa[i * k + j] = static_cast<float>(A[i * oa.rs + j * oa.cs]);
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[i * ob.rs + j * ob.cs]);
-    Operand ra{CblasNoTrans, k, k, 1}, rb{CblasNoTrans, n, n, 1};
-    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n);
+    Operand ra{false, k, k, 1}, rb{false, n, n, 1};
+    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n, {nullptr, {}, hints.kernel});
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = S(fc[i * n + j]);
   } else {
@@ -127,8 +129,8 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
 template <typename S>
 class Blocks {
  public:
-  Blocks(const MatmulStep& s, const RunContext& ctx, int64_t split)
-      : s_(s), ctx_(ctx), owner_(std::this_thread::get_id()), split_(split) {
+  Blocks(const MatmulStep& s, const RunContext& ctx, int64_t split, Kernel kernel)
+      : s_(s), ctx_(ctx), owner_(std::this_thread::get_id()), split_(split), kernel_(kernel) {
     const int nd = s.out_shape.size();
     m_ = s.out_shape[nd - 2];
     n_ = s.out_shape[nd - 1];
@@ -158,7 +160,8 @@ class Blocks {
     else
       offb += lo * ob_.cs;
     S* c = C_ + bi * m_ * n_ + (by_rows_ ? lo * n_ : lo);
-    multiply_block<S>(oa_, ob_, rm, rn, k_, A_ + offa, B_ + offb, c, n_, hints_for(ctx_, owner_));
+    multiply_block<S>(oa_, ob_, rm, rn, k_, A_ + offa, B_ + offb, c, n_,
+                      hints_for(ctx_, owner_, kernel_));
   }
 
  private:
@@ -166,6 +169,7 @@ class Blocks {
   const RunContext& ctx_;
   std::thread::id owner_;
   int64_t split_, m_ = 0, n_ = 0, k_ = 0, nbatch_ = 1, extent_ = 0, block_ = 0;
+  Kernel kernel_;
   const S *A_, *B_;
   S* C_;
   Operand oa_, ob_;
@@ -196,7 +200,7 @@ constexpr int64_t kGrainWork = int64_t{1} << 17;
 // thread packs and reads half of A and of each row of B, where column halves each read
 // all of A. Run inline (the other threads busy), its parts run one after the other. Returns
 // false for other shapes.
-bool split_reduction(const MatmulStep& s, const RunContext& ctx) {
+bool split_reduction(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
   const int nd = s.out_shape.size();
   const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
   const int64_t k = s.a.shape[s.a.shape.size() - 1];
@@ -217,7 +221,7 @@ bool split_reduction(const MatmulStep& s, const RunContext& ctx) {
   runtime::parallel_for(threads, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       gemm<float>(oa, ob, m, n, k_at(p + 1) - k_at(p), A + k_at(p) * oa.cs, B + k_at(p) * ob.rs,
-                  p == 0 ? C : extra + (p - 1) * m * n, n, hints_for(ctx, owner));
+                  p == 0 ? C : extra + (p - 1) * m * n, n, hints_for(ctx, owner, kernel));
   });
   for (int p = 1; p < threads; ++p)
     for (int64_t i = 0; i < m * n; ++i) C[i] += extra[(p - 1) * m * n + i];
@@ -225,18 +229,76 @@ bool split_reduction(const MatmulStep& s, const RunContext& ctx) {
 }
 
 template <typename S>
-void matmul_typed(const MatmulStep& s, const RunContext& ctx) {
+void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
   const int threads = runtime::num_threads();
   const int64_t work = work_of(s), nbatch = batches_of(s);
   const bool big = work / nbatch >= kSplitWork;
   if constexpr (std::is_same_v<S, float>)
-    if (big && nbatch == 1 && threads > 1 && split_reduction(s, ctx)) return;
-  const Blocks<S> blocks(s, ctx, (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1);
+    if (big && nbatch == 1 && threads > 1 && split_reduction(s, ctx, kernel)) return;
+  const Blocks<S> blocks(s, ctx, (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1,
+                         kernel);
   const int64_t grain =
       big ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
   runtime::parallel_for(blocks.items(), grain, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) blocks.run(w);
   });
+}
+
+// Whether GemmChoice picks the product's kernel: float32, and each matrix large enough.
+bool chooses(const MatmulStep& s, const RunContext& ctx) {
+  return ctx.gemm_choice != nullptr && s.dtype == DType::float32 &&
+         work_of(s) / batches_of(s) >= GemmChoice::kMinWork;
+}
+
+// What makes two products the same to GemmChoice: sizes, the strides of the matrices, the
+// batch count and the threads they are shared out over.
+GemmChoice::Key key_of(const MatmulStep& s) {
+  const int na = s.a.shape.size(), nb = s.b.shape.size(), no = s.out_shape.size();
+  return {{s.out_shape[no - 2], s.out_shape[no - 1], s.a.shape[na - 1], s.a.strides[na - 2],
+           s.a.strides[na - 1], s.b.strides[nb - 2], s.b.strides[nb - 1], batches_of(s),
+           runtime::num_threads()}};
+}
+
+std::string describe_product(const MatmulStep& s) {
+  const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
+  const int no = s.out_shape.size();
+  const int64_t m = s.out_shape[no - 2], n = s.out_shape[no - 1];
+  const int64_t k = s.a.shape[s.a.shape.size() - 1], nbatch = batches_of(s);
+  return (nbatch > 1 ? std::to_string(nbatch) + " x " : std::string()) + std::to_string(m) + " x " +
+         std::to_string(k) + " @ " + std::to_string(k) + " x " + std::to_string(n) + " (" +
+         (oa.trans ? "T" : "N") + (ob.trans ? "T" : "N") + ", " +
+         std::to_string(runtime::num_threads()) + " threads)";
+}
+
+// The kernel a product runs with: the fixed rule, or the one GemmChoice kept for it (which
+// it measures first, running the product with each).
+std::optional<Kernel> chosen_kernel(const MatmulStep& s, const RunContext& ctx) {
+  if (!chooses(s, ctx)) return Kernel{};
+  if (std::optional<GemmLib> lib = ctx.gemm_choice->find(key_of(s))) return Kernel{*lib};
+  return std::nullopt;
+}
+
+void measure_product(const MatmulStep& s, const RunContext& ctx) {
+  ctx.gemm_choice->measure(
+      key_of(s),
+      [&](GemmLib lib) {
+        std::atomic<bool> declined{false};
+        run_product<float>(s, ctx, {lib, &declined});
+        return !declined.load();
+      },
+      describe_product(s), 2.0 * static_cast<double>(work_of(s)));
+}
+
+template <typename S>
+void matmul_typed(const MatmulStep& s, const RunContext& ctx) {
+  if constexpr (std::is_same_v<S, float>) {
+    if (std::optional<Kernel> kernel = chosen_kernel(s, ctx))
+      run_product<S>(s, ctx, *kernel);
+    else
+      measure_product(s, ctx);
+  } else {
+    run_product<S>(s, ctx, {});
+  }
 }
 
 }  // namespace
@@ -250,7 +312,7 @@ void matmul_rows_f32(const MatmulStep& s, int64_t bi, int64_t r0, int64_t rows, 
   batch_offsets(s, bi, offa, offb);
   const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + offa + r0 * oa.rs;
   const float* B = reinterpret_cast<const float*>(ctx.base[s.b.storage]) + offb;
-  gemm<float>(oa, ob, rows, n, k, A, B, out, n, Hints{ahead, ctx.shadows});
+  gemm<float>(oa, ob, rows, n, k, A, B, out, n, Hints{ahead, ctx.shadows, {}});
 }
 
 // Two float32 products side by side, each split into half as many blocks as there are
@@ -264,8 +326,15 @@ void run_matmuls(const MatmulStep& a, const MatmulStep& b, const RunContext& ctx
     run_matmul(b, ctx);
     return;
   }
+  // each product's kernel; one that GemmChoice has yet to measure runs alone, measured
+  const std::optional<Kernel> ka = chosen_kernel(a, ctx), kb = chosen_kernel(b, ctx);
+  if (!ka || !kb) {
+    run_matmul(a, ctx);
+    run_matmul(b, ctx);
+    return;
+  }
   const int64_t split = std::max(1, threads / 2);
-  const Blocks<float> x(a, ctx, split), y(b, ctx, split);
+  const Blocks<float> x(a, ctx, split, *ka), y(b, ctx, split, *kb);
   runtime::parallel_for(x.items() + y.items(), 1, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) w < x.items() ? x.run(w) : y.run(w - x.items());
   });

@@ -1,0 +1,258 @@
+// Products at a decoder's shapes (gemm_shapes.h: the forward x Wᵀ, dY W and dYᵀ X of both
+// MLP projections, 16 to 512 tokens), in GFLOP/s: lazytrace's matmul, with its per-shape
+// kernel choice (the gemm_choice pass, backends/cpu/gemm.h) and without it, against the
+// libraries it can choose from, each called directly: OpenBLAS, oneDNN's sgemm and
+// libxsmm's JIT kernel (libxsmm_sgemm where it has no kernel for the layout).
+// bench/gemm_table.py turns the JSON into docs/blas.md's table.
+//
+// Threads: lazytrace runs on its own pool (LAZYTRACE_NUM_THREADS, else every core); OpenBLAS
+// (openblas_set_num_threads) and oneDNN (omp_set_num_threads) get that count too; libxsmm's
+// kernels run on one thread, as lazytrace calls them per block.
+// OpenBLAS's pthreads and oneDNN's OpenMP workers spin for a while after a call and steal
+// cores from whatever runs next, so the rows run library by library in registration order:
+// lazytrace's (which calls every library on its own threads, one thread per call), then
+// OpenBLAS, libxsmm and oneDNN last, with a pause before each library's first row.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+#include <libxsmm.h>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <lazytrace/lazytrace.h>
+
+#include "gemm_shapes.h"
+#include "runtime/thread_pool.h"
+
+namespace {
+
+using bench::AlignedFloats;
+using bench::decoder_products;
+using bench::Product;
+using bench::product_of;
+using bench::random_floats;
+
+int bench_threads() {
+  return lt::runtime::num_threads();
+}
+
+void set_counters(benchmark::State& state, const Product& p, int threads) {
+  state.counters["GFLOPS"] = benchmark::Counter(2e-9 * static_cast<double>(p.m * p.n * p.k),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+
+// Leading dimensions of the stored operands: A [m, k] or [k, m], B [k, n] or [n, k].
+int lda_of(const Product& p) {
+  return static_cast<int>(p.ta ? p.m : p.k);
+}
+int ldb_of(const Product& p) {
+  return static_cast<int>(p.tb ? p.k : p.n);
+}
+
+// The first time a library's row runs: wait for the previous library's workers to sleep.
+void pause_once(bool& first) {
+  if (!first) return;
+  first = false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+}
+
+// 64 entries of C against float64 dot products.
+bool spot_check(const Product& p, const float* a, const float* b, const float* c) {
+  std::mt19937 gen(5);
+  for (int s = 0; s < 64; ++s) {
+    const int64_t i = static_cast<int64_t>(gen() % static_cast<uint32_t>(p.m));
+    const int64_t j = static_cast<int64_t>(gen() % static_cast<uint32_t>(p.n));
+    double ref = 0;
+    for (int64_t q = 0; q < p.k; ++q) {
+      const double x = a[p.ta ? q * p.m + i : i * p.k + q];
+      const double y = b[p.tb ? j * p.k + q : q * p.n + j];
+      ref += x * y;
+    }
+    if (std::abs(ref - static_cast<double>(c[i * p.n + j])) > 1e-3 * (1.0 + std::abs(ref)))
+      return false;
+  }
+  return true;
+}
+
+// lazytrace: inputs materialized before timing; each iteration records one matmul (through
+// the transposed views the layout needs) and syncs it, a compile-cache hit after the
+// warm-up, and releases the result inside the timing, as in real use.
+void lazytrace_row(benchmark::State& state, bool choice) {
+  const Product p = product_of(state);
+  lt::debug::set_disabled_passes(choice ? std::vector<std::string>{}
+                                        : std::vector<std::string>{"gemm_choice"});
+  lt::manual_seed(0);
+  lt::Tensor a = p.ta ? lt::randn({p.k, p.m}) : lt::randn({p.m, p.k});
+  lt::Tensor b = p.tb ? lt::randn({p.n, p.k}) : lt::randn({p.k, p.n});
+  lt::sync({a, b});
+  auto product = [&] {
+    return lt::matmul(p.ta ? lt::transpose(a) : a, p.tb ? lt::transpose(b) : b);
+  };
+  {
+    lt::Tensor c = product();
+    lt::sync({c});
+    if (!spot_check(p, a.to_vector<float>().data(), b.to_vector<float>().data(),
+                    c.to_vector<float>().data())) {
+      state.SkipWithError("lazytrace's matmul differs from a float64 dot product");
+      return;
+    }
+  }
+  const int64_t miss0 = lt::metrics::counter("CacheMiss");
+  for (auto _ : state) {
+    lt::Tensor c = product();
+    lt::sync({c});
+    benchmark::DoNotOptimize(c.impl().get());
+  }
+  if (lt::metrics::counter("CacheMiss") != miss0)
+    state.SkipWithError("the matmul graph recompiled in the loop");
+  lt::debug::set_disabled_passes({});
+  set_counters(state, p, bench_threads());
+}
+
+void BM_Lazytrace(benchmark::State& state) {
+  lazytrace_row(state, true);
+}
+BENCHMARK(BM_Lazytrace)->Apply(decoder_products)->UseRealTime();
+
+void BM_LazytraceFixedRule(benchmark::State& state) {
+  lazytrace_row(state, false);
+}
+BENCHMARK(BM_LazytraceFixedRule)->Apply(decoder_products)->UseRealTime();
+
+// A library called directly on aligned buffers, after untimed warm-up calls (oneDNN and
+// libxsmm generate their kernels on first use) and a spot check.
+template <typename F>
+void library_row(benchmark::State& state, const Product& p, F&& multiply, int threads) {
+  AlignedFloats a = random_floats(p.m * p.k, 1), b = random_floats(p.k * p.n, 2);
+  AlignedFloats c = random_floats(p.m * p.n, 3);  // touched: no first-use page faults
+  for (int i = 0; i < 3; ++i) multiply(a.get(), b.get(), c.get());
+  if (!spot_check(p, a.get(), b.get(), c.get())) {
+    state.SkipWithError("the product differs from a float64 dot product");
+    return;
+  }
+  for (auto _ : state) {
+    multiply(a.get(), b.get(), c.get());
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, p, threads);
+}
+
+void BM_OpenBLAS(benchmark::State& state) {
+  static bool first = true;
+  pause_once(first);
+  const Product p = product_of(state);
+  openblas_set_num_threads(bench_threads());
+  library_row(
+      state, p,
+      [&](const float* a, const float* b, float* c) {
+        cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans,
+                    p.tb ? CblasTrans : CblasNoTrans, static_cast<int>(p.m), static_cast<int>(p.n),
+                    static_cast<int>(p.k), 1.0f, a, lda_of(p), b, ldb_of(p), 0.0f, c,
+                    static_cast<int>(p.n));
+      },
+      openblas_get_num_threads());
+}
+BENCHMARK(BM_OpenBLAS)->Apply(decoder_products)->UseRealTime();
+
+// libxsmm is column-major: row-major C = A B is its Cᵀ = Bᵀ Aᵀ.
+void BM_libxsmm(benchmark::State& state) {
+  static bool first = true;
+  pause_once(first);
+  const Product p = product_of(state);
+  const libxsmm_blasint m = p.n, n = p.m, k = p.k, lda = ldb_of(p), ldb = lda_of(p), ldc = p.n;
+  const float alpha = 1.0f, beta = 0.0f;
+  const int flags = (p.tb ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) | (p.ta ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+  const libxsmm_smmfunction kernel =
+      libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, nullptr);
+  const char ta = p.tb ? 'T' : 'N', tb = p.ta ? 'T' : 'N';
+  library_row(
+      state, p,
+      [&](const float* a, const float* b, float* c) {
+        if (kernel != nullptr)
+          kernel(b, a, c);
+        else
+          libxsmm_sgemm(&ta, &tb, &m, &n, &k, &alpha, b, &lda, a, &ldb, &beta, c, &ldc);
+      },
+      1);
+  state.counters["jit"] = kernel != nullptr;
+}
+BENCHMARK(BM_libxsmm)->Apply(decoder_products)->UseRealTime();
+
+void BM_oneDNN(benchmark::State& state) {
+  static bool first = true;
+  pause_once(first);
+  const Product p = product_of(state);
+  omp_set_num_threads(bench_threads());
+  bool ok = true;
+  library_row(
+      state, p,
+      [&](const float* a, const float* b, float* c) {
+        ok &= dnnl_sgemm(p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', p.m, p.n, p.k, 1.0f, a, lda_of(p), b,
+                         ldb_of(p), 0.0f, c, p.n) == dnnl_success;
+      },
+      omp_get_max_threads());
+  if (!ok) state.SkipWithError("dnnl_sgemm failed");
+}
+BENCHMARK(BM_oneDNN)->Apply(decoder_products)->UseRealTime();
+
+// A table, not a switch: oneDNN's list of instruction sets grows between versions.
+std::string isa_name(dnnl_cpu_isa_t isa) {
+  const std::pair<dnnl_cpu_isa_t, const char*> names[] = {
+      {dnnl_cpu_isa_sse41, "sse41"},
+      {dnnl_cpu_isa_avx, "avx"},
+      {dnnl_cpu_isa_avx2, "avx2"},
+      {dnnl_cpu_isa_avx2_vnni, "avx2_vnni"},
+      {dnnl_cpu_isa_avx512_core, "avx512_core"},
+      {dnnl_cpu_isa_avx512_core_vnni, "avx512_core_vnni"},
+      {dnnl_cpu_isa_avx512_core_bf16, "avx512_core_bf16"},
+      {dnnl_cpu_isa_avx512_core_amx, "avx512_core_amx"},
+  };
+  for (const auto& [value, name] : names)
+    if (value == isa) return name;
+  return "isa#" + std::to_string(static_cast<int>(isa));
+}
+
+std::string runtime_name(unsigned runtime) {
+  switch (runtime) {
+    case DNNL_RUNTIME_SEQ:
+      return "seq";
+    case DNNL_RUNTIME_OMP:
+      return "omp";
+    case DNNL_RUNTIME_TBB:
+      return "tbb";
+    case DNNL_RUNTIME_THREADPOOL:
+      return "threadpool";
+    default:
+      return "#" + std::to_string(runtime);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const dnnl_version_t* v = dnnl_version();
+  benchmark::AddCustomContext("threads", std::to_string(bench_threads()));
+  benchmark::AddCustomContext(
+      "openblas", std::string(openblas_get_config()) + " core " + openblas_get_corename());
+  benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) +
+                                            "." + std::to_string(v->patch) + " runtime " +
+                                            runtime_name(v->cpu_runtime) + " isa " +
+                                            isa_name(dnnl_get_effective_cpu_isa()));
+  benchmark::AddCustomContext("libxsmm", LIBXSMM_VERSION);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::fprintf(stderr, "lazytrace's kernel choices:\n%s", lt::debug::kernel_choices().c_str());
+  return 0;
+}

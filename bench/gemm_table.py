@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""gemm_bench's JSON (--benchmark_out) as a Markdown table: GFLOP/s per product and row,
+lazytrace's against the best library's, and the worst and geometric-mean ratios.
+
+Usage: bench/gemm_table.py BUILD/bench-results/gemm_bench.json
+"""
+import json
+import math
+import re
+import sys
+
+ROWS = ["Lazytrace", "LazytraceFixedRule", "OpenBLAS", "oneDNN", "libxsmm"]
+LIBS = ["OpenBLAS", "oneDNN", "libxsmm"]
+PRODUCTS = ["up x Wᵀ", "down x Wᵀ", "up dY W", "down dY W", "up dYᵀ X", "down dYᵀ X"]
+
+
+def shape_of(tokens, hidden, inter, product):
+    m, k, n = [(tokens, hidden, inter), (tokens, inter, hidden), (tokens, inter, hidden),
+               (tokens, hidden, inter), (inter, tokens, hidden), (hidden, tokens, inter)][product]
+    return f"{m} x {k} @ {k} x {n}"
+
+
+def main(path):
+    with open(path) as f:
+        data = json.load(f)
+    gflops = {}  # (args) -> row -> median GFLOP/s
+    for b in data["benchmarks"]:
+        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+            continue
+        m = re.match(r"BM_(\w+)/tokens:(\d+)/hidden:(\d+)/inter:(\d+)/product:(\d+)", b["name"])
+        if not m or "GFLOPS" not in b:
+            continue
+        args = tuple(int(x) for x in m.groups()[1:])
+        gflops.setdefault(args, {})[m.group(1)] = b["GFLOPS"]
+    print("| hidden, inter | product | shape | lazytrace | fixed rule | OpenBLAS | oneDNN | libxsmm "
+          "| lazytrace / best library |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for args in sorted(gflops, key=lambda a: (a[1], a[3], a[0])):
+        row = gflops[args]
+        best = max(row.get(lib, 0) for lib in LIBS)
+        ratio = row.get("Lazytrace", 0) / best if best else float("nan")
+        ratios.append(ratio)
+        tokens, hidden, inter, product = args
+        cells = " | ".join(f"{row[r]:.1f}" if r in row else "—" for r in ROWS)
+        print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | {cells} | "
+              f"{ratio:.2f} |")
+    good = [r for r in ratios if r == r]
+    if good:
+        geo = math.exp(sum(math.log(r) for r in good) / len(good))
+        print(f"\nlazytrace / best library: worst {min(good):.2f}, geometric mean {geo:.2f}, "
+              f"{sum(r >= 0.9 for r in good)} of {len(good)} shapes at 0.9 or above.")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

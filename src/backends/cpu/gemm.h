@@ -1,0 +1,119 @@
+#pragma once
+// float32 products by whichever kernel is fastest for their shape on this machine: lazytrace's
+// small-product kernels (small_gemm.h), OpenBLAS, oneDNN's sgemm and libxsmm's JIT kernels,
+// each where the build has it (gemm_libs.cpp). GemmChoice times every kernel that takes a
+// shape at the shape's first product and keeps the fastest (gemm_choice.cpp); without it
+// (the gemm_choice pass switched off) the rule is fixed: the small kernels where they take
+// the layout, OpenBLAS otherwise.
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/small_gemm.h"
+
+namespace lazytrace::cpu {
+
+/**
+ * One operand as BLAS sees it: `trans` and leading dimension `ld`, and its row and column
+ * strides (rs, cs) as lazytrace's kernels read them.
+ */
+struct GemmOperand {
+  bool trans = false;
+  int64_t ld = 0;
+  int64_t rs = 0, cs = 0;
+};
+
+/** C[m, n] (row stride ldc, overwritten) = A[m, k] B[k, n]; m, n, k > 0. */
+struct GemmArgs {
+  int64_t m, n, k;
+  const float* a;
+  GemmOperand oa;
+  const float* b;
+  GemmOperand ob;
+  float* c;
+  int64_t ldc;
+  // what a loop asks lazytrace's kernels to read ahead (small_gemm.h); no other kernel can
+  ReadAhead* ahead = nullptr;
+  Shadows shadows;
+};
+
+// Lazytrace: the fixed rule (lazytrace's small kernels where they take the product, OpenBLAS
+// else), which takes every product.
+enum class GemmLib : uint8_t { Lazytrace, OpenBlas, OneDnn, Xsmm };
+inline constexpr int kGemmLibs = 4;
+
+/** "lazytrace", "openblas", "onednn", "libxsmm". */
+const char* gemm_lib_name(GemmLib lib);
+
+/** Whether this build has `lib` and it runs on this CPU. */
+bool gemm_lib_available(GemmLib lib);
+
+/**
+ * Runs the product with `lib` and returns true, or returns false, touching nothing, where
+ * `lib` is not available or does not take this layout or size.
+ */
+bool run_gemm_with(GemmLib lib, const GemmArgs& g);
+
+/** The fixed rule: lazytrace's small kernels where they take the product, OpenBLAS else. */
+void run_gemm_fixed(const GemmArgs& g);
+
+/** C = A B in float64, by OpenBLAS (A and B as BLAS operands). */
+void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,
+               const double* b, const GemmOperand& ob, double* c, int64_t ldc);
+
+/** Sets the libraries up, once: each call on one thread (lazytrace's pool shares the cores). */
+void init_gemm_libs();
+
+/**
+ * The fastest kernel per product, measured at the product's first run and kept. A product
+ * is its sizes, strides, batch count and thread count; the caller runs all of it (every
+ * block, on every thread, as it always will) with one kernel and reports whether that
+ * kernel took every block. GemmLib::Lazytrace stands for the fixed rule. Thread-safe: one
+ * product is measured at a time, and every run of a product, the first included, ends on
+ * the kernel kept for it.
+ */
+class GemmChoice {
+ public:
+  // Products of fewer multiply-adds per matrix follow the fixed rule: timing them would
+  // cost more than any choice could gain.
+  static constexpr int64_t kMinWork = int64_t{1} << 15;
+
+  struct Key {
+    int64_t v[9];
+    bool operator==(const Key&) const = default;
+  };
+  /** The kernel kept for `key`, if it was measured. */
+  std::optional<GemmLib> find(const Key& key) const;
+  /**
+   * Measures the product `key` and keeps its fastest kernel (or returns the one another
+   * thread kept meanwhile). `run(lib)` runs all of it with `lib` and returns false where
+   * `lib` declined a block. `shape` names the product in entries(); `flops` its work.
+   */
+  GemmLib measure(const Key& key, const std::function<bool(GemmLib)>& run, const std::string& shape,
+                  double flops);
+
+  struct Entry {
+    std::string shape;  // "m x k @ k x n (NT, 2 threads)"
+    GemmLib lib;
+    double gflops[kGemmLibs];  // measured; 0 where the kernel did not take every block
+  };
+  /** The products measured so far, in the order they were. */
+  std::vector<Entry> entries() const;
+  void clear();
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  mutable std::shared_mutex mu_;
+  std::mutex measuring_;
+  std::unordered_map<Key, GemmLib, KeyHash> chosen_;
+  std::vector<Entry> entries_;
+};
+
+}  // namespace lazytrace::cpu

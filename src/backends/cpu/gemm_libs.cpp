@@ -1,0 +1,144 @@
+// The product kernels GemmChoice picks among (gemm.h): the one place that calls OpenBLAS,
+// oneDNN and libxsmm. oneDNN (LAZYTRACE_HAVE_ONEDNN) and libxsmm (LAZYTRACE_HAVE_XSMM) are
+// optional at build time; OpenBLAS is not.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "backends/cpu/gemm.h"
+
+#if LAZYTRACE_HAVE_ONEDNN
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#endif
+#if LAZYTRACE_HAVE_XSMM
+#include <libxsmm.h>
+#endif
+
+namespace lazytrace::cpu {
+namespace {
+
+// BLAS wants a leading dimension of at least 1 even where the operand has no elements.
+int ld_of(int64_t ld) {
+  return static_cast<int>(std::max<int64_t>(ld, 1));
+}
+
+const SmallGemmKernels* small_kernels() {
+  if (has_avx512()) return small_gemm_avx512();
+  if (has_avx2_fma()) return small_gemm_avx2();
+  return nullptr;
+}
+
+bool run_small(const GemmArgs& g) {
+  const SmallGemmKernels* kernels = small_kernels();
+  return kernels != nullptr && small_gemm_f32(*kernels, g.m, g.n, g.k, g.a, g.oa.rs, g.oa.cs, g.b,
+                                              g.ob.rs, g.ob.cs, g.c, g.ldc, g.ahead, g.shadows);
+}
+
+void run_openblas(const GemmArgs& g) {
+  cblas_sgemm(CblasRowMajor, g.oa.trans ? CblasTrans : CblasNoTrans,
+              g.ob.trans ? CblasTrans : CblasNoTrans, static_cast<int>(g.m), static_cast<int>(g.n),
+              static_cast<int>(g.k), 1.0f, g.a, ld_of(g.oa.ld), g.b, ld_of(g.ob.ld), 0.0f, g.c,
+              static_cast<int>(g.ldc));
+}
+
+#if LAZYTRACE_HAVE_ONEDNN
+bool run_onednn(const GemmArgs& g) {
+  // oneDNN runs on OpenMP; each of lazytrace's threads asks it for a team of one, so no
+  // OpenMP worker ever spins beside the pool (docs/blas.md)
+  thread_local const bool one_thread = (omp_set_num_threads(1), true);
+  (void)one_thread;
+  return dnnl_sgemm(g.oa.trans ? 'T' : 'N', g.ob.trans ? 'T' : 'N', g.m, g.n, g.k, 1.0f, g.a,
+                    ld_of(g.oa.ld), g.b, ld_of(g.ob.ld), 0.0f, g.c, g.ldc) == dnnl_success;
+}
+#endif
+
+// libxsmm is column-major: row-major C[m, n] is its C'[n, m] = B' A', with B as the n x k
+// operand (transposed where B is stored transposed) and A as the k x m one. Its dispatch
+// finds the kernel it generated for the shape before, or generates it.
+bool run_xsmm(const GemmArgs& g) {
+#if LAZYTRACE_HAVE_XSMM
+  const libxsmm_blasint lda = ld_of(g.ob.ld), ldb = ld_of(g.oa.ld), ldc = g.ldc;
+  const float alpha = 1.0f, beta = 0.0f;
+  const int flags =
+      (g.ob.trans ? LIBXSMM_GEMM_FLAG_TRANS_A : 0) | (g.oa.trans ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+  const libxsmm_smmfunction kernel =
+      libxsmm_smmdispatch(g.n, g.m, g.k, &lda, &ldb, &ldc, &alpha, &beta, &flags, nullptr);
+  if (kernel == nullptr) return false;
+  kernel(g.b, g.a, g.c);
+  return true;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+}  // namespace
+
+const char* gemm_lib_name(GemmLib lib) {
+  switch (lib) {
+    case GemmLib::Lazytrace:
+      return "lazytrace";
+    case GemmLib::OpenBlas:
+      return "openblas";
+    case GemmLib::OneDnn:
+      return "onednn";
+    case GemmLib::Xsmm:
+      return "libxsmm";
+  }
+  return "?";
+}
+
+bool gemm_lib_available(GemmLib lib) {
+  switch (lib) {
+    case GemmLib::Lazytrace:
+      return small_kernels() != nullptr;
+    case GemmLib::OpenBlas:
+      return true;
+    case GemmLib::OneDnn:
+      return LAZYTRACE_HAVE_ONEDNN != 0;
+    case GemmLib::Xsmm:
+      return LAZYTRACE_HAVE_XSMM != 0;
+  }
+  return false;
+}
+
+bool run_gemm_with(GemmLib lib, const GemmArgs& g) {
+  switch (lib) {
+    case GemmLib::Lazytrace:
+      return run_small(g);
+    case GemmLib::OpenBlas:
+      run_openblas(g);
+      return true;
+    case GemmLib::OneDnn:
+#if LAZYTRACE_HAVE_ONEDNN
+      return run_onednn(g);
+#else
+      return false;
+#endif
+    case GemmLib::Xsmm:
+      return run_xsmm(g);
+  }
+  return false;
+}
+
+void run_gemm_fixed(const GemmArgs& g) {
+  if (!run_small(g)) run_openblas(g);
+}
+
+void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,
+               const double* b, const GemmOperand& ob, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, oa.trans ? CblasTrans : CblasNoTrans,
+              ob.trans ? CblasTrans : CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+              static_cast<int>(k), 1.0, a, ld_of(oa.ld), b, ld_of(ob.ld), 0.0, c,
+              static_cast<int>(ldc));
+}
+
+void init_gemm_libs() {
+  openblas_set_num_threads(1);
+#if LAZYTRACE_HAVE_XSMM
+  libxsmm_init();
+#endif
+}
+
+}  // namespace lazytrace::cpu
