@@ -38,3 +38,9 @@ def disabled_passes():
 def pass_names():
     """The names of every optional pass."""
     return _C._debug.pass_names()
+
+
+def kernel_choices():
+    """The kernels the backend chose by timing them on this machine (the gemm_choice pass),
+    one line per product: its shape, the kernel kept, and each candidate's GFLOP/s."""
+    return _C._debug.kernel_choices()

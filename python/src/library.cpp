@@ -122,6 +122,7 @@ void bind_library(nb::module_& m) {
   dbg.def("set_disabled_passes", &debug::set_disabled_passes);
   dbg.def("disabled_passes", &debug::disabled_passes);
   dbg.def("pass_names", &debug::pass_names);
+  dbg.def("kernel_choices", &debug::kernel_choices);
 }
 
 }  // namespace lazytrace::python

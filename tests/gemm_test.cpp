@@ -1,0 +1,216 @@
+// The product kernels the CPU backend picks among (backends/cpu/gemm.h): each library against
+// a float64 loop at every layout, GemmChoice's measuring and keeping, and lt::matmul with the
+// choice on and off.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <lazytrace/lazytrace.h>
+
+#include "backends/cpu/gemm.h"
+
+namespace lt = lazytrace;
+namespace cpu = lazytrace::cpu;
+using cpu::GemmLib;
+
+namespace {
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// One product by `lib`, A stored [m, k] (or [k, m] with ta), B [k, n] (or [n, k] with tb),
+// each with a padded leading dimension, into a C with a padded row stride whose padding must
+// stay untouched. Returns whether `lib` took it; where it did, C is checked.
+bool check_product(GemmLib lib, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  const int64_t pad = 3;
+  const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+  const std::vector<float> a = randoms(static_cast<size_t>((ta ? k : m) * lda), 1);
+  const std::vector<float> b = randoms(static_cast<size_t>((tb ? n : k) * ldb), 2);
+  std::vector<float> c(static_cast<size_t>(m * ldc), 7.0f);
+  const cpu::GemmOperand oa{ta, lda, ta ? 1 : lda, ta ? lda : 1};
+  const cpu::GemmOperand ob{tb, ldb, tb ? 1 : ldb, tb ? ldb : 1};
+  const cpu::GemmArgs g{m, n, k, a.data(), oa, b.data(), ob, c.data(), ldc, nullptr, {}};
+  if (!cpu::run_gemm_with(lib, g)) {
+    for (float x : c) EXPECT_EQ(x, 7.0f) << "a kernel that declined wrote C";
+    return false;
+  }
+  const std::string what = std::string(cpu::gemm_lib_name(lib)) + " " + std::to_string(m) + "x" +
+                           std::to_string(k) + "@" + std::to_string(k) + "x" +
+                           std::to_string(n) + (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "");
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double x = a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)];
+        const double y = b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)];
+        ref += x * y;
+        mag += std::abs(x * y);
+      }
+      const double got = c[static_cast<size_t>(i * ldc + j)];
+      if (std::abs(got - ref) > 1e-5 * mag + 1e-6) {
+        ADD_FAILURE() << what << ": C[" << i << ", " << j << "] = " << got << ", want " << ref;
+        return true;
+      }
+    }
+    for (int64_t j = n; j < ldc; ++j)
+      if (c[static_cast<size_t>(i * ldc + j)] != 7.0f) {
+        ADD_FAILURE() << what << ": wrote C's padding";
+        return true;
+      }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(GemmLibs, EveryLibraryMatchesAFloat64Loop) {
+  const int64_t shapes[][3] = {{1, 1, 1},   {5, 300, 40},  {17, 33, 65},  {16, 1024, 128},
+                               {64, 96, 16}, {130, 70, 24}, {33, 128, 512}};
+  for (int i = 0; i < cpu::kGemmLibs; ++i) {
+    const auto lib = static_cast<GemmLib>(i);
+    if (!cpu::gemm_lib_available(lib)) continue;
+    int taken = 0, tried = 0;
+    for (const auto& s : shapes)
+      for (int layout = 0; layout < 4; ++layout) {
+        ++tried;
+        taken += check_product(lib, s[0], s[1], s[2], layout & 1, layout & 2);
+      }
+    // OpenBLAS and oneDNN take every product; lazytrace's small kernels and libxsmm's JIT
+    // some (lazytrace's: few rows or a short reduction; libxsmm's: not B stored transposed)
+    if (lib == GemmLib::OpenBlas || lib == GemmLib::OneDnn)
+      EXPECT_EQ(taken, tried) << cpu::gemm_lib_name(lib);
+    else
+      EXPECT_GT(taken, 0) << cpu::gemm_lib_name(lib);
+  }
+}
+
+namespace {
+
+// A product whose kernels take as long as `micros` says (0: the kernel declines it).
+struct FakeProduct {
+  double micros[cpu::kGemmLibs];
+  std::vector<GemmLib> runs;
+
+  bool operator()(GemmLib lib) {
+    if (micros[static_cast<int>(lib)] <= 0) return false;
+    runs.push_back(lib);
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration<double, std::micro>(micros[static_cast<int>(lib)]);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    return true;
+  }
+};
+
+GemmLib measure(cpu::GemmChoice& choice, int64_t id, FakeProduct& p) {
+  return choice.measure({{id, 0, 0, 0, 0, 0, 0, 0, 0}}, [&](GemmLib lib) { return p(lib); },
+                        "fake " + std::to_string(id), 1e6);
+}
+
+}  // namespace
+
+TEST(GemmChoice, KeepsTheFastestKernelAndEndsOnIt) {
+  cpu::GemmChoice choice;
+  // the fixed rule 600 µs; OpenBLAS 150, oneDNN 300 (where built), libxsmm declines
+  FakeProduct p{{600, 150, 300, 0}, {}};
+  EXPECT_EQ(measure(choice, 1, p), GemmLib::OpenBlas);
+  ASSERT_FALSE(p.runs.empty());
+  EXPECT_EQ(p.runs.back(), GemmLib::OpenBlas) << "C must hold the kept kernel's result";
+  for (GemmLib lib : p.runs) EXPECT_NE(lib, GemmLib::Xsmm) << "a declined kernel was timed";
+  EXPECT_EQ(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}), GemmLib::OpenBlas);
+  EXPECT_FALSE(choice.find({{2, 0, 0, 0, 0, 0, 0, 0, 0}}).has_value());
+
+  // measured once: a second call runs the kept kernel once more and nothing else
+  p.runs.clear();
+  EXPECT_EQ(measure(choice, 1, p), GemmLib::OpenBlas);
+  EXPECT_EQ(p.runs, std::vector<GemmLib>{GemmLib::OpenBlas});
+
+  const std::vector<cpu::GemmChoice::Entry> entries = choice.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].shape, "fake 1");
+  EXPECT_EQ(entries[0].gflops[static_cast<int>(GemmLib::Xsmm)], 0.0);
+  // 1e6 flops in about 150 µs: about 6.7 GFLOP/s, never more
+  EXPECT_GT(entries[0].gflops[static_cast<int>(GemmLib::OpenBlas)], 1.0);
+  EXPECT_LT(entries[0].gflops[static_cast<int>(GemmLib::OpenBlas)], 6.7);
+  choice.clear();
+  EXPECT_TRUE(choice.entries().empty());
+  EXPECT_FALSE(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}).has_value());
+}
+
+TEST(GemmChoice, KeepsTheFixedRuleWhereNoKernelIsClearlyFaster) {
+  cpu::GemmChoice choice;
+  FakeProduct p{{300, 0, 0, 0}, {}};  // every library declines
+  EXPECT_EQ(measure(choice, 1, p), GemmLib::Lazytrace);
+  FakeProduct q{{300, 3000, 3000, 3000}, {}};  // all slower
+  EXPECT_EQ(measure(choice, 2, q), GemmLib::Lazytrace);
+  EXPECT_EQ(q.runs.back(), GemmLib::Lazytrace);
+}
+
+namespace {
+
+// lt::matmul of the layout's operands, and the float64 product of the same values.
+struct LtProduct {
+  lt::Tensor c;
+  std::vector<double> ref;
+};
+
+LtProduct lt_product(int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+  lt::manual_seed(3);
+  lt::Tensor a = ta ? lt::randn({k, m}) : lt::randn({m, k});
+  lt::Tensor b = tb ? lt::randn({n, k}) : lt::randn({k, n});
+  lt::sync({a, b});
+  LtProduct p{lt::matmul(ta ? lt::transpose(a) : a, tb ? lt::transpose(b) : b), {}};
+  const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+  p.ref.assign(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t q = 0; q < k; ++q)
+        p.ref[static_cast<size_t>(i * n + j)] +=
+            static_cast<double>(va[static_cast<size_t>(ta ? q * m + i : i * k + q)]) *
+            vb[static_cast<size_t>(tb ? j * k + q : q * n + j)];
+  return p;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& ref, int64_t k) {
+  ASSERT_EQ(got.size(), ref.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], ref[i], 1e-5 * std::sqrt(static_cast<double>(k)) * 4) << "at " << i;
+}
+
+}  // namespace
+
+// Through the API: with the pass on (the default) every layout of a decoder's products is
+// right, the first run (which measures) gives the bits of every later one, and the product
+// is listed in kernel_choices; with it off nothing is measured.
+TEST(GemmChoice, MatmulIsRightAndStableWithTheChoiceOnAndOff) {
+  const int64_t shapes[][3] = {{16, 256, 128}, {64, 128, 256}, {256, 64, 16}};
+  for (const auto& s : shapes)
+    for (int layout = 0; layout < 3; ++layout) {
+      const bool ta = layout == 2, tb = layout == 1;
+      LtProduct first = lt_product(s[0], s[1], s[2], ta, tb);
+      const std::vector<float> bits = first.c.to_vector<float>();
+      expect_near(bits, first.ref, s[2]);
+      for (int run = 0; run < 3; ++run)
+        EXPECT_EQ(lt_product(s[0], s[1], s[2], ta, tb).c.to_vector<float>(), bits)
+            << "the kept kernel must give the first run's bits";
+    }
+  const std::string choices = lt::debug::kernel_choices();
+  EXPECT_NE(choices.find("matmul 16 x 128 @ 128 x 256 (NN"), std::string::npos) << choices;
+  EXPECT_NE(choices.find("matmul 16 x 128 @ 128 x 256 (NT"), std::string::npos) << choices;
+  EXPECT_NE(choices.find("matmul 256 x 16 @ 16 x 64 (TN"), std::string::npos) << choices;
+
+  lt::debug::set_disabled_passes({"gemm_choice"});
+  LtProduct off = lt_product(48, 80, 96, false, true);
+  expect_near(off.c.to_vector<float>(), off.ref, 96);
+  EXPECT_EQ(lt::debug::kernel_choices(), choices) << "measured with the pass off";
+  lt::debug::set_disabled_passes({});
+}
