@@ -13,10 +13,12 @@ double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// How long the timing of one product may take, roughly, and how many rounds it gets: each
-// round runs the product once per kernel, and a kernel's time is its best round.
+// How long the timing of one product may take, roughly: each round runs the product once
+// per kernel, and a kernel's time is its best round. Rounds go on until the budget is spent,
+// at most kMaxRounds: a product whose one round outlasts the budget is timed once per
+// kernel (its times are long enough to tell apart), a short one many times.
 constexpr double kBudgetSeconds = 4e-3;
-constexpr int kMinRounds = 3, kMaxRounds = 25;
+constexpr int kMaxRounds = 25;
 // Another kernel replaces the fixed rule only where it is this much faster: timing noise
 // alone does not move a product off the kernels it runs on without the choice.
 constexpr double kMargin = 1.05;
@@ -43,27 +45,29 @@ GemmLib GemmChoice::measure(const Key& key, const std::function<bool(GemmLib)>& 
     run(*lib);
     return *lib;
   }
-  // Every kernel once (a warm-up: oneDNN and libxsmm generate code at first use); those that
-  // took every block are timed, round after round, on the product's own operands.
+  // The libraries that generate code at first use (oneDNN, libxsmm) run once untimed, which
+  // also tells whether they take every block; then every kernel that takes the product is
+  // timed round after round, on the product's own operands, until the budget is spent.
   bool takes[kGemmLibs] = {};
   double best[kGemmLibs] = {};
   for (int i = 0; i < kGemmLibs; ++i) {
     const auto lib = static_cast<GemmLib>(i);
-    takes[i] = gemm_lib_available(lib) && run(lib);
+    const bool generates = lib == GemmLib::OneDnn || lib == GemmLib::Xsmm;
+    takes[i] = gemm_lib_available(lib) && (!generates || run(lib));
   }
   takes[0] = true;  // the fixed rule takes everything
-  double round_seconds = 0;
+  double spent = 0;
   for (int r = 0; r < kMaxRounds; ++r) {
     const double round_start = seconds_now();
     for (int i = 0; i < kGemmLibs; ++i) {
       if (!takes[i]) continue;
       const double t0 = seconds_now();
-      run(static_cast<GemmLib>(i));
+      takes[i] = run(static_cast<GemmLib>(i)) || i == 0;  // (declined: not timed again)
       const double t = seconds_now() - t0;
       best[i] = r == 0 ? t : std::min(best[i], t);
     }
-    if (r == 0) round_seconds = seconds_now() - round_start;
-    if (r + 1 >= kMinRounds && (r + 1) * round_seconds >= kBudgetSeconds) break;
+    spent += seconds_now() - round_start;
+    if (spent >= kBudgetSeconds) break;
   }
   int pick = 0;
   for (int i = 1; i < kGemmLibs; ++i)
