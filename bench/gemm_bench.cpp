@@ -3,15 +3,15 @@
 // kernel choice (the gemm_choice pass, backends/cpu/gemm.h) and without it, against the
 // libraries it can choose from, each called directly: OpenBLAS, oneDNN's sgemm and
 // libxsmm's JIT kernel (libxsmm_sgemm where it has no kernel for the layout).
-// bench/gemm_table.py turns the JSON into docs/blas.md's table.
+// bench/gemm_table.py turns the JSON into docs/gemm.md's table.
 //
 // Threads: lazytrace runs on its own pool (LAZYTRACE_NUM_THREADS, else every core); OpenBLAS
 // (openblas_set_num_threads) and oneDNN (omp_set_num_threads) get that count too; libxsmm's
 // kernels run on one thread, as lazytrace calls them per block.
-// OpenBLAS's pthreads and oneDNN's OpenMP workers spin for a while after a call and steal
-// cores from whatever runs next, so the rows run library by library in registration order:
-// lazytrace's (which calls every library on its own threads, one thread per call), then
-// OpenBLAS, libxsmm and oneDNN last, with a pause before each library's first row.
+// The five rows of a shape run one after the other, shape after shape, so that the VM's
+// drift falls on all five. OpenBLAS's pthreads and oneDNN's OpenMP workers spin for a while
+// after a call and steal cores from whatever runs next: each of their rows ends with a
+// pause, outside the timing, for them to go to sleep.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <libxsmm.h>
@@ -36,7 +36,6 @@
 namespace {
 
 using bench::AlignedFloats;
-using bench::decoder_products;
 using bench::Product;
 using bench::product_of;
 using bench::random_floats;
@@ -59,10 +58,8 @@ int ldb_of(const Product& p) {
   return static_cast<int>(p.tb ? p.k : p.n);
 }
 
-// The first time a library's row runs: wait for the previous library's workers to sleep.
-void pause_once(bool& first) {
-  if (!first) return;
-  first = false;
+// After a library's own threads ran: wait for its workers to sleep (2^28 cycles at most).
+void let_workers_sleep() {
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
 }
 
@@ -122,12 +119,10 @@ void lazytrace_row(benchmark::State& state, bool choice) {
 void BM_Lazytrace(benchmark::State& state) {
   lazytrace_row(state, true);
 }
-BENCHMARK(BM_Lazytrace)->Apply(decoder_products)->UseRealTime();
 
 void BM_LazytraceFixedRule(benchmark::State& state) {
   lazytrace_row(state, false);
 }
-BENCHMARK(BM_LazytraceFixedRule)->Apply(decoder_products)->UseRealTime();
 
 // A library called directly on aligned buffers, after untimed warm-up calls (oneDNN and
 // libxsmm generate their kernels on first use) and a spot check.
@@ -148,8 +143,6 @@ void library_row(benchmark::State& state, const Product& p, F&& multiply, int th
 }
 
 void BM_OpenBLAS(benchmark::State& state) {
-  static bool first = true;
-  pause_once(first);
   const Product p = product_of(state);
   openblas_set_num_threads(bench_threads());
   library_row(
@@ -161,13 +154,12 @@ void BM_OpenBLAS(benchmark::State& state) {
                     static_cast<int>(p.n));
       },
       openblas_get_num_threads());
+  openblas_set_num_threads(1);  // lazytrace's setting: its rows call OpenBLAS one thread a block
+  let_workers_sleep();
 }
-BENCHMARK(BM_OpenBLAS)->Apply(decoder_products)->UseRealTime();
 
 // libxsmm is column-major: row-major C = A B is its Cᵀ = Bᵀ Aᵀ.
 void BM_libxsmm(benchmark::State& state) {
-  static bool first = true;
-  pause_once(first);
   const Product p = product_of(state);
   const libxsmm_blasint m = p.n, n = p.m, k = p.k, lda = ldb_of(p), ldb = lda_of(p), ldc = p.n;
   const float alpha = 1.0f, beta = 0.0f;
@@ -186,11 +178,8 @@ void BM_libxsmm(benchmark::State& state) {
       1);
   state.counters["jit"] = kernel != nullptr;
 }
-BENCHMARK(BM_libxsmm)->Apply(decoder_products)->UseRealTime();
 
 void BM_oneDNN(benchmark::State& state) {
-  static bool first = true;
-  pause_once(first);
   const Product p = product_of(state);
   omp_set_num_threads(bench_threads());
   bool ok = true;
@@ -202,8 +191,24 @@ void BM_oneDNN(benchmark::State& state) {
       },
       omp_get_max_threads());
   if (!ok) state.SkipWithError("dnnl_sgemm failed");
+  let_workers_sleep();
 }
-BENCHMARK(BM_oneDNN)->Apply(decoder_products)->UseRealTime();
+
+// Shape after shape, the five rows of each (decoder_products' shapes).
+void register_rows() {
+  const std::pair<const char*, void (*)(benchmark::State&)> rows[] = {
+      {"BM_Lazytrace", BM_Lazytrace},
+      {"BM_LazytraceFixedRule", BM_LazytraceFixedRule},
+      {"BM_OpenBLAS", BM_OpenBLAS},
+      {"BM_libxsmm", BM_libxsmm},
+      {"BM_oneDNN", BM_oneDNN}};
+  for (const std::vector<int64_t>& args : bench::decoder_product_args())
+    for (const auto& [name, fn] : rows)
+      benchmark::RegisterBenchmark(name, fn)
+          ->ArgNames({"tokens", "hidden", "inter", "product"})
+          ->Args(args)
+          ->UseRealTime();
+}
 
 // A table, not a switch: oneDNN's list of instruction sets grows between versions.
 std::string isa_name(dnnl_cpu_isa_t isa) {
@@ -249,6 +254,7 @@ int main(int argc, char** argv) {
                                             runtime_name(v->cpu_runtime) + " isa " +
                                             isa_name(dnnl_get_effective_cpu_isa()));
   benchmark::AddCustomContext("libxsmm", LIBXSMM_VERSION);
+  register_rows();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

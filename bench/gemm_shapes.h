@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <utility>
+#include <vector>
 
 namespace bench {
 
@@ -59,11 +60,12 @@ inline Product product_of(const benchmark::State& state) {
   }
 }
 
-inline void decoder_products(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"tokens", "hidden", "inter", "product"});
+inline std::vector<std::vector<int64_t>> decoder_product_args() {
+  std::vector<std::vector<int64_t>> args;
   for (auto [hidden, inter] : {std::pair<int64_t, int64_t>{128, 1024}, {512, 2048}})
     for (int64_t product = 0; product < 6; ++product)
-      for (int64_t tokens : {16, 64, 256, 512}) b->Args({tokens, hidden, inter, product});
+      for (int64_t tokens : {16, 64, 256, 512}) args.push_back({tokens, hidden, inter, product});
+  return args;
 }
 
 struct FreeDeleter {

@@ -1,4 +1,4 @@
-# OpenBLAS from Debian's libopenblas-dev (see docs/blas.md for why OpenBLAS).
+# OpenBLAS from Debian's libopenblas-dev: every product's fallback (docs/gemm.md).
 find_path(LAZYTRACE_CBLAS_INCLUDE cblas.h
   PATHS /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/openblas
         /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread

@@ -643,3 +643,27 @@ def test_passes_switched_off_compute_the_same_values_and_errors_name_the_passes(
     assert lt.debug.disabled_passes() == []
     with pytest.raises(ValueError, match=r"\[passes\] no pass is named 'fuzion'"):
         lt.debug.set_disabled_passes(["fuzion"])
+
+
+def test_kernel_choices_list_each_timed_product_and_none_with_the_pass_off():
+    a = lt.randn(48, 160)
+    b = lt.randn(200, 160)  # a @ b.T: 48 x 160 @ 160 x 200, stored transposed ("NT")
+    lt.sync()
+    want = a.numpy().astype(np.float64) @ b.numpy().astype(np.float64).T
+    got = (a @ b.t()).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    choices = lt.debug.kernel_choices()
+    line = next(ln for ln in choices.splitlines() if ln.startswith("matmul 48 x 160 @ 160 x 200 (NT"))
+    kept = line.split(": ")[1].split(" ")[0]
+    assert kept in ("lazytrace", "openblas", "onednn", "libxsmm"), line
+    assert f" {kept} " in line.split("(GFLOP/s")[1] + " ", line  # the kept one was timed
+    np.testing.assert_array_equal((a @ b.t()).numpy(), got)  # the first run's bits, again
+    before = lt.debug.set_disabled_passes("gemm_choice")
+    try:
+        c, d = lt.randn(40, 176), lt.randn(176, 72)
+        lt.sync()
+        want = c.numpy().astype(np.float64) @ d.numpy().astype(np.float64)
+        np.testing.assert_allclose((c @ d).numpy(), want, rtol=1e-4, atol=1e-4)
+        assert lt.debug.kernel_choices() == choices  # nothing timed with the pass off
+    finally:
+        lt.debug.set_disabled_passes(before)

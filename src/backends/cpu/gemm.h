@@ -1,10 +1,10 @@
 #pragma once
-// float32 products by whichever kernel is fastest for their shape on this machine: lazytrace's
+// float32 products by whichever kernel is fastest for them on this machine: lazytrace's
 // small-product kernels (small_gemm.h), OpenBLAS, oneDNN's sgemm and libxsmm's JIT kernels,
 // each where the build has it (gemm_libs.cpp). GemmChoice times every kernel that takes a
-// shape at the shape's first product and keeps the fastest (gemm_choice.cpp); without it
-// (the gemm_choice pass switched off) the rule is fixed: the small kernels where they take
-// the layout, OpenBLAS otherwise.
+// product at the product's first run and keeps the fastest (gemm_choice.cpp; matmul.cpp runs
+// the product's blocks on it); without it (the gemm_choice pass switched off) the rule is
+// fixed: the small kernels where they take the layout, OpenBLAS otherwise.
 #include <cstdint>
 #include <functional>
 #include <mutex>

@@ -19,6 +19,7 @@ double seconds_now() {
 // kernel (its times are long enough to tell apart), a short one many times.
 constexpr double kBudgetSeconds = 4e-3;
 constexpr int kMaxRounds = 25;
+constexpr int kConfirmRounds = 3;
 // Another kernel replaces the fixed rule only where it is this much faster: timing noise
 // alone does not move a product off the kernels it runs on without the choice.
 constexpr double kMargin = 1.05;
@@ -72,6 +73,17 @@ GemmLib GemmChoice::measure(const Key& key, const std::function<bool(GemmLib)>& 
   int pick = 0;
   for (int i = 1; i < kGemmLibs; ++i)
     if (takes[i] && best[i] * kMargin < best[0] && (pick == 0 || best[i] < best[pick])) pick = i;
+  // A kernel that beat the fixed rule runs against it again, alternately, and is kept only
+  // if it still does: a burst of noise in the first rounds does not decide.
+  if (pick != 0) {
+    for (int r = 0; r < kConfirmRounds; ++r)
+      for (int i : {0, pick}) {
+        const double t0 = seconds_now();
+        run(static_cast<GemmLib>(i));
+        best[i] = std::min(best[i], seconds_now() - t0);
+      }
+    if (best[pick] * kMargin >= best[0]) pick = 0;
+  }
   const auto lib = static_cast<GemmLib>(pick);
   run(lib);  // C holds the kept kernel's result, as it will at every run after this one
 

@@ -44,12 +44,15 @@ void run_openblas(const GemmArgs& g) {
 
 #if LAZYTRACE_HAVE_ONEDNN
 bool run_onednn(const GemmArgs& g) {
-  // oneDNN runs on OpenMP; each of lazytrace's threads asks it for a team of one, so no
-  // OpenMP worker ever spins beside the pool (docs/blas.md)
-  thread_local const bool one_thread = (omp_set_num_threads(1), true);
-  (void)one_thread;
-  return dnnl_sgemm(g.oa.trans ? 'T' : 'N', g.ob.trans ? 'T' : 'N', g.m, g.n, g.k, 1.0f, g.a,
-                    ld_of(g.oa.ld), g.b, ld_of(g.ob.ld), 0.0f, g.c, g.ldc) == dnnl_success;
+  // oneDNN runs on OpenMP: it is asked for a team of one, so no OpenMP worker ever spins
+  // beside the pool (docs/gemm.md), and the calling thread's own setting is put back
+  const int threads = omp_get_max_threads();
+  if (threads != 1) omp_set_num_threads(1);
+  const bool ok =
+      dnnl_sgemm(g.oa.trans ? 'T' : 'N', g.ob.trans ? 'T' : 'N', g.m, g.n, g.k, 1.0f, g.a,
+                 ld_of(g.oa.ld), g.b, ld_of(g.ob.ld), 0.0f, g.c, g.ldc) == dnnl_success;
+  if (threads != 1) omp_set_num_threads(threads);
+  return ok;
 }
 #endif
 

@@ -244,10 +244,17 @@ void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
   });
 }
 
-// Whether GemmChoice picks the product's kernel: float32, and each matrix large enough.
+// Whether GemmChoice picks the product's kernel: float32, each matrix large enough, and not
+// a product of lazytrace's small kernels' sizes (few rows, or a short reduction) that a
+// loop asks to read ahead: only those kernels take the hints, and the time they save falls
+// on the steps after the product, which its own timing would not see.
 bool chooses(const MatmulStep& s, const RunContext& ctx) {
-  return ctx.gemm_choice != nullptr && s.dtype == DType::float32 &&
-         work_of(s) / batches_of(s) >= GemmChoice::kMinWork;
+  if (ctx.gemm_choice == nullptr || s.dtype != DType::float32 ||
+      work_of(s) / batches_of(s) < GemmChoice::kMinWork)
+    return false;
+  const bool hinted = ctx.read_ahead != nullptr || ctx.shadows.begin != ctx.shadows.end;
+  const int64_t m = s.out_shape[s.out_shape.size() - 2], k = s.a.shape[s.a.shape.size() - 1];
+  return !(hinted && (m <= 32 || k <= 32));
 }
 
 // What makes two products the same to GemmChoice: sizes, the strides of the matrices, the
