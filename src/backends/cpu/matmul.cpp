@@ -1,5 +1,6 @@
-// Batched matmul through BLAS (float32, float64; float16 and bfloat16 by way of float32),
-// with a plain loop for integers. Batch dims broadcast by stride 0.
+// Batched matmul, shared out over the thread pool in blocks: float32 blocks on the kernel
+// gemm.h picks (float16 and bfloat16 by way of float32), float64 ones on OpenBLAS, integers
+// in a plain loop. Batch dims broadcast by stride 0.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
