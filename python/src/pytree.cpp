@@ -62,6 +62,12 @@ struct Flattener {
             .c_str());
   }
 
+  // after an item of a tuple, list or dict: the root's items are the arguments (args, kwargs)
+  void end_item() {
+    if (path.size() == 1) flat.end_argument();
+    path.pop_back();
+  }
+
   void walk(nb::handle h) {
     PyObject* o = h.ptr();
     if (is_tensor(h)) {
@@ -128,7 +134,7 @@ struct Flattener {
       for (Py_ssize_t i = 0; i < n; ++i) {
         path.push_back({i, nullptr});
         walk(list ? PyList_GET_ITEM(o, i) : PyTuple_GET_ITEM(o, i));
-        path.pop_back();
+        end_item();
       }
       return;
     }
@@ -164,7 +170,7 @@ struct Flattener {
       while (PyDict_Next(o, &pos, &k, &v)) {
         path.push_back({0, k});
         walk(v);
-        path.pop_back();
+        end_item();
       }
       return;
     }

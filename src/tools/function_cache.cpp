@@ -40,8 +40,14 @@ struct Entry {
   std::vector<Tensor> written;  // outer tensors the function writes (compile): extra outputs
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
-  // The lifted tensors' nodes as one Pack, reused while no tensor has been written
-  // (trace::write_epoch) and calls are recorded in the same trace context.
+  // A call's Pack: the leaves of its large arguments (explicit leaf packed_leaves[j] at j;
+  // pack_pos[i] is leaf i's position, -1 for a direct operand) and then the lifted tensors.
+  // It is reused while those leaves have the same nodes, no tensor has been written
+  // (trace::write_epoch, for the lifted ones) and calls are recorded in the same trace
+  // context; it holds the last call's packed nodes until the next call.
+  std::vector<int> pack_pos;
+  std::vector<size_t> packed_leaves;
+  std::mutex pack_mu;
   ir::NodePtr pack;
   uint64_t pack_epoch = 0;
   uint32_t pack_context = 0;
@@ -50,7 +56,7 @@ struct Entry {
   std::shared_ptr<const ir::Body> vjp;
   std::vector<trace::BodyInput> vjp_inputs;
   std::vector<int> vjp_grad_of;       // input position (explicit, then lifted) of each output
-  std::vector<int> explicit_operand;  // the operand of a call that is explicit leaf i
+  std::vector<int> explicit_operand;  // the operand of a call that is explicit leaf i (-1: packed)
   std::string vjp_error;              // trace_once: why the VJP could not be traced
   // The tape edges of the last differentiated call, where all are leaves' (a model's
   // weights): a call with the same tensors shares them, with nothing counted or copied per
@@ -95,15 +101,42 @@ std::vector<ir::NodePtr> operands(const std::vector<trace::BodyInput>& inputs,
       [&](size_t i) { return trace::node_of(extras[i]); }, rng);
 }
 
-// The Pack of e's lifted tensors, remade only when a tensor may have a new value.
-const ir::NodePtr& lifted_pack(Entry& e) {
-  static const ir::NodePtr none;
-  if (e.lifted.empty()) return none;
+// An argument with at least this many leaves is passed in the call's Pack.
+constexpr size_t kPackedArgumentLeaves = 16;
+
+// Packs the leaves of `flat`'s large arguments: e.pack_pos and e.packed_leaves.
+void choose_packed(Entry& e, const pytree::Flat& flat) {
+  size_t begin = 0;
+  for (uint32_t end : flat.arg_ends) {
+    if (end - begin >= kPackedArgumentLeaves) {
+      e.pack_pos.resize(flat.leaves.size(), -1);
+      for (size_t i = begin; i < end; ++i) {
+        e.pack_pos[i] = static_cast<int>(e.packed_leaves.size());
+        e.packed_leaves.push_back(i);
+      }
+    }
+    begin = end;
+  }
+}
+
+bool has_pack(const Entry& e) {
+  return !e.packed_leaves.empty() || !e.lifted.empty();
+}
+
+// The Pack of a call of e with these explicit leaves, remade only when a packed leaf has
+// another node or a lifted tensor may have a new value.
+ir::NodePtr call_pack(Entry& e, const std::vector<const Tensor*>& leaves) {
+  if (!has_pack(e)) return nullptr;
   const uint64_t epoch = trace::write_epoch();
   const uint32_t context = trace::current_context_id();
-  if (!e.pack || e.pack_epoch != epoch || e.pack_context != context) {
+  std::lock_guard<std::mutex> lock(e.pack_mu);
+  bool same = e.pack && e.pack_context == context && (e.lifted.empty() || e.pack_epoch == epoch);
+  for (size_t j = 0; same && j < e.packed_leaves.size(); ++j)
+    same = trace::node_of(*leaves[e.packed_leaves[j]]).get() == e.pack->operand(j).get();
+  if (!same) {
     std::vector<ir::NodePtr> nodes;
-    nodes.reserve(e.lifted.size());
+    nodes.reserve(e.packed_leaves.size() + e.lifted.size());
+    for (size_t i : e.packed_leaves) nodes.push_back(trace::node_of(*leaves[i]));
     for (const Tensor& t : e.lifted) nodes.push_back(trace::node_of(t));
     e.pack = ir::make_pack(std::move(nodes));
     e.pack_epoch = epoch;
@@ -115,11 +148,11 @@ const ir::NodePtr& lifted_pack(Entry& e) {
 // A call of `body`. A differentiated call and its VJP call are inlined where compiled: the
 // VJP recomputes the forward, and inlined, the compiler merges that with the forward call.
 std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
-                              std::vector<ir::NodePtr> ops, const ir::NodePtr& pack,
+                              std::vector<ir::NodePtr> ops, ir::NodePtr pack,
                               bool inline_call) {
   trace::OpScope scope;
   std::vector<Tensor> outs;
-  for (ir::NodePtr& n : ir::make_call(body, std::move(ops), pack, inline_call))
+  for (ir::NodePtr& n : ir::make_call(body, std::move(ops), std::move(pack), inline_call))
     outs.push_back(trace::make_pending(std::move(n)));
   return outs;
 }
@@ -214,7 +247,7 @@ void finish_vjp(Entry& e, trace::TraceScope& scope, const std::vector<Tensor>& p
                 const Traced& traced, const char* tool, const std::string& name) {
   JointVjp vjp = joint_vjp(scope, ph, traced.outputs, e.lifted, tool, "'" + name + "'");
   e.vjp_grad_of = std::move(vjp.grad_of);
-  e.vjp = scope.finish(vjp.grads, name + "_backward");
+  e.vjp = scope.finish(vjp.grads, name + "_backward", e.pack_pos);
   e.vjp_inputs = scope.inputs();
 }
 
@@ -289,6 +322,7 @@ void CachedCall::trace(TraceFn fn) {
   e->parts = std::move(described.parts);
   for (const Tensor* t : flat_.leaves) e->leaf_types.emplace_back(t->shape(), t->dtype());
   e->retrace = std::move(fn);
+  choose_packed(*e, flat_);
   {
     trace::TraceScope scope(c.tool());
     // assume_pure's forward body needs no tape (its VJP is traced separately, or with
@@ -310,14 +344,17 @@ void CachedCall::trace(TraceFn fn) {
     for (const Tensor* t : flat_.leaves)
       ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
     Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
-    e->body = scope.finish(traced.outputs, c.options.name);
+    e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
     e->inputs = scope.inputs();
     e->explicit_operand.assign(flat_.leaves.size(), -1);
-    int operand = 0;  // a call's direct operands: every input but the lifted ones (packed)
+    int operand = 0;  // a call's direct operands: every input but the packed ones
     for (const trace::BodyInput& in : e->inputs) {
       if (in.kind == trace::BodyInput::Lifted) continue;
-      if (in.kind == trace::BodyInput::Explicit)
-        e->explicit_operand[static_cast<size_t>(in.index)] = operand;
+      if (in.kind == trace::BodyInput::Explicit) {
+        const auto i = static_cast<size_t>(in.index);
+        if (!e->pack_pos.empty() && e->pack_pos[i] >= 0) continue;
+        e->explicit_operand[i] = operand;
+      }
       ++operand;
     }
     e->lifted = scope.lifted();
@@ -359,9 +396,14 @@ std::vector<Tensor> CachedCall::record() {
     for (const Tensor& t : e->lifted) differentiated = differentiated || autograd::requires_grad(t);
   }
   const std::vector<const Tensor*>& leaves = flat_.leaves;
+  auto direct = [&](size_t i) { return e->pack_pos.empty() || e->pack_pos[i] < 0; };
   std::vector<Tensor> outs = call_body(
-      e->body, operands(e->inputs, [&](size_t i) { return trace::node_of(*leaves[i]); }, rng, {}),
-      lifted_pack(*e), differentiated);
+      e->body,
+      operands(
+          e->inputs,
+          [&](size_t i) { return direct(i) ? trace::node_of(*leaves[i]) : ir::NodePtr(); }, rng,
+          {}),
+      call_pack(*e, leaves), differentiated);
   if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
     NoGradGuard no_grad;
     const size_t n = e->out_types.size();
@@ -399,10 +441,15 @@ std::vector<Tensor> CachedCall::record() {
       cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
     }
     std::vector<ir::NodePtr> ops = operands(
-        e->vjp_inputs, [&](size_t i) { return call->operand(e->explicit_operand[i]); }, rng, cots);
-    // the backward body lifts the same tensors in the same order (finish_vjp checks):
-    // the forward call's Pack, its last operand
-    ir::NodePtr pack = e->lifted.empty() ? nullptr : call->operand(call->num_operands() - 1);
+        e->vjp_inputs,
+        [&](size_t i) {
+          const int k = e->explicit_operand[i];
+          return k >= 0 ? call->operand(k) : ir::NodePtr();  // packed: in the Pack
+        },
+        rng, cots);
+    // the backward body packs the same arguments and lifts the same tensors in the same
+    // order (finish_vjp checks): the forward call's Pack, its last operand
+    ir::NodePtr pack = has_pack(*e) ? call->operand(call->num_operands() - 1) : nullptr;
     std::vector<Tensor> g = call_body(e->vjp, std::move(ops), pack, /*inline_call=*/true);
     std::vector<Tensor> out(e->leaf_types.size() + e->lifted.size());
     for (size_t j = 0; j < g.size(); ++j) out[static_cast<size_t>(e->vjp_grad_of[j])] = g[j];

@@ -131,7 +131,8 @@ bool write_outer(const Tensor& t, ir::NodePtr node) {
 }
 
 std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& outputs,
-                                                   const std::string& name) {
+                                                   const std::string& name,
+                                                   const std::vector<int>& packed_explicit) {
   std::vector<ir::NodePtr> results;
   results.reserve(outputs.size() + ctx_->written.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -140,11 +141,19 @@ std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& ou
     results.push_back(node_of(outputs[i]));  // an outer tensor returned as is is lifted
   }
   for (const Tensor& w : ctx_->written) results.push_back(lift(w));  // their new values
-  // lifted tensors are packed: a call that reuses their Pack node records in O(1)
+  // lifted tensors (after the packed explicit inputs) are packed: a call that reuses their
+  // Pack node records in O(1)
+  int explicit_count = 0;
+  for (int p : packed_explicit) explicit_count += p >= 0;
   std::vector<int> packed;
-  if (!ctx_->lifted.empty())
-    for (const BodyInput& in : ctx_->inputs)
-      packed.push_back(in.kind == BodyInput::Lifted ? in.index : -1);
+  if (!ctx_->lifted.empty() || explicit_count > 0)
+    for (const BodyInput& in : ctx_->inputs) {
+      const auto i = static_cast<size_t>(in.index);
+      packed.push_back(in.kind == BodyInput::Lifted ? explicit_count + in.index
+                       : in.kind == BodyInput::Explicit && i < packed_explicit.size()
+                           ? packed_explicit[i]
+                           : -1);
+    }
   return ir::make_body(std::move(results), ctx_->next_param, name, std::move(packed));
 }
 

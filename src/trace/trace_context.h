@@ -54,9 +54,14 @@ class TraceScope {
   /** The outer tensors written, in order; finish() appends their new values to the outputs. */
   const std::vector<Tensor>& written() const;
 
-  /** Ends tracing: the body computing `outputs` from this scope's inputs. */
+  /**
+   * Ends tracing: the body computing `outputs` from this scope's inputs. Its calls pass the
+   * lifted tensors in a Pack, after the explicit inputs i with packed_explicit[i] >= 0 (at
+   * that position; empty: none).
+   */
   std::shared_ptr<const ir::Body> finish(const std::vector<Tensor>& outputs,
-                                         const std::string& name);
+                                         const std::string& name,
+                                         const std::vector<int>& packed_explicit = {});
 
   const std::vector<BodyInput>& inputs() const;
   /**

@@ -36,6 +36,10 @@ struct Flat {
     for (const Tensor* t : leaves) out.push_back(*t);
     return out;
   }
+  // Where each top-level argument's leaves end (flatten_args): a call passes an argument
+  // with many leaves (a model's weights) in a Pack it can reuse while they are unchanged.
+  std::vector<uint32_t> arg_ends;
+  void end_argument() { arg_ends.push_back(static_cast<uint32_t>(leaves.size())); }
   uint64_t hash = 0x6a09e667f3bcc908ULL;  // structure, static values, leaf shapes and dtypes
   // Describing (for error messages and cache-miss explanations): one entry per part of
   // the key, "argument 0: f32[2, 3]", in order. Off on the hot path.
@@ -230,6 +234,7 @@ void flatten_args(Flat& f, const Args&... args) {
        f, [&] { return "argument " + std::to_string(i); },
        [&] {
          Traits<std::decay_t<Args>>::flatten(args, f);
+         f.end_argument();
          ++i;
        }),
    ...);
