@@ -6,6 +6,8 @@
 //   BM_TracePerLayer/L       assume_pure on the layer: one call node per layer (all layers
 //                            share one trace: same structure, their own weights as a ParamMap)
 //   BM_TraceWholeModel/L     assume_pure on the whole model (weights closed over)
+//   BM_CallWholeModel/H/P/G  one call of it at 100 layers, the weights closed over or passed
+//                            as a ParamMap or a vector, with and without pack_arguments
 //
 // (under NoGradGuard: tracing the forward pass, no gradient tape), and the compile time of
 // the plain graph (also under NoGradGuard: calls that are not differentiated are compiled
@@ -114,6 +116,64 @@ BENCHMARK(BM_TracePerLayer)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicr
 BENCHMARK(BM_TraceWholeModel)->Arg(10)->Arg(100)->Arg(1000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TracePlainAutograd)->Arg(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TraceWholeModelAutograd)->Arg(100)->Unit(benchmark::kMicrosecond);
+
+// One call of assume_pure on the whole 100-layer model (903 weights), the weights closed
+// over (0), passed as a ParamMap (1) or as a std::vector (2), traced with the pass
+// pack_arguments on (1) or off (0; it packs only arguments), with autograd on (1) or off (0).
+void BM_CallWholeModel(benchmark::State& state) {
+  const int64_t holder = state.range(0);
+  const bool pack = state.range(1) != 0, grad = state.range(2) != 0;
+  Model& m = model(100, /*materialize=*/true);
+  std::vector<std::string> was = lt::debug::set_disabled_passes(
+      pack ? std::vector<std::string>{} : std::vector<std::string>{"pack_arguments"});
+  nn::ParamMap map = m.lm->named_parameters();
+  std::vector<Tensor> vec;
+  std::vector<std::string> names;
+  for (const auto& [name, t] : map) {
+    names.push_back(name);
+    vec.push_back(t);
+  }
+  auto lm = m.lm;
+  auto closed = lt::assume_pure([lm](const Tensor& tok) { return lm->forward(tok); });
+  auto by_map = lt::assume_pure([lm](const nn::ParamMap& p, const Tensor& tok) {
+    return nn::functional_call(*lm, p, {}, tok);
+  });
+  auto by_vec = lt::assume_pure([lm, names](const std::vector<Tensor>& v, const Tensor& tok) {
+    nn::ParamMap p;
+    for (size_t i = 0; i < v.size(); ++i) p.insert(names[i], v[i]);
+    return nn::functional_call(*lm, p, {}, tok);
+  });
+  auto call = [&] {
+    return holder == 0   ? closed(m.tokens)
+           : holder == 1 ? by_map(map, m.tokens)
+                         : by_vec(vec, m.tokens);
+  };
+  const bool grad_was = lt::is_grad_enabled();
+  lt::set_grad_enabled(grad);
+  call();  // traced here, with the pass setting above
+  lt::debug::set_disabled_passes(was);
+  for (auto _ : state) {
+    Tensor logits = call();
+    benchmark::DoNotOptimize(logits);
+  }
+  lt::set_grad_enabled(grad_was);
+  state.SetLabel(std::string(holder == 0   ? "closed over"
+                             : holder == 1 ? "ParamMap"
+                                           : "vector") +
+                 (pack ? "" : ", pack_arguments off") + (grad ? ", autograd" : ", no_grad"));
+}
+BENCHMARK(BM_CallWholeModel)
+    ->Args({0, 1, 0})
+    ->Args({1, 1, 0})
+    ->Args({1, 0, 0})
+    ->Args({2, 1, 0})
+    ->Args({2, 0, 0})
+    ->Args({0, 1, 1})
+    ->Args({1, 1, 1})
+    ->Args({1, 0, 1})
+    ->Args({2, 1, 1})
+    ->Args({2, 0, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 template <typename F>
 void compile_bench(benchmark::State& state, F record) {

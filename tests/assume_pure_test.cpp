@@ -609,4 +609,71 @@ TEST(AssumePureGrad, CallsWithTheSameWeightsShareEdgesOnlyWhileTheyAreTheSame) {
   expect_close(w.grad(), r.grad(), 1e-5, "computed input");
 }
 
+// An argument with many leaves (a model's weights) travels in the call's Pack, reused while
+// its tensors keep their values: each case against the plain function, values and
+// gradients, and the Pack remade exactly when something in it changed.
+TEST(AssumePureGrad, ManyWeightsInAReusedPackSeeEveryChange) {
+  auto plain = [](const std::vector<Tensor>& ws, const Tensor& x) {
+    Tensor h = x;
+    for (size_t i = 0; i < ws.size(); ++i) h = lt::tanh(h * ws[i] + static_cast<float>(i));
+    return h;
+  };
+  auto f = lt::assume_pure(plain);
+  std::vector<Tensor> ws, vs;
+  for (uint64_t i = 0; i < 20; ++i) {
+    ws.push_back(random_tensor({4}, 100 + i).requires_grad_());
+    vs.push_back(random_tensor({4}, 200 + i).requires_grad_());
+  }
+  Tensor x = random_tensor({4}, 99);
+  auto expect_plain = [&](const std::vector<Tensor>& w, const Tensor& a, const char* what) {
+    Tensor y = f(w, a);
+    std::vector<Tensor> r;
+    for (const Tensor& t : w) r.push_back(t.detach().requires_grad_());
+    Tensor ref = plain(r, a);
+    expect_close(y, ref, 1e-6, what);
+    lt::sum(y * y).backward();
+    lt::sum(ref * ref).backward();
+    for (size_t i = 0; i < w.size(); ++i) {
+      expect_close(w[i].grad(), r[i].grad(), 1e-5,
+                   std::string(what) + ", gradient " + std::to_string(i));
+      Tensor(w[i]).set_grad({});
+    }
+  };
+  lt::metrics::reset();
+  expect_plain(ws, x, "first call");
+  const int64_t built = counter("CallPackBuilt");
+  EXPECT_EQ(built, 1);
+  expect_plain(ws, random_tensor({4}, 98), "the same weights, another input");
+  EXPECT_EQ(counter("CallPackBuilt"), built);  // reused: nothing in it changed
+  expect_plain(vs, x, "other weights of the same shapes");
+  EXPECT_EQ(counter("CallPackBuilt"), built + 1);
+  expect_plain(ws, x, "the first weights again");
+  EXPECT_EQ(counter("CallPackBuilt"), built + 2);
+  {
+    lt::NoGradGuard no_grad;
+    ws[7].copy_(ws[7] * 3.0f);  // pending, in place: the tensor has a new value
+  }
+  expect_plain(ws, x, "a weight written in place");
+  EXPECT_EQ(counter("CallPackBuilt"), built + 3);
+  std::vector<Tensor> mixed = ws;
+  mixed[19] = vs[19];
+  expect_plain(mixed, x, "one weight replaced");
+  lt::sync();
+  expect_plain(mixed, x, "after a sync (the same tensors, now materialized)");
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+  // inside another trace, the outer weights are lifted into it and packed there
+  auto outer = lt::assume_pure([&](const Tensor& a) { return f(ws, a) * 2.0f; });
+  Tensor y = outer(x);
+  std::vector<Tensor> r;
+  for (const Tensor& t : ws) r.push_back(t.detach());
+  expect_close(y, plain(r, x) * 2.0f, 1e-6, "nested");
+  // with the pass off (at trace time) the weights are direct operands: no Pack is made
+  lt::debug::set_disabled_passes({"pack_arguments"});
+  auto direct = lt::assume_pure(plain);
+  lt::metrics::reset();
+  expect_close(direct(ws, x), plain(r, x), 1e-6, "pass off");
+  EXPECT_EQ(counter("CallPackBuilt"), 0);
+  lt::debug::set_disabled_passes({});
+}
+
 }  // namespace

@@ -924,3 +924,51 @@ def test_integer_inputs_and_outputs_mixed_with_float():
     (a * a).sum().backward()
     # d/dv sum((v i)^2) = 2 v i^2
     np.testing.assert_allclose(np64(v.grad), [2 * 1.0 * 9, 2 * 2.0 * 16])
+
+
+def test_a_dict_of_many_weights_is_packed_and_every_change_is_seen():
+    # an argument of 16 or more tensors (a model's weights) travels in the call's Pack,
+    # remade only when one of its tensors changed: each call against NumPy in float64
+    rng = np.random.default_rng(5)
+    wn = {f"w{i}": rand_np(rng, 3) for i in range(20)}
+    params = {k: lt.tensor(v, requires_grad=True) for k, v in wn.items()}
+
+    @lt.assume_pure
+    def f(p, x):
+        h = x
+        for i in range(20):
+            h = lt.tanh(h * p[f"w{i}"] + float(i))
+        return h
+
+    def ref(p, x):
+        h = x.astype(np.float64)
+        for i in range(20):
+            h = np.tanh(h * p[f"w{i}"] + i)
+        return h
+
+    def check(what):
+        x = rand_np(rng, 3)
+        y = f(params, lt.tensor(x))
+        (y * y).sum().backward()
+        now = {k: np64(t) for k, t in params.items()}
+        np.testing.assert_allclose(np64(y), ref(now, x), rtol=1e-5, atol=1e-6, err_msg=what)
+        # the gradient of one weight, against a central difference in float64
+        names = list(now)
+        g = numeric_grad(lambda w: (ref({**now, "w7": w}, x) ** 2).sum(), [now["w7"]], 0)
+        np.testing.assert_allclose(np64(params["w7"].grad), g, rtol=1e-3, atol=1e-4, err_msg=what)
+        for k in names:
+            params[k].grad = None
+
+    lt.metrics.clear_counters()
+    check("first call")
+    built = counter("CallPackBuilt")
+    check("the same weights")
+    assert counter("CallPackBuilt") == built
+    with lt.no_grad():
+        params["w7"].copy_(params["w7"] * 0.5)
+    check("a weight written in place")
+    assert counter("CallPackBuilt") == built + 1
+    params["w7"] = lt.tensor(rand_np(rng, 3), requires_grad=True)
+    check("a weight replaced")
+    assert counter("CallPackBuilt") == built + 2
+    assert counter("AssumePureTrace") == 1

@@ -18,16 +18,17 @@ extern Counter cache_evictions;    // executables and compiled bodies the LRU bo
 extern Counter assume_pure_trace;  // functions traced by assume_pure (trace-cache misses)
 extern Counter assume_pure_hit;    // assume_pure calls that reused a traced function
 extern Counter assume_pure_backward_trace;  // VJPs of traced functions, traced
-extern Counter compiled_trace;              // functions traced by compile
-extern Counter compiled_hit;                // compile calls that reused a traced function
-extern Counter loop_trace;                  // loop bodies traced (scan, while_loop, fori_loop)
-extern Counter loop_hit;                    // scans with is_fn_pure that reused a traced body
-extern Counter loop_backward_trace;         // loop VJP bodies traced
-extern Counter loop_grad_factored;          // scanned gradients stacked as two thin factors
-extern Counter updates_beside_loops;        // AdamW updates compiled to run beside a scan
-extern Counter loop_slices_evicted;  // weight slices a loop's thread evicted once read (far cores)
-extern Counter body_compile_count;   // traced bodies compiled (calls and loops share them)
-extern Counter donated_buffers;      // outputs written into an input's buffer (sync)
+extern Counter call_pack_built;      // Packs of call arguments and lifted tensors made (not reused)
+extern Counter compiled_trace;       // functions traced by compile
+extern Counter compiled_hit;         // compile calls that reused a traced function
+extern Counter loop_trace;           // loop bodies traced (scan, while_loop, fori_loop)
+extern Counter loop_hit;             // scans with is_fn_pure that reused a traced body
+extern Counter loop_backward_trace;  // loop VJP bodies traced
+extern Counter loop_grad_factored;   // scanned gradients stacked as two thin factors
+extern Counter updates_beside_loops;  // AdamW updates compiled to run beside a scan
+extern Counter loop_slices_evicted;   // weight slices a loop's thread evicted once read (far cores)
+extern Counter body_compile_count;    // traced bodies compiled (calls and loops share them)
+extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);

@@ -166,6 +166,7 @@ Counter cache_evictions("CacheEvictions");
 Counter assume_pure_trace("AssumePureTrace");
 Counter assume_pure_hit("AssumePureHit");
 Counter assume_pure_backward_trace("AssumePureBackwardTrace");
+Counter call_pack_built("CallPackBuilt");
 Counter compiled_trace("CompiledFnTrace");
 Counter compiled_hit("CompiledFnHit");
 Counter loop_trace("LoopTrace");

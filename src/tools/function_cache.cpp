@@ -13,8 +13,10 @@
 #include "core/lru_cache.h"
 #include "lazytrace/ops/ops.h"
 #include "metrics/known.h"
+#include "runtime/passes.h"
 #include "tools/arguments.h"
 #include "tools/traced_body.h"
+#include "trace/tensor_impl.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::tools {
@@ -35,7 +37,7 @@ struct Entry {
   std::shared_ptr<void> result;
   // forward
   std::shared_ptr<const ir::Body> body;
-  std::vector<trace::BodyInput> inputs;
+  std::vector<trace::BodyInput> inputs;  // the call's direct operands (direct_inputs)
   std::vector<Tensor> lifted;
   std::vector<Tensor> written;  // outer tensors the function writes (compile): extra outputs
   uint64_t rng_count = 0;
@@ -54,7 +56,7 @@ struct Entry {
   // backward, traced on first use: gradients of every floating input (explicit leaves, then
   // lifted tensors), with one cotangent input per floating output
   std::shared_ptr<const ir::Body> vjp;
-  std::vector<trace::BodyInput> vjp_inputs;
+  std::vector<trace::BodyInput> vjp_inputs;  // its call's direct operands
   std::vector<int> vjp_grad_of;       // input position (explicit, then lifted) of each output
   std::vector<int> explicit_operand;  // the operand of a call that is explicit leaf i (-1: packed)
   std::string vjp_error;              // trace_once: why the VJP could not be traced
@@ -106,6 +108,7 @@ constexpr size_t kPackedArgumentLeaves = 16;
 
 // Packs the leaves of `flat`'s large arguments: e.pack_pos and e.packed_leaves.
 void choose_packed(Entry& e, const pytree::Flat& flat) {
+  if (!runtime::current_passes().on(runtime::Pass::PackArguments)) return;
   size_t begin = 0;
   for (uint32_t end : flat.arg_ends) {
     if (end - begin >= kPackedArgumentLeaves) {
@@ -123,33 +126,66 @@ bool has_pack(const Entry& e) {
   return !e.packed_leaves.empty() || !e.lifted.empty();
 }
 
-// The Pack of a call of e with these explicit leaves, remade only when a packed leaf has
-// another node or a lifted tensor may have a new value.
-ir::NodePtr call_pack(Entry& e, const std::vector<const Tensor*>& leaves) {
-  if (!has_pack(e)) return nullptr;
-  const uint64_t epoch = trace::write_epoch();
-  const uint32_t context = trace::current_context_id();
-  std::lock_guard<std::mutex> lock(e.pack_mu);
-  bool same = e.pack && e.pack_context == context && (e.lifted.empty() || e.pack_epoch == epoch);
-  for (size_t j = 0; same && j < e.packed_leaves.size(); ++j)
-    same = trace::node_of(*leaves[e.packed_leaves[j]]).get() == e.pack->operand(j).get();
-  if (!same) {
-    std::vector<ir::NodePtr> nodes;
-    nodes.reserve(e.packed_leaves.size() + e.lifted.size());
-    for (size_t i : e.packed_leaves) nodes.push_back(trace::node_of(*leaves[i]));
-    for (const Tensor& t : e.lifted) nodes.push_back(trace::node_of(t));
-    e.pack = ir::make_pack(std::move(nodes));
-    e.pack_epoch = epoch;
-    e.pack_context = context;
+// The inputs a call of a body passes as direct operands: all but the lifted and packed ones.
+std::vector<trace::BodyInput> direct_inputs(const std::vector<trace::BodyInput>& inputs,
+                                            const std::vector<int>& pack_pos) {
+  std::vector<trace::BodyInput> out;
+  for (const trace::BodyInput& in : inputs) {
+    if (in.kind == trace::BodyInput::Lifted) continue;
+    if (in.kind == trace::BodyInput::Explicit && !pack_pos.empty() &&
+        pack_pos[static_cast<size_t>(in.index)] >= 0)
+      continue;
+    out.push_back(in);
   }
-  return e.pack;
+  return out;
+}
+
+// Whether `leaves` are of e's leaf types (else a hash collision: retrace), and in `pack`
+// e's Pack where this call can reuse it: its lifted tensors may not have new values and its
+// packed leaves have the same nodes (so the same types: they are not compared again).
+bool matches(Entry& e, const std::vector<const Tensor*>& leaves, ir::NodePtr& pack) {
+  if (e.leaf_types.size() != leaves.size()) return false;
+  const uint32_t context = trace::current_context_id();
+  {
+    std::lock_guard<std::mutex> lock(e.pack_mu);
+    if (e.pack && e.pack_context == context &&
+        (e.lifted.empty() || e.pack_epoch == trace::write_epoch()))
+      pack = e.pack;
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const int j = e.pack_pos.empty() ? -1 : e.pack_pos[i];
+    if (j >= 0 && pack) {
+      const TensorImpl& impl = *leaves[i]->impl();
+      const ir::Node* node =
+          impl.context == context ? impl.node.get() : trace::node_of(*leaves[i]).get();
+      if (node == pack->operand(j).get()) continue;
+      pack = nullptr;
+    }
+    if (e.leaf_types[i].first != leaves[i]->shape() || e.leaf_types[i].second != leaves[i]->dtype())
+      return false;
+  }
+  return true;
+}
+
+// A new Pack for a call of e with these explicit leaves, kept for the calls after it.
+ir::NodePtr new_pack(Entry& e, const std::vector<const Tensor*>& leaves) {
+  std::vector<ir::NodePtr> nodes;
+  nodes.reserve(e.packed_leaves.size() + e.lifted.size());
+  for (size_t i : e.packed_leaves) nodes.push_back(trace::node_of(*leaves[i]));
+  for (const Tensor& t : e.lifted) nodes.push_back(trace::node_of(t));
+  metrics::call_pack_built.add();
+  ir::NodePtr pack = ir::make_pack(std::move(nodes));
+  std::lock_guard<std::mutex> lock(e.pack_mu);
+  e.pack = pack;
+  e.pack_epoch = trace::write_epoch();
+  e.pack_context = trace::current_context_id();
+  return pack;
 }
 
 // A call of `body`. A differentiated call and its VJP call are inlined where compiled: the
 // VJP recomputes the forward, and inlined, the compiler merges that with the forward call.
 std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
-                              std::vector<ir::NodePtr> ops, ir::NodePtr pack,
-                              bool inline_call) {
+                              std::vector<ir::NodePtr> ops, ir::NodePtr pack, bool inline_call) {
   trace::OpScope scope;
   std::vector<Tensor> outs;
   for (ir::NodePtr& n : ir::make_call(body, std::move(ops), std::move(pack), inline_call))
@@ -180,17 +216,10 @@ class FunctionCache {
 
   const char* tool() const { return options.tool; }
 
-  std::shared_ptr<Entry> find(uint64_t key, const std::vector<const Tensor*>& leaves) {
+  std::shared_ptr<Entry> find(uint64_t key) {
     std::lock_guard<std::mutex> lock(mu);
     std::shared_ptr<Entry>* e = entries.find(key);
-    if (!e) return nullptr;
-    // a hash collision: retrace
-    if ((*e)->leaf_types.size() != leaves.size()) return nullptr;
-    for (size_t i = 0; i < leaves.size(); ++i)
-      if ((*e)->leaf_types[i].first != leaves[i]->shape() ||
-          (*e)->leaf_types[i].second != leaves[i]->dtype())
-        return nullptr;
-    return *e;
+    return e ? *e : nullptr;
   }
 
   void insert(std::shared_ptr<Entry> e) {
@@ -248,7 +277,7 @@ void finish_vjp(Entry& e, trace::TraceScope& scope, const std::vector<Tensor>& p
   JointVjp vjp = joint_vjp(scope, ph, traced.outputs, e.lifted, tool, "'" + name + "'");
   e.vjp_grad_of = std::move(vjp.grad_of);
   e.vjp = scope.finish(vjp.grads, name + "_backward", e.pack_pos);
-  e.vjp_inputs = scope.inputs();
+  e.vjp_inputs = direct_inputs(scope.inputs(), e.pack_pos);
 }
 
 // Traces the VJP of `e` once: the function again on placeholders that require grad.
@@ -269,7 +298,8 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
 
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
     : cache_(cache), flat_(std::move(flat)), describe_(describe) {
-  entry_ = cache_.find(flat_.hash, flat_.leaves);
+  entry_ = cache_.find(flat_.hash);
+  if (entry_ && !matches(*entry_, flat_.leaves, pack_)) entry_ = nullptr;
   if (entry_) {
     (cache_.options.count_as_compile ? metrics::compiled_hit : metrics::assume_pure_hit).add();
     if (cache_.check_purity) {
@@ -345,18 +375,11 @@ void CachedCall::trace(TraceFn fn) {
       ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
     Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
-    e->inputs = scope.inputs();
+    e->inputs = direct_inputs(scope.inputs(), e->pack_pos);
     e->explicit_operand.assign(flat_.leaves.size(), -1);
-    int operand = 0;  // a call's direct operands: every input but the packed ones
-    for (const trace::BodyInput& in : e->inputs) {
-      if (in.kind == trace::BodyInput::Lifted) continue;
-      if (in.kind == trace::BodyInput::Explicit) {
-        const auto i = static_cast<size_t>(in.index);
-        if (!e->pack_pos.empty() && e->pack_pos[i] >= 0) continue;
-        e->explicit_operand[i] = operand;
-      }
-      ++operand;
-    }
+    for (size_t k = 0; k < e->inputs.size(); ++k)
+      if (e->inputs[k].kind == trace::BodyInput::Explicit)
+        e->explicit_operand[static_cast<size_t>(e->inputs[k].index)] = static_cast<int>(k);
     e->lifted = scope.lifted();
     e->written = scope.written();
     e->rng_count = scope.rng_count();
@@ -389,21 +412,30 @@ std::vector<Tensor> CachedCall::record() {
   std::shared_ptr<Entry> e = entry_;
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
+  // Differentiated where an input requires grad. The edges of the last differentiated call,
+  // where they are still this call's, say so at once: they exist only where one does.
   bool differentiated = false;
+  std::vector<const Tensor*> inputs;  // explicit leaves, then lifted tensors
+  autograd::SharedEdges edges;
   if (autograd::grad_enabled() && e->written.empty()) {
-    for (const Tensor* t : flat_.leaves)
-      differentiated = differentiated || autograd::requires_grad(*t);
-    for (const Tensor& t : e->lifted) differentiated = differentiated || autograd::requires_grad(t);
+    inputs = flat_.leaves;
+    for (const Tensor& t : e->lifted) inputs.push_back(&t);
+    {
+      std::lock_guard<std::mutex> lock(e->edges_mu);
+      edges = e->edges;
+    }
+    if (edges && autograd::same_edges(*edges, inputs)) {
+      differentiated = true;
+    } else {
+      edges = nullptr;
+      for (const Tensor* t : inputs) differentiated = differentiated || autograd::requires_grad(*t);
+    }
   }
   const std::vector<const Tensor*>& leaves = flat_.leaves;
-  auto direct = [&](size_t i) { return e->pack_pos.empty() || e->pack_pos[i] < 0; };
+  if (!pack_ && has_pack(*e)) pack_ = new_pack(*e, leaves);
   std::vector<Tensor> outs = call_body(
-      e->body,
-      operands(
-          e->inputs,
-          [&](size_t i) { return direct(i) ? trace::node_of(*leaves[i]) : ir::NodePtr(); }, rng,
-          {}),
-      call_pack(*e, leaves), differentiated);
+      e->body, operands(e->inputs, [&](size_t i) { return trace::node_of(*leaves[i]); }, rng, {}),
+      std::move(pack_), differentiated);
   if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
     NoGradGuard no_grad;
     const size_t n = e->out_types.size();
@@ -415,19 +447,12 @@ std::vector<Tensor> CachedCall::record() {
     return outs;  // a function with side effects is not differentiated from outside
   }
   if (!differentiated || outs.empty()) return outs;
-  std::vector<const Tensor*> inputs = flat_.leaves;
-  for (const Tensor& t : e->lifted) inputs.push_back(&t);
   const char* tool = cache_.tool();
   std::string name = cache_.options.name;
   // The backward reads the call's own operands: the values the forward call had, even where
   // a tensor passed to it (or lifted) has been given a new value since.
   ir::NodePtr call = trace::node_of(outs.front())->operand(0);
-  autograd::SharedEdges edges;
-  {
-    std::lock_guard<std::mutex> lock(e->edges_mu);
-    edges = e->edges;
-  }
-  if (!edges || !autograd::same_edges(*edges, inputs)) {
+  if (!edges) {
     edges = autograd::leaf_edges_of(inputs);
     std::lock_guard<std::mutex> lock(e->edges_mu);
     e->edges = edges;
@@ -441,12 +466,7 @@ std::vector<Tensor> CachedCall::record() {
       cots.push_back(k < grads.size() && grads[k].defined() ? grads[k] : zeros(shape, dtype));
     }
     std::vector<ir::NodePtr> ops = operands(
-        e->vjp_inputs,
-        [&](size_t i) {
-          const int k = e->explicit_operand[i];
-          return k >= 0 ? call->operand(k) : ir::NodePtr();  // packed: in the Pack
-        },
-        rng, cots);
+        e->vjp_inputs, [&](size_t i) { return call->operand(e->explicit_operand[i]); }, rng, cots);
     // the backward body packs the same arguments and lifts the same tensors in the same
     // order (finish_vjp checks): the forward call's Pack, its last operand
     ir::NodePtr pack = has_pack(*e) ? call->operand(call->num_operands() - 1) : nullptr;

@@ -12,8 +12,8 @@ namespace lazytrace::tools {
 /**
  * The operands of a call or loop of a traced body, in its Param order (`inputs`, as its trace
  * gave them): explicit_node(i), lifted_node(i) and extra_node(i) give the node of explicit,
- * lifted and extra input i (a null explicit or lifted node is no operand: a call passes the
- * lifted tensors and large arguments in its Pack), `rng` the generator's seed and offset.
+ * lifted and extra input i (a null lifted node is no operand: a call passes the lifted tensors
+ * in its Pack), `rng` the generator's seed and offset.
  */
 template <typename Explicit, typename Lifted, typename Extra>
 std::vector<ir::NodePtr> body_operands(const std::vector<trace::BodyInput>& inputs,
@@ -25,8 +25,8 @@ std::vector<ir::NodePtr> body_operands(const std::vector<trace::BodyInput>& inpu
   for (const trace::BodyInput& in : inputs) {
     const auto i = static_cast<size_t>(in.index);
     switch (in.kind) {
-      case trace::BodyInput::Explicit:  // null: an argument passed in the call's Pack
-        if (ir::NodePtr n = explicit_node(i)) ops.push_back(std::move(n));
+      case trace::BodyInput::Explicit:
+        ops.push_back(explicit_node(i));
         break;
       case trace::BodyInput::Lifted:
         if (ir::NodePtr n = lifted_node(i)) ops.push_back(std::move(n));

@@ -11,6 +11,10 @@
 
 #include "lazytrace/tools/pytree.h"
 
+namespace lazytrace::ir {
+struct Node;
+}
+
 namespace lazytrace::tools {
 
 /** What tracing the function once produced: its output leaves and typed result. */
@@ -79,6 +83,7 @@ class CachedCall {
   pytree::Flat flat_;
   DescribeFn describe_;
   std::shared_ptr<Entry> entry_;
+  std::shared_ptr<ir::Node> pack_;  // the entry's Pack, where this call reuses it
 };
 
 }  // namespace lazytrace::tools
