@@ -62,15 +62,40 @@ struct Flattener {
             .c_str());
   }
 
+  void mix_key(PyObject* k) {
+    if (PyUnicode_Check(k)) {
+      // the str's own hash: computed once per string object and kept by Python (stable
+      // within the process, which is what the trace caches need)
+      flat.mix(static_cast<uint64_t>(PyObject_Hash(k)));
+    } else if (PyLong_Check(k)) {
+      flat.mix(static_cast<uint64_t>(PyObject_Hash(k)) ^ 0x1e7);
+    } else {
+      throw nb::type_error((std::string("[") + tool + "] " + path_str() +
+                            " is a dict with a key of type " + kind_of(k) +
+                            "; pytree dicts need str or int keys.")
+                               .c_str());
+    }
+  }
+
   // after an item of a tuple, list or dict: the root's items are the arguments (args, kwargs)
   void end_item() {
     if (path.size() == 1) flat.end_argument();
     path.pop_back();
   }
 
+  // is_tensor, with the last Tensor subclass seen (nn.Parameter) recognized at once
+  PyTypeObject* tensor_subclass = nullptr;
+  bool tensor_type(PyObject* o) {
+    PyTypeObject* t = Py_TYPE(o);
+    if (t == g_tensor_type || t == tensor_subclass) return true;
+    if (!PyType_IsSubtype(t, g_tensor_type)) return false;
+    tensor_subclass = t;
+    return true;
+  }
+
   void walk(nb::handle h) {
     PyObject* o = h.ptr();
-    if (is_tensor(h)) {
+    if (tensor_type(o)) {
       at_here();
       flat.add_leaf(tensor_of(h));
       if (keep) keep->append(h);
@@ -143,31 +168,30 @@ struct Flattener {
       at_here();
       flat.mix(uint64_t{0xd1c7});
       flat.mix(static_cast<uint64_t>(n));
-      nb::list keys;  // only for the tree's definition, and the description
-      const bool want_keys = def || flat.describing;
-      std::string described = flat.describing ? "dict with keys [" : "";
       PyObject *k, *v;
       Py_ssize_t pos = 0;
-      while (PyDict_Next(o, &pos, &k, &v)) {
-        if (PyUnicode_Check(k)) {
-          // the str's own hash: computed once per string object and kept by Python (stable
-          // within the process, which is what the trace caches need)
-          flat.mix(static_cast<uint64_t>(PyObject_Hash(k)));
-        } else if (PyLong_Check(k)) {
-          flat.mix(static_cast<uint64_t>(PyObject_Hash(k)) ^ 0x1e7);
-        } else {
-          throw nb::type_error((std::string("[") + tool + "] " + path_str() +
-                                " is a dict with a key of type " + kind_of(k) +
-                                "; pytree dicts need str or int keys.")
-                                   .c_str());
+      if (!def && !flat.describing) {  // a call's key: each key, then its value, in one pass
+        while (PyDict_Next(o, &pos, &k, &v)) {
+          mix_key(k);
+          path.push_back({0, k});
+          walk(v);
+          end_item();
         }
+        return;
+      }
+      // the tree's definition or the description: the keys first, as the node lists them
+      // (the key is mixed in the same order as above)
+      nb::list keys;
+      std::string described = "dict with keys [";
+      while (PyDict_Next(o, &pos, &k, &v)) {
         if (flat.describing) described += (keys.size() ? ", " : "") + repr_of(k);
-        if (want_keys) keys.append(nb::handle(k));
+        keys.append(nb::handle(k));
       }
       if (flat.describing) flat.describe(described + "]");
       if (def) node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
       pos = 0;
       while (PyDict_Next(o, &pos, &k, &v)) {
+        mix_key(k);
         path.push_back({0, k});
         walk(v);
         end_item();
