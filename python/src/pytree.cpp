@@ -170,26 +170,19 @@ struct Flattener {
       flat.mix(static_cast<uint64_t>(n));
       PyObject *k, *v;
       Py_ssize_t pos = 0;
-      if (!def && !flat.describing) {  // a call's key: each key, then its value, in one pass
+      if (def || flat.describing) {
+        // the tree's definition or the description lists the keys first; the key mixes
+        // each key beside its value, below (one pass over the dict on a call's hot path)
+        nb::list keys;
+        std::string described = "dict with keys [";
         while (PyDict_Next(o, &pos, &k, &v)) {
-          mix_key(k);
-          path.push_back({0, k});
-          walk(v);
-          end_item();
+          if (flat.describing) described += (keys.size() ? ", " : "") + repr_of(k);
+          keys.append(nb::handle(k));
         }
-        return;
+        if (flat.describing) flat.describe(described + "]");
+        if (def) node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
+        pos = 0;
       }
-      // the tree's definition or the description: the keys first, as the node lists them
-      // (the key is mixed in the same order as above)
-      nb::list keys;
-      std::string described = "dict with keys [";
-      while (PyDict_Next(o, &pos, &k, &v)) {
-        if (flat.describing) described += (keys.size() ? ", " : "") + repr_of(k);
-        keys.append(nb::handle(k));
-      }
-      if (flat.describing) flat.describe(described + "]");
-      if (def) node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
-      pos = 0;
       while (PyDict_Next(o, &pos, &k, &v)) {
         mix_key(k);
         path.push_back({0, k});

@@ -17,7 +17,11 @@
  * tensor that requires grad; the backward pass is traced once per signature too. The
  * function must not read tensor values (item(), to_vector(), sync()) or write into tensors
  * from outside (copy_): both are lt::Errors. With LAZYTRACE_CHECK_PURITY=1 every call
- * retraces and compares, which catches functions that are not pure.
+ * retraces and compares, which catches functions that are not pure. An argument of 16 or
+ * more tensors (a model's weights) is passed in one group that the next call with the same
+ * tensors reuses, so such a call costs a pointer comparison per tensor; the function keeps
+ * the last call's group (the tensors' values) alive until its next call or its end
+ * (pass pack_arguments).
  */
 #include <memory>
 #include <string>

@@ -134,12 +134,9 @@ struct Traits<std::vector<T>> {
     f.mix(uint64_t{0x4c});
     f.mix(v.size());
     if (f.describing) f.describe("list of " + std::to_string(v.size()));
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Tensor>)  // a model's weights: each on its own lines
-        if (i + 8 < v.size()) __builtin_prefetch(v[i + 8].impl().get());
+    for (size_t i = 0; i < v.size(); ++i)
       at_path(
           f, [&] { return index_path(i); }, [&] { Traits<T>::flatten(v[i], f); });
-    }
   }
   static std::vector<T> rebuild(const std::vector<T>& like, Cursor& c) {
     std::vector<T> out;
