@@ -4,18 +4,25 @@
 //   BM_FusedChain8_4M / BM_Unfused8_4M         8 elementwise ops over 4M floats: one graph
 //                                              against one graph (one sync) per op; the
 //                                              "Cheap" pair: arithmetic ops only
+//   BM_Chain8Loop_4M, BM_Chain8CheapLoop_4M   the same chains as one plain compiled loop
+//   BM_AdamW_*                                 one AdamW step over 44M floats
+//   BM_Bandwidth_*                             the memory bandwidth they are held against
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <lazytrace/lazytrace.h>
 
+#include "backends/cpu/cpu_features.h"
+#include "chain_loop.h"
 #include "gemm_shapes.h"
 #include "runtime/thread_pool.h"
 
@@ -127,9 +134,13 @@ lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x, bool cheap)
   }
 }
 
-void chain_bench(benchmark::State& state, bool fused, bool cheap) {
+// state.range(0): 0 runs with the pass prefetch_tiles off, for its A/B
+void chain_bench(benchmark::State& state, bool fused, bool cheap, int64_t elems = kElems) {
+  const auto before = lt::debug::set_disabled_passes(
+      state.range(0) ? std::vector<std::string>{} : std::vector<std::string>{"prefetch_tiles"});
+  lt::clear_caches();
   lt::manual_seed(0);
-  lt::Tensor x = lt::randn({kElems});
+  lt::Tensor x = lt::randn({elems});
   lt::sync({x});
   auto run_chain = [&] {
     lt::Tensor y = x;
@@ -148,12 +159,43 @@ void chain_bench(benchmark::State& state, bool fused, bool cheap) {
     lt::Tensor y = run_chain();
     benchmark::DoNotOptimize(y.impl().get());
   }
+  lt::debug::set_disabled_passes(before);
+  lt::clear_caches();
   if (metric("CacheMiss") != miss0) state.SkipWithError("a graph recompiled in the loop");
   const auto iters = static_cast<double>(state.iterations());
   state.counters["graphs_per_iter"] = static_cast<double>(metric("ExecuteCount") - exec0) / iters;
   state.counters["kernel_ms"] = static_cast<double>(timer("KernelTime") - kern0) / 1e6 / iters;
   state.counters["threads"] = lt::runtime::num_threads();
-  state.SetItemsProcessed(state.iterations() * kElems);
+  state.SetItemsProcessed(state.iterations() * elems);
+  // what the fused kernel must move: x read once, y written once
+  state.SetBytesProcessed(state.iterations() * elems * 2 * int64_t{sizeof(float)});
+}
+
+// The same chains as one plain loop over the threads (chain_loop.h): the yardstick.
+void chain_loop_bench(benchmark::State& state, bool cheap, int64_t elems = kElems) {
+  AlignedFloats x = random_floats(elems, 1), y = random_floats(elems, 2);
+  const bool avx512 = lt::cpu::has_avx512();
+  if (!avx512 && !lt::cpu::has_avx2()) {
+    state.SkipWithError("the yardstick loop needs AVX2 or AVX-512");
+    return;
+  }
+  auto run = [&] {
+    lt::runtime::parallel_for(elems, 4096, [&](int64_t b, int64_t e) {
+      if (avx512)
+        bench::chain_loop_avx512(x.get(), y.get(), b, e, cheap);
+      else
+        bench::chain_loop_avx2(x.get(), y.get(), b, e, cheap);
+    });
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  state.counters["avx512"] = avx512;
+  state.counters["threads"] = lt::runtime::num_threads();
+  state.SetItemsProcessed(state.iterations() * elems);
+  state.SetBytesProcessed(state.iterations() * elems * 2 * int64_t{sizeof(float)});
 }
 
 void BM_FusedChain8_4M(benchmark::State& state) {
@@ -168,14 +210,66 @@ void BM_FusedChain8Cheap_4M(benchmark::State& state) {
 void BM_Unfused8Cheap_4M(benchmark::State& state) {
   chain_bench(state, false, true);
 }
-BENCHMARK(BM_FusedChain8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Unfused8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedChain8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Unfused8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-}  // namespace
-
-BENCHMARK_MAIN();
+void BM_Chain8Loop_4M(benchmark::State& state) {
+  chain_loop_bench(state, false);
+}
+void BM_Chain8CheapLoop_4M(benchmark::State& state) {
+  chain_loop_bench(state, true);
+}
+BENCHMARK(BM_Chain8Loop_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Chain8CheapLoop_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
+// The fused chains and their yardstick at AdamW's parameter size, far beyond the caches.
+constexpr int64_t kElemsBig = int64_t{100} * 1024 * 442;
+void BM_FusedChain8_44M(benchmark::State& state) {
+  chain_bench(state, true, false, kElemsBig);
+}
+void BM_FusedChain8Cheap_44M(benchmark::State& state) {
+  chain_bench(state, true, true, kElemsBig);
+}
+void BM_Chain8Loop_44M(benchmark::State& state) {
+  chain_loop_bench(state, false, kElemsBig);
+}
+void BM_Chain8CheapLoop_44M(benchmark::State& state) {
+  chain_loop_bench(state, true, kElemsBig);
+}
+BENCHMARK(BM_FusedChain8_44M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_FusedChain8Cheap_44M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Chain8Loop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Chain8CheapLoop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedChain8_4M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Unfused8_4M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_FusedChain8Cheap_4M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Unfused8Cheap_4M)
+    ->ArgName("prefetch")
+    ->Arg(1)
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---------------------------------------------------------------------------------------
 // One AdamW step over the spec decoder's parameter count at 100 layers (44 M floats in one
@@ -196,6 +290,8 @@ void adamw_steps(benchmark::State& state, lt::Tensor& w, lt::optim::AdamW& opt, 
   for (auto _ : state) step();
   state.counters["threads"] = lt::runtime::num_threads();
   state.SetItemsProcessed(state.iterations() * w.numel());
+  // what the fused update must move: p, grad, m, v read once; p, m, v written once
+  state.SetBytesProcessed(state.iterations() * w.numel() * 7 * int64_t{sizeof(float)});
 }
 
 void adamw_bench(benchmark::State& state, bool fused) {
@@ -240,3 +336,54 @@ void BM_WeightGradAdamW_ThroughMemory_44M(benchmark::State& state) {
 }
 BENCHMARK(BM_WeightGradAdamW_InTheUpdate_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_WeightGradAdamW_ThroughMemory_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---------------------------------------------------------------------------------------
+// The machine's memory bandwidth, the yardstick of the fused chain and the fused AdamW
+// update (their bytes_per_second against these): n floats read and n written per
+// iteration, split over lazytrace's threads as its kernels are, at the chain's footprint
+// (4M floats: 16 MiB each way) and at AdamW's parameter size (44M floats). Two ways, the
+// faster being the machine's figure: memcpy (glibc picks non-temporal stores for large
+// copies) and a scaled copy y = 2x, the loop the compiler vectorizes with plain stores.
+void bandwidth_bench(benchmark::State& state, bool scale) {
+  const int64_t n = state.range(0);
+  AlignedFloats x = random_floats(n, 1), y = random_floats(n, 2);  // both pages touched
+  float* xs = x.get();
+  float* ys = y.get();
+  auto run = [&] {
+    lt::runtime::parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+      if (scale) {
+        for (int64_t i = b; i < e; ++i) ys[i] = 2.0f * xs[i];
+      } else {
+        std::memcpy(ys + b, xs + b, static_cast<size_t>(e - b) * sizeof(float));
+      }
+    });
+  };
+  run();
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(ys);
+    benchmark::ClobberMemory();
+  }
+  state.counters["threads"] = lt::runtime::num_threads();
+  state.SetBytesProcessed(state.iterations() * n * 2 * int64_t{sizeof(float)});
+}
+void BM_Bandwidth_Memcpy(benchmark::State& state) {
+  bandwidth_bench(state, false);
+}
+void BM_Bandwidth_Scale(benchmark::State& state) {
+  bandwidth_bench(state, true);
+}
+BENCHMARK(BM_Bandwidth_Memcpy)
+    ->Arg(kElems)
+    ->Arg(kElemsBig)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Bandwidth_Scale)
+    ->Arg(kElems)
+    ->Arg(kElemsBig)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -144,6 +144,33 @@ TEST(Passes, SwitchingOneOffChangesTheProgramAndOnlyThat) {
   EXPECT_EQ(again.to_vector<float>(), want);  // elementwise float32: the same bits
 }
 
+// A fused chain over many tiles (the last one partial) reading memory in place, through a
+// broadcast and through a strided view: prefetch_tiles marks the step and changes no bit.
+TEST(Passes, PrefetchTilesReadsAheadAndChangesNoValue) {
+  PassesOff none({});
+  Tensor x = lt::randn({300, 333}), b = lt::randn({333}), t = lt::randn({333, 300});
+  lt::sync({x, b, t});
+  auto chain = [&] { return lt::tanh(x * 1.5f + b) * lt::transpose(t) - lt::sigmoid(x); };
+  Tensor y = chain();
+  EXPECT_NE(lt::debug::to_program({y}).find("; reads ahead"), std::string::npos)
+      << lt::debug::to_program({y});
+  const std::vector<float> got = y.to_vector<float>(), xs = x.to_vector<float>(),
+                           bs = b.to_vector<float>(), ts = t.to_vector<float>();
+  for (int64_t i = 0; i < 300; ++i)
+    for (int64_t j = 0; j < 333; ++j) {
+      const double v = xs[static_cast<size_t>(i * 333 + j)];
+      const double want =
+          std::tanh(v * 1.5 + bs[static_cast<size_t>(j)]) * ts[static_cast<size_t>(j * 300 + i)] -
+          1 / (1 + std::exp(-v));
+      ASSERT_NEAR(got[static_cast<size_t>(i * 333 + j)], want, 1e-5 * (1 + std::fabs(want)))
+          << i << ", " << j;
+    }
+  PassesOff off({"prefetch_tiles"});
+  Tensor again = chain();
+  EXPECT_EQ(lt::debug::to_program({again}).find("; reads ahead"), std::string::npos);
+  EXPECT_EQ(again.to_vector<float>(), got);
+}
+
 TEST(Passes, SimplifyAndCseSwitchApart) {
   PassesOff none({});
   Tensor x = lt::randn({32, 32});

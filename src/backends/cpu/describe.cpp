@@ -45,6 +45,7 @@ std::string describe(const Program& p) {
                      for (const View& v : f.loads) os << " " << view(v);
                      os << "; stores";
                      for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
+                     if (f.read_ahead) os << "; reads ahead";
                    },
                    [&](const ReduceStep& r) {
                      os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;

@@ -64,6 +64,8 @@ struct FusedStep {
     View dst;  // shape == iteration space
   };
   std::vector<Store> stores;
+  // Loads read in place are fetched into the caches a tile ahead (plan/prefetch_tiles.cpp).
+  bool read_ahead = false;
 };
 
 struct ReduceStep {

@@ -22,6 +22,7 @@ const Stage kPipeline[] = {
     {find_donations, Pass::Donation},           // Program::donations
     {pair_products, Pass::PairProducts},        // MatmulStep::beside_next
     {order_loop_reads, std::nullopt},           // LoopStep::x_order
+    {prefetch_tiles, Pass::PrefetchTiles},      // FusedStep::read_ahead
 };
 
 }  // namespace

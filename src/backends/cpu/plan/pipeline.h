@@ -22,5 +22,6 @@ void plan_arena(Program& p, const Context& c);
 void find_donations(Program& p, const Context& c);
 void pair_products(Program& p, const Context& c);
 void order_loop_reads(Program& p, const Context& c);
+void prefetch_tiles(Program& p, const Context& c);
 
 }  // namespace lazytrace::cpu::plan

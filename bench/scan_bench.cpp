@@ -1,0 +1,132 @@
+// scan over per-layer weights kept stacked, against the unrolled loop over the same weights:
+// MLP blocks h = h + relu(h W1[l]) W2[l] (hidden 256, intermediate 2048) over 16 tokens,
+// forward, backward (loss sum(h * h)), and a sync of the gradients: a cached graph.
+//
+//   BM_MlpStep/L/mode   mode 0: a C++ for loop over L pairs of weight tensors (unrolled in
+//                       the graph); 1: lt::scan over W1 [L, H, I], W2 [L, I, H] (Remat::save)
+//     (time)            wall time of a steady-state step
+//     first_step_ms     the first step (tracing and compiling included)
+//
+// Both modes start from the same weights and inputs; the program checks once per layer
+// count that their gradients agree (and fails the benchmark otherwise).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <lazytrace/lazytrace.h>
+
+namespace {
+
+constexpr int64_t kHidden = 256, kInter = 2048, kTokens = 16;
+
+struct Mlp {
+  lt::Tensor x, w1, w2;              // stacked: [L, H, I], [L, I, H]
+  std::vector<lt::Tensor> w1s, w2s;  // the same values, one tensor per layer
+  bool stacked;
+
+  Mlp(int64_t layers, bool stacked_) : stacked(stacked_) {
+    lt::manual_seed(0);
+    x = lt::randn({kTokens, kHidden});
+    w1 = lt::randn({layers, kHidden, kInter}) * (1.0f / std::sqrt(float(kHidden)));
+    w2 = lt::randn({layers, kInter, kHidden}) * (0.5f / std::sqrt(float(kInter)));
+    lt::sync({x, w1, w2});
+    if (!stacked) {
+      for (int64_t l = 0; l < layers; ++l) {
+        w1s.push_back(lt::clone(lt::select(w1, 0, l)));
+        w2s.push_back(lt::clone(lt::select(w2, 0, l)));
+      }
+      lt::sync(w1s);
+      lt::sync(w2s);
+      for (auto& w : w1s) w.requires_grad_();
+      for (auto& w : w2s) w.requires_grad_();
+      w1 = w2 = lt::Tensor();
+    } else {
+      w1.requires_grad_();
+      w2.requires_grad_();
+    }
+  }
+
+  static lt::Tensor block(const lt::Tensor& h, const lt::Tensor& a, const lt::Tensor& b) {
+    return h + lt::matmul(lt::relu(lt::matmul(h, a)), b);
+  }
+
+  // One step; returns the gradients (stacked: [W1 grad, W2 grad]; else per layer, W1s then
+  // W2s), synced.
+  std::vector<lt::Tensor> step() {
+    lt::Tensor h = x;
+    if (stacked) {
+      h = lt::scan(
+              [](const lt::Tensor& c, const std::pair<lt::Tensor, lt::Tensor>& w) {
+                return std::pair{block(c, w.first, w.second), lt::Tree()};
+              },
+              h, std::pair{w1, w2})
+              .first;
+    } else {
+      for (size_t l = 0; l < w1s.size(); ++l) h = block(h, w1s[l], w2s[l]);
+    }
+    lt::sum(h * h).backward();
+    std::vector<lt::Tensor> grads;
+    auto take = [&](lt::Tensor& w) {
+      grads.push_back(w.grad());
+      w.set_grad(lt::Tensor());
+    };
+    if (stacked) {
+      take(w1);
+      take(w2);
+    } else {
+      for (auto& w : w1s) take(w);
+      for (auto& w : w2s) take(w);
+    }
+    lt::sync(grads);
+    return grads;
+  }
+};
+
+// The stacked gradients of a step of each mode, checked against each other once per depth.
+bool gradients_agree(int64_t layers) {
+  static std::map<int64_t, bool> checked;
+  if (auto it = checked.find(layers); it != checked.end()) return it->second;
+  std::vector<lt::Tensor> s = Mlp(layers, true).step(), u = Mlp(layers, false).step();
+  std::vector<lt::Tensor> u1(u.begin(), u.begin() + layers), u2(u.begin() + layers, u.end());
+  double worst = 0;
+  for (auto [a, b] : {std::pair{s[0], lt::stack(u1)}, std::pair{s[1], lt::stack(u2)}}) {
+    const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+    double scale = 0;
+    for (float v : vb) scale = std::max(scale, double(std::fabs(v)));
+    for (size_t i = 0; i < va.size(); ++i)
+      worst = std::max(worst, std::fabs(double(va[i]) - double(vb[i])) / scale);
+  }
+  return checked[layers] = worst < 1e-4;
+}
+
+void BM_MlpStep(benchmark::State& state) {
+  const int64_t layers = state.range(0);
+  if (!gradients_agree(layers)) {
+    state.SkipWithError("scan's gradients differ from the unrolled loop's");
+    return;
+  }
+  Mlp mlp(layers, state.range(1) == 1);
+  const int64_t t0 = lt::metrics::now_ns();
+  mlp.step();
+  state.counters["first_step_ms"] = double(lt::metrics::now_ns() - t0) / 1e6;
+  mlp.step();
+  for (auto _ : state) mlp.step();
+}
+BENCHMARK(BM_MlpStep)
+    ->ArgNames({"layers", "scan"})
+    ->Args({10, 0})  // each depth's two modes side by side
+    ->Args({10, 1})
+    ->Args({50, 0})
+    ->Args({50, 1})
+    ->Args({200, 0})
+    ->Args({200, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
