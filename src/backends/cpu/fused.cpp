@@ -349,44 +349,6 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
   round_to(ins.dtype, regs, ins.dst, one[ins.dst] ? 1 : n);
 }
 
-// 1 or 2 for a float32 unary or binary op, which run_f32 runs; 0 for the rest (exec).
-int f32_arity(const Instr& ins) {
-  if (ins.dtype != DType::float32 || ins.in_dtype != DType::float32) return 0;
-  switch (ins.op) {
-#define LT_OP(kind, name, family, arity) case OpKind::kind:
-#define LT_UNARY_OP(kind, name)
-#define LT_BINARY_OP(kind, name)
-#include "ir/ops.def"
-    return 0;
-#define LT_OP(kind, name, family, arity)
-#define LT_UNARY_OP(kind, name) case OpKind::kind:
-#include "ir/ops.def"
-    return 1;
-#define LT_OP(kind, name, family, arity)
-#define LT_BINARY_OP(kind, name) case OpKind::kind:
-#include "ir/ops.def"
-    return 2;
-  }
-  LT_UNREACHABLE("f32_arity: an op kind outside ops.def");
-}
-
-// exec's float32 arithmetic, without its general dispatch (a tile of a fused chain runs
-// many of these, each over only kTile values, so the per-instruction cost shows).
-void run_f32(const Instr& ins, int arity, const Regs& regs, int64_t n, char* one) {
-  if (arity == 1) {
-    expand(regs, ins.src[0], n, one);
-    const float* a = regs.in<float>(ins.src[0]);
-    one[ins.dst] = 0;
-    unary_op<float>(ins.op, regs.out<float>(ins.dst), a, n);
-    return;
-  }
-  const bool a1 = one[ins.src[0]], b1 = one[ins.src[1]];
-  const float* a = regs.in<float>(ins.src[0]);
-  const float* b = regs.in<float>(ins.src[1]);
-  one[ins.dst] = a1 && b1 ? 4 : 0;
-  binary_op<float>(ins.op, regs.out<float>(ins.dst), a, a1, b, b1, n);
-}
-
 // Asks the caches for the next tile of every load read in place, so that its memory
 // arrives while this tile computes: a hardware prefetcher follows a stream only a few lines
 // ahead, and a tile's instructions read their inputs in a burst, then compute for longer.
@@ -415,10 +377,6 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
   contiguous_buf.resize(st.stores.size());
   for (size_t i = 0; i < st.stores.size(); ++i)
     contiguous_buf[i] = st.stores[i].dst.is_contiguous();
-  thread_local std::vector<char> arity_buf;
-  arity_buf.resize(st.program.size());
-  for (size_t k = 0; k < st.program.size(); ++k) arity_buf[k] = char(f32_arity(st.program[k]));
-  const char* arity = arity_buf.data();
   const char* in_place = in_place_buf.data();
   const char* contiguous = contiguous_buf.data();
   // Steps of 8 tiles (8K elements) and more are shared out: a transformer's [tokens,
@@ -442,12 +400,7 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t start = t * kTile, n = std::min(kTile, total - start);
       if (st.read_ahead && t + 1 < t1) read_ahead(st, ctx, in_place, start + n, total);
-      for (size_t k = 0; k < st.program.size(); ++k) {
-        if (arity[k])
-          run_f32(st.program[k], arity[k], regs, n, one);
-        else
-          exec(st, st.program[k], regs, start, n, ctx, one, in_place);
-      }
+      for (const Instr& ins : st.program) exec(st, ins, regs, start, n, ctx, one, in_place);
       for (const auto& s : st.stores) {
         expand(regs, s.reg, n, one);
         // a register read in place from a storage that a store writes (an output given an
