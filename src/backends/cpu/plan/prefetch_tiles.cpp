@@ -5,14 +5,24 @@
 
 namespace lazytrace::cpu::plan {
 
-// Every fused elementwise step with a load from memory reads the next tile's inputs ahead
-// (run_fused): where they are already in the caches, a prefetch costs an instruction per
-// line; where they come from memory, their latency hides behind the current tile's work.
+// A fused elementwise step that computes a while on what it loads reads the next tile's
+// inputs ahead (run_fused): its tile reads its inputs in a burst and then computes, leaving
+// memory idle, which a hardware prefetcher that follows a stream a few lines ahead does not
+// fill. A step of one op or two per load is a plain stream, which the hardware follows.
 void prefetch_tiles(Program& p, const Context&) {
-  for (Step& step : p.steps)
-    if (auto* f = std::get_if<FusedStep>(&step))
-      for (const View& v : f->loads)
-        if (!v.is_scalar()) f->read_ahead = true;
+  for (Step& step : p.steps) {
+    auto* f = std::get_if<FusedStep>(&step);
+    if (f == nullptr) continue;
+    int loads = 0, ops = 0;
+    for (const Instr& ins : f->program) {
+      if (ins.op != ir::OpKind::Data)
+        ++ops;
+      else if (const View& v = f->loads[static_cast<size_t>(ins.load)];
+               !v.is_scalar() && v.is_contiguous())  // the loads run_fused reads ahead
+        ++loads;
+    }
+    f->read_ahead = loads > 0 && ops >= 3 * loads;
+  }
 }
 
 }  // namespace lazytrace::cpu::plan
