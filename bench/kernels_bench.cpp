@@ -134,10 +134,12 @@ lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x, bool cheap)
   }
 }
 
-// state.range(0): 0 runs with the pass prefetch_tiles off, for its A/B
+// The fused chains' A/Bs: argument 0 runs with every pass, 1 without prefetch_tiles, 2
+// without stream_stores.
+const std::vector<std::string> kChainPassOff[] = {{}, {"prefetch_tiles"}, {"stream_stores"}};
+
 void chain_bench(benchmark::State& state, bool fused, bool cheap, int64_t elems = kElems) {
-  const auto before = lt::debug::set_disabled_passes(
-      state.range(0) ? std::vector<std::string>{} : std::vector<std::string>{"prefetch_tiles"});
+  const auto before = lt::debug::set_disabled_passes(kChainPassOff[fused ? state.range(0) : 0]);
   lt::clear_caches();
   lt::manual_seed(0);
   lt::Tensor x = lt::randn({elems});
@@ -233,43 +235,29 @@ void BM_Chain8CheapLoop_44M(benchmark::State& state) {
   chain_loop_bench(state, true, kElemsBig);
 }
 BENCHMARK(BM_FusedChain8_44M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgName("off")
+    ->DenseRange(0, 2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_FusedChain8Cheap_44M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgName("off")
+    ->DenseRange(0, 2)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 BENCHMARK(BM_Chain8Loop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain8CheapLoop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FusedChain8_4M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgName("off")
+    ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_Unfused8_4M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_Unfused8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FusedChain8Cheap_4M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
+    ->ArgName("off")
+    ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_Unfused8Cheap_4M)
-    ->ArgName("prefetch")
-    ->Arg(1)
-    ->Arg(0)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_Unfused8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---------------------------------------------------------------------------------------
 // One AdamW step over the spec decoder's parameter count at 100 layers (44 M floats in one

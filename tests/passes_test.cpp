@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_features.h"
 #include "expect_error.h"
 
 namespace {
@@ -168,6 +169,31 @@ TEST(Passes, PrefetchTilesReadsAheadAndChangesNoValue) {
   PassesOff off({"prefetch_tiles"});
   Tensor again = chain();
   EXPECT_EQ(lt::debug::to_program({again}).find("; reads ahead"), std::string::npos);
+  EXPECT_EQ(again.to_vector<float>(), got);
+}
+
+// A fused step whose result is larger than the last-level cache streams its stores past
+// the caches, the last tile (not in whole 16-byte units) through the plain copy; a smaller
+// one does not; neither changes a bit.
+TEST(Passes, StreamStoresWriteBeyondTheCacheAndChangeNoValue) {
+  PassesOff none({});
+  const long llc = lazytrace::cpu::last_level_cache_bytes();
+  if (llc > (256L << 20)) GTEST_SKIP() << "a last-level cache of " << llc << " bytes";
+  const int64_t n = llc / 4 + 4099;  // floats: the result is just larger than the cache
+  Tensor x = lt::randn({n}), small = lt::randn({1000});
+  lt::sync({x, small});
+  auto chain = [](const Tensor& t) { return lt::relu(t * 1.5f + 0.25f) - t; };
+  Tensor y = chain(x);
+  EXPECT_NE(lt::debug::to_program({y}).find("; streams its stores"), std::string::npos);
+  EXPECT_EQ(lt::debug::to_program({chain(small)}).find("streams"), std::string::npos);
+  const std::vector<float> got = y.to_vector<float>(), xs = x.to_vector<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float v = xs[i] * 1.5f + 0.25f;
+    ASSERT_EQ(got[i], (v > 0 ? v : 0.0f) - xs[i]) << i;
+  }
+  PassesOff off({"stream_stores"});
+  Tensor again = chain(x);
+  EXPECT_EQ(lt::debug::to_program({again}).find("streams"), std::string::npos);
   EXPECT_EQ(again.to_vector<float>(), got);
 }
 

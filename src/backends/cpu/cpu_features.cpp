@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -86,6 +88,24 @@ long l2_cache_bytes() {
 #else
   return 1L << 20;
 #endif
+}
+
+long last_level_cache_bytes() {
+  static const long bytes = [] {
+    // sysfs describes the cache that cpu0 shares (a core complex's L3); the C library may
+    // report the socket's or the host's
+    for (const char* index : {"index3", "index2"}) {
+      std::ifstream f(std::string("/sys/devices/system/cpu/cpu0/cache/") + index + "/size");
+      long size = 0;
+      char unit = 0;
+      if (f >> size && size > 0) {
+        f >> unit;
+        return unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : size;
+      }
+    }
+    return 32L << 20;
+  }();
+  return bytes;
 }
 
 }  // namespace lazytrace::cpu

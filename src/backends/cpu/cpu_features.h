@@ -19,5 +19,7 @@ bool has_prefetchw();
 bool has_clflushopt();
 /** Bytes of L2 per core, as the C library reports it; 1 MB where it reports none. */
 long l2_cache_bytes();
+/** Bytes of the last-level cache the first core shares, from sysfs; 32 MB where it says none. */
+long last_level_cache_bytes();
 
 }  // namespace lazytrace::cpu

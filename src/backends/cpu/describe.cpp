@@ -46,6 +46,7 @@ std::string describe(const Program& p) {
                      os << "; stores";
                      for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
                      if (f.read_ahead) os << "; reads ahead";
+                     if (f.stream_stores) os << "; streams its stores";
                    },
                    [&](const ReduceStep& r) {
                      os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;

@@ -1,6 +1,10 @@
 // The fused elementwise kernel: runs a step's instruction list over tiles of the
 // iteration space, with loads and stores through strided views.
+#include <cstdint>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <type_traits>
 
 #include "backends/cpu/dtype_dispatch.h"
@@ -76,16 +80,33 @@ void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, comput
                });
 }
 
+// Copies a tile to memory with non-temporal stores, which write whole lines without
+// reading them first and without keeping them in the caches; false (nothing written) where
+// the destination or the size is not in whole 16-byte units.
+bool stream_copy(void* dst, const void* src, size_t bytes) {
+#if defined(__SSE2__)
+  if ((reinterpret_cast<uintptr_t>(dst) | bytes) % 16 != 0) return false;
+  auto* d = static_cast<__m128i*>(dst);
+  const auto* s = static_cast<const __m128i*>(src);
+  for (size_t i = 0; i < bytes / 16; ++i) _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
+  return true;
+#else
+  (void)dst, (void)src, (void)bytes;
+  return false;
+#endif
+}
+
 // A contiguous view is one run from its offset: no walk over its dims (a division per dim).
 template <typename S>
-void store(const View& v, bool contiguous, const RunContext& ctx, int64_t start, int64_t n,
-           const compute_t<S>* in) {
+void store(const View& v, bool contiguous, bool stream, const RunContext& ctx, int64_t start,
+           int64_t n, const compute_t<S>* in) {
   S* p = reinterpret_cast<S*>(ctx.base[v.storage]);
   if (contiguous) {
     S* q = p + v.offset + start;
-    if constexpr (std::is_same_v<S, compute_t<S>>)
-      std::memcpy(q, in, static_cast<size_t>(n) * sizeof(S));
-    else
+    if constexpr (std::is_same_v<S, compute_t<S>>) {
+      const size_t bytes = static_cast<size_t>(n) * sizeof(S);
+      if (!stream || !stream_copy(q, in, bytes)) std::memcpy(q, in, bytes);
+    } else
       for (int64_t k = 0; k < n; ++k) q[k] = convert<S>(in[k]);
     return;
   }
@@ -418,10 +439,14 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
         const auto& s = st.stores[i];
         dispatch(s.dst.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
-          store<S>(s.dst, contiguous[i], ctx, start, n, regs.in<compute_t<S>>(s.reg));
+          store<S>(s.dst, contiguous[i], st.stream_stores, ctx, start, n,
+                   regs.in<compute_t<S>>(s.reg));
         });
       }
     }
+#if defined(__SSE2__)
+    if (st.stream_stores) _mm_sfence();  // the streamed lines reach memory before the join
+#endif
   });
 }
 

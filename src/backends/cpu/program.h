@@ -66,6 +66,8 @@ struct FusedStep {
   std::vector<Store> stores;
   // Loads read in place are fetched into the caches a tile ahead (plan/prefetch_tiles.cpp).
   bool read_ahead = false;
+  // Contiguous stores bypass the caches (plan/stream_stores.cpp).
+  bool stream_stores = false;
 };
 
 struct ReduceStep {

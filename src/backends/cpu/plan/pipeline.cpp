@@ -23,6 +23,7 @@ const Stage kPipeline[] = {
     {pair_products, Pass::PairProducts},        // MatmulStep::beside_next
     {order_loop_reads, std::nullopt},           // LoopStep::x_order
     {prefetch_tiles, Pass::PrefetchTiles},      // FusedStep::read_ahead
+    {stream_stores, Pass::StreamStores},        // FusedStep::stream_stores
 };
 
 }  // namespace

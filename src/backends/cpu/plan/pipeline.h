@@ -23,5 +23,6 @@ void find_donations(Program& p, const Context& c);
 void pair_products(Program& p, const Context& c);
 void order_loop_reads(Program& p, const Context& c);
 void prefetch_tiles(Program& p, const Context& c);
+void stream_stores(Program& p, const Context& c);
 
 }  // namespace lazytrace::cpu::plan
