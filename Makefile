@@ -74,8 +74,9 @@ bench-peers: build
 	@scripts/install-deps.sh --peers
 	@cmake -S . -B $(BUILD)-peers -G Ninja -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PEERS=ON -DLAZYTRACE_BUILD_TESTS=OFF -DLAZYTRACE_BUILD_EXAMPLES=OFF -DLAZYTRACE_BUILD_APPS=OFF $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-peers -j $(JOBS)
-	@$(BUILD)-peers/bench/peers/peers_bench
-	@PYTHONPATH=$(BUILD)/python .venv-peers/bin/python bench/peers/python_peers.py --sizes $(PEER_SIZES)
+	@$(BUILD)-peers/bench/peers/peers_bench --json $(BUILD)-peers/libtorch.json
+	@PYTHONPATH=$(BUILD)/python .venv-peers/bin/python bench/peers/python_peers.py --sizes $(PEER_SIZES) \
+	  --libtorch $(BUILD)-peers/libtorch.json
 
 # lazytrace from Python beside PyTorch eager (Debian's python3-torch) in one process, and a
 # training step driven from Python against the same step driven from C++

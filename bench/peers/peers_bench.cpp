@@ -3,6 +3,8 @@
 // logits must agree within 1e-4; then forward and training step (AdamW) times, LibTorch
 // eager against lazytrace with its layers as a loop, through assume_pure, and as
 // scan_layers. Both use the same number of threads.
+// Usage: peers_bench [--json FILE]: FILE gets LibTorch's times per size, which
+// bench/peers/python_peers.py --libtorch FILE puts in its table beside the Python peers.
 #include <torch/torch.h>
 
 #include <lazytrace/lazytrace.h>
@@ -125,7 +127,13 @@ std::shared_ptr<nn::DecoderLM> lazytrace_model(const nn::DecoderConfig& base,
   return m;
 }
 
-bool run_size(const Size& s, int threads) {
+// LibTorch's times of one size (the faster BLAS setting), for --json.
+struct TorchTimes {
+  std::string size;
+  double forward_ms, step_ms, max_dlogits;
+};
+
+bool run_size(const Size& s, int threads, std::vector<TorchTimes>& out) {
   const nn::DecoderConfig& c = s.config;
   const std::string path = std::string("/tmp/lazytrace_peer_") + s.name + ".safetensors";
   {
@@ -196,6 +204,7 @@ bool run_size(const Size& s, int threads) {
                 th_step / st);
 
   bool ok = true;
+  TorchTimes& times_out = out.emplace_back(TorchTimes{s.name, th_fwd, th_step, 0.0});
   for (const char* mode : {"loop", "assume-pure", "scan"}) {
     auto m = lazytrace_model(c, mode, weights);
     lt::Tensor logits;
@@ -206,6 +215,7 @@ bool run_size(const Size& s, int threads) {
     const torch::Tensor diff = (to_torch(logits) - ref).abs().max();
     const double max_diff = diff.item<double>();
     ok = ok && max_diff <= 1e-4;
+    times_out.max_dlogits = std::max(times_out.max_dlogits, max_diff);
     const double fwd = median_ms(s.reps, [&] {
       lt::NoGradGuard no_grad;
       lt::Tensor y = (*m)(lt_tokens);
@@ -246,7 +256,16 @@ bool run_size(const Size& s, int threads) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const char* json = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   if (const char* e = std::getenv("LAZYTRACE_NUM_THREADS")) threads = std::atoi(e);
   torch::set_num_threads(threads);
@@ -290,7 +309,22 @@ int main() {
       "lazytrace time (> 1: lazytrace faster)\n",
       TORCH_VERSION);
   bool ok = true;
-  for (const Size& s : sizes) ok = run_size(s, threads) && ok;
+  std::vector<TorchTimes> times;
+  for (const Size& s : sizes) ok = run_size(s, threads, times) && ok;
   std::printf("\nlogits %s within 1e-4 of LibTorch's\n", ok ? "agree" : "DO NOT agree");
+  if (json != nullptr) {
+    FILE* f = std::fopen(json, "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "peers_bench: cannot write %s\n", json);
+      return 1;
+    }
+    std::fprintf(f, "{\"libtorch\": \"%s\", \"threads\": %d, \"sizes\": {", TORCH_VERSION, threads);
+    for (size_t i = 0; i < times.size(); ++i)
+      std::fprintf(f, "%s\"%s\": {\"forward_ms\": %.6g, \"step_ms\": %.6g, \"max_dlogits\": %.3g}",
+                   i ? ", " : "", times[i].size.c_str(), times[i].forward_ms, times[i].step_ms,
+                   times[i].max_dlogits);
+    std::fprintf(f, "}}\n");
+    std::fclose(f);
+  }
   return ok ? 0 : 1;
 }

@@ -12,6 +12,7 @@ and torch_xla into .venv-xla)
 """
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -429,11 +430,17 @@ def main():
     ap.add_argument("--peers", default="torch,jax,xla")
     ap.add_argument("--xla-python", default=".venv-xla/bin/python",
                     help="the Python of the torch_xla environment (scripts/install-deps.sh --peers)")
+    ap.add_argument("--libtorch", default=None,
+                    help="peers_bench --json output: LibTorch's C++ eager times as a row of each size")
     ap.add_argument("--xla-worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.xla_worker:
         return xla_worker(a.xla_worker)
     peers = a.peers.split(",")
+    libtorch = None
+    if a.libtorch:
+        with open(a.libtorch) as f:
+            libtorch = json.load(f)
     print(f"{cpu_model()}, {os.cpu_count()} cpus; python {sys.version.split()[0]}, lazytrace {lt.__version__}")
     ok = True
     for size in a.sizes.split(","):
@@ -453,6 +460,12 @@ def main():
             rows += jax_rows(cfg, weights, tokens, targets, reps, ref)
         if "xla" in peers and os.path.exists(a.xla_python):
             rows += xla_rows(cfg, weights, tokens, targets, reps, ref, a.xla_python)
+        if libtorch and size in libtorch["sizes"]:
+            # timed by peers_bench (C++) on the same sizes; its logits were checked there
+            # against lazytrace's C++ model
+            t = libtorch["sizes"][size]
+            rows.append((f"LibTorch {libtorch['libtorch']} eager (C++)", t["forward_ms"] / 1e3,
+                         t["step_ms"] / 1e3, 0.0, t["max_dlogits"]))
         best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))
         best_s = min(r[2] for r in rows if not r[0].startswith("lazytrace"))
         print(f"\n### {size}: hidden {cfg.hidden}, intermediate {cfg.intermediate}, {cfg.layers} layers, "
