@@ -3,8 +3,9 @@
 //   BM_Matmul_Lazytrace / BM_Matmul_RawSgemm   decoder projections, GFLOP/s (target: >= 0.9x)
 //   BM_FusedChain8_4M / BM_Unfused8_4M         8 elementwise ops over 4M floats: one graph
 //                                              against one graph (one sync) per op; the
-//                                              "Cheap" pair: arithmetic ops only
-//   BM_Chain8Loop_4M, BM_Chain8CheapLoop_4M   the same chains as one plain compiled loop
+//                                              "Cheap" pair: arithmetic ops only; _44M: the
+//                                              fused chains at 44M floats; off:N a pass off
+//   BM_Chain8Loop_*, BM_Chain8CheapLoop_*      the same chains as one plain compiled loop
 //   BM_AdamW_*                                 one AdamW step over 44M floats
 //   BM_Bandwidth_*                             the memory bandwidth they are held against
 #include <benchmark/benchmark.h>
