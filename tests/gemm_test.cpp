@@ -16,6 +16,7 @@
 namespace lt = lazytrace;
 namespace cpu = lazytrace::cpu;
 using cpu::GemmLib;
+using cpu::GemmPlan;
 
 namespace {
 
@@ -44,8 +45,8 @@ bool check_product(GemmLib lib, int64_t m, int64_t n, int64_t k, bool ta, bool t
     return false;
   }
   const std::string what = std::string(cpu::gemm_lib_name(lib)) + " " + std::to_string(m) + "x" +
-                           std::to_string(k) + "@" + std::to_string(k) + "x" +
-                           std::to_string(n) + (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "");
+                           std::to_string(k) + "@" + std::to_string(k) + "x" + std::to_string(n) +
+                           (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double ref = 0, mag = 0;
@@ -73,7 +74,7 @@ bool check_product(GemmLib lib, int64_t m, int64_t n, int64_t k, bool ta, bool t
 }  // namespace
 
 TEST(GemmLibs, EveryLibraryMatchesAFloat64Loop) {
-  const int64_t shapes[][3] = {{1, 1, 1},   {5, 300, 40},  {17, 33, 65},  {16, 1024, 128},
+  const int64_t shapes[][3] = {{1, 1, 1},    {5, 300, 40},  {17, 33, 65},  {16, 1024, 128},
                                {64, 96, 16}, {130, 70, 24}, {33, 128, 512}};
   for (int i = 0; i < cpu::kGemmLibs; ++i) {
     const auto lib = static_cast<GemmLib>(i);
@@ -95,25 +96,31 @@ TEST(GemmLibs, EveryLibraryMatchesAFloat64Loop) {
 
 namespace {
 
-// A product whose kernels take as long as `micros` says (0: the kernel declines it).
+// A product whose kernels take as long as `micros` says (0: the kernel declines it), on
+// the rule's split, and as `other` says on the other split.
 struct FakeProduct {
   double micros[cpu::kGemmLibs];
-  std::vector<GemmLib> runs;
+  std::vector<GemmLib> runs;  // the kernels run, in order
+  double other[cpu::kGemmLibs] = {};
+  std::vector<GemmPlan> plans = {};  // the plans run, in order
 
-  bool operator()(GemmLib lib) {
-    if (micros[static_cast<int>(lib)] <= 0) return false;
-    runs.push_back(lib);
-    const auto until = std::chrono::steady_clock::now() +
-                       std::chrono::duration<double, std::micro>(micros[static_cast<int>(lib)]);
+  bool operator()(GemmPlan plan) {
+    const double us = (plan.other_split ? other : micros)[static_cast<int>(plan.lib)];
+    if (us <= 0) return false;
+    runs.push_back(plan.lib);
+    plans.push_back(plan);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(us);
     while (std::chrono::steady_clock::now() < until) {
     }
     return true;
   }
 };
 
-GemmLib measure(cpu::GemmChoice& choice, int64_t id, FakeProduct& p) {
-  return choice.measure({{id, 0, 0, 0, 0, 0, 0, 0, 0}}, [&](GemmLib lib) { return p(lib); },
-                        "fake " + std::to_string(id), 1e6);
+GemmPlan measure(cpu::GemmChoice& choice, int64_t id, FakeProduct& p, bool splits = false) {
+  return choice.measure(
+      {{id, 0, 0, 0, 0, 0, 0, 0, 0}}, [&](GemmPlan plan) { return p(plan); }, splits,
+      "fake " + std::to_string(id), 1e6);
 }
 
 }  // namespace
@@ -122,36 +129,57 @@ TEST(GemmChoice, KeepsTheFastestKernelAndEndsOnIt) {
   cpu::GemmChoice choice;
   // the fixed rule 600 µs; OpenBLAS 150, oneDNN 300 (where built), libxsmm declines
   FakeProduct p{{600, 150, 300, 0}, {}};
-  EXPECT_EQ(measure(choice, 1, p), GemmLib::OpenBlas);
+  EXPECT_EQ(measure(choice, 1, p).lib, GemmLib::OpenBlas);
   ASSERT_FALSE(p.runs.empty());
   EXPECT_EQ(p.runs.back(), GemmLib::OpenBlas) << "C must hold the kept kernel's result";
   for (GemmLib lib : p.runs) EXPECT_NE(lib, GemmLib::Xsmm) << "a declined kernel was timed";
-  EXPECT_EQ(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}), GemmLib::OpenBlas);
+  for (GemmPlan plan : p.plans) EXPECT_FALSE(plan.other_split) << "a product in one block";
+  EXPECT_EQ(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}), (GemmPlan{GemmLib::OpenBlas, false}));
   EXPECT_FALSE(choice.find({{2, 0, 0, 0, 0, 0, 0, 0, 0}}).has_value());
 
   // measured once: a second call runs the kept kernel once more and nothing else
   p.runs.clear();
-  EXPECT_EQ(measure(choice, 1, p), GemmLib::OpenBlas);
+  EXPECT_EQ(measure(choice, 1, p).lib, GemmLib::OpenBlas);
   EXPECT_EQ(p.runs, std::vector<GemmLib>{GemmLib::OpenBlas});
 
   const std::vector<cpu::GemmChoice::Entry> entries = choice.entries();
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].shape, "fake 1");
-  EXPECT_EQ(entries[0].gflops[static_cast<int>(GemmLib::Xsmm)], 0.0);
+  EXPECT_EQ(entries[0].gflops[0][static_cast<int>(GemmLib::Xsmm)], 0.0);
+  for (double g : entries[0].gflops[1]) EXPECT_EQ(g, 0.0) << "the other split was timed";
   // 1e6 flops in about 150 µs: about 6.7 GFLOP/s, never more
-  EXPECT_GT(entries[0].gflops[static_cast<int>(GemmLib::OpenBlas)], 1.0);
-  EXPECT_LT(entries[0].gflops[static_cast<int>(GemmLib::OpenBlas)], 6.7);
+  EXPECT_GT(entries[0].gflops[0][static_cast<int>(GemmLib::OpenBlas)], 1.0);
+  EXPECT_LT(entries[0].gflops[0][static_cast<int>(GemmLib::OpenBlas)], 6.7);
   choice.clear();
   EXPECT_TRUE(choice.entries().empty());
   EXPECT_FALSE(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}).has_value());
 }
 
+// A product cut into blocks: each kernel on the other split is a candidate too, and the
+// fastest plan, kernel and split, is kept and ended on.
+TEST(GemmChoice, KeepsTheFastestSplitToo) {
+  cpu::GemmChoice choice;
+  // the rule's split: fixed rule 600 µs, OpenBLAS 400; the other split: fixed rule 500,
+  // OpenBLAS 150
+  FakeProduct p{{600, 400, 0, 0}, {}, {500, 150, 0, 0}};
+  EXPECT_EQ(measure(choice, 1, p, true), (GemmPlan{GemmLib::OpenBlas, true}));
+  EXPECT_EQ(p.plans.back(), (GemmPlan{GemmLib::OpenBlas, true})) << "ends on the kept plan";
+  const std::vector<cpu::GemmChoice::Entry> entries = choice.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_GT(entries[0].gflops[1][static_cast<int>(GemmLib::OpenBlas)],
+            entries[0].gflops[0][static_cast<int>(GemmLib::OpenBlas)]);
+  EXPECT_GT(entries[0].gflops[1][static_cast<int>(GemmLib::Lazytrace)], 0.0);
+  // where the other split is no faster, the rule's is kept
+  FakeProduct q{{300, 3000, 0, 0}, {}, {3000, 3000, 0, 0}};
+  EXPECT_EQ(measure(choice, 2, q, true), (GemmPlan{GemmLib::Lazytrace, false}));
+}
+
 TEST(GemmChoice, KeepsTheFixedRuleWhereNoKernelIsClearlyFaster) {
   cpu::GemmChoice choice;
   FakeProduct p{{300, 0, 0, 0}, {}};  // every library declines
-  EXPECT_EQ(measure(choice, 1, p), GemmLib::Lazytrace);
+  EXPECT_EQ(measure(choice, 1, p).lib, GemmLib::Lazytrace);
   FakeProduct q{{300, 3000, 3000, 3000}, {}};  // all slower
-  EXPECT_EQ(measure(choice, 2, q), GemmLib::Lazytrace);
+  EXPECT_EQ(measure(choice, 2, q).lib, GemmLib::Lazytrace);
   EXPECT_EQ(q.runs.back(), GemmLib::Lazytrace);
 }
 

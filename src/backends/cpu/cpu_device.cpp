@@ -162,15 +162,20 @@ std::string CpuDevice::kernel_choices() const {
   std::string out;
   char line[256];
   for (const GemmChoice::Entry& e : gemm_choice_.entries()) {
-    std::snprintf(line, sizeof line, "matmul %s: %s (GFLOP/s", e.shape.c_str(),
-                  gemm_lib_name(e.lib));
+    std::snprintf(line, sizeof line, "matmul %s: %s%s (GFLOP/s", e.shape.c_str(),
+                  gemm_lib_name(e.plan.lib), e.plan.other_split ? " on the other split" : "");
     out += line;
-    for (int i = 0; i < kGemmLibs; ++i)
-      if (e.gflops[i] > 0) {
-        std::snprintf(line, sizeof line, " %s %.1f", gemm_lib_name(static_cast<GemmLib>(i)),
-                      e.gflops[i]);
-        out += line;
-      }
+    for (int split = 0; split < 2; ++split) {
+      std::string timed;
+      for (int i = 0; i < kGemmLibs; ++i)
+        if (e.gflops[split][i] > 0) {
+          std::snprintf(line, sizeof line, " %s %.1f", gemm_lib_name(static_cast<GemmLib>(i)),
+                        e.gflops[split][i]);
+          timed += line;
+        }
+      if (split == 1 && !timed.empty()) out += "; other split:";
+      out += timed;
+    }
     out += ")\n";
   }
   return out;

@@ -66,16 +66,29 @@ void run_gemm_fixed(const GemmArgs& g);
 void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,
                const double* b, const GemmOperand& ob, double* c, int64_t ldc);
 
+/**
+ * How a product runs: its kernel, and whether its blocks over the threads are cut the other
+ * way than matmul.cpp's rule cuts them (columns where the rule takes rows, rows where it
+ * takes columns). A library run on its own threads cuts a product its own way; one thread
+ * per block of lazytrace's cut, the cut is part of the kernel's speed.
+ */
+struct GemmPlan {
+  GemmLib lib = GemmLib::Lazytrace;
+  bool other_split = false;
+  bool operator==(const GemmPlan&) const = default;
+};
+
 /** Sets the libraries up, once: each call on one thread (lazytrace's pool shares the cores). */
 void init_gemm_libs();
 
 /**
- * The fastest kernel per product, measured at the product's first run and kept. A product
- * is its sizes, strides, batch count and thread count; the caller runs all of it (every
- * block, on every thread, as it always will) with one kernel and reports whether that
- * kernel took every block. GemmLib::Lazytrace stands for the fixed rule. Thread-safe: one
- * product is measured at a time, and every run of a product, the first included, ends on
- * the kernel kept for it.
+ * The fastest kernel and cut (GemmPlan) per product, measured at the product's first run
+ * and kept. A product is its sizes, strides, batch count and thread count (and whether
+ * its cut may be chosen); the caller runs
+ * all of it (every block, on every thread, as it always will) with one plan and reports
+ * whether its kernel took every block. GemmLib::Lazytrace on the rule's cut stands for the
+ * fixed rule. Thread-safe: one product is measured at a time, and every run of a product,
+ * the first included, ends on the plan kept for it.
  */
 class GemmChoice {
  public:
@@ -84,23 +97,27 @@ class GemmChoice {
   static constexpr int64_t kMinWork = int64_t{1} << 15;
 
   struct Key {
-    int64_t v[9];
+    int64_t v[10];
     bool operator==(const Key&) const = default;
   };
-  /** The kernel kept for `key`, if it was measured. */
-  std::optional<GemmLib> find(const Key& key) const;
+  /** The plan kept for `key`, if it was measured. */
+  std::optional<GemmPlan> find(const Key& key) const;
   /**
-   * Measures the product `key` and keeps its fastest kernel (or returns the one another
-   * thread kept meanwhile). `run(lib)` runs all of it with `lib` and returns false where
-   * `lib` declined a block. `shape` names the product in entries(); `flops` its work.
+   * Measures the product `key` and keeps its fastest plan (or returns the one another
+   * thread kept meanwhile). `run(plan)` runs all of it so and returns false where the
+   * plan's kernel declined a block. `splits`: the product is cut into blocks over the
+   * threads, so the other split is a candidate too. `shape` names the product in
+   * entries(); `flops` its work.
    */
-  GemmLib measure(const Key& key, const std::function<bool(GemmLib)>& run, const std::string& shape,
-                  double flops);
+  GemmPlan measure(const Key& key, const std::function<bool(GemmPlan)>& run, bool splits,
+                   const std::string& shape, double flops);
 
   struct Entry {
     std::string shape;  // "m x k @ k x n (NT, 2 threads)"
-    GemmLib lib;
-    double gflops[kGemmLibs];  // measured; 0 where the kernel did not take every block
+    GemmPlan plan;
+    // measured, [other_split][lib]; 0 where the kernel did not take every block or the
+    // plan was not a candidate
+    double gflops[2][kGemmLibs];
   };
   /** The products measured so far, in the order they were. */
   std::vector<Entry> entries() const;
@@ -112,7 +129,7 @@ class GemmChoice {
   };
   mutable std::shared_mutex mu_;
   std::mutex measuring_;
-  std::unordered_map<Key, GemmLib, KeyHash> chosen_;
+  std::unordered_map<Key, GemmPlan, KeyHash> chosen_;
   std::vector<Entry> entries_;
 };
 

@@ -32,68 +32,79 @@ size_t GemmChoice::KeyHash::operator()(const Key& k) const {
   return static_cast<size_t>(h);
 }
 
-std::optional<GemmLib> GemmChoice::find(const Key& key) const {
+std::optional<GemmPlan> GemmChoice::find(const Key& key) const {
   std::shared_lock lock(mu_);
   auto it = chosen_.find(key);
   if (it == chosen_.end()) return std::nullopt;
   return it->second;
 }
 
-GemmLib GemmChoice::measure(const Key& key, const std::function<bool(GemmLib)>& run,
-                            const std::string& shape, double flops) {
+GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>& run, bool splits,
+                             const std::string& shape, double flops) {
   std::lock_guard measuring(measuring_);
-  if (std::optional<GemmLib> lib = find(key)) {
-    run(*lib);
-    return *lib;
+  if (std::optional<GemmPlan> plan = find(key)) {
+    run(*plan);
+    return *plan;
   }
-  // The libraries that generate code at first use (oneDNN, libxsmm) run once untimed, which
-  // also tells whether they take every block; then every kernel that takes the product is
-  // timed round after round, on the product's own operands, until the budget is spent.
-  bool takes[kGemmLibs] = {};
-  double best[kGemmLibs] = {};
-  for (int i = 0; i < kGemmLibs; ++i) {
-    const auto lib = static_cast<GemmLib>(i);
-    const bool generates = lib == GemmLib::OneDnn || lib == GemmLib::Xsmm;
-    takes[i] = gemm_lib_available(lib) && (!generates || run(lib));
+  // The candidates: every kernel on the rule's cut (0 .. kGemmLibs - 1: candidate 0 is the
+  // fixed rule) and, where the product is cut into blocks, on the other cut. The libraries
+  // that generate code at first use (oneDNN, libxsmm) run once untimed on each cut, which
+  // also tells whether they take every block; then every candidate that takes the product
+  // is timed round after round, on the product's own operands, until the budget is spent.
+  constexpr int kCandidates = 2 * kGemmLibs;
+  auto plan_of = [](int c) {
+    return GemmPlan{static_cast<GemmLib>(c % kGemmLibs), c >= kGemmLibs};
+  };
+  bool takes[kCandidates] = {};
+  double best[kCandidates] = {};
+  for (int c = 0; c < kCandidates; ++c) {
+    const GemmPlan plan = plan_of(c);
+    if (plan.other_split && !splits) continue;
+    const bool generates = plan.lib == GemmLib::OneDnn || plan.lib == GemmLib::Xsmm;
+    takes[c] = plan.lib == GemmLib::Lazytrace ||  // the fixed rule takes everything
+               (gemm_lib_available(plan.lib) && (!generates || run(plan)));
   }
-  takes[0] = true;  // the fixed rule takes everything
   double spent = 0;
   for (int r = 0; r < kMaxRounds; ++r) {
     const double round_start = seconds_now();
-    for (int i = 0; i < kGemmLibs; ++i) {
-      if (!takes[i]) continue;
+    for (int c = 0; c < kCandidates; ++c) {
+      if (!takes[c]) continue;
       const double t0 = seconds_now();
-      takes[i] = run(static_cast<GemmLib>(i)) || i == 0;  // (declined: not timed again)
+      // a kernel that declined a block is not timed again (the fixed rule takes every one)
+      takes[c] = run(plan_of(c)) || plan_of(c).lib == GemmLib::Lazytrace;
       const double t = seconds_now() - t0;
-      best[i] = r == 0 ? t : std::min(best[i], t);
+      best[c] = r == 0 ? t : std::min(best[c], t);
     }
     spent += seconds_now() - round_start;
     if (spent >= kBudgetSeconds) break;
   }
   int pick = 0;
-  for (int i = 1; i < kGemmLibs; ++i)
-    if (takes[i] && best[i] * kMargin < best[0] && (pick == 0 || best[i] < best[pick])) pick = i;
-  // A kernel that beat the fixed rule runs against it again, alternately, and is kept only
-  // if it still does: a burst of noise in the first rounds does not decide.
+  for (int c = 1; c < kCandidates; ++c)
+    if (takes[c] && best[c] * kMargin < best[0] && (pick == 0 || best[c] < best[pick])) pick = c;
+  // A candidate that beat the fixed rule runs against it again, alternately, and is kept
+  // only if it still does: a burst of noise in the first rounds does not decide.
   if (pick != 0) {
     for (int r = 0; r < kConfirmRounds; ++r)
-      for (int i : {0, pick}) {
+      for (int c : {0, pick}) {
         const double t0 = seconds_now();
-        run(static_cast<GemmLib>(i));
-        best[i] = std::min(best[i], seconds_now() - t0);
+        run(plan_of(c));
+        best[c] = std::min(best[c], seconds_now() - t0);
       }
     if (best[pick] * kMargin >= best[0]) pick = 0;
   }
-  const auto lib = static_cast<GemmLib>(pick);
-  run(lib);  // C holds the kept kernel's result, as it will at every run after this one
+  const GemmPlan plan = plan_of(pick);
+  run(plan);  // C holds the kept plan's result, as it will at every run after this one
 
-  Entry e{shape, lib, {}};
-  for (int i = 0; i < kGemmLibs; ++i) e.gflops[i] = takes[i] ? flops / best[i] * 1e-9 : 0.0;
+  Entry e{shape, plan, {}};
+  for (int c = 0; c < kCandidates; ++c)
+    e.gflops[c / kGemmLibs][c % kGemmLibs] = takes[c] ? flops / best[c] * 1e-9 : 0.0;
   std::unique_lock lock(mu_);
-  chosen_.emplace(key, lib);
+  chosen_.emplace(key, plan);
   entries_.push_back(std::move(e));
-  metrics::named_counter(std::string("GemmChoice[") + gemm_lib_name(lib) + "]").add();
-  return lib;
+  metrics::named_counter(std::string("GemmChoice[") + gemm_lib_name(plan.lib) +
+                         (plan.other_split ? ", other split]" : "]"))
+      .add();
+  return plan;
 }
 
 std::vector<GemmChoice::Entry> GemmChoice::entries() const {

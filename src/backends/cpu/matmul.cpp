@@ -56,6 +56,7 @@ void batch_offsets(const MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
 // reported in `declined`.
 struct Kernel {
   GemmLib lib = GemmLib::Lazytrace;
+  bool other_split = false;  // GemmPlan::other_split: blocks cut the other way (Blocks)
   std::atomic<bool>* declined = nullptr;
 };
 
@@ -142,7 +143,8 @@ class Blocks {
     C_ = reinterpret_cast<S*>(ctx.base[s.out_storage]);
     oa_ = blas_operand(s.a);
     ob_ = blas_operand(s.b);
-    by_rows_ = m_ >= 64 * split || m_ >= n_;  // row blocks keep B whole; prefer them
+    // row blocks keep B whole; the rule prefers them (the choice may cut the other way)
+    by_rows_ = (m_ >= 64 * split || m_ >= n_) != kernel.other_split;
     extent_ = by_rows_ ? m_ : n_;
     block_ = (extent_ + split - 1) / std::max<int64_t>(split, 1);
   }
@@ -259,12 +261,13 @@ bool chooses(const MatmulStep& s, const RunContext& ctx) {
 }
 
 // What makes two products the same to GemmChoice: sizes, the strides of the matrices, the
-// batch count and the threads they are shared out over.
-GemmChoice::Key key_of(const MatmulStep& s) {
+// batch count, the threads they are shared out over, and whether their cut is chosen too
+// (the gemm_split pass; on and off keep plans of their own).
+GemmChoice::Key key_of(const MatmulStep& s, const RunContext& ctx) {
   const int na = s.a.shape.size(), nb = s.b.shape.size(), no = s.out_shape.size();
   return {{s.out_shape[no - 2], s.out_shape[no - 1], s.a.shape[na - 1], s.a.strides[na - 2],
            s.a.strides[na - 1], s.b.strides[nb - 2], s.b.strides[nb - 1], batches_of(s),
-           runtime::num_threads()}};
+           runtime::num_threads(), ctx.passes.on(runtime::Pass::GemmSplit)}};
 }
 
 std::string describe_product(const MatmulStep& s) {
@@ -282,19 +285,35 @@ std::string describe_product(const MatmulStep& s) {
 // it measures first, running the product with each).
 std::optional<Kernel> chosen_kernel(const MatmulStep& s, const RunContext& ctx) {
   if (!chooses(s, ctx)) return Kernel{};
-  if (std::optional<GemmLib> lib = ctx.gemm_choice->find(key_of(s))) return Kernel{*lib};
+  if (std::optional<GemmPlan> plan = ctx.gemm_choice->find(key_of(s, ctx)))
+    return Kernel{plan->lib, plan->other_split};
   return std::nullopt;
 }
 
+// Whether run_product cuts the product into blocks over the threads (Blocks with more than
+// one part), where the cut is a choice too: a large product of fewer batches than threads,
+// other than the few-row products split_reduction cuts along the reduction.
+bool cut_into_blocks(const MatmulStep& s) {
+  const int threads = runtime::num_threads();
+  const int64_t nbatch = batches_of(s);
+  if (threads < 2 || nbatch >= threads || work_of(s) / nbatch < kSplitWork) return false;
+  const int nd = s.out_shape.size();
+  const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
+  const int64_t k = s.a.shape[s.a.shape.size() - 1];
+  return !(nbatch == 1 && m <= 32 && k >= 4 * n);
+}
+
 void measure_product(const MatmulStep& s, const RunContext& ctx) {
+  const GemmChoice::Key key = key_of(s, ctx);
   ctx.gemm_choice->measure(
-      key_of(s),
-      [&](GemmLib lib) {
+      key,
+      [&](GemmPlan plan) {
         std::atomic<bool> declined{false};
-        run_product<float>(s, ctx, {lib, &declined});
+        run_product<float>(s, ctx, {plan.lib, plan.other_split, &declined});
         return !declined.load();
       },
-      describe_product(s), 2.0 * static_cast<double>(work_of(s)));
+      key.v[9] != 0 && cut_into_blocks(s), describe_product(s),
+      2.0 * static_cast<double>(work_of(s)));
 }
 
 template <typename S>
