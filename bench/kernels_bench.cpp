@@ -139,6 +139,12 @@ lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x, bool cheap)
 // without stream_stores.
 const std::vector<std::string> kChainPassOff[] = {{}, {"prefetch_tiles"}, {"stream_stores"}};
 
+// A fused chain's registration: every pass on, then each of the first `Off` switched off.
+template <int Off>
+void pass_switches(benchmark::internal::Benchmark* b) {
+  b->ArgName("off")->DenseRange(0, Off)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
 void chain_bench(benchmark::State& state, bool fused, bool cheap, int64_t elems = kElems) {
   const auto before = lt::debug::set_disabled_passes(kChainPassOff[fused ? state.range(0) : 0]);
   lt::clear_caches();
@@ -235,29 +241,13 @@ void BM_Chain8Loop_44M(benchmark::State& state) {
 void BM_Chain8CheapLoop_44M(benchmark::State& state) {
   chain_loop_bench(state, true, kElemsBig);
 }
-BENCHMARK(BM_FusedChain8_44M)
-    ->ArgName("off")
-    ->DenseRange(0, 2)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
-BENCHMARK(BM_FusedChain8Cheap_44M)
-    ->ArgName("off")
-    ->DenseRange(0, 2)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_FusedChain8_44M)->Apply(pass_switches<2>);
+BENCHMARK(BM_FusedChain8Cheap_44M)->Apply(pass_switches<2>);
 BENCHMARK(BM_Chain8Loop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Chain8CheapLoop_44M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedChain8_4M)
-    ->ArgName("off")
-    ->DenseRange(0, 1)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_FusedChain8_4M)->Apply(pass_switches<1>);
 BENCHMARK(BM_Unfused8_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedChain8Cheap_4M)
-    ->ArgName("off")
-    ->DenseRange(0, 1)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime();
+BENCHMARK(BM_FusedChain8Cheap_4M)->Apply(pass_switches<1>);
 BENCHMARK(BM_Unfused8Cheap_4M)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---------------------------------------------------------------------------------------

@@ -201,13 +201,12 @@ constexpr int64_t kGrainWork = int64_t{1} << 17;
 // A float32 product with few rows and a long reduction (x Wᵀ of a layer's down projection:
 // 16 x 1024 by 1024 x 128) in parts of the reduction, one per thread, summed after: each
 // thread packs and reads half of A and of each row of B, where column halves each read
-// all of A. Run inline (the other threads busy), its parts run one after the other. Returns
-// false for other shapes.
-bool split_reduction(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
+// all of A. Run inline (the other threads busy), its parts run one after the other.
+// (sharing_of says which products.)
+void split_reduction(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
   const int nd = s.out_shape.size();
   const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
   const int64_t k = s.a.shape[s.a.shape.size() - 1];
-  if (m > 32 || k < 4 * n) return false;
   const int threads = runtime::num_threads();
   const Operand oa = blas_operand(s.a), ob = blas_operand(s.b);
   const float* A = reinterpret_cast<const float*>(ctx.base[s.a.storage]) + s.a.offset;
@@ -228,18 +227,35 @@ bool split_reduction(const MatmulStep& s, const RunContext& ctx, Kernel kernel) 
   });
   for (int p = 1; p < threads; ++p)
     for (int64_t i = 0; i < m * n; ++i) C[i] += extra[(p - 1) * m * n + i];
-  return true;
+}
+
+// How run_product shares a product over the threads: along its reduction (split_reduction,
+// float32 only: few rows, a long reduction), or each batch in `parts` blocks of rows or
+// columns (1: whole; Blocks).
+struct Sharing {
+  bool along_reduction;
+  int64_t parts;
+};
+
+Sharing sharing_of(const MatmulStep& s) {
+  const int threads = runtime::num_threads();
+  const int64_t nbatch = batches_of(s);
+  const bool big = work_of(s) / nbatch >= kSplitWork;
+  const int nd = s.out_shape.size();
+  const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
+  const int64_t k = s.a.shape[s.a.shape.size() - 1];
+  const bool along = big && nbatch == 1 && threads > 1 && m <= 32 && k >= 4 * n;
+  return {along, (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1};
 }
 
 template <typename S>
 void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
-  const int threads = runtime::num_threads();
+  const Sharing sharing = sharing_of(s);
+  if constexpr (std::is_same_v<S, float>)
+    if (sharing.along_reduction) return split_reduction(s, ctx, kernel);
   const int64_t work = work_of(s), nbatch = batches_of(s);
   const bool big = work / nbatch >= kSplitWork;
-  if constexpr (std::is_same_v<S, float>)
-    if (big && nbatch == 1 && threads > 1 && split_reduction(s, ctx, kernel)) return;
-  const Blocks<S> blocks(s, ctx, (big && nbatch < threads) ? (threads + nbatch - 1) / nbatch : 1,
-                         kernel);
+  const Blocks<S> blocks(s, ctx, sharing.parts, kernel);
   const int64_t grain =
       big ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
   runtime::parallel_for(blocks.items(), grain, [&](int64_t w0, int64_t w1) {
@@ -290,21 +306,9 @@ std::optional<Kernel> chosen_kernel(const MatmulStep& s, const RunContext& ctx) 
   return std::nullopt;
 }
 
-// Whether run_product cuts the product into blocks over the threads (Blocks with more than
-// one part), where the cut is a choice too: a large product of fewer batches than threads,
-// other than the few-row products split_reduction cuts along the reduction.
-bool cut_into_blocks(const MatmulStep& s) {
-  const int threads = runtime::num_threads();
-  const int64_t nbatch = batches_of(s);
-  if (threads < 2 || nbatch >= threads || work_of(s) / nbatch < kSplitWork) return false;
-  const int nd = s.out_shape.size();
-  const int64_t m = s.out_shape[nd - 2], n = s.out_shape[nd - 1];
-  const int64_t k = s.a.shape[s.a.shape.size() - 1];
-  return !(nbatch == 1 && m <= 32 && k >= 4 * n);
-}
-
 void measure_product(const MatmulStep& s, const RunContext& ctx) {
   const GemmChoice::Key key = key_of(s, ctx);
+  const Sharing sharing = sharing_of(s);  // a product cut into blocks: the cut is a choice too
   ctx.gemm_choice->measure(
       key,
       [&](GemmPlan plan) {
@@ -312,7 +316,7 @@ void measure_product(const MatmulStep& s, const RunContext& ctx) {
         run_product<float>(s, ctx, {plan.lib, plan.other_split, &declined});
         return !declined.load();
       },
-      key.v[9] != 0 && cut_into_blocks(s), describe_product(s),
+      key.v[9] != 0 && !sharing.along_reduction && sharing.parts > 1, describe_product(s),
       2.0 * static_cast<double>(work_of(s)));
 }
 
