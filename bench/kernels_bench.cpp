@@ -184,7 +184,7 @@ void chain_bench(benchmark::State& state, bool fused, bool cheap, int64_t elems 
 void chain_loop_bench(benchmark::State& state, bool cheap, int64_t elems = kElems) {
   AlignedFloats x = random_floats(elems, 1), y = random_floats(elems, 2);
   const bool avx512 = lt::cpu::has_avx512();
-  if (!avx512 && !lt::cpu::has_avx2()) {
+  if (!avx512 && !lt::cpu::has_avx2_fma()) {
     state.SkipWithError("the yardstick loop needs AVX2 or AVX-512");
     return;
   }

@@ -15,6 +15,7 @@
 #include "backends/cpu/elementwise.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/optim_loops.h"
+#include "backends/cpu/reduce_row.h"
 #include "backends/cpu/small_gemm.h"
 #include "isa.h"
 #include "runtime/buffer.h"
@@ -47,18 +48,24 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
   }
 }
 
-// One instruction set's float32 loops (elementwise.h, optim_loops.h)
+// One instruction set's float32 loops (elementwise.h, optim_loops.h, reduce_row.h)
 struct Loops {
   decltype(&cpu::unary_f32_avx2) unary;
   decltype(&cpu::binary_f32_avx2) binary;
   decltype(&cpu::binary_scalar_f32_avx2) binary_scalar;
   decltype(&cpu::adamw_range_f32_avx2) adamw_range;
   decltype(&cpu::adamw_in_place_f32_avx2) adamw_in_place;
+  decltype(&cpu::sum_row_f32_avx2) sum_row;
+  decltype(&cpu::max_row_f32_avx2) max_row;
 };
-const Loops avx2{cpu::unary_f32_avx2, cpu::binary_f32_avx2, cpu::binary_scalar_f32_avx2,
-                 cpu::adamw_range_f32_avx2, cpu::adamw_in_place_f32_avx2};
-const Loops avx512{cpu::unary_f32_avx512, cpu::binary_f32_avx512, cpu::binary_scalar_f32_avx512,
-                   cpu::adamw_range_f32_avx512, cpu::adamw_in_place_f32_avx512};
+const Loops avx2{cpu::unary_f32_avx2,          cpu::binary_f32_avx2,
+                 cpu::binary_scalar_f32_avx2,  cpu::adamw_range_f32_avx2,
+                 cpu::adamw_in_place_f32_avx2, cpu::sum_row_f32_avx2,
+                 cpu::max_row_f32_avx2};
+const Loops avx512{cpu::unary_f32_avx512,          cpu::binary_f32_avx512,
+                   cpu::binary_scalar_f32_avx512,  cpu::adamw_range_f32_avx512,
+                   cpu::adamw_in_place_f32_avx512, cpu::sum_row_f32_avx512,
+                   cpu::max_row_f32_avx512};
 
 void expect_elementwise_baseline_bits(const Loops& loops) {
   const std::vector<float> a = inputs(1), b = inputs(2);
@@ -85,6 +92,36 @@ void expect_elementwise_baseline_bits(const Loops& loops) {
   }
 }
 
+// Row sums and maxima of every length up to 70 (the 16 partials' tails) and of the whole
+// input, against the baseline's bits and a plain loop: a float64 sum in order (the partials
+// only reorder float64 additions of floats, far below a float's ulp apart) and the maximum;
+// with the special values too, a NaN among them makes the maximum NaN.
+void expect_row_reductions_baseline_bits(const Loops& loops) {
+  const std::vector<float> a = inputs(7);
+  const float* x = a.data() + 18;  // past the special values: finite
+  std::vector<int64_t> lengths(71);
+  for (int64_t n = 0; n <= 70; ++n) lengths[static_cast<size_t>(n)] = n;
+  lengths.push_back(static_cast<int64_t>(a.size()) - 18);
+  for (int64_t n : lengths) {
+    const double got = loops.sum_row(x, n), want = cpu::sum_row_f32_inline(x, n);
+    EXPECT_EQ(0, std::memcmp(&got, &want, sizeof got))
+        << "sum_row of " << n << ": " << got << " vs " << want;
+    double plain = 0;
+    float largest = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      plain += x[j];
+      largest = std::max(largest, x[j]);
+    }
+    EXPECT_NEAR(got, plain, 1e-12 * (1 + std::fabs(plain))) << "sum_row of " << n;
+    EXPECT_EQ(loops.max_row(x, n), largest) << "max_row of " << n;
+    EXPECT_EQ(cpu::max_row_f32_inline(x, n), largest) << "max_row of " << n;
+  }
+  const auto all = static_cast<int64_t>(a.size());
+  EXPECT_TRUE(std::isnan(loops.max_row(a.data(), all)));
+  EXPECT_TRUE(std::isnan(cpu::max_row_f32_inline(a.data(), all)));
+  EXPECT_EQ(loops.max_row(a.data(), 17), std::numeric_limits<float>::infinity());  // no NaN
+}
+
 void expect_adamw_baseline_bits(const Loops& loops) {
   std::vector<float> p = inputs(3), g = inputs(4), m = inputs(5), v = inputs(6);
   for (float& x : v) x = std::fabs(x);  // a second moment is never negative
@@ -105,9 +142,10 @@ void expect_adamw_baseline_bits(const Loops& loops) {
 }
 
 TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {
-  LT_SKIP_WITHOUT_ISA(cpu::has_avx2(), "avx2",
+  LT_SKIP_WITHOUT_ISA(cpu::has_avx2_fma(), "avx2",
                       "this CPU (or LAZYTRACE_NO_AVX2) runs the baseline only");
   expect_elementwise_baseline_bits(avx2);
+  expect_row_reductions_baseline_bits(avx2);
 }
 
 TEST(CpuKernels, Avx2AdamWLoopsComputeTheBaselineBits) {
@@ -120,6 +158,7 @@ TEST(CpuKernels, Avx512LoopsComputeTheBaselineBits) {
   LT_SKIP_WITHOUT_ISA(cpu::has_avx512(), "avx512",
                       "this CPU (or LAZYTRACE_NO_AVX512) has no AVX-512");
   expect_elementwise_baseline_bits(avx512);
+  expect_row_reductions_baseline_bits(avx512);
 }
 
 TEST(CpuKernels, Avx512AdamWLoopsComputeTheBaselineBits) {

@@ -7,9 +7,9 @@
 
 namespace lazytrace::cpu {
 
-/** AVX2: the float32 elementwise and AdamW loops' AVX2 copies. */
+/** AVX2: the AdamW loops' AVX2 copies. */
 bool has_avx2();
-/** AVX2 and FMA: the small products' AVX2 kernels. */
+/** AVX2 and FMA: the float32 elementwise loops' and the small products' AVX2 copies. */
 bool has_avx2_fma();
 /** AVX-512 (F and DQ) as well: the loops' and the small products' AVX-512 copies. */
 bool has_avx512();

@@ -12,8 +12,8 @@
 namespace lazytrace::cpu {
 
 // The AVX2 and AVX-512 copies (elementwise_avx2.cpp, elementwise_avx512.cpp): the same
-// operations lane by lane, no FMA, so every CPU computes the same bits. Call only where
-// has_avx2() / has_avx512() (cpu_features.h).
+// operations lane by lane, FMA only where math.h asks for one (math::fma), so every CPU
+// computes the same bits. Call only where has_avx2_fma() / has_avx512() (cpu_features.h).
 void unary_f32_avx2(ir::OpKind op, float* d, const float* a, int64_t n);
 void binary_f32_avx2(ir::OpKind op, float* d, const float* a, const float* b, int64_t n);
 void binary_scalar_f32_avx2(ir::OpKind op, float* d, const float* a, bool a_one, const float* b,

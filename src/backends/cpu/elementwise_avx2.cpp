@@ -1,8 +1,9 @@
-// elementwise.h's float32 loops compiled with AVX2 (-mavx2 for this file alone, see
-// src/CMakeLists.txt); fused.cpp calls them only where has_avx2(). Only always-inlined code
-// from the headers ends up here, so the linker can never pick an AVX2 copy of a function
-// that other files use too.
+// elementwise.h's float32 loops (and reduce_row.h's) compiled with AVX2 and FMA (-mavx2 -mfma for
+// this file alone, see src/CMakeLists.txt); fused.cpp calls them only where has_avx2_fma(). Only
+// always-inlined code from the headers ends up here, so the linker can never pick an AVX2 copy of a
+// function that other files use too.
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/reduce_row.h"
 
 namespace lazytrace::cpu {
 
@@ -17,6 +18,14 @@ void binary_f32_avx2(ir::OpKind op, float* d, const float* a, const float* b, in
 void binary_scalar_f32_avx2(ir::OpKind op, float* d, const float* a, bool a_one, const float* b,
                             bool b_one, int64_t n) {
   elementwise::binary_scalar<float>(op, d, a, a_one, b, b_one, n);
+}
+
+double sum_row_f32_avx2(const float* x, int64_t n) {
+  return sum_row_f32_inline(x, n);
+}
+
+float max_row_f32_avx2(const float* x, int64_t n) {
+  return max_row_f32_inline(x, n);
 }
 
 }  // namespace lazytrace::cpu

@@ -158,7 +158,7 @@ template <typename C>
 void unary_op(OpKind op, C* d, const C* a, int64_t n) {
   if constexpr (std::is_same_v<C, float>) {
     if (has_avx512()) return unary_f32_avx512(op, d, a, n);
-    if (has_avx2()) return unary_f32_avx2(op, d, a, n);
+    if (has_avx2_fma()) return unary_f32_avx2(op, d, a, n);
   }
   elementwise::unary<C>(op, d, a, n);
 }
@@ -169,7 +169,7 @@ void binary_op(OpKind op, C* d, const C* a, bool a_one, const C* b, bool b_one, 
     if (has_avx512())
       return a_one || b_one ? binary_scalar_f32_avx512(op, d, a, a_one, b, b_one, n)
                             : binary_f32_avx512(op, d, a, b, n);
-    if (has_avx2())
+    if (has_avx2_fma())
       return a_one || b_one ? binary_scalar_f32_avx2(op, d, a, a_one, b, b_one, n)
                             : binary_f32_avx2(op, d, a, b, n);
   }

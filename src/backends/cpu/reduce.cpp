@@ -5,6 +5,7 @@
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/reduce_row.h"
 #include "backends/cpu/strided.h"
 #include "runtime/thread_pool.h"
 
@@ -36,6 +37,8 @@ inline A combine(OpKind op, A acc, A x) {
 // whatever the threads).
 template <typename S, typename A>
 A reduce_row(OpKind op, const S* x, int64_t n) {
+  if constexpr (std::is_same_v<S, float> && std::is_same_v<A, double>)
+    return op == OpKind::Amax ? max_row_f32(x, n) : sum_row_f32(x, n);  // reduce_row.h
   A acc[4] = {init_value<A>(op), init_value<A>(op), init_value<A>(op), init_value<A>(op)};
   int64_t j = 0;
   for (; j + 4 <= n; j += 4)
