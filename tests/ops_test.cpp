@@ -1109,6 +1109,18 @@ std::vector<Case> where_cases() {
           return map2(x[0], x[1], r.want, [&](double c, double b) { return pick(c, r.s, b); });
         }));
   }
+  // both values single: a tensor, the condition, chooses between two constants
+  cases.push_back(make_case(
+      "where(c,2.5,-inf)", {in({4, 5}, boolean)},
+      [](const Ts& t) {
+        return lt::where(t[0], lt::full({}, 2.5), -std::numeric_limits<double>::infinity());
+      },
+      [](const Rs& x) {
+        Ref out = x[0];
+        out.dtype = f32;
+        for (double& v : out.v) v = v != 0 ? 2.5 : -std::numeric_limits<double>::infinity();
+        return out;
+      }));
   // mixed tensor dtypes promote
   cases.push_back(make_case(
       "where_i32_f16->f16", {in({2, 3}, boolean), in({2, 3}, i32, -5, 5), in({2, 3}, f16)},

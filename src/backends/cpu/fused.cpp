@@ -69,6 +69,14 @@ void load(const View& v, const RunContext& ctx, int64_t start, int64_t n, comput
   for_each_run(v.shape, v.strides.data(), v.offset, start, n,
                [&](int64_t off, int64_t cnt, int64_t st) {
                  const S* q = p + off;
+                 if constexpr (std::is_same_v<S, bool>)
+                   if (st == 1) {  // as bytes, which the compiler widens a vector at a time
+                     const auto* b = reinterpret_cast<const uint8_t*>(q);
+                     C* o = out + w;
+                     for (int64_t k = 0; k < cnt; ++k) o[k] = b[k];
+                     w += cnt;
+                     return;
+                   }
                  if (st == 1)
                    for (int64_t k = 0; k < cnt; ++k) out[w + k] = convert<C>(q[k]);
                  else if (st == 0) {
@@ -236,11 +244,14 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
   const Compute out_c = compute_of(ins.dtype), in_c = compute_of(ins.in_dtype);
   const bool arith = !ir::is_compare(ins.op) && ins.src[1] >= 0 && ins.src[2] < 0 &&
                      ins.op != OpKind::RandUniform && ins.op != OpKind::RandNormal;
+  // where's values are read as single values where they are one (a fill such as -inf)
+  const bool where = ins.op == OpKind::Where;
   if (!arith)
-    for (int r : ins.src)
-      if (r >= 0) expand(regs, r, n, one);
+    for (int i = 0; i < 3; ++i)
+      if (ins.src[i] >= 0 && !(where && i > 0)) expand(regs, ins.src[i], n, one);
   // read before dst's flag is reset: dst may reuse an operand's register
-  const bool a1 = arith && one[ins.src[0]], b1 = arith && one[ins.src[1]];
+  const bool a1 = (arith || where) && one[ins.src[where ? 1 : 0]],
+             b1 = (arith || where) && one[ins.src[where ? 2 : 1]];
   one[ins.dst] = 0;
   switch (ins.op) {
     case OpKind::Data: {
@@ -310,8 +321,16 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
         const int64_t* c = regs.in<int64_t>(ins.src[0]);
         const C* a = regs.in<C>(ins.src[1]);
         const C* b = regs.in<C>(ins.src[2]);
+        const C a0 = a[0], b0 = b[0];  // before d, which may be a's or b's register, is written
         C* d = regs.out<C>(ins.dst);
-        for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b[j];
+        if (a1 && b1)
+          for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a0 : b0;
+        else if (a1)
+          for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a0 : b[j];
+        else if (b1)
+          for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b0;
+        else
+          for (int64_t j = 0; j < n; ++j) d[j] = c[j] ? a[j] : b[j];
       });
       break;
 #define LT_OP(kind, name, family, arity)
