@@ -20,7 +20,7 @@ typedef float F8 __attribute__((vector_size(32)));
 typedef double D8 __attribute__((vector_size(64)));
 constexpr int kParts = 16;
 
-// the larger of acc and v, NaN where either is (the first NaN met stays)
+// the larger of acc and v; NaN where either is
 [[gnu::always_inline]] inline float max_nan(float acc, float v) {
   return (v > acc || v != v) ? v : acc;
 }
