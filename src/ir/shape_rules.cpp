@@ -1,6 +1,7 @@
 #include "ir/shape_rules.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "lazytrace/core/error.h"
 
@@ -198,6 +199,24 @@ void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape&
   if (source != want)
     fail(op, "source has shape ", source.str(), " but adding along dim ", dim, " of ", in.str(),
          " with ", index[0], " indices needs shape ", want.str(), ".");
+}
+
+Shape collective_shape(const char* op, const Shape& in, int64_t ranks) {
+  const std::string_view name = op;
+  if (name != "reduce_scatter" && name != "all_gather") return in;
+  if (in.size() == 0)
+    fail(op, "needs a tensor with at least one dim (it splits or joins dim 0), got a 0-d one; "
+             "reshape it to {1} first.");
+  Shape out = in;
+  if (name == "all_gather") {
+    out[0] = in[0] * ranks;
+    return out;
+  }
+  if (in[0] % ranks != 0)
+    fail(op, "dim 0 of shape ", in.str(), " does not split evenly over ", ranks,
+         " ranks; pad it to a multiple of ", ranks, ".");
+  out[0] = in[0] / ranks;
+  return out;
 }
 
 }  // namespace lazytrace::ir

@@ -27,5 +27,8 @@ Shape concat_shape(const std::vector<Shape>& ins, int& dim);
 Shape index_select_shape(const Shape& in, int& dim, const Shape& index);
 /** index_add: source must be `in` with dim `dim` resized to the index length. */
 void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape& source);
+/** A collective's result over `ranks` ranks: reduce_scatter keeps dim 0's block of this rank
+ * (dim 0 must divide evenly), all_gather stacks the ranks' operands along dim 0. */
+Shape collective_shape(const char* op, const Shape& in, int64_t ranks);
 
 }  // namespace lazytrace::ir

@@ -33,6 +33,8 @@ class Executable {
   virtual std::string describe() const = 0;
   /** Bytes of scratch memory the executable keeps between runs. */
   virtual int64_t arena_bytes() const = 0;
+  /** Whether a run issues collectives (runtime/communicator.h), itself or in a body. */
+  virtual bool runs_collectives() const { return false; }
 };
 
 class Device {

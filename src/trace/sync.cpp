@@ -8,6 +8,7 @@
 #include "compiler/passes.h"
 #include "core/hash.h"
 #include "ir/graph.h"
+#include "runtime/communicator.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace {
@@ -96,8 +97,10 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
                                    w.order.size()};
   runtime::Device& device = runtime::default_device();
   const runtime::PassSet passes = runtime::current_passes();
-  const uint64_t key =
+  runtime::Communicator& comm = runtime::current_communicator();
+  uint64_t key =
       hash_combine(hash_combine(w.key, reinterpret_cast<uintptr_t>(&device)), passes.off_bits());
+  if (comm.cache_slot() != 0) key = hash_combine(key, static_cast<uint64_t>(comm.cache_slot()));
   compiler::CompileCache& cache = compiler::CompileCache::global();
   auto exe = cache.find(key, shape);
   std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read
@@ -120,6 +123,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
       if (metrics::compile_count.value() != compiles)
         metrics::named_counter("CompileCount[" + name + "]").add();
     }
+    if (exe->runs_collectives()) comm.check_same_graph(w.key, name);
     metrics::ScopedTimer t(metrics::execute_time);
     results = exe->run(params, scalars, donated);
   } catch (...) {

@@ -5,6 +5,7 @@
  */
 #include <cstdint>
 #include <initializer_list>
+#include <string_view>
 #include <vector>
 
 #include "lazytrace/trace/tensor.h"
@@ -173,6 +174,22 @@ struct AdamWState {
 AdamWState adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                         const Tensor& exp_avg_sq, const Tensor& decay, const Tensor& step_size,
                         const Tensor& inv_sqrt_bc2, double beta1, double beta2, double eps);
+
+// ---- collectives: over the ranks of the current communicator (lazytrace/dist/dist.h);
+// every rank issues the same ones, on the same shapes, in the same order. Size 1: identities.
+/**
+ * The reduction of t over the ranks, times scale, on every rank: op "sum", "mean" (the sum
+ * times 1 / ranks), "max" or "min". Its gradient is the all_reduce (sum) of the gradients,
+ * times scale: the gradient of the sum of the ranks' losses.
+ */
+Tensor all_reduce(const Tensor& t, std::string_view op = "sum", double scale = 1.0);
+/** This rank's block of dim 0 of all_reduce(t, op, scale) (dim 0 splits evenly); its
+ * gradient is the all_gather of the gradients, times scale ("sum" and "mean" only). */
+Tensor reduce_scatter(const Tensor& t, std::string_view op = "sum", double scale = 1.0);
+/** The ranks' t joined along dim 0, rank 0 first; its gradient is reduce_scatter (sum). */
+Tensor all_gather(const Tensor& t);
+/** Rank `root`'s t on every rank (not differentiable). */
+Tensor broadcast(const Tensor& t, int root = 0);
 
 // ---- linear algebra
 /** NumPy matmul: 1-d operands, batch dims broadcast. */

@@ -25,6 +25,7 @@ void run_call(const CallStep& c, const RunContext& caller) {
   ctx.read_ahead = caller.read_ahead;  // a loop's hints reach the products of a call in its body
   ctx.shadows = caller.shadows;
   ctx.gemm_choice = caller.gemm_choice;
+  ctx.comm = caller.comm;
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
     const Storage& st = body.storages[i];
@@ -65,6 +66,7 @@ void run_steps(const Program& prog, const RunContext& ctx, size_t first) {
                    [&](const CallStep& s) { run_call(s, ctx); },
                    [&](const LoopStep& s) { run_loop(s, ctx); },
                    [&](const AdamWStep& s) { run_adamw(s, ctx); },
+                   [&](const CollectiveStep& s) { run_collective(s, ctx); },
                },
                prog.steps[i]);
 }
@@ -112,6 +114,7 @@ class CpuExecutable : public runtime::Executable {
       }
     }
     ctx_.scalars = &scalars;
+    if (prog_.collectives) ctx_.comm = &runtime::current_communicator();
     {
       metrics::ScopedTimer kernels(metrics::kernel_time);
       run_steps(prog_, ctx_);
@@ -139,6 +142,7 @@ class CpuExecutable : public runtime::Executable {
     }
   }
   int64_t arena_bytes() const override { return prog_.arena_bytes; }
+  bool runs_collectives() const override { return prog_.collectives; }
 
  private:
   Program prog_;

@@ -69,6 +69,14 @@ std::string describe(const Program& p) {
                         << c.ignore_index;
                    },
                    [&](const AdamWStep& a) { adamw(a); },
+                   [&](const CollectiveStep& c) {
+                     os << ir::op_name(c.op) << " " << view(c.in) << " -> s" << c.out_storage
+                        << " over " << c.ranks << " ranks";
+                     if (c.op == ir::OpKind::AllReduce || c.op == ir::OpKind::ReduceScatter)
+                       os << " (" << runtime::reduce_op_name(c.reduce) << ", scale " << c.scale
+                          << ")";
+                     if (c.op == ir::OpKind::Broadcast) os << " from rank " << c.root;
+                   },
                    [&](const CallStep& c) {
                      os << "call (" << c.body->steps.size() << " steps, compiled once);";
                      for (const View& v : c.params) os << " " << view(v);

@@ -384,6 +384,10 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
     case OpKind::Loop:
     case OpKind::AdamW:
     case OpKind::AdamWProduct:
+    case OpKind::AllReduce:
+    case OpKind::ReduceScatter:
+    case OpKind::AllGather:
+    case OpKind::Broadcast:
       LT_UNREACHABLE("a fused step holds elementwise ops and loads");
   }
   round_to(ins.dtype, regs, ins.dst, one[ins.dst] ? 1 : n);

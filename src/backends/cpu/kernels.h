@@ -20,6 +20,8 @@ struct RunContext {
   Shadows shadows;
   // The device's per-shape product kernel choice (gemm.h); null with the gemm_choice pass off.
   GemmChoice* gemm_choice = nullptr;
+  // The communicator collectives run through (the thread's current one when the run began).
+  runtime::Communicator* comm = nullptr;
 
   runtime::ScalarArg scalar(const View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];
@@ -28,6 +30,7 @@ struct RunContext {
 };
 
 void run_fused(const FusedStep& s, const RunContext& ctx);
+void run_collective(const CollectiveStep& s, const RunContext& ctx);
 void run_reduce(const ReduceStep& s, const RunContext& ctx);
 void run_matmul(const MatmulStep& s, const RunContext& ctx);
 /** Two products that may run at the same time (MatmulStep::beside_next), in either order. */

@@ -36,6 +36,7 @@ class Bound {
     ctx_.read_ahead = caller.read_ahead;  // an outer loop's hints, until this loop's own
     ctx_.shadows = caller.shadows;
     ctx_.gemm_choice = caller.gemm_choice;
+    ctx_.comm = caller.comm;
     char* arena = scratch >= 0 ? caller.base[static_cast<size_t>(scratch)] : nullptr;
     param_storage_.assign(static_cast<size_t>(prog.num_params), -1);
     for (size_t i = 0; i < prog.storages.size(); ++i) {

@@ -233,6 +233,21 @@ class Lowering {
       set_storage_value(i, std::get<GatherStep>(p_.steps.back()).out_storage);
       return;
     }
+    if (n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter ||
+        n.op == OpKind::AllGather || n.op == OpKind::Broadcast) {
+      CollectiveStep cs;
+      cs.op = n.op;
+      cs.in = use_contiguous(n.inputs[0]);
+      cs.reduce = static_cast<runtime::ReduceOp>(n.attrs[0]);
+      cs.scale = n.attrs.get_double(1);
+      cs.ranks = n.attrs[2];
+      cs.root = static_cast<int>(n.attrs[3]);
+      cs.out_storage = new_storage(n.shape, n.dtype);
+      p_.collectives = true;
+      p_.steps.emplace_back(std::move(cs));
+      set_storage_value(i, std::get<CollectiveStep>(p_.steps.back()).out_storage);
+      return;
+    }
     if (n.op == OpKind::CheckTargets) {
       CheckStep cs{use_memory_view(n.inputs[0]), n.attrs[0], n.attrs[1]};
       vals_[i].kind = Value::AsView;
@@ -548,6 +563,7 @@ class Lowering {
     const GNode& n = g_.nodes[i];
     const ir::Body& body = n.body();
     std::shared_ptr<const Program> prog = body_program(body, passes_);
+    p_.collectives = p_.collectives || prog->collectives;
     const int nin = body.num_inputs;
     const int nd = static_cast<int>(body.graph.param_nodes.size());
     CallStep cs;
@@ -638,6 +654,7 @@ class Lowering {
     ls.reverse = loop.reverse;
     ls.body = body_program(*loop.body, passes_);
     if (loop.cond) ls.cond = body_program(*loop.cond, passes_);
+    p_.collectives = p_.collectives || ls.body->collectives || (ls.cond && ls.cond->collectives);
     const int nin = loop.body->num_inputs;
     for (int k = 0; k < nin; ++k) {
       LoopStep::Input in;

@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "ir/loop.h"
+#include "runtime/communicator.h"
 #include "runtime/passes.h"
 
 namespace lazytrace::ir {
@@ -107,6 +108,18 @@ struct CheckStep {
   int64_t ignore_index;
 };
 
+// A collective over the ranks (ir ops all_reduce, reduce_scatter, all_gather, broadcast)
+// through the run's communicator, from `in` (contiguous) into out_storage.
+struct CollectiveStep {
+  ir::OpKind op;
+  View in;
+  int out_storage;
+  runtime::ReduceOp reduce = runtime::ReduceOp::Sum;
+  double scale = 1;  // applied after the reduction
+  int64_t ranks = 1;  // the number the graph was traced for
+  int root = 0;
+};
+
 // One AdamW update (ir OpKind::AdamW) over contiguous param, grad and moments, writing the
 // three results to out[0..2]; decay, step_size and inv_sqrt_bc2 are single values.
 struct AdamWStep {
@@ -168,7 +181,7 @@ struct LoopStep {
 };
 
 using Step = std::variant<FusedStep, ReduceStep, MatmulStep, GatherStep, CheckStep, CallStep,
-                          LoopStep, AdamWStep>;
+                          LoopStep, AdamWStep, CollectiveStep>;
 
 struct ResultBinding {
   int storage;  // Param or Output storage
@@ -199,6 +212,8 @@ struct Program {
   // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
   // runs them before its first iteration only; a call runs every step.
   int invariant_steps = 0;
+  // It runs collectives (itself, or in a body it calls): a run needs the communicator.
+  bool collectives = false;
   // The passes it was compiled with; the backend's own (read_ahead, evict_slices) read them.
   runtime::PassSet passes;
 };

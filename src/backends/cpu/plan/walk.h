@@ -66,6 +66,10 @@ void for_each_view(const Step& step, F&& f) {
                    for (const AdamWStep& a : l.updates) adamw_views(a, f);
                  },
                  [&](const AdamWStep& a) { adamw_views(a, f); },
+                 [&](const CollectiveStep& c) {
+                   f(c.in.storage);
+                   f(c.out_storage);
+                 },
              },
              step);
 }
@@ -96,6 +100,7 @@ void for_each_write(const Step& step, F&& f) {
                  [&](const AdamWStep& a) {
                    for (int o : a.out) f(o);
                  },
+                 [&](const CollectiveStep& c) { f(c.out_storage); },
              },
              step);
 }

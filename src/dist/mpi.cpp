@@ -1,0 +1,204 @@
+#include "dist/mpi.h"
+
+#include "lazytrace/core/error.h"
+
+#if LAZYTRACE_HAVE_MPI
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "lazytrace/core/half.h"
+#include "lazytrace/dist/dist.h"
+#endif
+
+namespace lazytrace::dist {
+
+#if LAZYTRACE_HAVE_MPI
+namespace {
+
+void check(int rc, const char* op, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  fail(op, call, " failed: ", std::string(text, static_cast<size_t>(len)));
+}
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::float32:
+      return MPI_FLOAT;
+    case DType::float64:
+      return MPI_DOUBLE;
+    case DType::int32:
+      return MPI_INT32_T;
+    case DType::int64:
+      return MPI_INT64_T;
+    case DType::float16:
+    case DType::bfloat16:
+      return MPI_UINT16_T;  // moved as bits; reduced in float32 (below)
+    case DType::bool_:
+      return MPI_C_BOOL;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(runtime::ReduceOp op, DType d) {
+  if (d == DType::bool_) return op == runtime::ReduceOp::Min ? MPI_LAND : MPI_LOR;
+  switch (op) {
+    case runtime::ReduceOp::Sum:
+      return MPI_SUM;
+    case runtime::ReduceOp::Max:
+      return MPI_MAX;
+    case runtime::ReduceOp::Min:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+bool half(DType d) {
+  return d == DType::float16 || d == DType::bfloat16;
+}
+
+// 16-bit floats to and from float32, for the reductions MPI has no type for.
+std::vector<float> widen(const void* p, int64_t n, DType d) {
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    f[static_cast<size_t>(i)] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
+                                                    : float(static_cast<const BFloat16*>(p)[i]);
+  return f;
+}
+void narrow(const std::vector<float>& f, void* p, DType d) {
+  for (size_t i = 0; i < f.size(); ++i)
+    if (d == DType::float16)
+      static_cast<Half*>(p)[i] = Half(f[i]);
+    else
+      static_cast<BFloat16*>(p)[i] = BFloat16(f[i]);
+}
+
+int as_count(int64_t n, const char* op) {
+  if (n > INT32_MAX) fail(op, "moves ", n, " elements at once; MPI takes at most 2^31 - 1.");
+  return static_cast<int>(n);
+}
+
+class MpiWorld final : public runtime::Communicator {
+ public:
+  MpiWorld() {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      int provided = 0;
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "dist::init",
+            "MPI_Init_thread");
+      std::atexit([] {
+        int done = 0;
+        MPI_Finalized(&done);
+        if (!done) MPI_Finalize();
+      });
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string describe() const override {
+    return detail::cat("MPI rank ", rank_, " of ", size_);
+  }
+
+  void all_reduce(void* data, int64_t count, DType dtype, runtime::ReduceOp op) override {
+    if (half(dtype)) {
+      std::vector<float> f = widen(data, count, dtype);
+      all_reduce(f.data(), count, DType::float32, op);
+      return narrow(f, data, dtype);
+    }
+    MPI_Request req;
+    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_count(count, "all_reduce"), mpi_type(dtype),
+                         mpi_op(op, dtype), MPI_COMM_WORLD, &req),
+          "all_reduce", "MPI_Iallreduce");
+    wait(req, "all_reduce");
+  }
+
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                      runtime::ReduceOp op) override {
+    if (half(dtype)) {
+      std::vector<float> f = widen(in, count * size_, dtype), o(static_cast<size_t>(count));
+      reduce_scatter(f.data(), o.data(), count, DType::float32, op);
+      return narrow(o, out, dtype);
+    }
+    MPI_Request req;
+    check(MPI_Ireduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(dtype),
+                                    mpi_op(op, dtype), MPI_COMM_WORLD, &req),
+          "reduce_scatter", "MPI_Ireduce_scatter_block");
+    wait(req, "reduce_scatter");
+  }
+
+  void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
+    MPI_Request req;
+    const int n = as_count(count, "all_gather");
+    check(MPI_Iallgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), MPI_COMM_WORLD, &req),
+          "all_gather", "MPI_Iallgather");
+    wait(req, "all_gather");
+  }
+
+  void broadcast(void* data, int64_t count, DType dtype, int root) override {
+    MPI_Request req;
+    check(MPI_Ibcast(data, as_count(count, "broadcast"), mpi_type(dtype), root, MPI_COMM_WORLD,
+                     &req),
+          "broadcast", "MPI_Ibcast");
+    wait(req, "broadcast");
+  }
+
+  void barrier() override {
+    MPI_Request req;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "barrier", "MPI_Ibarrier");
+    wait(req, "barrier");
+  }
+
+ private:
+  // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds
+  // (a rank stopped, or the ranks issue different collectives).
+  void wait(MPI_Request& req, const char* op) {
+    const auto start = std::chrono::steady_clock::now();
+    const double limit = timeout();
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), op, "MPI_Test");
+      if (done) return;
+      if (polls > 1000) std::this_thread::yield();
+      if ((polls & 1023) == 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit)
+        fail(op, describe(), " waited ", limit,
+             " s for the other ranks (lt::dist::set_timeout, LAZYTRACE_DIST_TIMEOUT): a rank "
+             "stopped, or the ranks issue different collectives.");
+    }
+  }
+
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+bool mpi_built() {
+  return true;
+}
+
+std::shared_ptr<runtime::Communicator> make_mpi_world() {
+  return std::make_shared<MpiWorld>();
+}
+
+#else
+
+bool mpi_built() {
+  return false;
+}
+
+std::shared_ptr<runtime::Communicator> make_mpi_world() {
+  fail("dist::init", "lazytrace was built without MPI.");
+}
+
+#endif
+
+}  // namespace lazytrace::dist

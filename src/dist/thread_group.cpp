@@ -1,0 +1,161 @@
+#include "dist/thread_group.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "lazytrace/core/error.h"
+
+namespace lazytrace::dist {
+
+// What a rank published for the collective under way.
+struct Posted {
+  const char* op = nullptr;
+  const void* in = nullptr;
+  void* out = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::float32;
+  int root = 0;
+};
+
+struct GroupState {
+  int n = 0;
+  double timeout = 300;
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  uint64_t generation = 0;  // barriers passed
+  std::vector<Posted> posted;
+  std::string failure;  // set: the group was aborted
+};
+
+namespace {
+
+// The group's barrier: returns when all n ranks arrived, or throws when the group fails
+// or the timeout passes (which fails the group for the others too).
+void wait_all(GroupState& g, int rank, const char* op) {
+  std::unique_lock<std::mutex> lock(g.mu);
+  if (!g.failure.empty()) fail(op, g.failure);
+  const uint64_t gen = g.generation;
+  if (++g.arrived == g.n) {
+    g.arrived = 0;
+    ++g.generation;
+    g.cv.notify_all();
+    return;
+  }
+  const auto limit = std::chrono::duration<double>(g.timeout);
+  if (!g.cv.wait_for(lock, limit, [&] { return g.generation != gen || !g.failure.empty(); })) {
+    g.failure = detail::cat("thread rank ", rank, " of ", g.n, " waited ", g.timeout,
+                            " s for the others (lt::dist::set_timeout): a rank stopped, or the "
+                            "ranks issue different collectives.");
+    g.cv.notify_all();
+  }
+  if (g.generation == gen) fail(op, g.failure);
+}
+
+}  // namespace
+
+ThreadRank::ThreadRank(std::shared_ptr<GroupState> group, int rank)
+    : group_(std::move(group)), rank_(rank) {}
+
+int ThreadRank::size() const {
+  return group_->n;
+}
+
+std::string ThreadRank::describe() const {
+  return detail::cat("thread rank ", rank_, " of ", group_->n);
+}
+
+void ThreadRank::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(group_->mu);
+  if (group_->failure.empty()) group_->failure = why;
+  group_->cv.notify_all();
+}
+
+void ThreadRank::arrive(const char* op, const void* in, void* out, int64_t count, DType dtype,
+                        int root) {
+  group_->posted[static_cast<size_t>(rank_)] = {op, in, out, count, dtype, root};
+  wait_all(*group_, rank_, op);
+  for (int r = 0; r < group_->n; ++r) {
+    const Posted& p = group_->posted[static_cast<size_t>(r)];
+    const Posted& mine = group_->posted[static_cast<size_t>(rank_)];
+    if (std::strcmp(p.op, op) != 0 || p.count != count || p.dtype != dtype || p.root != root) {
+      const std::string why = detail::cat(
+          "the ranks issue different collectives: rank ", rank_, " calls ", op, " of ", count,
+          " ", dtype_name(dtype), " elements, rank ", r, " calls ", p.op, " of ", p.count, " ",
+          dtype_name(p.dtype), " elements", mine.root != p.root ? " (roots differ)" : "",
+          ". Every rank must issue the same collectives in the same order.");
+      depart(op);  // no rank reads the others' buffers: each sees the mismatch
+      fail(op, why);
+    }
+  }
+}
+
+void ThreadRank::depart(const char* op) {
+  wait_all(*group_, rank_, op);
+}
+
+void ThreadRank::all_reduce(void* data, int64_t count, DType dtype, runtime::ReduceOp op) {
+  arrive("all_reduce", data, data, count, dtype, 0);
+  // every rank reduces in rank order, so every rank gets the same bits
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  std::vector<char> acc(bytes);
+  std::memcpy(acc.data(), group_->posted[0].in, bytes);
+  for (int r = 1; r < group_->n; ++r)
+    runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype,
+                         op);
+  depart("all_reduce");
+  std::memcpy(data, acc.data(), bytes);
+}
+
+void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                runtime::ReduceOp op) {
+  arrive("reduce_scatter", in, out, count, dtype, 0);
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  const size_t at = static_cast<size_t>(rank_) * bytes;
+  std::vector<char> acc(bytes);  // `out` may overlap this rank's own input
+  std::memcpy(acc.data(), static_cast<const char*>(group_->posted[0].in) + at, bytes);
+  for (int r = 1; r < group_->n; ++r)
+    runtime::reduce_into(acc.data(),
+                         static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at,
+                         count, dtype, op);
+  depart("reduce_scatter");
+  std::memcpy(out, acc.data(), bytes);
+}
+
+void ThreadRank::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  arrive("all_gather", in, out, count, dtype, 0);
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  std::vector<char> all(bytes * static_cast<size_t>(group_->n));
+  for (int r = 0; r < group_->n; ++r)
+    std::memcpy(all.data() + static_cast<size_t>(r) * bytes,
+                group_->posted[static_cast<size_t>(r)].in, bytes);
+  depart("all_gather");
+  std::memcpy(out, all.data(), all.size());
+}
+
+void ThreadRank::broadcast(void* data, int64_t count, DType dtype, int root) {
+  arrive("broadcast", data, data, count, dtype, root);
+  if (rank_ != root)
+    std::memcpy(data, group_->posted[static_cast<size_t>(root)].in,
+                static_cast<size_t>(count) * itemsize(dtype));
+  depart("broadcast");
+}
+
+void ThreadRank::barrier() {
+  wait_all(*group_, rank_, "barrier");
+}
+
+std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n, double timeout_seconds) {
+  auto g = std::make_shared<GroupState>();
+  g->n = n;
+  g->timeout = timeout_seconds;
+  g->posted.resize(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<ThreadRank>> ranks;
+  for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<ThreadRank>(g, r));
+  return ranks;
+}
+
+}  // namespace lazytrace::dist

@@ -1,0 +1,135 @@
+#include "runtime/communicator.h"
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "lazytrace/core/error.h"
+#include "lazytrace/core/half.h"
+
+namespace lazytrace::runtime {
+namespace {
+
+thread_local Communicator* t_comm = nullptr;
+std::mutex g_process_mu;
+std::shared_ptr<Communicator> g_process_owner;
+std::atomic<Communicator*> g_process{nullptr};  // null: the single process
+
+template <typename T, typename C = T>
+void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(in);
+  for (int64_t i = 0; i < count; ++i) {
+    const C x = static_cast<C>(a[i]), y = static_cast<C>(b[i]);
+    // max and min propagate NaN, as torch.maximum does
+    C r = x;
+    switch (op) {
+      case ReduceOp::Sum:
+        r = x + y;
+        break;
+      case ReduceOp::Max:
+        r = (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x);
+        break;
+      case ReduceOp::Min:
+        r = (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x);
+        break;
+    }
+    a[i] = static_cast<T>(r);
+  }
+}
+
+}  // namespace
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
+  }
+  return "?";
+}
+
+void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::float32:
+      return reduce_typed<float>(acc, in, count, op);
+    case DType::float64:
+      return reduce_typed<double>(acc, in, count, op);
+    case DType::float16:
+      return reduce_typed<Half, float>(acc, in, count, op);
+    case DType::bfloat16:
+      return reduce_typed<BFloat16, float>(acc, in, count, op);
+    case DType::int32:
+      return reduce_typed<int32_t>(acc, in, count, op);
+    case DType::int64:
+      return reduce_typed<int64_t>(acc, in, count, op);
+    case DType::bool_: {  // sum and max: or; min: and
+      auto* a = static_cast<uint8_t*>(acc);
+      const auto* b = static_cast<const uint8_t*>(in);
+      for (int64_t i = 0; i < count; ++i)
+        a[i] = op == ReduceOp::Min ? (a[i] && b[i]) : (a[i] || b[i]);
+      return;
+    }
+  }
+}
+
+void Communicator::check_same_graph(uint64_t hash, std::string_view graph_name) {
+  if (size() == 1 || checked_.count(hash)) return;
+  std::vector<int64_t> all(static_cast<size_t>(size()));
+  const auto mine = static_cast<int64_t>(hash);
+  try {
+    all_gather(&mine, all.data(), 1, DType::int64);
+  } catch (const Error& e) {
+    fail("sync", "checking that every rank runs the graph ", std::hex, hash, std::dec, ": ",
+         e.what());
+  }
+  std::string differ;
+  for (int r = 0; r < size(); ++r)
+    if (all[static_cast<size_t>(r)] != all[0])
+      differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, " runs graph ", std::hex,
+                            static_cast<uint64_t>(all[static_cast<size_t>(r)]), std::dec);
+  if (!differ.empty())
+    fail("sync", "the ranks run different graphs with collectives: rank 0 runs graph ",
+         std::hex, static_cast<uint64_t>(all[0]), std::dec, ", ", differ, " (this is ",
+         describe(), graph_name.empty() ? "" : ", graph '", graph_name,
+         graph_name.empty() ? "" : "'",
+         "). Every rank must trace the same step, with the same shapes, and issue the same "
+         "collectives in the same order; lt::debug::to_text shows a graph.");
+  checked_.insert(hash);
+}
+
+void SingleProcess::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                                   ReduceOp) {
+  if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
+}
+
+void SingleProcess::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+  if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
+}
+
+Communicator& current_communicator() {
+  if (t_comm) return *t_comm;
+  if (Communicator* c = g_process.load(std::memory_order_acquire)) return *c;
+  static SingleProcess single;
+  return single;
+}
+
+void set_process_communicator(std::shared_ptr<Communicator> comm) {
+  std::lock_guard<std::mutex> lock(g_process_mu);
+  g_process.store(comm.get(), std::memory_order_release);
+  g_process_owner = std::move(comm);
+}
+
+CommunicatorScope::CommunicatorScope(Communicator* comm) : previous_(t_comm) {
+  t_comm = comm;
+}
+
+CommunicatorScope::~CommunicatorScope() {
+  t_comm = previous_;
+}
+
+}  // namespace lazytrace::runtime

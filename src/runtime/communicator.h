@@ -1,0 +1,94 @@
+#pragma once
+// The communicator: how the ranks of a data-parallel job exchange buffers. Collective ops
+// (ir ops all_reduce, reduce_scatter, all_gather, broadcast) run through the communicator
+// current on the thread that runs the graph; every rank issues the same collectives in the
+// same order. This layer holds the interface and the single process (size 1); dist/ holds
+// the others (threads as ranks, MPI).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "lazytrace/core/dtype.h"
+
+namespace lazytrace::runtime {
+
+enum class ReduceOp : uint8_t { Sum, Max, Min };
+
+/** "sum", "max", "min". */
+const char* reduce_op_name(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /** In place: `data` holds `count` elements on every rank; after, their reduction. */
+  virtual void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
+  /** `in`: size() blocks of `count` elements; `out`: block rank() of their reduction. */
+  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
+                              ReduceOp op) = 0;
+  /** `in`: `count` elements; `out`: size() blocks, block r from rank r. */
+  virtual void all_gather(const void* in, void* out, int64_t count, DType dtype) = 0;
+  /** In place: every rank's `data` becomes rank `root`'s. */
+  virtual void broadcast(void* data, int64_t count, DType dtype, int root) = 0;
+  virtual void barrier() = 0;
+  /** "single process", "thread rank 1 of 4", "MPI rank 0 of 2". */
+  virtual std::string describe() const = 0;
+  /**
+   * Ranks that share a process (threads as ranks) each need their own executables, since
+   * an executable runs one call at a time and a rank waits inside it for the others: the
+   * slot goes into the compile cache's key (never into a graph's hash).
+   */
+  virtual int cache_slot() const { return 0; }
+
+  /**
+   * Checks, the first time this rank runs the graph of hash `hash`, that every rank runs
+   * the same graph (an all_gather of the hashes); lt::Error naming the ranks that differ
+   * otherwise, on every rank, instead of a hang in mismatched collectives.
+   */
+  void check_same_graph(uint64_t hash, std::string_view graph_name);
+
+ private:
+  std::unordered_set<uint64_t> checked_;  // used by this rank's thread only
+};
+
+/** The single process: size 1, every collective an identity. */
+class SingleProcess final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void all_reduce(void*, int64_t, DType, ReduceOp) override {}
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override;
+  void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
+  void broadcast(void*, int64_t, DType, int) override {}
+  void barrier() override {}
+  std::string describe() const override { return "single process"; }
+};
+
+/**
+ * The communicator collectives run through on this thread: the thread's own (set by
+ * CommunicatorScope, e.g. a thread rank's), else the process's (set_process_communicator,
+ * e.g. MPI's), else the single process.
+ */
+Communicator& current_communicator();
+/** The process's communicator, for every thread without its own; null: the single process. */
+void set_process_communicator(std::shared_ptr<Communicator> comm);
+
+/** Sets this thread's communicator for its lifetime (not owned), restoring the previous. */
+class CommunicatorScope {
+ public:
+  explicit CommunicatorScope(Communicator* comm);
+  ~CommunicatorScope();
+  CommunicatorScope(const CommunicatorScope&) = delete;
+  CommunicatorScope& operator=(const CommunicatorScope&) = delete;
+
+ private:
+  Communicator* previous_;
+};
+
+/** Elementwise `acc[i] = op(acc[i], in[i])` over `count` elements of dtype. */
+void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
+
+}  // namespace lazytrace::runtime

@@ -1,0 +1,265 @@
+// Collectives with threads as ranks (lt::dist::run_threads), against plain loops over what
+// each rank holds; their gradients against the gradient of the sum of the ranks' losses,
+// worked out by hand; the errors that replace hangs.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include "expect_error.h"
+
+namespace {
+
+// Rank r's value at i: distinct across ranks, with fractions that make float sums round.
+float value(int r, int64_t i) {
+  return static_cast<float>(0.1 * (r + 1) + 0.37 * static_cast<double>(i) - 1.3 * r * (i % 3));
+}
+
+std::vector<float> values(int r, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = value(r, i);
+  return v;
+}
+
+// The reduction in rank order, in float, as the thread group computes it.
+std::vector<float> reduced(int ranks, int64_t n, const char* op) {
+  std::vector<float> acc = values(0, n);
+  for (int r = 1; r < ranks; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      float& a = acc[static_cast<size_t>(i)];
+      const float x = value(r, i);
+      if (std::string(op) == "max")
+        a = std::max(a, x);
+      else if (std::string(op) == "min")
+        a = std::min(a, x);
+      else
+        a += x;
+    }
+  return acc;
+}
+
+class Collectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(Collectives, AllReduceMatchesALoopOverRanks) {
+  const int n = GetParam();
+  lt::dist::run_threads(n, [&](int r) {
+    EXPECT_EQ(lt::dist::rank(), r);
+    EXPECT_EQ(lt::dist::world_size(), n);
+    lt::Tensor x = lt::tensor(values(r, 10), {2, 5});
+    for (const char* op : {"sum", "max", "min"}) {
+      EXPECT_EQ(lt::all_reduce(x, op).to_vector<float>(), reduced(n, 10, op)) << op;
+    }
+    std::vector<float> mean = reduced(n, 10, "sum");
+    for (float& m : mean) m *= static_cast<float>(1.0 / n);
+    EXPECT_EQ(lt::all_reduce(x, "mean").to_vector<float>(), mean);
+    std::vector<float> scaled = reduced(n, 10, "sum");
+    for (float& m : scaled) m *= 0.25f;
+    EXPECT_EQ(lt::all_reduce(x, "sum", 0.25).to_vector<float>(), scaled);
+    // integers, exactly
+    lt::Tensor k = lt::tensor(std::vector<int64_t>{r, 10 * r + 1, -r}, {3});
+    const int64_t s = n * (n - 1) / 2;
+    EXPECT_EQ(lt::all_reduce(k).to_vector<int64_t>(),
+              (std::vector<int64_t>{s, 10 * s + n, -s}));
+    EXPECT_EQ(lt::all_reduce(k, "max").to_vector<int64_t>(),
+              (std::vector<int64_t>{n - 1, 10 * (n - 1) + 1, 0}));
+  });
+}
+
+TEST_P(Collectives, ReduceScatterAllGatherBroadcastMatchLoops) {
+  const int n = GetParam();
+  lt::dist::run_threads(n, [&](int r) {
+    const int64_t block = 3, cols = 2;
+    lt::Tensor x = lt::tensor(values(r, n * block * cols), {n * block, cols});
+    const std::vector<float> all = reduced(n, n * block * cols, "sum");
+    const std::vector<float> mine(all.begin() + r * block * cols,
+                                  all.begin() + (r + 1) * block * cols);
+    lt::Tensor rs = lt::reduce_scatter(x);
+    EXPECT_EQ(rs.shape(), (lt::Shape{block, cols}));
+    EXPECT_EQ(rs.to_vector<float>(), mine);
+
+    lt::Tensor y = lt::tensor(values(r, 4), {2, 2});
+    lt::Tensor g = lt::all_gather(y);
+    EXPECT_EQ(g.shape(), (lt::Shape{2 * n, 2}));
+    std::vector<float> want;
+    for (int q = 0; q < n; ++q) {
+      const std::vector<float> v = values(q, 4);
+      want.insert(want.end(), v.begin(), v.end());
+    }
+    EXPECT_EQ(g.to_vector<float>(), want);
+
+    const int root = n - 1;
+    lt::Tensor d = lt::tensor(std::vector<double>{1.5 * r, -2.0 * r}, {2});
+    EXPECT_EQ(lt::broadcast(d, root).to_vector<double>(),
+              (std::vector<double>{1.5 * root, -2.0 * root}));
+    lt::dist::barrier();
+  });
+}
+
+// Gradients of L = sum over ranks q of sum(w_q * op(x_q)), where w_q differs per rank.
+TEST_P(Collectives, GradientsAreThoseOfTheSumOfTheRanksLosses) {
+  const int n = GetParam();
+  lt::dist::run_threads(n, [&](int r) {
+    const int64_t len = 2 * n;
+    auto w_of = [&](int q, int64_t m) {
+      std::vector<float> w(static_cast<size_t>(m));
+      for (int64_t i = 0; i < m; ++i) w[static_cast<size_t>(i)] = float(q + 1) + 0.5f * float(i);
+      return w;
+    };
+    // all_reduce(sum, scale 0.5): dL/dx_r = 0.5 * sum_q w_q
+    lt::Tensor x = lt::tensor(values(r, len), {len}).requires_grad_();
+    lt::sum(lt::tensor(w_of(r, len), {len}) * lt::all_reduce(x, "sum", 0.5)).backward();
+    std::vector<float> want(static_cast<size_t>(len), 0.f);
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = 0; i < len; ++i) want[static_cast<size_t>(i)] += w_of(q, len)[size_t(i)];
+    for (float& v : want) v *= 0.5f;
+    EXPECT_EQ(x.grad().to_vector<float>(), want);
+
+    // all_gather: dL/dx_r = sum_q (block r of w_q), w_q of the gathered length
+    lt::Tensor a = lt::tensor(values(r, 2), {2}).requires_grad_();
+    lt::sum(lt::tensor(w_of(r, 2 * n), {2 * n}) * lt::all_gather(a)).backward();
+    std::vector<float> ga(2, 0.f);
+    for (int q = 0; q < n; ++q)
+      for (int i = 0; i < 2; ++i) ga[size_t(i)] += w_of(q, 2 * n)[size_t(2 * r + i)];
+    EXPECT_EQ(a.grad().to_vector<float>(), ga);
+
+    // reduce_scatter(mean): dL/dx_r, block q = w_q / n
+    lt::Tensor b = lt::tensor(values(r, len), {len}).requires_grad_();
+    lt::sum(lt::tensor(w_of(r, 2), {2}) * lt::reduce_scatter(b, "mean")).backward();
+    std::vector<float> gb;
+    for (int q = 0; q < n; ++q)
+      for (float w : w_of(q, 2)) gb.push_back(w * static_cast<float>(1.0 / n));
+    EXPECT_EQ(b.grad().to_vector<float>(), gb);
+
+    // all_reduce(max): the gradient goes to the ranks holding the maximum, split among ties
+    std::vector<float> cv = {float(r), 7.f};  // element 0: rank n-1 alone; element 1: all tie
+    lt::Tensor c = lt::tensor(cv, {2}).requires_grad_();
+    lt::sum(lt::tensor(w_of(r, 2), {2}) * lt::all_reduce(c, "max")).backward();
+    float wsum0 = 0, wsum1 = 0;
+    for (int q = 0; q < n; ++q) {
+      wsum0 += w_of(q, 2)[0];
+      wsum1 += w_of(q, 2)[1];
+    }
+    const std::vector<float> gc = c.grad().to_vector<float>();
+    EXPECT_EQ(gc[0], r == n - 1 ? wsum0 : 0.f);
+    EXPECT_FLOAT_EQ(gc[1], wsum1 / static_cast<float>(n));
+  });
+}
+
+// A compiled step and a scan with collectives inside: one graph per rank, the right values.
+TEST_P(Collectives, RunInsideCompileAndScan) {
+  const int n = GetParam();
+  const std::string name = "collective_step" + std::to_string(n);
+  lt::dist::run_threads(n, [&](int r) {
+    auto step = lt::compile([](const lt::Tensor& x) { return lt::all_reduce(x * 2.f, "mean"); },
+                            {.name = name});
+    for (int it = 0; it < 3; ++it) {
+      lt::Tensor x = lt::full({4}, static_cast<float>(r + it));
+      // mean over ranks of 2 (r + it) = 2 it + (n - 1)
+      const float want = 2.f * static_cast<float>(it) + static_cast<float>(n - 1);
+      for (float v : step(x).to_vector<float>()) EXPECT_FLOAT_EQ(v, want);
+    }
+    // scan: carry += all_reduce(x_i) per iteration
+    lt::Tensor xs = lt::tensor(values(r, 6), {3, 2});
+    auto [final, ys] = lt::scan(
+        [](const lt::Tensor& c, const lt::Tensor& x) {
+          lt::Tensor s = c + lt::all_reduce(x);
+          return std::pair{s, s};
+        },
+        lt::zeros({2}), xs);
+    const std::vector<float> all = reduced(n, 6, "sum");
+    std::vector<float> want = {0.f, 0.f};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) want[size_t(j)] += all[size_t(2 * i + j)];
+    const std::vector<float> got = final.to_vector<float>();
+    for (int j = 0; j < 2; ++j) EXPECT_FLOAT_EQ(got[size_t(j)], want[size_t(j)]);
+    EXPECT_EQ(ys.shape(), (lt::Shape{3, 2}));
+  });
+  // each rank compiled the step once (its own executable), and reused it
+  EXPECT_EQ(lt::metrics::counter("CompileCount[" + name + "]"), n);
+  EXPECT_EQ(lt::metrics::counter("ExecuteCount[" + name + "]"), 3 * n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4));
+
+TEST(Dist, SingleProcessCollectivesAreIdentities) {
+  EXPECT_EQ(lt::dist::world_size(), 1);
+  EXPECT_EQ(lt::dist::rank(), 0);
+  lt::Tensor x = lt::tensor(values(0, 6), {3, 2});
+  EXPECT_EQ(lt::all_reduce(x).to_vector<float>(), values(0, 6));
+  EXPECT_EQ(lt::all_gather(x).to_vector<float>(), values(0, 6));
+  EXPECT_EQ(lt::reduce_scatter(x).to_vector<float>(), values(0, 6));
+  EXPECT_EQ(lt::broadcast(x).to_vector<float>(), values(0, 6));
+}
+
+TEST(Dist, RanksThatTraceDifferentGraphsFailClearly) {
+  expect_error(
+      [] {
+        lt::dist::run_threads(2, [](int r) {
+          lt::Tensor x = lt::ones({4});
+          if (r == 1) x = x * 3.f;  // a different graph around the same collective
+          lt::all_reduce(x).to_vector<float>();
+        });
+      },
+      {"[sync] the ranks run different graphs", "rank 1 runs graph"});
+}
+
+TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
+  lt::dist::set_timeout(0.5);
+  expect_error(
+      [] {
+        lt::dist::run_threads(2, [](int r) {
+          if (r == 0) lt::all_reduce(lt::ones({4})).to_vector<float>();
+        });
+      },
+      {"[sync]", "checking that every rank runs the graph", "waited 0.5 s"});
+  lt::dist::set_timeout(300);
+}
+
+TEST(Dist, ARankThatThrowsFailsTheOthers) {
+  expect_error(
+      [] {
+        lt::dist::run_threads(3, [](int r) {
+          if (r == 2) lt::fail("test", "rank 2 gives up");
+          lt::all_reduce(lt::ones({4})).to_vector<float>();
+        });
+      },
+      {"rank 2 gives up"});
+}
+
+TEST(Dist, MistakesAreErrors) {
+  lt::dist::run_threads(2, [](int) {
+    expect_error([] { lt::reduce_scatter(lt::ones({3, 2})); },
+                 {"[reduce_scatter]", "dim 0 of shape [3, 2]", "2 ranks"});
+    expect_error([] { lt::all_gather(lt::ones({})); }, {"[all_gather]", "0-d"});
+    expect_error([] { lt::all_reduce(lt::ones({2}), "prod"); },
+                 {"[all_reduce]", "unknown reduction 'prod'"});
+    expect_error([] { lt::all_reduce(lt::arange(4), "mean"); },
+                 {"[all_reduce]", "'mean' needs a floating tensor", "i64[4]"});
+    expect_error([] { lt::all_reduce(lt::arange(4), "sum", 0.5); },
+                 {"[all_reduce]", "scale", "floating"});
+    expect_error([] { lt::broadcast(lt::ones({2}), 2); }, {"[broadcast]", "root 2", "2 ("});
+    lt::Tensor w = lt::ones({2}).requires_grad_();
+    expect_error([&] { lt::broadcast(w); }, {"[broadcast]", "not differentiable"});
+    expect_error([&] { lt::reduce_scatter(w, "max"); },
+                 {"[reduce_scatter]", "'max' is not differentiable"});
+    expect_error([] { lt::dist::shard(5); }, {"[dist::shard]", "5 examples", "2 ranks"});
+  });
+  expect_error([] { lt::dist::run_threads(0, [](int) {}); }, {"[dist::run_threads]"});
+  expect_error([] { lt::dist::set_timeout(0); }, {"[dist::set_timeout]"});
+}
+
+TEST(Dist, ShardSplitsTheGlobalBatch) {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> got(4);
+  lt::dist::run_threads(4, [&](int r) {
+    auto s = lt::dist::shard(12);
+    std::lock_guard<std::mutex> lock(mu);
+    got[size_t(r)] = s;
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(got[size_t(r)], (std::pair<int64_t, int64_t>{3 * r, 3 * r + 3}));
+}
+
+}  // namespace
