@@ -10,6 +10,7 @@
 #include "lazytrace/core/dtype.h"
 #include "lazytrace/core/error.h"
 #include "lazytrace/core/shape.h"
+#include "lazytrace/dist/data_parallel.h"
 #include "lazytrace/dist/dist.h"
 #include "lazytrace/metrics/metrics.h"
 #include "lazytrace/nn/decoder.h"

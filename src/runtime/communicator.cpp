@@ -77,28 +77,27 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
   }
 }
 
-void Communicator::check_same_graph(uint64_t hash, std::string_view graph_name) {
+void Communicator::check_same_collectives(uint64_t hash, std::string_view graph_name) {
   if (size() == 1 || checked_.count(hash)) return;
   std::vector<int64_t> all(static_cast<size_t>(size()));
   const auto mine = static_cast<int64_t>(hash);
   try {
     all_gather(&mine, all.data(), 1, DType::int64);
   } catch (const Error& e) {
-    fail("sync", "checking that every rank runs the graph ", std::hex, hash, std::dec, ": ",
-         e.what());
+    fail("sync", "checking that every rank's graph issues the same collectives: ", e.what());
   }
   std::string differ;
   for (int r = 0; r < size(); ++r)
     if (all[static_cast<size_t>(r)] != all[0])
-      differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, " runs graph ", std::hex,
+      differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, "'s ", std::hex,
                             static_cast<uint64_t>(all[static_cast<size_t>(r)]), std::dec);
   if (!differ.empty())
-    fail("sync", "the ranks run different graphs with collectives: rank 0 runs graph ",
-         std::hex, static_cast<uint64_t>(all[0]), std::dec, ", ", differ, " (this is ",
+    fail("sync", "the ranks' graphs issue different collectives (signatures: rank 0's ",
+         std::hex, static_cast<uint64_t>(all[0]), std::dec, ", ", differ, "; this is ",
          describe(), graph_name.empty() ? "" : ", graph '", graph_name,
          graph_name.empty() ? "" : "'",
-         "). Every rank must trace the same step, with the same shapes, and issue the same "
-         "collectives in the same order; lt::debug::to_text shows a graph.");
+         "). Every rank must issue the same collectives, on the same shapes and dtypes, in "
+         "the same order; lt::debug::to_text shows a graph.");
   checked_.insert(hash);
 }
 

@@ -44,11 +44,13 @@ class Communicator {
   virtual int cache_slot() const { return 0; }
 
   /**
-   * Checks, the first time this rank runs the graph of hash `hash`, that every rank runs
-   * the same graph (an all_gather of the hashes); lt::Error naming the ranks that differ
-   * otherwise, on every rank, instead of a hang in mismatched collectives.
+   * Checks, the first time this rank runs a graph whose collectives have signature
+   * `collectives` (Executable::collectives), that every rank's graph issues the same ones
+   * (an all_gather of the signatures); lt::Error naming the ranks that differ otherwise, on
+   * every rank, instead of a hang or garbage in mismatched collectives. The rest of the
+   * graphs may differ (e.g. each rank slicing its part of a batch).
    */
-  void check_same_graph(uint64_t hash, std::string_view graph_name);
+  void check_same_collectives(uint64_t collectives, std::string_view graph_name);
 
  private:
   std::unordered_set<uint64_t> checked_;  // used by this rank's thread only

@@ -33,8 +33,10 @@ class Executable {
   virtual std::string describe() const = 0;
   /** Bytes of scratch memory the executable keeps between runs. */
   virtual int64_t arena_bytes() const = 0;
-  /** Whether a run issues collectives (runtime/communicator.h), itself or in a body. */
-  virtual bool runs_collectives() const { return false; }
+  /** The collectives a run issues (runtime/communicator.h), itself or in its bodies, as a
+   * hash of their order, kinds, sizes and attributes (what every rank must agree on); 0:
+   * none. */
+  virtual uint64_t collectives() const { return 0; }
 };
 
 class Device {

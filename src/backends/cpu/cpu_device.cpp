@@ -142,7 +142,7 @@ class CpuExecutable : public runtime::Executable {
     }
   }
   int64_t arena_bytes() const override { return prog_.arena_bytes; }
-  bool runs_collectives() const override { return prog_.collectives; }
+  uint64_t collectives() const override { return prog_.collectives; }
 
  private:
   Program prog_;

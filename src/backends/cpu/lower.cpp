@@ -243,7 +243,10 @@ class Lowering {
       cs.ranks = n.attrs[2];
       cs.root = static_cast<int>(n.attrs[3]);
       cs.out_storage = new_storage(n.shape, n.dtype);
-      p_.collectives = true;
+      uint64_t h = hash_combine(static_cast<uint64_t>(n.op), n.attrs.hash());
+      h = hash_combine(h, static_cast<uint64_t>(cs.in.shape.numel()));
+      h = hash_combine(h, static_cast<uint64_t>(n.dtype));
+      add_collectives(h);
       p_.steps.emplace_back(std::move(cs));
       set_storage_value(i, std::get<CollectiveStep>(p_.steps.back()).out_storage);
       return;
@@ -563,7 +566,7 @@ class Lowering {
     const GNode& n = g_.nodes[i];
     const ir::Body& body = n.body();
     std::shared_ptr<const Program> prog = body_program(body, passes_);
-    p_.collectives = p_.collectives || prog->collectives;
+    if (prog->collectives) add_collectives(prog->collectives);
     const int nin = body.num_inputs;
     const int nd = static_cast<int>(body.graph.param_nodes.size());
     CallStep cs;
@@ -633,6 +636,9 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
+  // Appends collectives a run issues, in order, to the program's signature.
+  void add_collectives(uint64_t h) { p_.collectives = hash_combine(p_.collectives ? p_.collectives : 0x636f6c6c, h); }
+
   // A contiguous memory view of node `in` (copied if it is strided or a scalar).
   View use_contiguous(int in) {
     View v = use_memory_view(in);
@@ -654,7 +660,9 @@ class Lowering {
     ls.reverse = loop.reverse;
     ls.body = body_program(*loop.body, passes_);
     if (loop.cond) ls.cond = body_program(*loop.cond, passes_);
-    p_.collectives = p_.collectives || ls.body->collectives || (ls.cond && ls.cond->collectives);
+    if (ls.body->collectives || (ls.cond && ls.cond->collectives))
+      add_collectives(hash_combine(hash_combine(ls.body->collectives, ls.cond ? ls.cond->collectives : 0),
+                                   static_cast<uint64_t>(ls.length)));
     const int nin = loop.body->num_inputs;
     for (int k = 0; k < nin; ++k) {
       LoopStep::Input in;

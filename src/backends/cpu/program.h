@@ -212,8 +212,9 @@ struct Program {
   // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
   // runs them before its first iteration only; a call runs every step.
   int invariant_steps = 0;
-  // It runs collectives (itself, or in a body it calls): a run needs the communicator.
-  bool collectives = false;
+  // The collectives a run issues, in order (itself, and in the bodies it calls or loops
+  // over), as a hash of their kinds, sizes and attributes; 0: none. Ranks compare it.
+  uint64_t collectives = 0;
   // The passes it was compiled with; the backend's own (read_ahead, evict_slices) read them.
   runtime::PassSet passes;
 };

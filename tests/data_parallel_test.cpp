@@ -1,0 +1,211 @@
+// Data-parallel training of the tiny decoder with threads as ranks, against one process
+// that accumulates the gradients of the same examples (bit for bit at 2 ranks) and one
+// process on the whole global batch at once (within 1e-5).
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+
+#include <map>
+#include <mutex>
+
+#include "expect_error.h"
+#include "tiny_decoder.h"
+
+namespace {
+
+using lt::Tensor;
+
+constexpr int64_t kSeq = 3, kSteps = 4;
+
+// The global batch of step s: 8 sequences of next-token pairs.
+std::pair<Tensor, Tensor> global_batch(int s) {
+  std::vector<int64_t> x, y;
+  for (int64_t b = 0; b < 8; ++b)
+    for (int64_t t = 0; t < kSeq; ++t) {
+      x.push_back((5 * b + 3 * t + 7 * s) % 16);
+      y.push_back((5 * b + 3 * t + 7 * s + 1 + b % 3) % 16);
+    }
+  return {lt::tensor(x, {8, kSeq}), lt::tensor(y, {8, kSeq})};
+}
+
+std::pair<Tensor, Tensor> rows(const std::pair<Tensor, Tensor>& batch, int64_t begin,
+                               int64_t end) {
+  return {lt::slice(batch.first, 0, begin, end), lt::slice(batch.second, 0, begin, end)};
+}
+
+struct Trained {
+  std::vector<float> losses;
+  std::map<std::string, std::vector<float>> weights;
+};
+
+// A model with the same initial weights on every call (made once, on this thread).
+std::shared_ptr<lt::nn::DecoderLM> fresh_model() {
+  static const std::map<std::string, std::vector<float>> init = [] {
+    lt::manual_seed(5);
+    lt::nn::DecoderLM m(tiny_decoder_config());
+    std::map<std::string, std::vector<float>> w;
+    for (const auto& [name, t] : m.named_parameters()) w[name] = t.to_vector<float>();
+    return w;
+  }();
+  auto m = std::make_shared<lt::nn::DecoderLM>(tiny_decoder_config());
+  lt::NoGradGuard no_grad;
+  for (const auto& [name, t] : m->named_parameters()) {
+    Tensor dst = t;
+    dst.copy_(lt::tensor(init.at(name), t.shape()));
+  }
+  return m;
+}
+
+Trained weights_of(const lt::nn::Module& m, std::vector<float> losses) {
+  Trained out{std::move(losses), {}};
+  for (const auto& [name, t] : m.named_parameters()) out.weights[name] = t.to_vector<float>();
+  return out;
+}
+
+// One process: each step's gradient summed over `micro` slices of the batch, then scaled.
+Trained accumulated(int micro) {
+  auto model = fresh_model();
+  lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+  std::vector<float> losses;
+  for (int s = 0; s < kSteps; ++s) {
+    const auto batch = global_batch(s);
+    const int64_t per = 8 / micro;
+    float loss = 0;
+    for (int m = 0; m < micro; ++m) {
+      auto [x, y] = rows(batch, m * per, (m + 1) * per);
+      Tensor l = lt::nn::cross_entropy((*model)(x), y);
+      l.backward();
+      loss += l.item<float>();
+    }
+    for (Tensor& p : model->parameters()) p.set_grad(p.grad() * static_cast<float>(1.0 / micro));
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    losses.push_back(loss * static_cast<float>(1.0 / micro));
+  }
+  return weights_of(*model, losses);
+}
+
+// n thread ranks, each on its shard of the global batch; rank 0's result.
+Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions options = {}) {
+  Trained out;
+  std::mutex mu;
+  lt::dist::run_threads(n, [&](int r) {
+    auto model = fresh_model();
+    lt::dist::DataParallel dp(*model, options);
+    lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+    auto train_step = [&](const Tensor& x, const Tensor& y) {
+      Tensor loss = lt::nn::cross_entropy((*model)(x), y);
+      loss.backward();
+      dp.all_reduce_gradients();
+      opt.step();
+      opt.zero_grad();
+      return dp.average(loss);
+    };
+    auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n)});
+    std::vector<float> losses;
+    for (int s = 0; s < kSteps; ++s) {
+      auto [begin, end] = lt::dist::shard(8);
+      auto [x, y] = rows(global_batch(s), begin, end);
+      Tensor loss;
+      if (compiled) {
+        loss = step(x, y);
+      } else {
+        loss = train_step(x, y);
+        lt::sync();
+      }
+      losses.push_back(loss.item<float>());
+    }
+    Trained mine = weights_of(*model, losses);
+    if (r == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      out = std::move(mine);
+    }
+  });
+  return out;
+}
+
+void expect_equal(const Trained& a, const Trained& b) {
+  EXPECT_EQ(a.losses, b.losses);
+  for (const auto& [name, w] : a.weights) EXPECT_EQ(w, b.weights.at(name)) << name;
+}
+
+void expect_near(const Trained& a, const Trained& b, double rel) {
+  for (size_t i = 0; i < a.losses.size(); ++i)
+    EXPECT_NEAR(a.losses[i], b.losses[i], rel * std::abs(b.losses[i])) << "step " << i;
+  for (const auto& [name, w] : a.weights) {
+    const std::vector<float>& v = b.weights.at(name);
+    for (size_t i = 0; i < w.size(); ++i)
+      EXPECT_NEAR(w[i], v[i], rel * std::max(1.f, std::abs(v[i]))) << name << "[" << i << "]";
+  }
+}
+
+TEST(DataParallel, TwoRanksEqualGradientAccumulationBitForBit) {
+  const Trained reference = accumulated(2);
+  expect_equal(data_parallel(2, false), reference);
+  EXPECT_LT(reference.losses.back(), reference.losses.front());
+}
+
+TEST(DataParallel, CompiledStepIsOneGraphAndTrainsLikeAccumulation) {
+  const Trained dp = data_parallel(2, true);
+  expect_near(dp, accumulated(2), 1e-5);
+  EXPECT_EQ(lt::metrics::counter("CompileCount[dp_step2]"), 2);  // once per rank
+  EXPECT_EQ(lt::metrics::counter("ExecuteCount[dp_step2]"), 2 * kSteps);
+}
+
+TEST(DataParallel, FourRanksEqualOneProcessOnTheWholeBatch) {
+  const Trained dp = data_parallel(4, false);
+  expect_near(dp, accumulated(1), 1e-5);
+  expect_near(dp, accumulated(4), 1e-5);
+}
+
+TEST(DataParallel, SmallBucketsGiveTheSameResult) {
+  const Trained one_bucket = data_parallel(2, false);
+  lt::dist::DataParallelOptions small;
+  small.bucket_bytes = 256;
+  expect_equal(data_parallel(2, false, small), one_bucket);
+}
+
+TEST(DataParallel, BucketsFollowReverseParameterOrderUpToTheirSize) {
+  lt::dist::run_threads(2, [](int) {
+    auto model = fresh_model();
+    lt::dist::DataParallel dp(*model, {.bucket_bytes = 1024});
+    auto [x, y] = rows(global_batch(0), 0, 4);
+    lt::nn::cross_entropy((*model)(x), y).backward();
+    dp.all_reduce_gradients();
+    const lt::nn::ParamMap params = model->named_parameters();
+    std::vector<std::string> names = params.keys(), seen;
+    std::map<std::string, int64_t> bytes;
+    for (const auto& [name, t] : params) bytes[name] = t.numel() * 4;
+    for (const auto& bucket : dp.buckets()) {
+      int64_t total = 0;
+      for (const std::string& n : bucket) total += bytes[n];
+      EXPECT_TRUE(bucket.size() == 1 || total <= 1024) << total;
+      seen.insert(seen.end(), bucket.begin(), bucket.end());
+    }
+    std::reverse(names.begin(), names.end());
+    EXPECT_EQ(seen, names);
+    EXPECT_GT(dp.buckets().size(), 1u);
+  });
+}
+
+TEST(DataParallel, RankZerosWeightsReachEveryRank) {
+  lt::dist::run_threads(3, [](int r) {
+    lt::nn::Linear layer(4, 2);
+    {
+      lt::NoGradGuard no_grad;
+      Tensor w = layer.weight;
+      w.copy_(lt::full({2, 4}, static_cast<float>(r + 1)));
+    }
+    lt::dist::DataParallel dp(layer);
+    for (float v : layer.weight.to_vector<float>()) EXPECT_EQ(v, 1.f);
+  });
+  expect_error(
+      [] {
+        lt::nn::Linear layer(4, 2);
+        lt::dist::DataParallel dp(layer, {.bucket_bytes = 0});
+      },
+      {"[DataParallel]", "bucket_bytes"});
+}
+
+}  // namespace
