@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test fuzz-long demo bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
+.PHONY: all deps configure build test fuzz-long demo demo-dist bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
 
 all: build
 
@@ -50,6 +50,18 @@ demo: build
 	@echo "== the table: $(DEMO_DIR)/compare.md (and compare.json); the chart: $(DEMO_DIR)/compare.png"
 	@echo "== the spec's examples, in Python (examples/python/spec_examples.py)"
 	@PYTHONPATH=$(BUILD)/python $(VENV)/bin/python examples/python/spec_examples.py
+
+# Data parallel over MPI: the same training on 2 ranks of one thread each (`mpirun -np 2`),
+# rank 0 printing and saving; then a sample from its weights. As root, Open MPI needs its two
+# allow-run-as-root variables: set for this command only.
+MPI_AS_ROOT = $(if $(filter 0,$(shell id -u)),OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+demo-dist: build
+	@mkdir -p $(DEMO_DIR)
+	@$(MPI_AS_ROOT) mpirun -np 2 --oversubscribe -x LAZYTRACE_NUM_THREADS=1 \
+	  $(BUILD)/apps/lazytrace train --steps 60 --layers 4 --batch 8 --seq 64 --log-every 10 \
+	  --out $(DEMO_DIR)/dist-model.safetensors
+	@echo "== sampling from $(DEMO_DIR)/dist-model.safetensors"
+	@$(BUILD)/apps/lazytrace generate --weights $(DEMO_DIR)/dist-model.safetensors --prompt "This License " --max-tokens 48
 
 bench:
 	@scripts/install-deps.sh --bench

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 namespace cli {
 
@@ -100,14 +101,22 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   if (!o.init.empty()) nn::load_per_layer_parameters(*r.model, nn::load_file(o.init));
   r.model->layers_mode = layers_mode(o.mode);
   r.model->scan_options = {.is_layer_pure = true, .remat = o.remat};
+  r.ranks = lt::dist::world_size();
+  if (o.batch % r.ranks != 0)
+    throw UsageError(cat("--batch (the global batch, ", std::to_string(o.batch),
+                         " sequences) must be a multiple of the ", std::to_string(r.ranks),
+                         " ranks"));
+  std::optional<lt::dist::DataParallel> dp;  // rank 0's initial weights on every rank
+  if (r.ranks > 1) dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes});
   lt::optim::AdamW opt(r.model->parameters(), {.lr = o.lr});
   lt::sync();
-  std::mt19937_64 rng(o.seed + 1);
+  std::mt19937_64 rng(o.seed + 1);  // the same on every rank: one global batch
   const int64_t b = o.batch, t = o.seq;
+  const auto [row0, row1] = lt::dist::shard(b);
   std::vector<int64_t> tokens(static_cast<size_t>(b * (t + 1)));
   lt::metrics::reset_peak_memory();
   const int64_t start = lt::metrics::now_ns();
-  int64_t steady_wall = 0, steady_trace = 0;
+  int64_t steady_wall = 0, steady_trace = 0, steady_collective = 0, steady_bytes = 0;
   const int64_t compile0 = lt::metrics::timer_ns("CompileTime");
   for (int64_t step = 1; step <= o.steps; ++step) {
     for (int64_t i = 0; i < b; ++i) {
@@ -116,10 +125,17 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
         tokens[static_cast<size_t>(i * (t + 1) + j)] = static_cast<unsigned char>(text[at + j]);
     }
     const int64_t w0 = lt::metrics::now_ns(), t0 = lt::metrics::timer_ns("TraceTime");
-    lt::Tensor data = lt::tensor(tokens, {b, t + 1});
+    const int64_t c0 = lt::metrics::timer_ns("CollectiveTime");
+    const int64_t bytes0 = lt::metrics::counter("CollectiveBytes");
+    const std::vector<int64_t> mine(tokens.begin() + row0 * (t + 1), tokens.begin() + row1 * (t + 1));
+    lt::Tensor data = lt::tensor(mine, {row1 - row0, t + 1});
     lt::Tensor loss =
         nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));
     loss.backward();
+    if (dp) {
+      dp->all_reduce_gradients();
+      loss = dp->average(loss);
+    }
     opt.step();
     opt.zero_grad();
     lt::sync();
@@ -130,6 +146,8 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     } else {
       steady_wall += w1 - w0;
       steady_trace += lt::metrics::timer_ns("TraceTime") - t0;
+      steady_collective += lt::metrics::timer_ns("CollectiveTime") - c0;
+      steady_bytes += lt::metrics::counter("CollectiveBytes") - bytes0;
     }
     r.losses.push_back(l);
     if (on_step) on_step(step, l, static_cast<double>(w1 - start) / 1e9);
@@ -137,6 +155,8 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   const double steady = static_cast<double>(std::max<int64_t>(o.steps - 1, 1));
   r.step_ms = o.steps > 1 ? static_cast<double>(steady_wall) / 1e6 / steady : r.first_step_ms;
   r.trace_ms_per_step = static_cast<double>(steady_trace) / 1e6 / steady;
+  r.collective_ms_per_step = static_cast<double>(steady_collective) / 1e6 / steady;
+  r.collective_mb_per_step = static_cast<double>(steady_bytes) / 1e6 / steady;
   r.compile_ms = static_cast<double>(lt::metrics::timer_ns("CompileTime") - compile0) / 1e6;
   r.peak_mb = static_cast<double>(lt::metrics::peak_memory_bytes()) / 1e6;
   r.tokens_per_s = static_cast<double>(b * t) / (r.step_ms / 1e3);
@@ -147,7 +167,8 @@ Progress::Progress(int64_t total, int64_t tokens_per_step, int64_t every)
     : total_(total),
       tokens_(tokens_per_step),
       every_(std::max<int64_t>(every, 1)),
-      tty_(isatty(fileno(stdout)) != 0) {}
+      // (mpirun hands its ranks a terminal even when its own output is a pipe: plain lines)
+      tty_(isatty(fileno(stdout)) != 0 && !lt::dist::launched_by_mpi()) {}
 
 void Progress::update(int64_t step, float loss, double seconds) {
   const double rate = static_cast<double>(step * tokens_) / std::max(seconds, 1e-9);

@@ -41,6 +41,9 @@ struct RunOptions {
   double lr = 3e-3;
   uint64_t seed = 0;
   std::string init;  // weights to start from
+  // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of
+  // which each rank runs its slice; gradients are all-reduced in buckets of this size.
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 
 struct RunResult {
@@ -50,14 +53,19 @@ struct RunResult {
   double step_ms = 0;            // steady steps, wall
   double first_step_ms = 0;
   double peak_mb = 0;
-  double tokens_per_s = 0;
+  double tokens_per_s = 0;        // the global batch's, over every rank
+  int ranks = 1;
+  double collective_ms_per_step = 0;  // steady steps: inside all-reduces (waits included)
+  double collective_mb_per_step = 0;  // bytes each rank all-reduces per step
   std::shared_ptr<lt::nn::DecoderLM> model;
 };
 
 /** Called after each step with its 1-based number, the loss and the seconds so far. */
 using StepFn = std::function<void(int64_t step, float loss, double seconds)>;
 
-/** Trains the decoder with AdamW on random windows of `text`, measuring as it goes. */
+/** Trains the decoder with AdamW on random windows of `text`, measuring as it goes; data
+ * parallel over the ranks of lt::dist when there are several (each draws the same global
+ * batch and runs its rows). */
 RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step);
 
 /** A progress line: a bar with step, loss, tokens/s and ETA on a terminal, plain lines

@@ -27,13 +27,22 @@ RunOptions run_options(const Flags& f) {
 int train(int argc, char** argv) {
   Flags f("train",
           "Trains a byte-level decoder (DecoderLM) on a text file with AdamW and saves its\n"
-          "weights as safetensors (the model's shape goes into the file's metadata).");
+          "weights as safetensors (the model's shape goes into the file's metadata).\n\n"
+          "Data parallel over MPI: `mpirun -np N lazytrace train ...` runs N ranks, each on\n"
+          "its slice of the global --batch, gradients all-reduced every step (add\n"
+          "--oversubscribe for more ranks than cores; LAZYTRACE_NUM_THREADS=1 gives each\n"
+          "rank one thread). Rank 0 prints the progress and saves the weights.");
   add_model_flags(f, 200, 4);
+  f.add("bucket-mb", "25", "data parallel: MB of gradients per all-reduce");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
   if (!f.parse(argc, argv)) return 0;
+  const int ranks = lt::dist::init();  // under mpirun: this process's rank of the job
+  const bool lead = lt::dist::rank() == 0;
   RunOptions o = run_options(f);
+  o.bucket_bytes = static_cast<int64_t>(f.number("bucket-mb") * 1e6);
+  if (o.bucket_bytes <= 0) throw UsageError("--bucket-mb must be positive");
   if (!f.str("init").empty()) {
     o.init = f.str("init");
     lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(o.init), o.init);
@@ -48,23 +57,34 @@ int train(int argc, char** argv) {
     o.config = c;
   }
   const std::string text = read_text(f.str("text"), o.seq);
-  std::printf(
-      "training a %lld-layer decoder (hidden %lld) on %s (%zu bytes), %lld steps of %lld x "
-      "%lld tokens, layers run by %s\n",
-      static_cast<long long>(o.config.layers), static_cast<long long>(o.config.hidden),
-      f.str("text").c_str(), text.size(), static_cast<long long>(o.steps),
-      static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.mode.c_str());
+  if (lead) {
+    std::printf(
+        "training a %lld-layer decoder (hidden %lld) on %s (%zu bytes), %lld steps of %lld x "
+        "%lld tokens, layers run by %s",
+        static_cast<long long>(o.config.layers), static_cast<long long>(o.config.hidden),
+        f.str("text").c_str(), text.size(), static_cast<long long>(o.steps),
+        static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.mode.c_str());
+    if (ranks > 1) std::printf(", data parallel over %d ranks", ranks);
+    std::printf("\n");
+  }
   Progress progress(o.steps, o.batch * o.seq, f.integer("log-every", 1));
-  RunResult r =
-      train_run(o, text, [&](int64_t s, float l, double sec) { progress.update(s, l, sec); });
+  RunResult r = train_run(o, text, [&](int64_t s, float l, double sec) {
+    if (lead) progress.update(s, l, sec);
+  });
+  if (!lead) return 0;
   progress.done();
   lt::nn::save_file(lt::nn::per_layer_parameters(*r.model), f.str("out"),
                     config_metadata(o.config));
   std::printf(
       "loss %.4f -> %.4f; step %.1f ms (%.0f tokens/s), first step %.1f ms, compile %.1f "
-      "ms, trace %.2f ms/step, peak %.0f MB\nsaved %s\n",
+      "ms, trace %.2f ms/step, peak %.0f MB\n",
       r.losses.front(), r.losses.back(), r.step_ms, r.tokens_per_s, r.first_step_ms, r.compile_ms,
-      r.trace_ms_per_step, r.peak_mb, f.str("out").c_str());
+      r.trace_ms_per_step, r.peak_mb);
+  if (ranks > 1)
+    std::printf("all-reduce %.2f ms/step (%.0f%% of the step), %.2f MB/step per rank\n",
+                r.collective_ms_per_step, 100 * r.collective_ms_per_step / r.step_ms,
+                r.collective_mb_per_step);
+  std::printf("saved %s\n", f.str("out").c_str());
   return 0;
 }
 

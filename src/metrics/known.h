@@ -29,6 +29,8 @@ extern Counter updates_beside_loops;  // AdamW updates compiled to run beside a 
 extern Counter loop_slices_evicted;   // weight slices a loop's thread evicted once read (far cores)
 extern Counter body_compile_count;    // traced bodies compiled (calls and loops share them)
 extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
+extern Counter collective_count;      // collectives run (all_reduce, reduce_scatter, ...)
+extern Counter collective_bytes;      // bytes they took in (each rank's own count)
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);
@@ -37,6 +39,7 @@ extern Timer trace_time;
 extern Timer compile_time;
 extern Timer execute_time;
 extern Timer kernel_time;  // inside kernels only: ExecuteTime minus this is host overhead
+extern Timer collective_time;  // inside collectives, waiting for the other ranks included
 extern Timer transfer_to_host_time;
 
 }  // namespace lazytrace::metrics

@@ -177,6 +177,8 @@ Counter updates_beside_loops("UpdatesBesideLoops");
 Counter loop_slices_evicted("LoopSlicesEvicted");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
+Counter collective_count("CollectiveCount");
+Counter collective_bytes("CollectiveBytes");
 
 Counter& named_counter(const std::string& name) {
   static std::mutex mu;
@@ -193,5 +195,6 @@ Timer trace_time("TraceTime");
 Timer compile_time("CompileTime");
 Timer execute_time("ExecuteTime");
 Timer kernel_time("KernelTime");
+Timer collective_time("CollectiveTime");
 Timer transfer_to_host_time("TransferToHostTime");
 }  // namespace lazytrace::metrics

@@ -3,6 +3,7 @@
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
+#include "metrics/known.h"
 
 namespace lazytrace::cpu {
 namespace {
@@ -35,6 +36,9 @@ void run_collective(const CollectiveStep& s, const RunContext& ctx) {
   char* out = ctx.base[static_cast<size_t>(s.out_storage)];
   const int64_t n = s.in.shape.numel();
   int64_t written = n;
+  metrics::ScopedTimer timer(metrics::collective_time);
+  metrics::collective_count.add();
+  metrics::collective_bytes.add(n * static_cast<int64_t>(item));
   if (s.op == ir::OpKind::ReduceScatter) {
     written = n / s.ranks;
     comm.reduce_scatter(in, out, written, dt, s.reduce);

@@ -1,0 +1,124 @@
+// Run by ctest under mpirun (tests/CMakeLists.txt), each process a rank of MPI_COMM_WORLD:
+//   mpi_train train     collectives against loops over the ranks' values, then 20 steps of
+//                       data-parallel training of the tiny decoder against the same steps in
+//                       one process on the whole batch (losses within 1e-5)
+//   mpi_train mismatch  the ranks issue different collectives: every rank ends in the clear
+//                       lt::Error (ctest's timeout catches a hang)
+// Exit status 0 on success; every rank checks and prints its own failures.
+#include <lazytrace/lazytrace.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "runtime/communicator.h"
+#include "tiny_decoder.h"
+
+namespace {
+
+int failures = 0;
+
+void check(bool ok, const std::string& what) {
+  if (ok) return;
+  ++failures;
+  std::fprintf(stderr, "rank %d: FAILED %s\n", lt::dist::rank(), what.c_str());
+}
+
+void collectives() {
+  const int n = lt::dist::world_size(), r = lt::dist::rank();
+  lt::Tensor x = lt::tensor(std::vector<double>{1.0 + r, 0.5 * r, -2.0 * r}, {3});
+  const double s = n * (n - 1) / 2.0;
+  check(lt::all_reduce(x).to_vector<double>() == std::vector<double>{n + s, 0.5 * s, -2.0 * s},
+        "all_reduce sum");
+  check(lt::all_reduce(x, "max").to_vector<double>() ==
+            std::vector<double>{double(n), 0.5 * (n - 1), 0.0},
+        "all_reduce max");
+  std::vector<int64_t> blocks;
+  for (int q = 0; q < n; ++q) blocks.push_back(10 * q + r);
+  std::vector<int64_t> want_rs = {10 * r * n + static_cast<int64_t>(s)};
+  check(lt::reduce_scatter(lt::tensor(blocks, {n})).to_vector<int64_t>() == want_rs,
+        "reduce_scatter");
+  std::vector<int64_t> gathered;
+  for (int q = 0; q < n; ++q) gathered.push_back(q * q);
+  check(lt::all_gather(lt::tensor(std::vector<int64_t>{int64_t{r} * r}, {1})).to_vector<int64_t>() ==
+            gathered,
+        "all_gather");
+  check(lt::broadcast(lt::full({2}, float(r + 3)), n - 1).to_vector<float>() ==
+            std::vector<float>{float(n + 2), float(n + 2)},
+        "broadcast");
+}
+
+std::pair<lt::Tensor, lt::Tensor> batch_rows(int step, int64_t begin, int64_t end) {
+  std::vector<int64_t> x, y;
+  for (int64_t b = begin; b < end; ++b)
+    for (int64_t t = 0; t < 3; ++t) {
+      x.push_back((5 * b + 3 * t + 7 * step) % 16);
+      y.push_back((5 * b + 3 * t + 7 * step + 1 + b % 3) % 16);
+    }
+  return {lt::tensor(x, {end - begin, 3}), lt::tensor(y, {end - begin, 3})};
+}
+
+std::vector<float> train(bool parallel) {
+  lt::manual_seed(3);
+  auto model = std::make_shared<lt::nn::DecoderLM>(tiny_decoder_config());
+  std::optional<lt::dist::DataParallel> dp;
+  if (parallel) dp.emplace(*model);
+  lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+  auto step = lt::compile([&](const lt::Tensor& x, const lt::Tensor& y) {
+    lt::Tensor loss = lt::nn::cross_entropy((*model)(x), y);
+    loss.backward();
+    if (dp) dp->all_reduce_gradients();
+    opt.step();
+    opt.zero_grad();
+    return dp ? dp->average(loss) : loss;
+  });
+  std::vector<float> losses;
+  for (int s = 0; s < 20; ++s) {
+    auto [begin, end] = parallel ? lt::dist::shard(6) : std::pair<int64_t, int64_t>{0, 6};
+    auto [x, y] = batch_rows(s, begin, end);
+    losses.push_back(step(x, y).item<float>());
+  }
+  return losses;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "train";
+  try {
+    lt::dist::init();
+    check(lt::dist::world_size() > 1, "world size > 1 (run under mpirun)");
+    if (mode == "mismatch") {
+      lt::dist::set_timeout(30);
+      try {
+        lt::all_reduce(lt::ones({lt::dist::rank() == 0 ? 4 : 5})).to_vector<float>();
+        check(false, "different collectives raised no error");
+      } catch (const lt::Error& e) {
+        check(std::strstr(e.what(), "issue different collectives") != nullptr,
+              std::string("the error names the mismatch: ") + e.what());
+      }
+    } else {
+      collectives();
+      const std::vector<float> dp = train(true);
+      std::vector<float> one;
+      {
+        lt::runtime::SingleProcess single;  // this rank alone, on the whole batch
+        lt::runtime::CommunicatorScope scope(&single);
+        one = train(false);
+      }
+      for (size_t i = 0; i < dp.size(); ++i)
+        check(std::abs(dp[i] - one[i]) <= 1e-5f * std::abs(one[i]),
+              "step " + std::to_string(i) + " loss " + std::to_string(dp[i]) + " vs one process " +
+                  std::to_string(one[i]));
+      check(dp.back() < dp.front(), "the loss falls");
+      if (lt::dist::rank() == 0)
+        std::printf("%d ranks: losses %.6f -> %.6f (one process %.6f -> %.6f)\n",
+                    lt::dist::world_size(), dp.front(), dp.back(), one.front(), one.back());
+    }
+  } catch (const std::exception& e) {
+    check(false, std::string("exception: ") + e.what());
+  }
+  return failures == 0 ? 0 : 1;
+}
