@@ -235,13 +235,17 @@ TEST(GradCheck, EveryDifferentiableOpKindHasACase) {
   using K = lt_test::OpKind;
   const std::set<K> not_differentiable = {
       K::Data, K::Scalar, K::Param, K::Iota, K::RandUniform, K::RandNormal,   K::Eq,          K::Ne,
-      K::Lt,   K::Le,     K::Gt,    K::Ge,   K::AdamW,       K::AdamWProduct, K::CheckTargets};
+      K::Lt,   K::Le,     K::Gt,    K::Ge,   K::AdamW,       K::AdamWProduct, K::CheckTargets,
+      K::Broadcast};
   const std::map<K, const char*> elsewhere = {
       {K::Cast, "GradCheck.CastPassesTheGradientBackInTheInputDtype"},
       {K::Call, "assume_pure_test (AssumePureGrad.*)"},
       {K::CallResult, "assume_pure_test, scan_test"},
       {K::Pack, "assume_pure_test (AssumePureGrad.*)"},
       {K::Loop, "scan_test, scan_layers_test (gradients through loops)"},
+      {K::AllReduce, "dist_test (Collectives.GradientsAreThoseOfTheSumOfTheRanksLosses)"},
+      {K::ReduceScatter, "dist_test (Collectives.GradientsAreThoseOfTheSumOfTheRanksLosses)"},
+      {K::AllGather, "dist_test (Collectives.GradientsAreThoseOfTheSumOfTheRanksLosses)"},
   };
   lt_test::expect_covered(recorded, elsewhere, not_differentiable,
                           "gradient case: add one to grad_cases (or, if it is not "

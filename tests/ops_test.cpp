@@ -2132,6 +2132,10 @@ TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
        "nn_test (Optim.AdamWComputesAProductGradientBesideTheUpdate; "
        "the compiler makes it from AdamW)"},
       {K::CheckTargets, "nn_test (Losses.CrossEntropy*: targets in range, out of range)"},
+      {K::AllReduce, "dist_test (Collectives.*: against loops over 1 to 4 thread ranks)"},
+      {K::ReduceScatter, "dist_test (Collectives.*), mpi_train under mpirun"},
+      {K::AllGather, "dist_test (Collectives.*), mpi_train under mpirun"},
+      {K::Broadcast, "dist_test (Collectives.*), data_parallel_test"},
   };
   lt_test::expect_covered(recorded, elsewhere, {},
                           "ops_test row: add one to a table above (and, if it is "

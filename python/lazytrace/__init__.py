@@ -28,7 +28,7 @@ from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan
                      set_grad_enabled, sync, while_loop)
 from ._scan_layers import scan_layers
 from ._pytree import tree_map, tree_leaves
-from . import autograd, debug, func, metrics, nn, optim, experimental, models  # noqa: E402
+from . import autograd, debug, distributed, func, metrics, nn, optim, experimental, models  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -48,5 +48,6 @@ void bind_functional(nb::module_& m);
 void bind_pytree(nb::module_& m);
 void bind_tools(nb::module_& m);
 void bind_library(nb::module_& m);
+void bind_dist(nb::module_& m);
 
 }  // namespace lazytrace::python

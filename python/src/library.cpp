@@ -58,6 +58,7 @@ void bind_library(nb::module_& m) {
       "__init__",
       [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,
          double weight_decay, bool nesterov) {
+        nb::gil_scoped_release release;  // materializes its state: a sync
         new (self) optim::SGD(std::move(params), {.lr = lr,
                                                   .momentum = momentum,
                                                   .weight_decay = weight_decay,
@@ -71,6 +72,7 @@ void bind_library(nb::module_& m) {
           "__init__",
           [](optim::AdamW* self, std::vector<Tensor> params, double lr, double beta1, double beta2,
              double eps, double weight_decay) {
+            nb::gil_scoped_release release;  // materializes its state: a sync
             new (self) optim::AdamW(std::move(params), {.lr = lr,
                                                         .beta1 = beta1,
                                                         .beta2 = beta2,

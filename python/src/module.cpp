@@ -20,7 +20,8 @@ bool is_runtime_error(std::string_view msg) {
     if (msg.substr(0, op.size()) == op) return true;
   for (std::string_view what : {"is not pure", "reverse-mode differentiation",
                                 "max_different_graphs", "inside a traced function",
-                                "outside a call", "cannot be written in place", "can't be cast"})
+                                "outside a call", "cannot be written in place", "can't be cast",
+                                "s for the other", "different collectives", " failed: "})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }
@@ -54,4 +55,5 @@ NB_MODULE(_lazytrace, m) {
   py::bind_pytree(m);
   py::bind_tools(m);
   py::bind_library(m);
+  py::bind_dist(m);
 }

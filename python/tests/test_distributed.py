@@ -1,0 +1,157 @@
+"""lazytrace.distributed with threads as ranks: collectives against NumPy over what each rank
+holds, their gradients, data-parallel training against one process that accumulates the same
+examples' gradients, and the errors that replace hangs."""
+import threading
+
+import numpy as np
+import pytest
+
+import lazytrace as lt
+import lazytrace.distributed as dist
+
+
+def rank_values(r, n=6):
+    return (0.1 * (r + 1) + 0.37 * np.arange(n) - 1.3 * r * (np.arange(n) % 3)).astype(np.float32)
+
+
+def per_rank(n, fn):
+    """fn(rank) on n thread ranks; their results by rank."""
+    out = [None] * n
+    lock = threading.Lock()
+
+    def body(r):
+        v = fn(r)
+        with lock:
+            out[r] = v
+
+    dist.run_threads(n, body)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_collectives_match_numpy(n):
+    def body(r):
+        x = lt.tensor(rank_values(r))
+        return (lt.distributed.rank(), dist.world_size(), dist.all_reduce(x).numpy(),
+                dist.all_reduce(x, "max").numpy(), dist.all_reduce(x, "mean").numpy(),
+                dist.all_gather(x.reshape(2, 3)).numpy(),
+                dist.reduce_scatter(lt.tensor(np.tile(rank_values(r), n))).numpy(),
+                dist.broadcast(x, src=n - 1).numpy())
+
+    stacked = np.stack([rank_values(r) for r in range(n)])
+    total = stacked[0].copy()
+    for r in range(1, n):
+        total += stacked[r]  # in rank order, in float32, as the ranks reduce
+    for r, (rank, size, s, mx, mean, gathered, scattered, bcast) in enumerate(per_rank(n, body)):
+        assert (rank, size) == (r, n)
+        np.testing.assert_array_equal(s, total)
+        np.testing.assert_array_equal(mx, stacked.max(0))
+        np.testing.assert_array_equal(mean, total * np.float32(1.0 / n))
+        np.testing.assert_array_equal(gathered, stacked.reshape(2 * n, 3))
+        np.testing.assert_array_equal(scattered, total)  # block r of the tiled sums
+        np.testing.assert_array_equal(bcast, rank_values(n - 1))
+
+
+def test_gradients_are_those_of_the_sum_of_the_ranks_losses():
+    n = 2
+
+    def body(r):
+        w = lt.tensor(np.float32([1 + r, 2 + r, 3 + r, 4 + r]))
+        x = lt.tensor(rank_values(r, 2)).requires_grad_()
+        (w * dist.all_gather(x)).sum().backward()
+        return x.grad.numpy()
+
+    grads = per_rank(n, body)
+    ws = [np.float32([1 + r, 2 + r, 3 + r, 4 + r]) for r in range(n)]
+    for r in range(n):
+        np.testing.assert_array_equal(grads[r], sum(w[2 * r:2 * r + 2] for w in ws))
+
+
+def tiny_model():
+    lt.manual_seed(7)
+    return lt.nn.Sequential(lt.nn.Linear(6, 8), lt.nn.Tanh(), lt.nn.Linear(8, 3))
+
+
+def batch(step):
+    rng = np.random.default_rng(step)
+    return rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8)
+
+
+def test_two_ranks_train_like_gradient_accumulation_bit_for_bit():
+    steps = 4
+    init = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
+
+    def fresh():
+        m = tiny_model()
+        with lt.no_grad():
+            for k, v in m.state_dict().items():
+                v.copy_(lt.tensor(init[k]))
+        return m
+
+    # one process: each step's gradient summed over the two halves of the batch, halved
+    ref = fresh()
+    opt = lt.optim.AdamW(ref.parameters(), lr=0.05)
+    ref_losses = []
+    for s in range(steps):
+        x, y = batch(0)  # one batch: the loss falls
+        total = 0.0
+        for half in (slice(0, 4), slice(4, 8)):
+            loss = lt.nn.functional.cross_entropy(ref(lt.tensor(x[half])), lt.tensor(y[half]))
+            loss.backward()
+            total += loss.item()
+        for p in ref.parameters():
+            p.grad = p.grad * 0.5
+        opt.step()
+        opt.zero_grad()
+        lt.sync()
+        ref_losses.append(total)
+
+    def body(r):
+        model = fresh()
+        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002)  # several buckets
+        opt = lt.optim.AdamW(model.parameters(), lr=0.05)
+        for s in range(steps):
+            x, y = batch(0)  # one batch: the loss falls
+            begin, end = dist.shard(8)
+            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                                  lt.tensor(y[begin:end]))
+            loss.backward()
+            ddp.all_reduce_gradients()
+            opt.step()
+            opt.zero_grad()
+            lt.sync()
+        assert len(ddp.buckets) > 1
+        return {k: v.numpy() for k, v in model.state_dict().items()}
+
+    for weights in per_rank(2, body):
+        for k, v in ref.state_dict().items():
+            np.testing.assert_array_equal(weights[k], v.numpy(), err_msg=k)
+    assert ref_losses[-1] < ref_losses[0]
+
+
+def test_ranks_issuing_different_collectives_raise_instead_of_hanging():
+    def body(r):
+        dist.all_reduce(lt.ones(4 if r == 0 else 5)).numpy()
+
+    with pytest.raises(RuntimeError, match="issue different collectives"):
+        dist.run_threads(2, body)
+
+
+def test_mistakes_are_errors():
+    def body(r):
+        with pytest.raises(ValueError, match=r"\[reduce_scatter\] dim 0 of shape \[3\]"):
+            dist.reduce_scatter(lt.ones(3))
+        with pytest.raises(ValueError, match="unknown reduction 'prod'"):
+            dist.all_reduce(lt.ones(2), "prod")
+        with pytest.raises(ValueError, match="not differentiable"):
+            dist.broadcast(lt.ones(2).requires_grad_())
+
+    dist.run_threads(2, body)
+    with pytest.raises(ValueError, match="boom"):  # the failing rank's own exception
+        def fails(r):
+            if r == 1:
+                raise ValueError("boom")
+            dist.all_reduce(lt.ones(2)).numpy()
+        dist.run_threads(2, fails)
+    with pytest.raises(ValueError, match="bucket_cap_mb"):
+        dist.DataParallel(lt.nn.Linear(2, 2), bucket_cap_mb=0)
