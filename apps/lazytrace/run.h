@@ -43,7 +43,7 @@ struct RunOptions {
   std::string init;  // weights to start from
   // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of
   // which each rank runs its slice; gradients are all-reduced in buckets of this size.
-  int64_t bucket_bytes = int64_t{25} << 20;
+  int64_t bucket_bytes = int64_t{4} << 20;
 };
 
 struct RunResult {

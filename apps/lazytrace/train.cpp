@@ -33,7 +33,7 @@ int train(int argc, char** argv) {
           "--oversubscribe for more ranks than cores; LAZYTRACE_NUM_THREADS=1 gives each\n"
           "rank one thread). Rank 0 prints the progress and saves the weights.");
   add_model_flags(f, 200, 4);
-  f.add("bucket-mb", "25", "data parallel: MB of gradients per all-reduce");
+  f.add("bucket-mb", "4", "data parallel: MiB of gradients per all-reduce");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
@@ -41,7 +41,7 @@ int train(int argc, char** argv) {
   const int ranks = lt::dist::init();  // under mpirun: this process's rank of the job
   const bool lead = lt::dist::rank() == 0;
   RunOptions o = run_options(f);
-  o.bucket_bytes = static_cast<int64_t>(f.number("bucket-mb") * 1e6);
+  o.bucket_bytes = static_cast<int64_t>(f.number("bucket-mb") * (1 << 20));
   if (o.bucket_bytes <= 0) throw UsageError("--bucket-mb must be positive");
   if (!f.str("init").empty()) {
     o.init = f.str("init");

@@ -79,7 +79,7 @@ class DataParallel:
     them), the 1/N scale folded into the reduction. Made with broadcast_parameters, every
     rank starts from rank 0's parameters and buffers."""
 
-    def __init__(self, module, bucket_cap_mb=25, average=True, broadcast_parameters=True):
+    def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True):
         if not bucket_cap_mb > 0:
             raise ValueError(f"[DataParallel] bucket_cap_mb must be positive, got {bucket_cap_mb}.")
         self.module = module

@@ -114,11 +114,9 @@ class MpiWorld final : public runtime::Communicator {
       all_reduce(f.data(), count, DType::float32, op);
       return narrow(f, data, dtype);
     }
-    MPI_Request req;
-    check(MPI_Iallreduce(MPI_IN_PLACE, data, as_count(count, "all_reduce"), mpi_type(dtype),
-                         mpi_op(op, dtype), MPI_COMM_WORLD, &req),
-          "all_reduce", "MPI_Iallreduce");
-    wait(req, "all_reduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, data, as_count(count, "all_reduce"), mpi_type(dtype),
+                        mpi_op(op, dtype), MPI_COMM_WORLD),
+          "all_reduce", "MPI_Allreduce");
   }
 
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
@@ -128,27 +126,27 @@ class MpiWorld final : public runtime::Communicator {
       reduce_scatter(f.data(), o.data(), count, DType::float32, op);
       return narrow(o, out, dtype);
     }
-    MPI_Request req;
-    check(MPI_Ireduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(dtype),
-                                    mpi_op(op, dtype), MPI_COMM_WORLD, &req),
-          "reduce_scatter", "MPI_Ireduce_scatter_block");
-    wait(req, "reduce_scatter");
+    check(MPI_Reduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(dtype),
+                                   mpi_op(op, dtype), MPI_COMM_WORLD),
+          "reduce_scatter", "MPI_Reduce_scatter_block");
   }
 
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
-    MPI_Request req;
     const int n = as_count(count, "all_gather");
-    check(MPI_Iallgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), MPI_COMM_WORLD, &req),
-          "all_gather", "MPI_Iallgather");
-    wait(req, "all_gather");
+    check(MPI_Allgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), MPI_COMM_WORLD),
+          "all_gather", "MPI_Allgather");
   }
 
   void broadcast(void* data, int64_t count, DType dtype, int root) override {
+    check(MPI_Bcast(data, as_count(count, "broadcast"), mpi_type(dtype), root, MPI_COMM_WORLD),
+          "broadcast", "MPI_Bcast");
+  }
+
+  void gather_signatures(const int64_t* mine, int64_t* all) override {
     MPI_Request req;
-    check(MPI_Ibcast(data, as_count(count, "broadcast"), mpi_type(dtype), root, MPI_COMM_WORLD,
-                     &req),
-          "broadcast", "MPI_Ibcast");
-    wait(req, "broadcast");
+    check(MPI_Iallgather(mine, 1, MPI_INT64_T, all, 1, MPI_INT64_T, MPI_COMM_WORLD, &req),
+          "all_gather", "MPI_Iallgather");
+    wait(req, "all_gather");
   }
 
   void barrier() override {
@@ -158,8 +156,12 @@ class MpiWorld final : public runtime::Communicator {
   }
 
  private:
-  // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds
-  // (a rank stopped, or the ranks issue different collectives).
+  // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds (a
+  // rank stopped, or the ranks issue different collectives). Only barriers and the check of
+  // the ranks' collective signatures (an all_gather of one int64, before a graph's first
+  // run) wait this way: the data's collectives block in MPI, whose own algorithms run
+  // nearly twice as fast as its non-blocking ones (docs/benchmarks.md), and the signature
+  // check has made sure that every rank issues them.
   void wait(MPI_Request& req, const char* op) {
     const auto start = std::chrono::steady_clock::now();
     const double limit = timeout();

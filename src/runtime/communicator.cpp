@@ -82,7 +82,7 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view graph_
   std::vector<int64_t> all(static_cast<size_t>(size()));
   const auto mine = static_cast<int64_t>(hash);
   try {
-    all_gather(&mine, all.data(), 1, DType::int64);
+    gather_signatures(&mine, all.data());
   } catch (const Error& e) {
     fail("sync", "checking that every rank's graph issues the same collectives: ", e.what());
   }

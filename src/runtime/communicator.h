@@ -52,6 +52,13 @@ class Communicator {
    */
   void check_same_collectives(uint64_t collectives, std::string_view graph_name);
 
+ protected:
+  /** One int64 from every rank, for check_same_collectives (all_gather; MPI waits for it
+   * with lt::dist's timeout). */
+  virtual void gather_signatures(const int64_t* mine, int64_t* all) {
+    all_gather(mine, all, 1, DType::int64);
+  }
+
  private:
   std::unordered_set<uint64_t> checked_;  // used by this rank's thread only
 };

@@ -31,9 +31,11 @@ int world_size();
 void barrier();
 
 /**
- * Seconds a rank waits in a collective for the others before lt::Error (default 300, or
+ * Seconds a rank waits for the others before lt::Error (default 300, or
  * LAZYTRACE_DIST_TIMEOUT): a rank that stopped, or ranks that issue different collectives,
- * end in an error instead of a hang.
+ * end in an error instead of a hang. Threads as ranks wait so in every collective; MPI
+ * ranks in barriers and in the check, before a graph's first run, that every rank's graph
+ * issues the same collectives (the collectives themselves block in MPI, at its speed).
  */
 void set_timeout(double seconds);
 double timeout();
