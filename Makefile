@@ -7,7 +7,7 @@ VENV ?= .venv
 export VENV
 PYTHON_FLAGS = -DLAZYTRACE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(VENV)/bin/python
 
-.PHONY: all deps configure build test fuzz-long demo demo-dist bench bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
+.PHONY: all deps configure build test fuzz-long demo demo-dist bench bench-dist bench-smoke bench-peers bench-python check-asan check-tsan fuzz install format clean
 
 all: build
 
@@ -62,6 +62,11 @@ demo-dist: build
 	  --out $(DEMO_DIR)/dist-model.safetensors
 	@echo "== sampling from $(DEMO_DIR)/dist-model.safetensors"
 	@$(BUILD)/apps/lazytrace generate --weights $(DEMO_DIR)/dist-model.safetensors --prompt "This License " --max-tokens 48
+
+# Data-parallel scaling of `lazytrace train` at the compute-heavy size: 1 rank x 1 and 2
+# threads against 2 MPI ranks x 1 thread, alternated (docs/benchmarks.md)
+bench-dist: build
+	@python3 bench/dist/dist_scaling.py --cli $(BUILD)/apps/lazytrace
 
 bench:
 	@scripts/install-deps.sh --bench

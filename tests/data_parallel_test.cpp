@@ -93,16 +93,18 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
   lt::dist::run_threads(n, [&](int r) {
     auto model = fresh_model();
     lt::dist::DataParallel dp(*model, options);
-    lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
+    lt::optim::AdamW opt(dp.parameters(), {.lr = 0.05});
     auto train_step = [&](const Tensor& x, const Tensor& y) {
       Tensor loss = lt::nn::cross_entropy((*model)(x), y);
       loss.backward();
-      dp.all_reduce_gradients();
+      dp.reduce_gradients();
       opt.step();
+      dp.gather_parameters();
       opt.zero_grad();
       return dp.average(loss);
     };
-    auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n)});
+    auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n) +
+                                                 (options.shard_optimizer ? "_zero1" : "")});
     std::vector<float> losses;
     for (int s = 0; s < kSteps; ++s) {
       auto [begin, end] = lt::dist::shard(8);
@@ -164,6 +166,36 @@ TEST(DataParallel, SmallBucketsGiveTheSameResult) {
   lt::dist::DataParallelOptions small;
   small.bucket_bytes = 256;
   expect_equal(data_parallel(2, false, small), one_bucket);
+}
+
+// ZeRO-1: the optimizer on each rank's shards, the parameters all-gathered; AdamW is
+// elementwise and the shards are reduced in the same order, so the same bits as without.
+TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {
+  lt::dist::DataParallelOptions zero1;
+  zero1.shard_optimizer = true;
+  zero1.bucket_bytes = 1024;  // several buckets, some with padding
+  for (int n : {1, 2, 4}) {
+    const Trained replicated = data_parallel(n, false);
+    expect_equal(data_parallel(n, false, zero1), replicated);
+    expect_equal(data_parallel(n, true, zero1), data_parallel(n, true));
+  }
+}
+
+TEST(DataParallel, ShardsHoldOneRanksPartOfEveryBucket) {
+  lt::dist::run_threads(3, [](int) {
+    auto model = fresh_model();
+    int64_t total = 0;
+    for (const Tensor& p : model->parameters()) total += p.numel();
+    lt::dist::DataParallel dp(*model, {.bucket_bytes = 512, .shard_optimizer = true});
+    int64_t shards = 0;
+    for (const Tensor& s : dp.parameters()) {
+      EXPECT_TRUE(s.requires_grad());
+      EXPECT_EQ(s.ndim(), 1);
+      shards += s.numel();
+    }
+    EXPECT_GE(shards * 3, total);  // a third, plus padding under 3 elements per bucket
+    EXPECT_LT(shards * 3, total + 3 * static_cast<int64_t>(dp.parameters().size()));
+  });
 }
 
 TEST(DataParallel, BucketsFollowReverseParameterOrderUpToTheirSize) {

@@ -107,8 +107,10 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
                          " sequences) must be a multiple of the ", std::to_string(r.ranks),
                          " ranks"));
   std::optional<lt::dist::DataParallel> dp;  // rank 0's initial weights on every rank
-  if (r.ranks > 1) dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes});
-  lt::optim::AdamW opt(r.model->parameters(), {.lr = o.lr});
+  if (r.ranks > 1)
+    dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes,
+                                                       .shard_optimizer = o.shard_optimizer});
+  lt::optim::AdamW opt(dp ? dp->parameters() : r.model->parameters(), {.lr = o.lr});
   lt::sync();
   std::mt19937_64 rng(o.seed + 1);  // the same on every rank: one global batch
   const int64_t b = o.batch, t = o.seq;
@@ -133,10 +135,11 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
         nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));
     loss.backward();
     if (dp) {
-      dp->all_reduce_gradients();
+      dp->reduce_gradients();
       loss = dp->average(loss);
     }
     opt.step();
+    if (dp) dp->gather_parameters();
     opt.zero_grad();
     lt::sync();
     const float l = loss.item<float>();

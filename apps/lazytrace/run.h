@@ -44,6 +44,7 @@ struct RunOptions {
   // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of
   // which each rank runs its slice; gradients are all-reduced in buckets of this size.
   int64_t bucket_bytes = int64_t{4} << 20;
+  bool shard_optimizer = false;  // ZeRO-1: each rank's AdamW on its shard of the buckets
 };
 
 struct RunResult {

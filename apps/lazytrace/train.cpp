@@ -34,6 +34,8 @@ int train(int argc, char** argv) {
           "rank one thread). Rank 0 prints the progress and saves the weights.");
   add_model_flags(f, 200, 4);
   f.add("bucket-mb", "4", "data parallel: MiB of gradients per all-reduce");
+  f.add_switch("shard-optimizer",
+               "data parallel: ZeRO-1, each rank's AdamW on its 1/N of the parameters");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
@@ -43,6 +45,7 @@ int train(int argc, char** argv) {
   RunOptions o = run_options(f);
   o.bucket_bytes = static_cast<int64_t>(f.number("bucket-mb") * (1 << 20));
   if (o.bucket_bytes <= 0) throw UsageError("--bucket-mb must be positive");
+  o.shard_optimizer = f.given("shard-optimizer");
   if (!f.str("init").empty()) {
     o.init = f.str("init");
     lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(o.init), o.init);
@@ -64,7 +67,9 @@ int train(int argc, char** argv) {
         static_cast<long long>(o.config.layers), static_cast<long long>(o.config.hidden),
         f.str("text").c_str(), text.size(), static_cast<long long>(o.steps),
         static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.mode.c_str());
-    if (ranks > 1) std::printf(", data parallel over %d ranks", ranks);
+    if (ranks > 1)
+      std::printf(", data parallel over %d ranks%s", ranks,
+                  o.shard_optimizer ? " (optimizer sharded)" : "");
     std::printf("\n");
   }
   Progress progress(o.steps, o.batch * o.seq, f.integer("log-every", 1));
@@ -81,7 +86,7 @@ int train(int argc, char** argv) {
       r.losses.front(), r.losses.back(), r.step_ms, r.tokens_per_s, r.first_step_ms, r.compile_ms,
       r.trace_ms_per_step, r.peak_mb);
   if (ranks > 1)
-    std::printf("all-reduce %.2f ms/step (%.0f%% of the step), %.2f MB/step per rank\n",
+    std::printf("collectives %.2f ms/step (%.0f%% of the step), %.2f MB/step per rank\n",
                 r.collective_ms_per_step, 100 * r.collective_ms_per_step / r.step_ms,
                 r.collective_mb_per_step);
   std::printf("saved %s\n", f.str("out").c_str());

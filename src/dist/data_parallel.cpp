@@ -7,12 +7,48 @@
 #include "lazytrace/ops/ops.h"
 
 namespace lazytrace::dist {
+namespace {
+
+using Named = std::pair<std::string, Tensor>;
+
+// Splits tensors, in the order given, into buckets of one dtype and at most `limit` bytes
+// (a larger tensor alone).
+std::vector<std::vector<Named>> buckets_of(const std::vector<Named>& items, int64_t limit) {
+  std::vector<std::vector<Named>> out;
+  int64_t bytes = 0;
+  for (const Named& item : items) {
+    const int64_t b = item.second.numel() * static_cast<int64_t>(itemsize(item.second.dtype()));
+    if (out.empty() || out.back()[0].second.dtype() != item.second.dtype() ||
+        bytes + b > limit) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    out.back().push_back(item);
+    bytes += b;
+  }
+  return out;
+}
+
+// The module's parameters in reverse order: the order backward makes their gradients.
+std::vector<Named> reversed_parameters(const nn::Module& m) {
+  const nn::ParamMap params = m.named_parameters();
+  std::vector<Named> order(params.begin(), params.end());
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+Tensor flat(const Tensor& t) {
+  return reshape(t, Shape{t.numel()});
+}
+
+}  // namespace
 
 DataParallel::DataParallel(nn::Module& module, DataParallelOptions options)
     : module_(module), options_(options) {
   if (options_.bucket_bytes <= 0)
     fail("DataParallel", "bucket_bytes must be positive, got ", options_.bucket_bytes, ".");
   if (options_.broadcast_parameters) broadcast_parameters();
+  if (options_.shard_optimizer) make_shards();
 }
 
 void DataParallel::broadcast_parameters() {
@@ -25,46 +61,91 @@ void DataParallel::broadcast_parameters() {
     }
 }
 
-void DataParallel::all_reduce_gradients() {
-  buckets_.clear();
-  if (world_size() == 1) return;
+void DataParallel::make_shards() {
+  const int64_t n = world_size(), r = rank();
   NoGradGuard no_grad;
-  const char* op = options_.average ? "mean" : "sum";
-  const nn::ParamMap params = module_.named_parameters();
-  std::vector<std::pair<std::string, Tensor>> order(params.begin(), params.end());
-  std::reverse(order.begin(), order.end());  // the order backward makes the gradients in
-  std::vector<Tensor> bucket;  // parameters whose gradients go in one all-reduce
-  int64_t bytes = 0;
-  auto flush = [&] {
-    if (bucket.empty()) return;
-    if (bucket.size() == 1) {
-      bucket[0].set_grad(all_reduce(bucket[0].grad(), op));
-    } else {
-      std::vector<Tensor> flat;
-      for (const Tensor& p : bucket) flat.push_back(reshape(p.grad(), Shape{p.numel()}));
-      const Tensor reduced = all_reduce(concat(flat, 0), op);
-      int64_t at = 0;
-      for (Tensor& p : bucket) {
-        p.set_grad(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()));
-        at += p.numel();
-      }
+  std::vector<Tensor> made;
+  for (const std::vector<Named>& bucket :
+       buckets_of(reversed_parameters(module_), options_.bucket_bytes)) {
+    Shard s;
+    std::vector<Tensor> parts;
+    for (const auto& [name, p] : bucket) {
+      s.names.push_back(name);
+      s.params.push_back(p);
+      s.numel += p.numel();
+      parts.push_back(flat(p.detach()));
     }
-    bucket.clear();
-    bytes = 0;
-  };
-  for (auto& [name, p] : order) {
-    const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    const int64_t b = g.numel() * static_cast<int64_t>(itemsize(g.dtype()));
-    if (!bucket.empty() &&
-        (bucket[0].grad().dtype() != g.dtype() || bytes + b > options_.bucket_bytes))
-      flush();
-    if (bucket.empty()) buckets_.emplace_back();
-    buckets_.back().push_back(name);
-    bucket.push_back(p);
-    bytes += b;
+    s.padded = (s.numel + n - 1) / n * n;
+    if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, s.params[0].dtype()));
+    const int64_t per = s.padded / n;
+    s.shard = slice(concat(parts, 0), 0, r * per, (r + 1) * per);
+    made.push_back(s.shard);
+    shards_.push_back(std::move(s));
   }
-  flush();
+  sync(made);
+  for (Shard& s : shards_) s.shard = s.shard.detach().requires_grad_();
+}
+
+std::vector<Tensor> DataParallel::parameters() const {
+  if (!options_.shard_optimizer) return module_.parameters();
+  std::vector<Tensor> out;
+  for (const Shard& s : shards_) out.push_back(s.shard);
+  return out;
+}
+
+void DataParallel::reduce_gradients() {
+  buckets_.clear();
+  const char* op = options_.average ? "mean" : "sum";
+  NoGradGuard no_grad;
+  if (options_.shard_optimizer) {
+    for (Shard& s : shards_) {
+      std::vector<Tensor> parts;
+      for (Tensor& p : s.params) {
+        const Tensor g = p.grad();
+        parts.push_back(g.defined() ? flat(g) : zeros({p.numel()}, p.dtype()));
+        p.set_grad(Tensor());
+      }
+      if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, s.params[0].dtype()));
+      s.shard.set_grad(reduce_scatter(concat(parts, 0), op));
+      buckets_.push_back(s.names);
+    }
+    return;
+  }
+  if (world_size() == 1) return;
+  std::vector<Named> with_grad;
+  for (const Named& item : reversed_parameters(module_))
+    if (item.second.grad().defined()) with_grad.push_back(item);
+  for (const std::vector<Named>& bucket : buckets_of(with_grad, options_.bucket_bytes)) {
+    buckets_.emplace_back();
+    for (const auto& [name, p] : bucket) buckets_.back().push_back(name);
+    if (bucket.size() == 1) {
+      Tensor p = bucket[0].second;
+      p.set_grad(all_reduce(p.grad(), op));
+      continue;
+    }
+    std::vector<Tensor> parts;
+    for (const auto& [name, p] : bucket) parts.push_back(flat(p.grad()));
+    const Tensor reduced = all_reduce(concat(parts, 0), op);
+    int64_t at = 0;
+    for (const auto& [name, param] : bucket) {
+      Tensor p = param;
+      p.set_grad(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()));
+      at += p.numel();
+    }
+  }
+}
+
+void DataParallel::gather_parameters() {
+  if (!options_.shard_optimizer) return;
+  NoGradGuard no_grad;
+  for (Shard& s : shards_) {
+    const Tensor full = all_gather(s.shard.detach());
+    int64_t at = 0;
+    for (Tensor& p : s.params) {
+      p.copy_(reshape(slice(full, 0, at, at + p.numel()), p.shape()));
+      at += p.numel();
+    }
+  }
 }
 
 Tensor DataParallel::average(const Tensor& t) const {

@@ -6,14 +6,21 @@
  *
  *   lt::dist::init();                      // under mpirun: MPI; else one process
  *   lt::dist::DataParallel dp(*model);     // rank 0's initial weights on every rank
+ *   lt::optim::AdamW opt(dp.parameters());
  *   auto step = lt::compile([&](const lt::Tensor& x, const lt::Tensor& y) {
  *     lt::Tensor loss = lt::nn::cross_entropy((*model)(x), y);
  *     loss.backward();
- *     dp.all_reduce_gradients();           // recorded into the step: one graph
+ *     dp.reduce_gradients();               // recorded into the step: one graph
  *     opt.step();
+ *     dp.gather_parameters();              // ZeRO-1 only; otherwise nothing
  *     opt.zero_grad();
  *     return dp.average(loss);
  *   });
+ *
+ * With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets: the
+ * gradients are reduce-scattered onto them, the optimizer updates (and keeps state for)
+ * 1/N of the elements on each rank, and gather_parameters() all-gathers the result into the
+ * module's parameters. The optimizer must then update elementwise (SGD, AdamW).
  */
 #include <cstdint>
 #include <string>
@@ -33,6 +40,8 @@ struct DataParallelOptions {
   bool average = true;
   /** Broadcast rank 0's parameters and buffers when made, so every rank starts equal. */
   bool broadcast_parameters = true;
+  /** ZeRO-1: each rank's optimizer updates its 1/N shard of every bucket (see above). */
+  bool shard_optimizer = false;
 };
 
 class DataParallel {
@@ -41,12 +50,18 @@ class DataParallel {
 
   /** Every rank's parameters and buffers become rank 0's (recorded; runs at the next sync). */
   void broadcast_parameters();
+  /** What the optimizer updates: the module's parameters, or (ZeRO-1) this rank's shards. */
+  std::vector<Tensor> parameters() const;
   /**
    * After backward: each parameter's grad() becomes the mean (or sum) over the ranks,
-   * recorded lazily, so inside lt::compile the all-reduces are part of the step's graph.
-   * Parameters without a gradient are skipped (every rank must agree on which).
+   * recorded lazily, so inside lt::compile the collectives are part of the step's graph.
+   * Parameters without a gradient are skipped (every rank must agree on which). ZeRO-1:
+   * the shards' grad() become their part of it, and the parameters' gradients are dropped.
    */
-  void all_reduce_gradients();
+  void reduce_gradients();
+  void all_reduce_gradients() { reduce_gradients(); }
+  /** ZeRO-1: after the optimizer step, every rank's updated shards into the parameters. */
+  void gather_parameters();
   /** The mean over ranks of a value (e.g. the loss, for the log): all_reduce(t, "mean"). */
   Tensor average(const Tensor& t) const;
 
@@ -55,9 +70,19 @@ class DataParallel {
   nn::Module& module() { return module_; }
 
  private:
+  // ZeRO-1: a bucket's parameters, flattened and padded to a multiple of the ranks
+  struct Shard {
+    std::vector<std::string> names;
+    std::vector<Tensor> params;
+    int64_t numel = 0, padded = 0;
+    Tensor shard;  // this rank's [rank * padded / N, (rank + 1) * padded / N)
+  };
+  void make_shards();
+
   nn::Module& module_;
   DataParallelOptions options_;
   std::vector<std::vector<std::string>> buckets_;
+  std::vector<Shard> shards_;
 };
 
 }  // namespace lazytrace::dist

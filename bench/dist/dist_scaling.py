@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Data-parallel scaling of `lazytrace train` at the compute-heavy size (hidden 512,
+intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads, and 2 MPI
+ranks of one thread each (4 MiB and 25 MiB gradient buckets), run alternately so that the
+machine's swings fall on every row alike. Prints a markdown table: median step time,
+tokens/s of the global batch, time in collectives per step and its share, MB each rank
+
+rank and step, and each row's throughput against one rank of one thread.
+
+Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 3] [--steps 20] [--batch 4]
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+STEP = re.compile(r"step ([\d.]+) ms \(([\d.]+) tokens/s\)")
+REDUCE = re.compile(r"collectives ([\d.]+) ms/step \(([\d.]+)% of the step\), ([\d.]+) MB/step")
+
+
+def run(cmd, env):
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"dist_scaling: {' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")
+    step = STEP.search(out.stdout)
+    if not step:
+        sys.exit(f"dist_scaling: no step time in the output of {' '.join(cmd)}:\n{out.stdout}")
+    reduce = REDUCE.search(out.stdout)
+    return (float(step.group(1)), float(step.group(2)),
+            tuple(float(g) for g in reduce.groups()) if reduce else None)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--cli", default="build/apps/lazytrace")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=4, help="the global batch (sequences)")
+    a = ap.parse_args()
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        sys.exit("dist_scaling: mpirun not found (scripts/install-deps.sh installs Open MPI)")
+    train = [a.cli, "train", "--hidden", "512", "--intermediate", "2048", "--heads", "8",
+             "--kv-heads", "4", "--layers", "4", "--seq", "256", "--batch", str(a.batch),
+             "--steps", str(a.steps), "--log-every", str(10 ** 6), "--out", os.devnull]
+    env = dict(os.environ)
+    if os.geteuid() == 0:  # Open MPI refuses root without these two; this process only
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    mpi = [mpirun, "-np", "2", "--oversubscribe", "-x", "LAZYTRACE_NUM_THREADS=1"]
+    rows = [
+        ("1 rank x 1 thread", train, {"LAZYTRACE_NUM_THREADS": "1"}),
+        ("1 rank x 2 threads", train, {"LAZYTRACE_NUM_THREADS": "2"}),
+        ("2 ranks x 1 thread", mpi + train, {}),
+        ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
+        ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
+    ]
+    results = {name: [] for name, _, _ in rows}
+    for rep in range(a.reps):
+        for name, cmd, extra in rows:
+            results[name].append(run(cmd, {**env, **extra}))
+            print(f"rep {rep + 1}/{a.reps} {name}: {results[name][-1][0]:.1f} ms/step",
+                  file=sys.stderr)
+    base = statistics.median(r[1] for r in results[rows[0][0]])
+    print(f"global batch {a.batch} x 256 tokens, {a.steps} steps per run (the first not "
+          f"timed), median of {a.reps} alternated runs\n")
+    print("| ranks x threads | step ms | tokens/s | vs 1 x 1 | collectives ms/step | share | MB/step per rank |")
+    print("|---|---|---|---|---|---|---|")
+    for name, _, _ in rows:
+        rs = results[name]
+        ms = statistics.median(r[0] for r in rs)
+        tps = statistics.median(r[1] for r in rs)
+        red = [r[2] for r in rs if r[2]]
+        cells = ("-", "-", "-") if not red else (
+            f"{statistics.median(x[0] for x in red):.1f}",
+            f"{statistics.median(x[1] for x in red):.0f}%",
+            f"{statistics.median(x[2] for x in red):.1f}")
+        print(f"| {name} | {ms:.1f} | {tps:.0f} | {tps / base:.2f}x | {cells[0]} | {cells[1]} | {cells[2]} |")
+
+
+if __name__ == "__main__":
+    main()
