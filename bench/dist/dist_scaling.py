@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Data-parallel scaling of `lazytrace train` at the compute-heavy size (hidden 512,
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads, and 2 MPI
-ranks of one thread each (4 MiB and 25 MiB gradient buckets), run alternately so that the
-machine's swings fall on every row alike. Prints a markdown table: median step time,
-tokens/s of the global batch, time in collectives per step and its share, MB each rank
-
-rank and step, and each row's throughput against one rank of one thread.
+ranks of one thread each (4 MiB and 25 MiB gradient buckets, and ZeRO-1), run alternately
+so that the machine's swings fall on every row alike. Prints a markdown table: median step
+time, tokens/s of the global batch, time in collectives per step and its share, MB each
+rank hands to collectives per step, and each row's throughput against one rank of one
+thread.
 
 Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 3] [--steps 20] [--batch 4]
 """
