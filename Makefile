@@ -64,8 +64,11 @@ demo-dist: build
 	@$(BUILD)/apps/lazytrace generate --weights $(DEMO_DIR)/dist-model.safetensors --prompt "This License " --max-tokens 48
 
 # Data-parallel scaling of `lazytrace train` at the compute-heavy size: 1 rank x 1 and 2
-# threads against 2 MPI ranks x 1 thread, alternated (docs/benchmarks.md)
+# threads against 2 MPI ranks x 1 thread, alternated; and Open MPI's collectives alone by
+# bucket size (docs/benchmarks.md)
 bench-dist: build
+	@mpicxx -O2 -std=c++17 bench/dist/mpi_collectives.cpp -o $(BUILD)/mpi_collectives
+	@$(MPI_AS_ROOT) mpirun -np 2 $(BUILD)/mpi_collectives
 	@python3 bench/dist/dist_scaling.py --cli $(BUILD)/apps/lazytrace
 
 bench:

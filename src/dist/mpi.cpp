@@ -159,8 +159,8 @@ class MpiWorld final : public runtime::Communicator {
   // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds (a
   // rank stopped, or the ranks issue different collectives). Only barriers and the check of
   // the ranks' collective signatures (an all_gather of one int64, before a graph's first
-  // run) wait this way: the data's collectives block in MPI, whose own algorithms run
-  // nearly twice as fast as its non-blocking ones (docs/benchmarks.md), and the signature
+  // run) wait this way: the data's collectives block in MPI, whose blocking algorithms are
+  // faster than its non-blocking ones (docs/benchmarks.md, bench-dist), and the signature
   // check has made sure that every rank issues them.
   void wait(MPI_Request& req, const char* op) {
     const auto start = std::chrono::steady_clock::now();

@@ -32,8 +32,8 @@ namespace lazytrace::dist {
 
 struct DataParallelOptions {
   /** Gradients all-reduced together, in reverse parameter order (the order backward makes
-   * them), up to this many bytes per all-reduce. 4 MiB: on a CPU, reductions of buckets that
-   * stay in the caches run up to 2.5x faster than PyTorch DDP's 25 MiB (docs/benchmarks.md). */
+   * them), up to this many bytes per all-reduce. 4 MiB: on a CPU, buckets that stay in the
+   * caches reduce faster than PyTorch DDP's 25 MiB (docs/benchmarks.md, bench-dist). */
   int64_t bucket_bytes = int64_t{4} << 20;
   /** Gradients averaged over the ranks (the 1/N scale folded into the reduction), so a step
    * on N ranks is the step on their N batches together; false: summed. */
