@@ -5,6 +5,7 @@
 #if LAZYTRACE_HAVE_MPI
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -101,6 +102,14 @@ class MpiWorld final : public runtime::Communicator {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
+      char* end = nullptr;
+      const double mb = std::strtod(e, &end);
+      if (end == e || *end != '\0' || !(mb >= 0))
+        fail("dist::init", "LAZYTRACE_MPI_CHUNK_MB must be a number of MiB (0: no chunks), got '",
+             e, "'.");
+      chunk_bytes_ = static_cast<int64_t>(mb * (1 << 20));
+    }
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -114,9 +123,14 @@ class MpiWorld final : public runtime::Communicator {
       all_reduce(f.data(), count, DType::float32, op);
       return narrow(f, data, dtype);
     }
-    check(MPI_Allreduce(MPI_IN_PLACE, data, as_count(count, "all_reduce"), mpi_type(dtype),
-                        mpi_op(op, dtype), MPI_COMM_WORLD),
-          "all_reduce", "MPI_Allreduce");
+    // in chunks that stay in the caches (one stacked weight's gradient is tens of MiB)
+    const auto item = static_cast<int64_t>(itemsize(dtype));
+    const int64_t step = chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / item, 1) : count;
+    for (int64_t at = 0; at < count; at += step)
+      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * item,
+                          as_count(std::min(step, count - at), "all_reduce"), mpi_type(dtype),
+                          mpi_op(op, dtype), MPI_COMM_WORLD),
+            "all_reduce", "MPI_Allreduce");
   }
 
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
@@ -179,6 +193,8 @@ class MpiWorld final : public runtime::Communicator {
   }
 
   int rank_ = 0, size_ = 1;
+  // all_reduce's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in one call)
+  int64_t chunk_bytes_ = int64_t{4} << 20;
 };
 
 }  // namespace
