@@ -117,17 +117,19 @@ class MpiWorld final : public runtime::Communicator {
     return detail::cat("MPI rank ", rank_, " of ", size_);
   }
 
-  void all_reduce(void* data, int64_t count, DType dtype, runtime::ReduceOp op) override {
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                  runtime::ReduceOp op) override {
     if (half(dtype)) {
-      std::vector<float> f = widen(data, count, dtype);
-      all_reduce(f.data(), count, DType::float32, op);
-      return narrow(f, data, dtype);
+      std::vector<float> f = widen(in, count, dtype);
+      all_reduce(f.data(), f.data(), count, DType::float32, op);
+      return narrow(f, out, dtype);
     }
     // in chunks that stay in the caches (one stacked weight's gradient is tens of MiB)
     const auto item = static_cast<int64_t>(itemsize(dtype));
     const int64_t step = chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / item, 1) : count;
     for (int64_t at = 0; at < count; at += step)
-      check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * item,
+      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : static_cast<const char*>(in) + at * item,
+                          static_cast<char*>(out) + at * item,
                           as_count(std::min(step, count - at), "all_reduce"), mpi_type(dtype),
                           mpi_op(op, dtype), MPI_COMM_WORLD),
             "all_reduce", "MPI_Allreduce");

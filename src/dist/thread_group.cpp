@@ -97,8 +97,9 @@ void ThreadRank::depart(const char* op) {
   wait_all(*group_, rank_, op);
 }
 
-void ThreadRank::all_reduce(void* data, int64_t count, DType dtype, runtime::ReduceOp op) {
-  arrive("all_reduce", data, data, count, dtype, 0);
+void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                            runtime::ReduceOp op) {
+  arrive("all_reduce", in, out, count, dtype, 0);
   // every rank reduces in rank order, so every rank gets the same bits
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   std::vector<char> acc(bytes);
@@ -107,7 +108,7 @@ void ThreadRank::all_reduce(void* data, int64_t count, DType dtype, runtime::Red
     runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype,
                          op);
   depart("all_reduce");
-  std::memcpy(data, acc.data(), bytes);
+  std::memcpy(out, acc.data(), bytes);
 }
 
 void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,

@@ -15,7 +15,8 @@ class ThreadRank final : public runtime::Communicator {
   ThreadRank(std::shared_ptr<GroupState> group, int rank);
   int rank() const override { return rank_; }
   int size() const override;
-  void all_reduce(void* data, int64_t count, DType dtype, runtime::ReduceOp op) override;
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                  runtime::ReduceOp op) override;
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                       runtime::ReduceOp op) override;
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override;

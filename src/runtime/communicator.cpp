@@ -101,6 +101,11 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view graph_
   checked_.insert(hash);
 }
 
+void SingleProcess::all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                               ReduceOp) {
+  if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
+}
+
 void SingleProcess::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                    ReduceOp) {
   if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));

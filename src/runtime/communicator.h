@@ -24,8 +24,9 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /** In place: `data` holds `count` elements on every rank; after, their reduction. */
-  virtual void all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) = 0;
+  /** `in`: `count` elements on every rank; `out` (which may be `in`): their reduction. */
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype,
+                          ReduceOp op) = 0;
   /** `in`: size() blocks of `count` elements; `out`: block rank() of their reduction. */
   virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                               ReduceOp op) = 0;
@@ -68,7 +69,7 @@ class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce(void*, int64_t, DType, ReduceOp) override {}
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override;
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override;
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
   void broadcast(void*, int64_t, DType, int) override {}

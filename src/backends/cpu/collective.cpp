@@ -45,12 +45,11 @@ void run_collective(const CollectiveStep& s, const RunContext& ctx) {
   } else if (s.op == ir::OpKind::AllGather) {
     comm.all_gather(in, out, n, dt);
     written = n * s.ranks;
+  } else if (s.op == ir::OpKind::AllReduce) {
+    comm.all_reduce(in, out, n, dt, s.reduce);
   } else {
     if (out != in) std::memcpy(out, in, static_cast<size_t>(n) * item);
-    if (s.op == ir::OpKind::Broadcast)
-      comm.broadcast(out, n, dt, s.root);
-    else
-      comm.all_reduce(out, n, dt, s.reduce);
+    comm.broadcast(out, n, dt, s.root);
   }
   if (s.scale != 1) scale_in_place(out, written, dt, s.scale);
 }
