@@ -74,12 +74,18 @@ def broadcast(tensor, src=0):
 
 class DataParallel:
     """Averages (or sums) a module's gradients over the ranks, like PyTorch's
-    DistributedDataParallel: all_reduce_gradients() after backward all-reduces them in
-    buckets of up to bucket_cap_mb, in reverse parameter order (the order backward makes
-    them), the 1/N scale folded into the reduction. Made with broadcast_parameters, every
-    rank starts from rank 0's parameters and buffers."""
+    DistributedDataParallel: reduce_gradients() after backward all-reduces them in buckets
+    of up to bucket_cap_mb, in reverse parameter order (the order backward makes them), the
+    1/N scale folded into the reduction. Made with broadcast_parameters, every rank starts
+    from rank 0's parameters and buffers.
 
-    def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True):
+    With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets (give
+    them to the optimizer): reduce_gradients() reduce-scatters the gradients onto them, the
+    optimizer updates 1/N of the elements on each rank, and gather_parameters() after its
+    step all-gathers them into the module. The optimizer must update elementwise."""
+
+    def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
+                 shard_optimizer=False):
         if not bucket_cap_mb > 0:
             raise ValueError(f"[DataParallel] bucket_cap_mb must be positive, got {bucket_cap_mb}.")
         self.module = module
@@ -88,6 +94,7 @@ class DataParallel:
         self.buckets = []
         if broadcast_parameters:
             self.broadcast_parameters()
+        self._shards = self._make_shards() if shard_optimizer else None
 
     def __call__(self, *args, **kwargs):
         return self.module(*args, **kwargs)
@@ -99,23 +106,77 @@ class DataParallel:
             for _, t in list(self.module.named_parameters()) + list(self.module.named_buffers()):
                 t.copy_(broadcast(t.detach(), 0))
 
-    def all_reduce_gradients(self):
+    def _buckets_of(self, named):
+        """(name, tensor) pairs split into buckets of one dtype and at most bucket_bytes."""
+        out, size = [], 0
+        for name, t in named:
+            nbytes = t.numel() * t.element_size()
+            if not out or out[-1][0][1].dtype != t.dtype or size + nbytes > self.bucket_bytes:
+                out.append([])
+                size = 0
+            out[-1].append((name, t))
+            size += nbytes
+        return out
+
+    def _make_shards(self):
+        n, r = world_size(), rank()
+        shards = []
+        with no_grad():
+            for bucket in self._buckets_of(reversed(list(self.module.named_parameters()))):
+                numel = sum(p.numel() for _, p in bucket)
+                padded = -(-numel // n) * n
+                parts = [p.detach().reshape(-1) for _, p in bucket]
+                if padded > numel:
+                    parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
+                per = padded // n
+                shard = _C.concat(parts, 0)[r * per:(r + 1) * per]
+                shards.append((bucket, numel, padded, shard))
+        _C.sync([s[3] for s in shards])
+        return [(b, numel, padded, s.detach().requires_grad_()) for b, numel, padded, s in shards]
+
+    def parameters(self):
+        """What the optimizer updates: the module's parameters, or (ZeRO-1) this rank's shards."""
+        if self._shards is None:
+            return list(self.module.parameters())
+        return [s[3] for s in self._shards]
+
+    def reduce_gradients(self):
         self.buckets = []
-        if world_size() == 1:
+        with no_grad():
+            if self._shards is not None:
+                for bucket, numel, padded, shard in self._shards:
+                    parts = []
+                    for _, p in bucket:
+                        g = p.grad
+                        parts.append(g.reshape(-1) if g is not None else
+                                     _C.zeros([p.numel()], p.dtype))
+                        p.grad = None
+                    if padded > numel:
+                        parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
+                    shard.grad = reduce_scatter(_C.concat(parts, 0), self.op)
+                    self.buckets.append([name for name, _ in bucket])
+                return
+            if world_size() == 1:
+                return
+            named = [(name, p) for name, p in reversed(list(self.module.named_parameters()))
+                     if p.grad is not None]
+            for bucket in self._buckets_of(named):
+                self._reduce(bucket)
+
+    all_reduce_gradients = reduce_gradients
+
+    def gather_parameters(self):
+        """ZeRO-1: after the optimizer step, every rank's shards into the parameters."""
+        if self._shards is None:
             return
         with no_grad():
-            bucket, size = [], 0
-            for name, p in reversed(list(self.module.named_parameters())):
-                g = p.grad
-                if g is None:
-                    continue
-                nbytes = g.numel() * g.element_size()
-                if bucket and (bucket[0][1].grad.dtype != g.dtype or size + nbytes > self.bucket_bytes):
-                    self._reduce(bucket)
-                    bucket, size = [], 0
-                bucket.append((name, p))
-                size += nbytes
-            self._reduce(bucket)
+            for bucket, _, _, shard in self._shards:
+                full = all_gather(shard.detach())
+                at = 0
+                for _, p in bucket:
+                    n = p.numel()
+                    p.copy_(full[at:at + n].reshape(p.shape))
+                    at += n
 
     def average(self, tensor):
         """The mean over ranks of a value (e.g. the loss, for the log)."""

@@ -129,6 +129,40 @@ def test_two_ranks_train_like_gradient_accumulation_bit_for_bit():
     assert ref_losses[-1] < ref_losses[0]
 
 
+def dp_train(n, steps=3, **options):
+    """Rank 0's weights after data-parallel steps on n thread ranks."""
+    init = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
+
+    def body(r):
+        model = tiny_model()
+        with lt.no_grad():
+            for k, v in model.state_dict().items():
+                v.copy_(lt.tensor(init[k]))
+        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002, **options)
+        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
+        for s in range(steps):
+            x, y = batch(s)
+            begin, end = dist.shard(8)
+            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                                  lt.tensor(y[begin:end]))
+            loss.backward()
+            ddp.reduce_gradients()
+            opt.step()
+            ddp.gather_parameters()
+            opt.zero_grad()
+            lt.sync()
+        return {k: v.numpy() for k, v in model.state_dict().items()}
+
+    return per_rank(n, body)[0]
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
+    replicated, sharded = dp_train(n), dp_train(n, shard_optimizer=True)
+    for k, v in replicated.items():
+        np.testing.assert_array_equal(sharded[k], v, err_msg=k)
+
+
 def test_ranks_issuing_different_collectives_raise_instead_of_hanging():
     def body(r):
         dist.all_reduce(lt.ones(4 if r == 0 else 5)).numpy()
