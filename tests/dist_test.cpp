@@ -145,6 +145,13 @@ TEST_P(Collectives, GradientsAreThoseOfTheSumOfTheRanksLosses) {
     const std::vector<float> gc = c.grad().to_vector<float>();
     EXPECT_EQ(gc[0], r == n - 1 ? wsum0 : 0.f);
     EXPECT_FLOAT_EQ(gc[1], wsum1 / static_cast<float>(n));
+
+    // all_reduce(min, scale 0.3): rank 0 alone holds the minimum of element 0
+    lt::Tensor m = lt::tensor(cv, {2}).requires_grad_();
+    lt::sum(lt::tensor(w_of(r, 2), {2}) * lt::all_reduce(m, "min", 0.3)).backward();
+    const std::vector<float> gm = m.grad().to_vector<float>();
+    EXPECT_FLOAT_EQ(gm[0], r == 0 ? 0.3f * wsum0 : 0.f);
+    EXPECT_FLOAT_EQ(gm[1], 0.3f * wsum1 / static_cast<float>(n));
   });
 }
 
@@ -205,7 +212,21 @@ TEST(Dist, RanksThatTraceDifferentCollectivesFailClearly) {
             y.to_vector<float>();
           });
         },
-        {"[sync] the ranks' graphs issue different collectives", "rank 1's"});
+        {"[sync] the ranks' graphs issue different collectives", "rank 1's",
+         "whose collectives are: all_reduce"});
+}
+
+TEST(Dist, ABarrierAgainstACollectiveFailsClearly) {
+  expect_error(
+      [] {
+        lt::dist::run_threads(2, [](int r) {
+          if (r == 0)
+            lt::dist::barrier();
+          else
+            lt::all_reduce(lt::ones({4})).to_vector<float>();
+        });
+      },
+      {"the ranks issue different collectives", "barrier"});
 }
 
 TEST(Dist, GraphsMayDifferAroundTheSameCollectives) {

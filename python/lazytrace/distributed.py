@@ -82,7 +82,8 @@ class DataParallel:
     With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets (give
     them to the optimizer): reduce_gradients() reduce-scatters the gradients onto them, the
     optimizer updates 1/N of the elements on each rank, and gather_parameters() after its
-    step all-gathers them into the module. The optimizer must update elementwise."""
+    step all-gathers them into the module. The optimizer must update elementwise; a
+    parameter without a gradient gets a zero one there (AdamW still decays it)."""
 
     def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
                  shard_optimizer=False):

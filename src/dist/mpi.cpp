@@ -119,6 +119,7 @@ class MpiWorld final : public runtime::Communicator {
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype,
                   runtime::ReduceOp op) override {
+    usable("all_reduce");
     if (half(dtype)) {
       std::vector<float> f = widen(in, count, dtype);
       all_reduce(f.data(), f.data(), count, DType::float32, op);
@@ -137,6 +138,7 @@ class MpiWorld final : public runtime::Communicator {
 
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                       runtime::ReduceOp op) override {
+    usable("reduce_scatter");
     if (half(dtype)) {
       std::vector<float> f = widen(in, count * size_, dtype), o(static_cast<size_t>(count));
       reduce_scatter(f.data(), o.data(), count, DType::float32, op);
@@ -148,24 +150,34 @@ class MpiWorld final : public runtime::Communicator {
   }
 
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
+    usable("all_gather");
     const int n = as_count(count, "all_gather");
     check(MPI_Allgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), MPI_COMM_WORLD),
           "all_gather", "MPI_Allgather");
   }
 
   void broadcast(void* data, int64_t count, DType dtype, int root) override {
+    usable("broadcast");
     check(MPI_Bcast(data, as_count(count, "broadcast"), mpi_type(dtype), root, MPI_COMM_WORLD),
           "broadcast", "MPI_Bcast");
   }
 
+  // (into buffers of its own, which outlive a timeout: MPI may still write them)
   void gather_signatures(const int64_t* mine, int64_t* all) override {
+    const char* op = "the check of the ranks' collectives";
+    usable(op);
+    signatures_.assign(static_cast<size_t>(size_) + 1, 0);
+    signatures_[0] = *mine;
     MPI_Request req;
-    check(MPI_Iallgather(mine, 1, MPI_INT64_T, all, 1, MPI_INT64_T, MPI_COMM_WORLD, &req),
-          "all_gather", "MPI_Iallgather");
-    wait(req, "all_gather");
+    check(MPI_Iallgather(signatures_.data(), 1, MPI_INT64_T, signatures_.data() + 1, 1,
+                         MPI_INT64_T, MPI_COMM_WORLD, &req),
+          op, "MPI_Iallgather");
+    wait(req, op);
+    std::copy(signatures_.begin() + 1, signatures_.end(), all);
   }
 
   void barrier() override {
+    usable("barrier");
     MPI_Request req;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &req), "barrier", "MPI_Ibarrier");
     wait(req, "barrier");
@@ -187,14 +199,27 @@ class MpiWorld final : public runtime::Communicator {
       if (done) return;
       if (polls > 1000) std::this_thread::yield();
       if ((polls & 1023) == 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit)
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
+              limit) {
+        failed_ = true;  // the request stays open: no later collective can pair up
         fail(op, describe(), " waited ", limit,
              " s for the other ranks (lt::dist::set_timeout, LAZYTRACE_DIST_TIMEOUT): a rank "
              "stopped, or the ranks issue different collectives.");
+      }
     }
   }
 
+  // After a timeout, every collective fails at once.
+  void usable(const char* op) const {
+    if (failed_)
+      fail(op, describe(), ": an earlier collective timed out, and the ranks can no longer "
+                           "pair their collectives; end the job (mpirun ends the others when "
+                           "a rank exits with an error).");
+  }
+
   int rank_ = 0, size_ = 1;
+  bool failed_ = false;
+  std::vector<int64_t> signatures_;
   // all_reduce's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in one call)
   int64_t chunk_bytes_ = int64_t{4} << 20;
 };

@@ -99,10 +99,10 @@ void ThreadRank::depart(const char* op) {
 
 void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                             runtime::ReduceOp op) {
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  std::vector<char> acc(bytes);  // (before arriving: the others may read only once all did)
   arrive("all_reduce", in, out, count, dtype, 0);
   // every rank reduces in rank order, so every rank gets the same bits
-  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-  std::vector<char> acc(bytes);
   std::memcpy(acc.data(), group_->posted[0].in, bytes);
   for (int r = 1; r < group_->n; ++r)
     runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype,
@@ -113,10 +113,10 @@ void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtyp
 
 void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                 runtime::ReduceOp op) {
-  arrive("reduce_scatter", in, out, count, dtype, 0);
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   const size_t at = static_cast<size_t>(rank_) * bytes;
   std::vector<char> acc(bytes);  // `out` may overlap this rank's own input
+  arrive("reduce_scatter", in, out, count, dtype, 0);
   std::memcpy(acc.data(), static_cast<const char*>(group_->posted[0].in) + at, bytes);
   for (int r = 1; r < group_->n; ++r)
     runtime::reduce_into(acc.data(),
@@ -127,9 +127,9 @@ void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType 
 }
 
 void ThreadRank::all_gather(const void* in, void* out, int64_t count, DType dtype) {
-  arrive("all_gather", in, out, count, dtype, 0);
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   std::vector<char> all(bytes * static_cast<size_t>(group_->n));
+  arrive("all_gather", in, out, count, dtype, 0);
   for (int r = 0; r < group_->n; ++r)
     std::memcpy(all.data() + static_cast<size_t>(r) * bytes,
                 group_->posted[static_cast<size_t>(r)].in, bytes);
@@ -146,7 +146,15 @@ void ThreadRank::broadcast(void* data, int64_t count, DType dtype, int root) {
 }
 
 void ThreadRank::barrier() {
-  wait_all(*group_, rank_, "barrier");
+  arrive("barrier", nullptr, nullptr, 0, DType::float32, 0);
+  depart("barrier");
+}
+
+void ThreadRank::gather_signatures(const int64_t* mine, int64_t* all) {
+  arrive("the check of the ranks' collectives", mine, all, 1, DType::int64, 0);
+  for (int r = 0; r < group_->n; ++r)
+    all[r] = *static_cast<const int64_t*>(group_->posted[static_cast<size_t>(r)].in);
+  depart("the check of the ranks' collectives");
 }
 
 std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n, double timeout_seconds) {

@@ -28,6 +28,7 @@ class ThreadRank final : public runtime::Communicator {
   void abort(const std::string& why);
 
  private:
+  void gather_signatures(const int64_t* mine, int64_t* all) override;
   // Publishes this rank's buffers and waits for every rank's; checks they agree.
   void arrive(const char* op, const void* in, void* out, int64_t count, DType dtype, int root);
   // Waits until every rank has finished reading the others' buffers.

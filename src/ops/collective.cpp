@@ -55,12 +55,12 @@ Tensor collective(OpKind kind, const Tensor& t, ReduceOp reduce, double scale, i
          "' is not differentiable; use all_reduce, whose max and min are.");
   if (kind == OpKind::AllReduce && reduce != ReduceOp::Sum) {
     // the gradient goes to the ranks holding the extreme value, split evenly among ties
+    // (all_reduce records max and min with a scale as the unscaled one, then a product)
     ops::record_grad(result, name, {&t},
-                     [x = ops::SavedInput(name, t), y = ops::SavedResult(result),
-                      scale](const Tensor& g) {
-                       Tensor hit = astype(x.get() == y.get() / scale, g.dtype());
+                     [x = ops::SavedInput(name, t), y = ops::SavedResult(result)](const Tensor& g) {
+                       Tensor hit = astype(x.get() == y.get(), g.dtype());
                        Tensor ties = all_reduce(hit, "sum");
-                       return std::vector<Tensor>{all_reduce(g, "sum", scale) * hit / ties};
+                       return std::vector<Tensor>{all_reduce(g, "sum") * hit / ties};
                      });
     return result;
   }
@@ -77,6 +77,8 @@ Tensor collective(OpKind kind, const Tensor& t, ReduceOp reduce, double scale, i
 
 Tensor all_reduce(const Tensor& t, std::string_view op, double scale) {
   const ReduceOp r = parse_reduce("all_reduce", op, t, scale);
+  if (r != ReduceOp::Sum && scale != 1)  // so the gradient finds the extreme exactly
+    return collective(OpKind::AllReduce, t, r, 1.0, 0) * scale;
   return collective(OpKind::AllReduce, t, r, scale, 0);
 }
 

@@ -77,8 +77,9 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
   }
 }
 
-void Communicator::check_same_collectives(uint64_t hash, std::string_view graph_name) {
-  if (size() == 1 || checked_.count(hash)) return;
+void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_text,
+                                          std::string_view graph_name) {
+  if (size() == 1) return;
   std::vector<int64_t> all(static_cast<size_t>(size()));
   const auto mine = static_cast<int64_t>(hash);
   try {
@@ -95,10 +96,9 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view graph_
     fail("sync", "the ranks' graphs issue different collectives (signatures: rank 0's ",
          std::hex, static_cast<uint64_t>(all[0]), std::dec, ", ", differ, "; this is ",
          describe(), graph_name.empty() ? "" : ", graph '", graph_name,
-         graph_name.empty() ? "" : "'",
+         graph_name.empty() ? "" : "'", ", whose collectives are: ", mine_text,
          "). Every rank must issue the same collectives, on the same shapes and dtypes, in "
          "the same order; lt::debug::to_text shows a graph.");
-  checked_.insert(hash);
 }
 
 void SingleProcess::all_reduce(const void* in, void* out, int64_t count, DType dtype,

@@ -8,7 +8,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 
 #include "lazytrace/core/dtype.h"
 
@@ -45,13 +44,15 @@ class Communicator {
   virtual int cache_slot() const { return 0; }
 
   /**
-   * Checks, the first time this rank runs a graph whose collectives have signature
-   * `collectives` (Executable::collectives), that every rank's graph issues the same ones
-   * (an all_gather of the signatures); lt::Error naming the ranks that differ otherwise, on
-   * every rank, instead of a hang or garbage in mismatched collectives. The rest of the
-   * graphs may differ (e.g. each rank slicing its part of a batch).
+   * Checks, before a run of a graph whose collectives have signature `collectives`
+   * (Executable::collectives), that every rank's graph issues the same ones (one int64
+   * gathered from each rank); lt::Error on every rank otherwise, naming the ranks that differ
+   * and this rank's collectives (`mine`), instead of a hang or garbage in mismatched
+   * collectives. The rest of the graphs may differ (e.g. each rank slicing its part of a
+   * batch).
    */
-  void check_same_collectives(uint64_t collectives, std::string_view graph_name);
+  void check_same_collectives(uint64_t collectives, std::string_view mine,
+                              std::string_view graph_name);
 
  protected:
   /** One int64 from every rank, for check_same_collectives (all_gather; MPI waits for it
@@ -59,9 +60,6 @@ class Communicator {
   virtual void gather_signatures(const int64_t* mine, int64_t* all) {
     all_gather(mine, all, 1, DType::int64);
   }
-
- private:
-  std::unordered_set<uint64_t> checked_;  // used by this rank's thread only
 };
 
 /** The single process: size 1, every collective an identity. */

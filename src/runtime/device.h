@@ -37,6 +37,8 @@ class Executable {
    * hash of their order, kinds, sizes and attributes (what every rank must agree on); 0:
    * none. */
   virtual uint64_t collectives() const { return 0; }
+  /** Those collectives in words ("all_reduce sum f32[1024], ..."), for errors. */
+  virtual std::string describe_collectives() const { return {}; }
 };
 
 class Device {

@@ -123,7 +123,8 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
       if (metrics::compile_count.value() != compiles)
         metrics::named_counter("CompileCount[" + name + "]").add();
     }
-    if (exe->collectives()) comm.check_same_collectives(exe->collectives(), name);
+    if (exe->collectives())
+      comm.check_same_collectives(exe->collectives(), exe->describe_collectives(), name);
     metrics::ScopedTimer t(metrics::execute_time);
     results = exe->run(params, scalars, donated);
   } catch (...) {

@@ -20,7 +20,9 @@
  * With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets: the
  * gradients are reduce-scattered onto them, the optimizer updates (and keeps state for)
  * 1/N of the elements on each rank, and gather_parameters() all-gathers the result into the
- * module's parameters. The optimizer must then update elementwise (SGD, AdamW).
+ * module's parameters. The optimizer must then update elementwise (SGD, AdamW). A parameter
+ * without a gradient gets a zero one there (AdamW still decays it and moves its moments),
+ * where the replicated optimizer skips it.
  */
 #include <cstdint>
 #include <string>

@@ -34,8 +34,9 @@ void barrier();
  * Seconds a rank waits for the others before lt::Error (default 300, or
  * LAZYTRACE_DIST_TIMEOUT): a rank that stopped, or ranks that issue different collectives,
  * end in an error instead of a hang. Threads as ranks wait so in every collective; MPI
- * ranks in barriers and in the check, before a graph's first run, that every rank's graph
- * issues the same collectives (the collectives themselves block in MPI, at its speed).
+ * ranks in barriers and in the check, before each run of a graph with collectives, that
+ * every rank's graph issues the same ones (the collectives themselves block in MPI, at its
+ * speed). After an MPI timeout every collective fails: end the job.
  */
 void set_timeout(double seconds);
 double timeout();

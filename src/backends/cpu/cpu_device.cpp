@@ -143,6 +143,7 @@ class CpuExecutable : public runtime::Executable {
   }
   int64_t arena_bytes() const override { return prog_.arena_bytes; }
   uint64_t collectives() const override { return prog_.collectives; }
+  std::string describe_collectives() const override { return prog_.collectives_text; }
 
  private:
   Program prog_;

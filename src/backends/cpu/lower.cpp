@@ -246,7 +246,14 @@ class Lowering {
       uint64_t h = hash_combine(static_cast<uint64_t>(n.op), n.attrs.hash());
       h = hash_combine(h, static_cast<uint64_t>(cs.in.shape.numel()));
       h = hash_combine(h, static_cast<uint64_t>(n.dtype));
-      add_collectives(h);
+      add_collectives(h, detail::cat(ir::op_name(n.op), " ",
+                                     n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
+                                         ? runtime::reduce_op_name(cs.reduce)
+                                         : "",
+                                     n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
+                                         ? " "
+                                         : "",
+                                     dtype_name(n.dtype), cs.in.shape.str()));
       p_.steps.emplace_back(std::move(cs));
       set_storage_value(i, std::get<CollectiveStep>(p_.steps.back()).out_storage);
       return;
@@ -566,7 +573,8 @@ class Lowering {
     const GNode& n = g_.nodes[i];
     const ir::Body& body = n.body();
     std::shared_ptr<const Program> prog = body_program(body, passes_);
-    if (prog->collectives) add_collectives(prog->collectives);
+    if (prog->collectives)
+      add_collectives(prog->collectives, "call(" + prog->collectives_text + ")");
     const int nin = body.num_inputs;
     const int nd = static_cast<int>(body.graph.param_nodes.size());
     CallStep cs;
@@ -636,8 +644,13 @@ class Lowering {
     call_results_[i] = std::move(results);
   }
 
-  // Appends collectives a run issues, in order, to the program's signature.
-  void add_collectives(uint64_t h) { p_.collectives = hash_combine(p_.collectives ? p_.collectives : 0x636f6c6c, h); }
+  // Appends collectives a run issues, in order, to the program's signature. (A while loop's
+  // iteration count is not in it: its condition must agree across ranks, e.g. computed
+  // from an all_reduce.)
+  void add_collectives(uint64_t h, const std::string& text) {
+    p_.collectives = hash_combine(p_.collectives ? p_.collectives : 0x636f6c6c, h);
+    p_.collectives_text += (p_.collectives_text.empty() ? "" : ", ") + text;
+  }
 
   // A contiguous memory view of node `in` (copied if it is strided or a scalar).
   View use_contiguous(int in) {
@@ -661,8 +674,13 @@ class Lowering {
     ls.body = body_program(*loop.body, passes_);
     if (loop.cond) ls.cond = body_program(*loop.cond, passes_);
     if (ls.body->collectives || (ls.cond && ls.cond->collectives))
-      add_collectives(hash_combine(hash_combine(ls.body->collectives, ls.cond ? ls.cond->collectives : 0),
-                                   static_cast<uint64_t>(ls.length)));
+      add_collectives(
+          hash_combine(hash_combine(ls.body->collectives, ls.cond ? ls.cond->collectives : 0),
+                       static_cast<uint64_t>(ls.length)),
+          (ls.kind == ir::Loop::Kind::While ? std::string("while (")
+                                            : detail::cat("scan of ", ls.length, " (")) +
+              (ls.cond ? ls.cond->collectives_text + "; " : "") + ls.body->collectives_text +
+              ")");
     const int nin = loop.body->num_inputs;
     for (int k = 0; k < nin; ++k) {
       LoopStep::Input in;

@@ -215,6 +215,7 @@ struct Program {
   // The collectives a run issues, in order (itself, and in the bodies it calls or loops
   // over), as a hash of their kinds, sizes and attributes; 0: none. Ranks compare it.
   uint64_t collectives = 0;
+  std::string collectives_text;  // the same in words, for the error when ranks differ
   // The passes it was compiled with; the backend's own (read_ahead, evict_slices) read them.
   runtime::PassSet passes;
 };
