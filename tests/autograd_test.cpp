@@ -234,9 +234,9 @@ TEST(GradCheck, EveryDifferentiableOpKindHasACase) {
   }
   using K = lt_test::OpKind;
   const std::set<K> not_differentiable = {
-      K::Data, K::Scalar, K::Param, K::Iota, K::RandUniform, K::RandNormal,   K::Eq,          K::Ne,
-      K::Lt,   K::Le,     K::Gt,    K::Ge,   K::AdamW,       K::AdamWProduct, K::CheckTargets,
-      K::Broadcast};
+      K::Data,  K::Scalar,       K::Param,        K::Iota,     K::RandUniform, K::RandNormal,
+      K::Eq,    K::Ne,           K::Lt,           K::Le,       K::Gt,          K::Ge,
+      K::AdamW, K::AdamWProduct, K::CheckTargets, K::Broadcast};
   const std::map<K, const char*> elsewhere = {
       {K::Cast, "GradCheck.CastPassesTheGradientBackInTheInputDtype"},
       {K::Call, "assume_pure_test (AssumePureGrad.*)"},

@@ -28,8 +28,7 @@ std::pair<Tensor, Tensor> global_batch(int s) {
   return {lt::tensor(x, {8, kSeq}), lt::tensor(y, {8, kSeq})};
 }
 
-std::pair<Tensor, Tensor> rows(const std::pair<Tensor, Tensor>& batch, int64_t begin,
-                               int64_t end) {
+std::pair<Tensor, Tensor> rows(const std::pair<Tensor, Tensor>& batch, int64_t begin, int64_t end) {
   return {lt::slice(batch.first, 0, begin, end), lt::slice(batch.second, 0, begin, end)};
 }
 
@@ -86,9 +85,10 @@ Trained accumulated(int micro) {
   return weights_of(*model, losses);
 }
 
-// n thread ranks, each on its shard of the global batch; rank 0's result.
+// n thread ranks, each on its shard of the global batch; rank 0's result, after checking
+// that every rank ends with the same weights and losses.
 Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions options = {}) {
-  Trained out;
+  std::vector<Trained> all(static_cast<size_t>(n));
   std::mutex mu;
   lt::dist::run_threads(n, [&](int r) {
     auto model = fresh_model();
@@ -119,12 +119,14 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
       losses.push_back(loss.item<float>());
     }
     Trained mine = weights_of(*model, losses);
-    if (r == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      out = std::move(mine);
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    all[static_cast<size_t>(r)] = std::move(mine);
   });
-  return out;
+  for (int r = 1; r < n; ++r) {
+    EXPECT_EQ(all[static_cast<size_t>(r)].losses, all[0].losses) << "rank " << r;
+    EXPECT_EQ(all[static_cast<size_t>(r)].weights, all[0].weights) << "rank " << r;
+  }
+  return all[0];
 }
 
 void expect_equal(const Trained& a, const Trained& b) {

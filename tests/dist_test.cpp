@@ -61,8 +61,7 @@ TEST_P(Collectives, AllReduceMatchesALoopOverRanks) {
     // integers, exactly
     lt::Tensor k = lt::tensor(std::vector<int64_t>{r, 10 * r + 1, -r}, {3});
     const int64_t s = n * (n - 1) / 2;
-    EXPECT_EQ(lt::all_reduce(k).to_vector<int64_t>(),
-              (std::vector<int64_t>{s, 10 * s + n, -s}));
+    EXPECT_EQ(lt::all_reduce(k).to_vector<int64_t>(), (std::vector<int64_t>{s, 10 * s + n, -s}));
     EXPECT_EQ(lt::all_reduce(k, "max").to_vector<int64_t>(),
               (std::vector<int64_t>{n - 1, 10 * (n - 1) + 1, 0}));
   });
@@ -246,8 +245,7 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
           if (r == 0) lt::all_reduce(lt::ones({4})).to_vector<float>();
         });
       },
-      {"[sync]", "checking that every rank's graph issues the same collectives",
-       "waited 0.5 s"});
+      {"[sync]", "checking that every rank's graph issues the same collectives", "waited 0.5 s"});
   lt::dist::set_timeout(300);
 }
 
@@ -264,8 +262,11 @@ TEST(Dist, ARankThatThrowsFailsTheOthers) {
 
 TEST(Dist, MistakesAreErrors) {
   lt::dist::run_threads(2, [](int) {
-    expect_error([] { lt::reduce_scatter(lt::ones({3, 2})); },
-                 {"[reduce_scatter]", "dim 0 of shape [3, 2]", "2 ranks"});
+    expect_error(
+        [] {
+          lt::reduce_scatter(lt::ones({3, 2}));
+        },
+        {"[reduce_scatter]", "dim 0 of shape [3, 2]", "2 ranks"});
     expect_error([] { lt::all_gather(lt::ones({})); }, {"[all_gather]", "0-d"});
     expect_error([] { lt::all_reduce(lt::ones({2}), "prod"); },
                  {"[all_reduce]", "unknown reduction 'prod'"});
@@ -292,7 +293,8 @@ TEST(Dist, ShardSplitsTheGlobalBatch) {
     std::lock_guard<std::mutex> lock(mu);
     got[size_t(r)] = s;
   });
-  for (int r = 0; r < 4; ++r) EXPECT_EQ(got[size_t(r)], (std::pair<int64_t, int64_t>{3 * r, 3 * r + 3}));
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(got[size_t(r)], (std::pair<int64_t, int64_t>{3 * r, 3 * r + 3}));
 }
 
 }  // namespace

@@ -42,9 +42,10 @@ void collectives() {
         "reduce_scatter");
   std::vector<int64_t> gathered;
   for (int q = 0; q < n; ++q) gathered.push_back(q * q);
-  check(lt::all_gather(lt::tensor(std::vector<int64_t>{int64_t{r} * r}, {1})).to_vector<int64_t>() ==
-            gathered,
-        "all_gather");
+  check(
+      lt::all_gather(lt::tensor(std::vector<int64_t>{int64_t{r} * r}, {1})).to_vector<int64_t>() ==
+          gathered,
+      "all_gather");
   check(lt::broadcast(lt::full({2}, float(r + 3)), n - 1).to_vector<float>() ==
             std::vector<float>{float(n + 2), float(n + 2)},
         "broadcast");

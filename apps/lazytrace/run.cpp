@@ -129,7 +129,8 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     const int64_t w0 = lt::metrics::now_ns(), t0 = lt::metrics::timer_ns("TraceTime");
     const int64_t c0 = lt::metrics::timer_ns("CollectiveTime");
     const int64_t bytes0 = lt::metrics::counter("CollectiveBytes");
-    const std::vector<int64_t> mine(tokens.begin() + row0 * (t + 1), tokens.begin() + row1 * (t + 1));
+    const std::vector<int64_t> mine(tokens.begin() + row0 * (t + 1),
+                                    tokens.begin() + row1 * (t + 1));
     lt::Tensor data = lt::tensor(mine, {row1 - row0, t + 1});
     lt::Tensor loss =
         nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));

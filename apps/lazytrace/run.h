@@ -54,7 +54,7 @@ struct RunResult {
   double step_ms = 0;            // steady steps, wall
   double first_step_ms = 0;
   double peak_mb = 0;
-  double tokens_per_s = 0;        // the global batch's, over every rank
+  double tokens_per_s = 0;  // the global batch's, over every rank
   int ranks = 1;
   double collective_ms_per_step = 0;  // steady steps: inside all-reduces (waits included)
   double collective_mb_per_step = 0;  // bytes each rank all-reduces per step

@@ -1,4 +1,5 @@
 // lazytrace train / report: train a byte-level decoder on a text file.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -43,8 +44,10 @@ int train(int argc, char** argv) {
   const int ranks = lt::dist::init();  // under mpirun: this process's rank of the job
   const bool lead = lt::dist::rank() == 0;
   RunOptions o = run_options(f);
-  o.bucket_bytes = static_cast<int64_t>(f.number("bucket-mb") * (1 << 20));
-  if (o.bucket_bytes <= 0) throw UsageError("--bucket-mb must be positive");
+  const double bucket_mb = f.number("bucket-mb");
+  if (!(bucket_mb > 0 && bucket_mb <= 1 << 20))
+    throw UsageError("--bucket-mb must be in (0, 1048576]");
+  o.bucket_bytes = std::max<int64_t>(static_cast<int64_t>(bucket_mb * (1 << 20)), 1);
   o.shard_optimizer = f.given("shard-optimizer");
   if (!f.str("init").empty()) {
     o.init = f.str("init");

@@ -35,10 +35,11 @@ int main(int argc, char** argv) {
   const int total = 16 << 20;  // floats: 64 MiB
   std::vector<float> a(total, 0.5f), part(total / size);
   if (rank == 0)
-    std::printf("%d ranks, %d MiB of float32 in buckets\n\n"
-                "| bucket MiB | all-reduce ms | non-blocking all-reduce ms | reduce-scatter + "
-                "all-gather ms |\n|---|---|---|---|\n",
-                size, total >> 18);
+    std::printf(
+        "%d ranks, %d MiB of float32 in buckets\n\n"
+        "| bucket MiB | all-reduce ms | non-blocking all-reduce ms | reduce-scatter + "
+        "all-gather ms |\n|---|---|---|---|\n",
+        size, total >> 18);
   for (int mib : {64, 16, 4, 1}) {
     const int n = mib << 18, buckets = total / n;
     const double blocking = median_ms([&] {
@@ -49,8 +50,8 @@ int main(int argc, char** argv) {
     const double polled = median_ms([&] {
       for (int b = 0; b < buckets; ++b) {
         MPI_Request req;
-        MPI_Iallreduce(MPI_IN_PLACE, a.data() + static_cast<size_t>(b) * n, n, MPI_FLOAT,
-                       MPI_SUM, MPI_COMM_WORLD, &req);
+        MPI_Iallreduce(MPI_IN_PLACE, a.data() + static_cast<size_t>(b) * n, n, MPI_FLOAT, MPI_SUM,
+                       MPI_COMM_WORLD, &req);
         for (int done = 0; !done;) MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       }
     });

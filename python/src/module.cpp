@@ -18,10 +18,10 @@ bool is_runtime_error(std::string_view msg) {
       "[ir]",       "[verify]",         "[loop]",     "[call]"};
   for (std::string_view op : kRuntimeOps)
     if (msg.substr(0, op.size()) == op) return true;
-  for (std::string_view what : {"is not pure", "reverse-mode differentiation",
-                                "max_different_graphs", "inside a traced function",
-                                "outside a call", "cannot be written in place", "can't be cast",
-                                "s for the other", "different collectives", " failed: "})
+  for (std::string_view what :
+       {"is not pure", "reverse-mode differentiation", "max_different_graphs",
+        "inside a traced function", "outside a call", "cannot be written in place", "can't be cast",
+        "s for the other", "different collectives", " failed: "})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }

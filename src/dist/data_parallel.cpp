@@ -18,8 +18,7 @@ std::vector<std::vector<Named>> buckets_of(const std::vector<Named>& items, int6
   int64_t bytes = 0;
   for (const Named& item : items) {
     const int64_t b = item.second.numel() * static_cast<int64_t>(itemsize(item.second.dtype()));
-    if (out.empty() || out.back()[0].second.dtype() != item.second.dtype() ||
-        bytes + b > limit) {
+    if (out.empty() || out.back()[0].second.dtype() != item.second.dtype() || bytes + b > limit) {
       out.emplace_back();
       bytes = 0;
     }

@@ -36,9 +36,10 @@ int init() {
   static const bool joined = [] {
     if (!launched_by_mpi()) return false;
     if (!mpi_built())
-      fail("dist::init", "this process was started by mpirun, but lazytrace was built without "
-                         "MPI: install Open MPI (scripts/install-deps.sh installs it) and build "
-                         "again, or run without mpirun.");
+      fail("dist::init",
+           "this process was started by mpirun, but lazytrace was built without "
+           "MPI: install Open MPI (scripts/install-deps.sh installs it) and build "
+           "again, or run without mpirun.");
     runtime::set_process_communicator(make_mpi_world());
     return true;
   }();
@@ -73,8 +74,7 @@ double timeout() {
     char* end = nullptr;
     const double v = std::strtod(env, &end);
     if (end == env || *end != '\0' || !(v > 0))
-      fail("dist", "LAZYTRACE_DIST_TIMEOUT must be a positive number of seconds, got '", env,
-           "'.");
+      fail("dist", "LAZYTRACE_DIST_TIMEOUT must be a positive number of seconds, got '", env, "'.");
     t = v;
   }
   return t;

@@ -113,9 +113,7 @@ class MpiWorld final : public runtime::Communicator {
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::string describe() const override {
-    return detail::cat("MPI rank ", rank_, " of ", size_);
-  }
+  std::string describe() const override { return detail::cat("MPI rank ", rank_, " of ", size_); }
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype,
                   runtime::ReduceOp op) override {
@@ -169,8 +167,8 @@ class MpiWorld final : public runtime::Communicator {
     signatures_.assign(static_cast<size_t>(size_) + 1, 0);
     signatures_[0] = *mine;
     MPI_Request req;
-    check(MPI_Iallgather(signatures_.data(), 1, MPI_INT64_T, signatures_.data() + 1, 1,
-                         MPI_INT64_T, MPI_COMM_WORLD, &req),
+    check(MPI_Iallgather(signatures_.data(), 1, MPI_INT64_T, signatures_.data() + 1, 1, MPI_INT64_T,
+                         MPI_COMM_WORLD, &req),
           op, "MPI_Iallgather");
     wait(req, op);
     std::copy(signatures_.begin() + 1, signatures_.end(), all);
@@ -199,8 +197,7 @@ class MpiWorld final : public runtime::Communicator {
       if (done) return;
       if (polls > 1000) std::this_thread::yield();
       if ((polls & 1023) == 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >
-              limit) {
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit) {
         failed_ = true;  // the request stays open: no later collective can pair up
         fail(op, describe(), " waited ", limit,
              " s for the other ranks (lt::dist::set_timeout, LAZYTRACE_DIST_TIMEOUT): a rank "
@@ -212,9 +209,10 @@ class MpiWorld final : public runtime::Communicator {
   // After a timeout, every collective fails at once.
   void usable(const char* op) const {
     if (failed_)
-      fail(op, describe(), ": an earlier collective timed out, and the ranks can no longer "
-                           "pair their collectives; end the job (mpirun ends the others when "
-                           "a rank exits with an error).");
+      fail(op, describe(),
+           ": an earlier collective timed out, and the ranks can no longer "
+           "pair their collectives; end the job (mpirun ends the others when "
+           "a rank exits with an error).");
   }
 
   int rank_ = 0, size_ = 1;

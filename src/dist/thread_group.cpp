@@ -83,8 +83,8 @@ void ThreadRank::arrive(const char* op, const void* in, void* out, int64_t count
     const Posted& mine = group_->posted[static_cast<size_t>(rank_)];
     if (std::strcmp(p.op, op) != 0 || p.count != count || p.dtype != dtype || p.root != root) {
       const std::string why = detail::cat(
-          "the ranks issue different collectives: rank ", rank_, " calls ", op, " of ", count,
-          " ", dtype_name(dtype), " elements, rank ", r, " calls ", p.op, " of ", p.count, " ",
+          "the ranks issue different collectives: rank ", rank_, " calls ", op, " of ", count, " ",
+          dtype_name(dtype), " elements, rank ", r, " calls ", p.op, " of ", p.count, " ",
           dtype_name(p.dtype), " elements", mine.root != p.root ? " (roots differ)" : "",
           ". Every rank must issue the same collectives in the same order.");
       depart(op);  // no rank reads the others' buffers: each sees the mismatch
@@ -105,8 +105,7 @@ void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtyp
   // every rank reduces in rank order, so every rank gets the same bits
   std::memcpy(acc.data(), group_->posted[0].in, bytes);
   for (int r = 1; r < group_->n; ++r)
-    runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype,
-                         op);
+    runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype, op);
   depart("all_reduce");
   std::memcpy(out, acc.data(), bytes);
 }

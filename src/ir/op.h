@@ -54,5 +54,10 @@ inline bool is_generator(OpKind k) {
 inline bool is_compare(OpKind k) {
   return op_info(k).compare;
 }
+/** all_reduce, reduce_scatter, all_gather, broadcast (runtime/communicator.h). */
+inline bool is_collective(OpKind k) {
+  return k == OpKind::AllReduce || k == OpKind::ReduceScatter || k == OpKind::AllGather ||
+         k == OpKind::Broadcast;
+}
 
 }  // namespace lazytrace::ir

@@ -1,7 +1,6 @@
 #include "ir/shape_rules.h"
 
 #include <algorithm>
-#include <string_view>
 
 #include "lazytrace/core/error.h"
 
@@ -201,14 +200,15 @@ void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape&
          " with ", index[0], " indices needs shape ", want.str(), ".");
 }
 
-Shape collective_shape(const char* op, const Shape& in, int64_t ranks) {
-  const std::string_view name = op;
-  if (name != "reduce_scatter" && name != "all_gather") return in;
+Shape collective_shape(OpKind kind, const Shape& in, int64_t ranks) {
+  if (kind != OpKind::ReduceScatter && kind != OpKind::AllGather) return in;
+  const char* op = op_name(kind);
   if (in.size() == 0)
-    fail(op, "needs a tensor with at least one dim (it splits or joins dim 0), got a 0-d one; "
-             "reshape it to {1} first.");
+    fail(op,
+         "needs a tensor with at least one dim (it splits or joins dim 0), got a 0-d one; "
+         "reshape it to {1} first.");
   Shape out = in;
-  if (name == "all_gather") {
+  if (kind == OpKind::AllGather) {
     out[0] = in[0] * ranks;
     return out;
   }

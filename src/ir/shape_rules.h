@@ -4,6 +4,7 @@
 // the shapes involved, and what to do.
 #include <vector>
 
+#include "ir/op.h"
 #include "lazytrace/core/shape.h"
 
 namespace lazytrace::ir {
@@ -29,6 +30,6 @@ Shape index_select_shape(const Shape& in, int& dim, const Shape& index);
 void check_index_add(const Shape& in, int& dim, const Shape& index, const Shape& source);
 /** A collective's result over `ranks` ranks: reduce_scatter keeps dim 0's block of this rank
  * (dim 0 must divide evenly), all_gather stacks the ranks' operands along dim 0. */
-Shape collective_shape(const char* op, const Shape& in, int64_t ranks);
+Shape collective_shape(OpKind op, const Shape& in, int64_t ranks);
 
 }  // namespace lazytrace::ir

@@ -42,9 +42,8 @@ void verify(const Graph& g) {
       if (product != grad)
         fail("verify", "node %", i, " (adamw_product) computes a gradient of shape ", product.str(),
              " for a parameter of shape ", n.shape.str());
-    } else if (n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter ||
-               n.op == OpKind::AllGather || n.op == OpKind::Broadcast) {
-      expect = collective_shape(info.name, in_shape(0), n.attrs[2]);
+    } else if (is_collective(n.op)) {
+      expect = collective_shape(n.op, in_shape(0), n.attrs[2]);
     } else if (is_reduce(n.op)) {
       std::vector<int> dims(n.attrs.begin(), n.attrs.end());
       expect = reduce_shape(info.name, in_shape(0), dims, n.attrs.flag);

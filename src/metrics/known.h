@@ -38,7 +38,7 @@ Counter& named_counter(const std::string& name);
 extern Timer trace_time;
 extern Timer compile_time;
 extern Timer execute_time;
-extern Timer kernel_time;  // inside kernels only: ExecuteTime minus this is host overhead
+extern Timer kernel_time;      // inside kernels only: ExecuteTime minus this is host overhead
 extern Timer collective_time;  // inside collectives, waiting for the other ranks included
 extern Timer transfer_to_host_time;
 

@@ -38,18 +38,18 @@ Tensor collective(OpKind kind, const Tensor& t, ReduceOp reduce, double scale, i
   if (root < 0 || root >= n)
     fail(name, "root ", root, " is not a rank: there are ", n, " (",
          runtime::current_communicator().describe(), ").");
-  const Shape out = ir::collective_shape(name, t.shape(), n);
+  const Shape out = ir::collective_shape(kind, t.shape(), n);
   ir::Attrs a;
   a.push(static_cast<int64_t>(reduce));
   a.push_double(scale);
   a.push(n);
   a.push(root);
-  Tensor result =
-      trace::make_pending(ir::make_node(kind, t.dtype(), out, trace::node_of(t), a));
+  Tensor result = trace::make_pending(ir::make_node(kind, t.dtype(), out, trace::node_of(t), a));
   if (!ops::needs_grad(t)) return result;
   if (kind == OpKind::Broadcast)
-    fail(name, "is not differentiable: broadcast values that need no gradient (under "
-               "lt::NoGradGuard, or detach() them), e.g. the initial parameters.");
+    fail(name,
+         "is not differentiable: broadcast values that need no gradient (under "
+         "lt::NoGradGuard, or detach() them), e.g. the initial parameters.");
   if (kind == OpKind::ReduceScatter && reduce != ReduceOp::Sum)
     fail(name, "op '", runtime::reduce_op_name(reduce),
          "' is not differentiable; use all_reduce, whose max and min are.");

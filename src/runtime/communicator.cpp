@@ -93,16 +93,15 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_t
       differ += detail::cat(differ.empty() ? "" : ", ", "rank ", r, "'s ", std::hex,
                             static_cast<uint64_t>(all[static_cast<size_t>(r)]), std::dec);
   if (!differ.empty())
-    fail("sync", "the ranks' graphs issue different collectives (signatures: rank 0's ",
-         std::hex, static_cast<uint64_t>(all[0]), std::dec, ", ", differ, "; this is ",
-         describe(), graph_name.empty() ? "" : ", graph '", graph_name,
-         graph_name.empty() ? "" : "'", ", whose collectives are: ", mine_text,
+    fail("sync", "the ranks' graphs issue different collectives (signatures: rank 0's ", std::hex,
+         static_cast<uint64_t>(all[0]), std::dec, ", ", differ, "; this is ", describe(),
+         graph_name.empty() ? "" : ", graph '", graph_name, graph_name.empty() ? "" : "'",
+         ", whose collectives are: ", mine_text,
          "). Every rank must issue the same collectives, on the same shapes and dtypes, in "
          "the same order; lt::debug::to_text shows a graph.");
 }
 
-void SingleProcess::all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                               ReduceOp) {
+void SingleProcess::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) {
   if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
 }
 

@@ -24,8 +24,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /** `in`: `count` elements on every rank; `out` (which may be `in`): their reduction. */
-  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                          ReduceOp op) = 0;
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) = 0;
   /** `in`: size() blocks of `count` elements; `out`: block rank() of their reduction. */
   virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                               ReduceOp op) = 0;

@@ -233,8 +233,7 @@ class Lowering {
       set_storage_value(i, std::get<GatherStep>(p_.steps.back()).out_storage);
       return;
     }
-    if (n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter ||
-        n.op == OpKind::AllGather || n.op == OpKind::Broadcast) {
+    if (ir::is_collective(n.op)) {
       CollectiveStep cs;
       cs.op = n.op;
       cs.in = use_contiguous(n.inputs[0]);
@@ -246,14 +245,13 @@ class Lowering {
       uint64_t h = hash_combine(static_cast<uint64_t>(n.op), n.attrs.hash());
       h = hash_combine(h, static_cast<uint64_t>(cs.in.shape.numel()));
       h = hash_combine(h, static_cast<uint64_t>(n.dtype));
-      add_collectives(h, detail::cat(ir::op_name(n.op), " ",
-                                     n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
-                                         ? runtime::reduce_op_name(cs.reduce)
-                                         : "",
-                                     n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
-                                         ? " "
-                                         : "",
-                                     dtype_name(n.dtype), cs.in.shape.str()));
+      add_collectives(
+          h, detail::cat(ir::op_name(n.op), " ",
+                         n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
+                             ? runtime::reduce_op_name(cs.reduce)
+                             : "",
+                         n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter ? " " : "",
+                         dtype_name(n.dtype), cs.in.shape.str()));
       p_.steps.emplace_back(std::move(cs));
       set_storage_value(i, std::get<CollectiveStep>(p_.steps.back()).out_storage);
       return;
@@ -679,8 +677,7 @@ class Lowering {
                        static_cast<uint64_t>(ls.length)),
           (ls.kind == ir::Loop::Kind::While ? std::string("while (")
                                             : detail::cat("scan of ", ls.length, " (")) +
-              (ls.cond ? ls.cond->collectives_text + "; " : "") + ls.body->collectives_text +
-              ")");
+              (ls.cond ? ls.cond->collectives_text + "; " : "") + ls.body->collectives_text + ")");
     const int nin = loop.body->num_inputs;
     for (int k = 0; k < nin; ++k) {
       LoopStep::Input in;

@@ -115,7 +115,7 @@ struct CollectiveStep {
   View in;
   int out_storage;
   runtime::ReduceOp reduce = runtime::ReduceOp::Sum;
-  double scale = 1;  // applied after the reduction
+  double scale = 1;   // applied after the reduction
   int64_t ranks = 1;  // the number the graph was traced for
   int root = 0;
 };
