@@ -105,6 +105,51 @@ TEST(Cli, HelpOnEveryCommand) {
   EXPECT_NE(run("train --help").out.find("--layers-mode"), std::string::npos);
 }
 
+// `mpirun -np 2 lazytrace train`: data parallel over the global --batch, the single
+// process's losses (to the 4 decimals printed), rank 0 alone printing and saving.
+TEST(Cli, TrainsDataParallelUnderMpirun) {
+  EXPECT_NE(run("train --help").out.find("mpirun -np N lazytrace train"), std::string::npos);
+#ifndef LAZYTRACE_MPIRUN
+  GTEST_SKIP() << "built without MPI";
+#else
+  const fs::path d = scratch("mpi");
+  const std::string model = (d / "m.safetensors").string();
+  const std::string args =
+      "train --steps 3 --layers 2 --hidden 16 --intermediate 32 --heads 2 "
+      "--kv-heads 1 --batch 4 --seq 24 --log-every 1";
+  // (as root, Open MPI needs these two; set for this command only)
+  const std::string mpirun = std::string("env OMPI_ALLOW_RUN_AS_ROOT=1 ") +
+                             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + LAZYTRACE_MPIRUN +
+                             " --oversubscribe -np 2 -x LAZYTRACE_NUM_THREADS=1 ";
+  CliRun one = run(args + " --out " + (d / "one.safetensors").string());
+  const std::string cmd = mpirun + LAZYTRACE_CLI + " " + args + " --out " + model + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("data parallel over 2 ranks"), std::string::npos) << out;
+  EXPECT_NE(out.find("collectives "), std::string::npos) << out;
+  for (const std::string s : {"step 1/3 loss ", "step 2/3 loss ", "step 3/3 loss "}) {
+    const size_t a = one.out.find(s), b = out.find(s);
+    ASSERT_NE(a, std::string::npos) << one.out;
+    ASSERT_NE(b, std::string::npos) << out;
+    EXPECT_NEAR(std::stod(out.substr(b + s.size())), std::stod(one.out.substr(a + s.size())), 1e-4)
+        << s;
+  }
+  EXPECT_EQ(out.find("saved"), out.rfind("saved")) << "rank 0 alone saves: " << out;
+  EXPECT_TRUE(lt::nn::load_file(model).contains("head.weight"));
+  // the global batch must split evenly over the ranks
+  CliRun odd{0, ""};
+  p = popen(
+      (mpirun + LAZYTRACE_CLI + " train --steps 1 --layers 2 --hidden 16 --batch 3 2>&1").c_str(),
+      "r");
+  while (size_t n = fread(buf, 1, sizeof buf, p)) odd.out.append(buf, n);
+  EXPECT_NE(pclose(p), 0);
+  EXPECT_NE(odd.out.find("must be a multiple of the 2 ranks"), std::string::npos) << odd.out;
+#endif
+}
+
 TEST(Cli, BadFlagsAndFilesAreClearErrors) {
   struct Case {
     const char* args;
