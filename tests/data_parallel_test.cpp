@@ -176,9 +176,12 @@ TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {
   lt::dist::DataParallelOptions zero1;
   zero1.shard_optimizer = true;
   zero1.bucket_bytes = 1024;  // several buckets, some with padding
+  lt::dist::DataParallelOptions split = zero1;
+  split.bucket_bytes = 100;  // 25 floats: most parameters span several buckets
   for (int n : {1, 2, 4}) {
     const Trained replicated = data_parallel(n, false);
     expect_equal(data_parallel(n, false, zero1), replicated);
+    expect_equal(data_parallel(n, false, split), replicated);
     expect_equal(data_parallel(n, true, zero1), data_parallel(n, true));
   }
 }

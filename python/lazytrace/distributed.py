@@ -120,18 +120,29 @@ class DataParallel:
         return out
 
     def _make_shards(self):
+        """Buckets as runs of the parameters' elements, flattened in reverse order (a large
+        parameter spans several): [(pieces (name, param, begin, end), numel, padded, shard)]."""
         n, r = world_size(), rank()
+        buckets = []  # [pieces, numel]
+        for name, p in reversed(list(self.module.named_parameters())):
+            cap = max(self.bucket_bytes // p.element_size(), 1)
+            at = 0
+            while at < p.numel():
+                if not buckets or buckets[-1][1] == cap or buckets[-1][0][0][1].dtype != p.dtype:
+                    buckets.append([[], 0])
+                take = min(cap - buckets[-1][1], p.numel() - at)
+                buckets[-1][0].append((name, p, at, at + take))
+                buckets[-1][1] += take
+                at += take
         shards = []
         with no_grad():
-            for bucket in self._buckets_of(reversed(list(self.module.named_parameters()))):
-                numel = sum(p.numel() for _, p in bucket)
+            for pieces, numel in buckets:
                 padded = -(-numel // n) * n
-                parts = [p.detach().reshape(-1) for _, p in bucket]
+                parts = [p.detach().reshape(-1)[b:e] for _, p, b, e in pieces]
                 if padded > numel:
-                    parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
+                    parts.append(_C.zeros([padded - numel], pieces[0][1].dtype))
                 per = padded // n
-                shard = _C.concat(parts, 0)[r * per:(r + 1) * per]
-                shards.append((bucket, numel, padded, shard))
+                shards.append((pieces, numel, padded, _C.concat(parts, 0)[r * per:(r + 1) * per]))
         _C.sync([s[3] for s in shards])
         return [(b, numel, padded, s.detach().requires_grad_()) for b, numel, padded, s in shards]
 
@@ -145,17 +156,18 @@ class DataParallel:
         self.buckets = []
         with no_grad():
             if self._shards is not None:
-                for bucket, numel, padded, shard in self._shards:
+                for pieces, numel, padded, shard in self._shards:
                     parts = []
-                    for _, p in bucket:
+                    for _, p, b, e in pieces:
                         g = p.grad
-                        parts.append(g.reshape(-1) if g is not None else
-                                     _C.zeros([p.numel()], p.dtype))
-                        p.grad = None
+                        parts.append(g.reshape(-1)[b:e] if g is not None else
+                                     _C.zeros([e - b], p.dtype))
                     if padded > numel:
-                        parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
+                        parts.append(_C.zeros([padded - numel], pieces[0][1].dtype))
                     shard.grad = reduce_scatter(_C.concat(parts, 0), self.op)
-                    self.buckets.append([name for name, _ in bucket])
+                    self.buckets.append(list(dict.fromkeys(name for name, *_ in pieces)))
+                for p in self.module.parameters():
+                    p.grad = None
                 return
             if world_size() == 1:
                 return
@@ -171,13 +183,16 @@ class DataParallel:
         if self._shards is None:
             return
         with no_grad():
-            for bucket, _, _, shard in self._shards:
+            done = []  # a parameter's pieces come in order, over consecutive buckets
+            for pieces, _, _, shard in self._shards:
                 full = all_gather(shard.detach())
                 at = 0
-                for _, p in bucket:
-                    n = p.numel()
-                    p.copy_(full[at:at + n].reshape(p.shape))
-                    at += n
+                for _, p, b, e in pieces:
+                    done.append(full[at:at + e - b])
+                    at += e - b
+                    if e == p.numel():
+                        p.copy_((done[0] if len(done) == 1 else _C.concat(done, 0)).reshape(p.shape))
+                        done = []
 
     def average(self, tensor):
         """The mean over ranks of a value (e.g. the loss, for the log)."""

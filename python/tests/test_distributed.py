@@ -138,7 +138,7 @@ def dp_train(n, steps=3, **options):
         with lt.no_grad():
             for k, v in model.state_dict().items():
                 v.copy_(lt.tensor(init[k]))
-        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002, **options)
+        ddp = dist.DataParallel(model, **{"bucket_cap_mb": 0.0002, **options})
         opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
         for s in range(steps):
             x, y = batch(s)
@@ -158,9 +158,12 @@ def dp_train(n, steps=3, **options):
 
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
-    replicated, sharded = dp_train(n), dp_train(n, shard_optimizer=True)
-    for k, v in replicated.items():
-        np.testing.assert_array_equal(sharded[k], v, err_msg=k)
+    replicated = dp_train(n)
+    # buckets of 0.0002 MiB (52 floats): the first layer's weight spans two
+    for cap in (0.0002, 0.01):
+        sharded = dp_train(n, shard_optimizer=True, bucket_cap_mb=cap)
+        for k, v in replicated.items():
+            np.testing.assert_array_equal(sharded[k], v, err_msg=f"{k}, {cap} MiB")
 
 
 def test_ranks_issuing_different_collectives_raise_instead_of_hanging():

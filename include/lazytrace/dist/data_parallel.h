@@ -72,10 +72,15 @@ class DataParallel {
   nn::Module& module() { return module_; }
 
  private:
-  // ZeRO-1: a bucket's parameters, flattened and padded to a multiple of the ranks
+  // ZeRO-1: a bucket is a run of the parameters' elements, flattened in reverse order (a
+  // parameter larger than a bucket spans several), padded to a multiple of the ranks
+  struct Piece {
+    Tensor param;
+    int64_t begin, end;  // elements of the flattened parameter
+  };
   struct Shard {
     std::vector<std::string> names;
-    std::vector<Tensor> params;
+    std::vector<Piece> pieces;
     int64_t numel = 0, padded = 0;
     Tensor shard;  // this rank's [rank * padded / N, (rank + 1) * padded / N)
   };
