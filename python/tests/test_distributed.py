@@ -77,19 +77,49 @@ def batch(step):
     return rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8)
 
 
+INIT = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
+
+
+def fresh_model():
+    """tiny_model() with the same initial weights on every call, from any thread."""
+    m = tiny_model()
+    with lt.no_grad():
+        for k, v in m.state_dict().items():
+            v.copy_(lt.tensor(INIT[k]))
+    return m
+
+
+def dp_train(n, steps=3, batch_of=batch, **options):
+    """Every rank's weights after data-parallel steps on n thread ranks, and how many
+    gradient buckets rank 0's last step had."""
+    buckets = []
+
+    def body(r):
+        model = fresh_model()
+        ddp = dist.DataParallel(model, **{"bucket_cap_mb": 0.0002, **options})
+        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
+        for s in range(steps):
+            x, y = batch_of(s)
+            begin, end = dist.shard(8)
+            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                                  lt.tensor(y[begin:end]))
+            loss.backward()
+            ddp.reduce_gradients()
+            opt.step()
+            ddp.gather_parameters()
+            opt.zero_grad()
+            lt.sync()
+        if r == 0:
+            buckets.append(len(ddp.buckets))
+        return {k: v.numpy() for k, v in model.state_dict().items()}
+
+    return per_rank(n, body), buckets[0]
+
+
 def test_two_ranks_train_like_gradient_accumulation_bit_for_bit():
     steps = 4
-    init = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
-
-    def fresh():
-        m = tiny_model()
-        with lt.no_grad():
-            for k, v in m.state_dict().items():
-                v.copy_(lt.tensor(init[k]))
-        return m
-
     # one process: each step's gradient summed over the two halves of the batch, halved
-    ref = fresh()
+    ref = fresh_model()
     opt = lt.optim.AdamW(ref.parameters(), lr=0.05)
     ref_losses = []
     for s in range(steps):
@@ -106,62 +136,20 @@ def test_two_ranks_train_like_gradient_accumulation_bit_for_bit():
         lt.sync()
         ref_losses.append(total)
 
-    def body(r):
-        model = fresh()
-        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002)  # several buckets
-        opt = lt.optim.AdamW(model.parameters(), lr=0.05)
-        for s in range(steps):
-            x, y = batch(0)  # one batch: the loss falls
-            begin, end = dist.shard(8)
-            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
-                                                  lt.tensor(y[begin:end]))
-            loss.backward()
-            ddp.all_reduce_gradients()
-            opt.step()
-            opt.zero_grad()
-            lt.sync()
-        assert len(ddp.buckets) > 1
-        return {k: v.numpy() for k, v in model.state_dict().items()}
-
-    for weights in per_rank(2, body):
+    ranks, buckets = dp_train(2, steps, batch_of=lambda s: batch(0))
+    assert buckets > 1
+    for weights in ranks:
         for k, v in ref.state_dict().items():
             np.testing.assert_array_equal(weights[k], v.numpy(), err_msg=k)
     assert ref_losses[-1] < ref_losses[0]
 
 
-def dp_train(n, steps=3, **options):
-    """Rank 0's weights after data-parallel steps on n thread ranks."""
-    init = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
-
-    def body(r):
-        model = tiny_model()
-        with lt.no_grad():
-            for k, v in model.state_dict().items():
-                v.copy_(lt.tensor(init[k]))
-        ddp = dist.DataParallel(model, **{"bucket_cap_mb": 0.0002, **options})
-        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
-        for s in range(steps):
-            x, y = batch(s)
-            begin, end = dist.shard(8)
-            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
-                                                  lt.tensor(y[begin:end]))
-            loss.backward()
-            ddp.reduce_gradients()
-            opt.step()
-            ddp.gather_parameters()
-            opt.zero_grad()
-            lt.sync()
-        return {k: v.numpy() for k, v in model.state_dict().items()}
-
-    return per_rank(n, body)[0]
-
-
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
-    replicated = dp_train(n)
+    replicated = dp_train(n)[0][0]
     # buckets of 0.0002 MiB (52 floats): the first layer's weight spans two
     for cap in (0.0002, 0.01):
-        sharded = dp_train(n, shard_optimizer=True, bucket_cap_mb=cap)
+        sharded = dp_train(n, shard_optimizer=True, bucket_cap_mb=cap)[0][0]
         for k, v in replicated.items():
             np.testing.assert_array_equal(sharded[k], v, err_msg=f"{k}, {cap} MiB")
 

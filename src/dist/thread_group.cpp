@@ -97,32 +97,31 @@ void ThreadRank::depart(const char* op) {
   wait_all(*group_, rank_, op);
 }
 
+void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
+                        runtime::ReduceOp op, int block) {
+  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
+  const size_t at = static_cast<size_t>(block) * bytes;
+  // (made before arriving, the others may read only once all did; `out` may overlap `in`)
+  std::vector<char> acc(bytes);
+  arrive(name, in, out, count, dtype, 0);
+  // every rank reduces in rank order, so every rank gets the same bits
+  auto input = [&](int r) {
+    return static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at;
+  };
+  std::memcpy(acc.data(), input(0), bytes);
+  for (int r = 1; r < group_->n; ++r) runtime::reduce_into(acc.data(), input(r), count, dtype, op);
+  depart(name);
+  std::memcpy(out, acc.data(), bytes);
+}
+
 void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtype,
                             runtime::ReduceOp op) {
-  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-  std::vector<char> acc(bytes);  // (before arriving: the others may read only once all did)
-  arrive("all_reduce", in, out, count, dtype, 0);
-  // every rank reduces in rank order, so every rank gets the same bits
-  std::memcpy(acc.data(), group_->posted[0].in, bytes);
-  for (int r = 1; r < group_->n; ++r)
-    runtime::reduce_into(acc.data(), group_->posted[static_cast<size_t>(r)].in, count, dtype, op);
-  depart("all_reduce");
-  std::memcpy(out, acc.data(), bytes);
+  reduce("all_reduce", in, out, count, dtype, op, 0);
 }
 
 void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                                 runtime::ReduceOp op) {
-  const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
-  const size_t at = static_cast<size_t>(rank_) * bytes;
-  std::vector<char> acc(bytes);  // `out` may overlap this rank's own input
-  arrive("reduce_scatter", in, out, count, dtype, 0);
-  std::memcpy(acc.data(), static_cast<const char*>(group_->posted[0].in) + at, bytes);
-  for (int r = 1; r < group_->n; ++r)
-    runtime::reduce_into(acc.data(),
-                         static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at,
-                         count, dtype, op);
-  depart("reduce_scatter");
-  std::memcpy(out, acc.data(), bytes);
+  reduce("reduce_scatter", in, out, count, dtype, op, rank_);
 }
 
 void ThreadRank::all_gather(const void* in, void* out, int64_t count, DType dtype) {

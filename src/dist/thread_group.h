@@ -33,6 +33,9 @@ class ThreadRank final : public runtime::Communicator {
   void arrive(const char* op, const void* in, void* out, int64_t count, DType dtype, int root);
   // Waits until every rank has finished reading the others' buffers.
   void depart(const char* op);
+  // Block `block` (of `count` elements) of the ranks' inputs, reduced in rank order, to `out`.
+  void reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
+              runtime::ReduceOp op, int block);
 
   std::shared_ptr<GroupState> group_;
   int rank_;

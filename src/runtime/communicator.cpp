@@ -101,16 +101,7 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_t
          "the same order; lt::debug::to_text shows a graph.");
 }
 
-void SingleProcess::all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) {
-  if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
-}
-
-void SingleProcess::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
-                                   ReduceOp) {
-  if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
-}
-
-void SingleProcess::all_gather(const void* in, void* out, int64_t count, DType dtype) {
+void SingleProcess::copy(const void* in, void* out, int64_t count, DType dtype) {
   if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
 }
 

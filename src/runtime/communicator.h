@@ -66,12 +66,21 @@ class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override;
-  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override;
-  void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override {
+    copy(in, out, count, dtype);
+  }
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override {
+    copy(in, out, count, dtype);
+  }
+  void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
+    copy(in, out, count, dtype);
+  }
   void broadcast(void*, int64_t, DType, int) override {}
   void barrier() override {}
   std::string describe() const override { return "single process"; }
+
+ private:
+  static void copy(const void* in, void* out, int64_t count, DType dtype);
 };
 
 /**
