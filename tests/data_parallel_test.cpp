@@ -37,16 +37,26 @@ struct Trained {
   std::map<std::string, std::vector<float>> weights;
 };
 
+lt::nn::DecoderConfig config(bool stacked) {
+  lt::nn::DecoderConfig c = tiny_decoder_config();
+  c.stacked_layers = stacked;  // the layers as one scan over stacked weights
+  return c;
+}
+
 // A model with the same initial weights on every call (made once, on this thread).
-std::shared_ptr<lt::nn::DecoderLM> fresh_model() {
-  static const std::map<std::string, std::vector<float>> init = [] {
+std::shared_ptr<lt::nn::DecoderLM> fresh_model(bool stacked = false) {
+  static std::map<bool, std::map<std::string, std::vector<float>>> inits;
+  static std::mutex mu;
+  std::unique_lock<std::mutex> lock(mu);
+  if (!inits.count(stacked)) {
     lt::manual_seed(5);
-    lt::nn::DecoderLM m(tiny_decoder_config());
-    std::map<std::string, std::vector<float>> w;
-    for (const auto& [name, t] : m.named_parameters()) w[name] = t.to_vector<float>();
-    return w;
-  }();
-  auto m = std::make_shared<lt::nn::DecoderLM>(tiny_decoder_config());
+    lt::nn::DecoderLM m(config(stacked));
+    for (const auto& [name, t] : m.named_parameters()) inits[stacked][name] = t.to_vector<float>();
+  }
+  const std::map<std::string, std::vector<float>>& init = inits[stacked];
+  lock.unlock();
+  auto m = std::make_shared<lt::nn::DecoderLM>(config(stacked));
+  if (stacked) m->layers_mode = lt::nn::LayersMode::scan;
   lt::NoGradGuard no_grad;
   for (const auto& [name, t] : m->named_parameters()) {
     Tensor dst = t;
@@ -62,8 +72,8 @@ Trained weights_of(const lt::nn::Module& m, std::vector<float> losses) {
 }
 
 // One process: each step's gradient summed over `micro` slices of the batch, then scaled.
-Trained accumulated(int micro) {
-  auto model = fresh_model();
+Trained accumulated(int micro, bool stacked = false) {
+  auto model = fresh_model(stacked);
   lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
   std::vector<float> losses;
   for (int s = 0; s < kSteps; ++s) {
@@ -87,11 +97,12 @@ Trained accumulated(int micro) {
 
 // n thread ranks, each on its shard of the global batch; rank 0's result, after checking
 // that every rank ends with the same weights and losses.
-Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions options = {}) {
+Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions options = {},
+                      bool stacked = false) {
   std::vector<Trained> all(static_cast<size_t>(n));
   std::mutex mu;
   lt::dist::run_threads(n, [&](int r) {
-    auto model = fresh_model();
+    auto model = fresh_model(stacked);
     lt::dist::DataParallel dp(*model, options);
     lt::optim::AdamW opt(dp.parameters(), {.lr = 0.05});
     auto train_step = [&](const Tensor& x, const Tensor& y) {
@@ -104,7 +115,8 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
       return dp.average(loss);
     };
     auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n) +
-                                                 (options.shard_optimizer ? "_zero1" : "")});
+                                                 (options.shard_optimizer ? "_zero1" : "") +
+                                                 (stacked ? "_stacked" : "")});
     std::vector<float> losses;
     for (int s = 0; s < kSteps; ++s) {
       auto [begin, end] = lt::dist::shard(8);
@@ -168,6 +180,28 @@ TEST(DataParallel, SmallBucketsGiveTheSameResult) {
   lt::dist::DataParallelOptions small;
   small.bucket_bytes = 256;
   expect_equal(data_parallel(2, false, small), one_bucket);
+}
+
+// The overlap_collectives pass: collectives start as soon as their data exist, the
+// all-reduces of a scan's stacked gradients a layer at a time inside the backward loop,
+// and are waited for where their results are read. The sums are the same, so the bits are.
+TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
+  const int64_t in_loops = lt::metrics::counter("CollectivesInLoops"),
+                ahead = lt::metrics::counter("CollectivesAhead");
+  lt::dist::DataParallelOptions one, small, mixed;
+  small.bucket_bytes = 64;   // most parameters alone
+  mixed.bucket_bytes = 600;  // buckets that concatenate several gradients
+  for (const auto& options : {one, small, mixed})
+    for (bool compiled : {false, true}) {
+      const Trained overlapped = data_parallel(2, compiled, options, true);
+      const std::vector<std::string> was = lt::debug::set_disabled_passes({"overlap_collectives"});
+      const Trained blocking = data_parallel(2, compiled, options, true);
+      lt::debug::set_disabled_passes(was);
+      expect_equal(overlapped, blocking);
+      if (!compiled) expect_equal(overlapped, accumulated(2, true));
+    }
+  EXPECT_GT(lt::metrics::counter("CollectivesInLoops"), in_loops);
+  EXPECT_GT(lt::metrics::counter("CollectivesAhead"), ahead);
 }
 
 // ZeRO-1: the optimizer on each rank's shards, the parameters all-gathered; AdamW is

@@ -31,6 +31,8 @@ extern Counter body_compile_count;    // traced bodies compiled (calls and loops
 extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
 extern Counter collective_count;      // collectives run (all_reduce, reduce_scatter, ...)
 extern Counter collective_bytes;      // bytes they took in (each rank's own count)
+extern Counter collectives_ahead;     // collectives compiled to run beside later steps
+extern Counter collectives_in_loops;  // all-reduces compiled to start inside a scan, by slice
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);
@@ -38,8 +40,9 @@ Counter& named_counter(const std::string& name);
 extern Timer trace_time;
 extern Timer compile_time;
 extern Timer execute_time;
-extern Timer kernel_time;      // inside kernels only: ExecuteTime minus this is host overhead
-extern Timer collective_time;  // inside collectives, waiting for the other ranks included
+extern Timer kernel_time;           // inside kernels only: ExecuteTime minus this is host overhead
+extern Timer collective_time;       // inside collectives, waiting for the other ranks included
+extern Timer collective_wait_time;  // the run's thread waiting for collectives (not overlapped)
 extern Timer transfer_to_host_time;
 
 }  // namespace lazytrace::metrics

@@ -179,6 +179,8 @@ Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
 Counter collective_count("CollectiveCount");
 Counter collective_bytes("CollectiveBytes");
+Counter collectives_ahead("CollectivesAhead");
+Counter collectives_in_loops("CollectivesInLoops");
 
 Counter& named_counter(const std::string& name) {
   static std::mutex mu;
@@ -196,5 +198,6 @@ Timer compile_time("CompileTime");
 Timer execute_time("ExecuteTime");
 Timer kernel_time("KernelTime");
 Timer collective_time("CollectiveTime");
+Timer collective_wait_time("CollectiveWaitTime");
 Timer transfer_to_host_time("TransferToHostTime");
 }  // namespace lazytrace::metrics

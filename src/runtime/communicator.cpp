@@ -101,6 +101,78 @@ void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_t
          "the same order; lt::debug::to_text shows a graph.");
 }
 
+CollectiveQueue::~CollectiveQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t CollectiveQueue::start(std::function<void()> work) {
+  int64_t ticket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { serve(); });
+    pending_.push_back(std::move(work));
+    ticket = ++started_;
+  }
+  work_cv_.notify_one();
+  return ticket;
+}
+
+void CollectiveQueue::wait(int64_t ticket) {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return finished_ >= ticket; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CollectiveQueue::finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return finished_ == started_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CollectiveQueue::reset() {
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return finished_ == started_; });
+  error_ = nullptr;
+}
+
+void CollectiveQueue::serve() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+    if (pending_.empty()) return;  // stopping
+    std::function<void()> work = std::move(pending_.front());
+    pending_.pop_front();
+    if (!error_) {
+      lock.unlock();
+      std::exception_ptr failed;
+      try {
+        work();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      lock.lock();
+      if (failed && !error_) error_ = failed;
+    }
+    ++finished_;
+    done_cv_.notify_all();
+  }
+}
+
+CollectiveQueue& Communicator::queue() {
+  std::lock_guard<std::mutex> lock(queue_mu_);
+  if (!queue_) queue_ = std::make_unique<CollectiveQueue>();
+  return *queue_;
+}
+
+void Communicator::finish_started() {
+  if (queue_) queue_->finish();
+}
+
 void SingleProcess::copy(const void* in, void* out, int64_t count, DType dtype) {
   if (in != out) std::memcpy(out, in, static_cast<size_t>(count) * itemsize(dtype));
 }

@@ -4,10 +4,16 @@
 // current on the thread that runs the graph; every rank issues the same collectives in the
 // same order. This layer holds the interface and the single process (size 1); dist/ holds
 // the others (threads as ranks, MPI).
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "lazytrace/core/dtype.h"
 
@@ -17,6 +23,43 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 
 /** "sum", "max", "min". */
 const char* reduce_op_name(ReduceOp op);
+
+/**
+ * A rank's collectives that run beside its computation (the CPU backend's
+ * overlap_collectives pass): a thread of their own runs them one at a time, in the order
+ * they were started, which is the order every rank starts them in. A collective run on the
+ * caller's thread waits for the started ones first (Communicator::finish_started), so the
+ * order holds there too.
+ */
+class CollectiveQueue {
+ public:
+  CollectiveQueue() = default;
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+  ~CollectiveQueue();
+  /** Queues `work`; returns its ticket (1, 2, ... in the order started). */
+  int64_t start(std::function<void()> work);
+  /**
+   * Waits until the work of `ticket` and of every ticket before it has run; rethrows the
+   * first error among them. After an error the rest of the queue is not run (the ranks'
+   * collectives are out of step): wait rethrows it until reset().
+   */
+  void wait(int64_t ticket);
+  /** wait() for everything started. */
+  void finish();
+  /** Waits for everything started, then forgets any error (a failed run's clean-up). */
+  void reset();
+
+ private:
+  void serve();
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::function<void()>> pending_;
+  int64_t started_ = 0, finished_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::thread thread_;  // started by the first start()
+};
 
 class Communicator {
  public:
@@ -53,12 +96,24 @@ class Communicator {
   void check_same_collectives(uint64_t collectives, std::string_view mine,
                               std::string_view graph_name);
 
+  /** This rank's queue of collectives that run beside the computation (made at first use;
+   * its thread runs this communicator's collectives). */
+  CollectiveQueue& queue();
+  /** Waits for the collectives started on the queue, if any (before a collective runs on
+   * the caller's thread); rethrows their error. */
+  void finish_started();
+
  protected:
   /** One int64 from every rank, for check_same_collectives (all_gather; MPI waits for it
    * with lt::dist's timeout). */
   virtual void gather_signatures(const int64_t* mine, int64_t* all) {
     all_gather(mine, all, 1, DType::int64);
   }
+
+ private:
+  std::mutex queue_mu_;  // not std::call_once, whose thread_local the library's TLS model
+                         // cannot link
+  std::unique_ptr<CollectiveQueue> queue_;  // destroyed (its thread joined) first
 };
 
 /** The single process: size 1, every collective an identity. */

@@ -1,4 +1,6 @@
 // Collective steps: the run's communicator exchanges the buffers; the scale is applied here.
+// A blocking step runs on the run's thread; a started one (plan/overlap_collectives.cpp) on
+// the communicator's queue, beside the steps up to its wait.
 #include <cstring>
 
 #include "backends/cpu/dtype_dispatch.h"
@@ -22,36 +24,96 @@ void scale_in_place(char* data, int64_t count, DType dtype, double scale) {
   });
 }
 
-}  // namespace
+// One exchange of `count` elements, whole or a part of a step's.
+struct Exchange {
+  ir::OpKind op;
+  runtime::ReduceOp reduce;
+  double scale;
+  int root;
+  DType dtype;
+  const char* in;
+  char* out;
+  int64_t count;
+};
 
-void run_collective(const CollectiveStep& s, const RunContext& ctx) {
-  const char* name = ir::op_name(s.op);
-  runtime::Communicator& comm = *ctx.comm;
-  if (comm.size() != s.ranks)
-    fail(name, "the graph was traced for ", s.ranks, " ranks but runs on ", comm.describe(),
-         ": trace it again under the communicator it runs with.");
-  const DType dt = s.in.dtype;
-  const size_t item = itemsize(dt);
-  const char* in = ctx.base[static_cast<size_t>(s.in.storage)] + s.in.offset * item;
-  char* out = ctx.base[static_cast<size_t>(s.out_storage)];
-  const int64_t n = s.in.shape.numel();
+void run_exchange(const Exchange& x, runtime::Communicator& comm) {
+  const size_t item = itemsize(x.dtype);
+  const int64_t n = x.count, ranks = comm.size();
   int64_t written = n;
   metrics::ScopedTimer timer(metrics::collective_time);
   metrics::collective_count.add();
   metrics::collective_bytes.add(n * static_cast<int64_t>(item));
-  if (s.op == ir::OpKind::ReduceScatter) {
-    written = n / s.ranks;
-    comm.reduce_scatter(in, out, written, dt, s.reduce);
-  } else if (s.op == ir::OpKind::AllGather) {
-    comm.all_gather(in, out, n, dt);
-    written = n * s.ranks;
-  } else if (s.op == ir::OpKind::AllReduce) {
-    comm.all_reduce(in, out, n, dt, s.reduce);
+  if (x.op == ir::OpKind::ReduceScatter) {
+    written = n / ranks;
+    comm.reduce_scatter(x.in, x.out, written, x.dtype, x.reduce);
+  } else if (x.op == ir::OpKind::AllGather) {
+    comm.all_gather(x.in, x.out, n, x.dtype);
+    written = n * ranks;
+  } else if (x.op == ir::OpKind::AllReduce) {
+    comm.all_reduce(x.in, x.out, n, x.dtype, x.reduce);
   } else {
-    if (out != in) std::memcpy(out, in, static_cast<size_t>(n) * item);
-    comm.broadcast(out, n, dt, s.root);
+    if (x.out != x.in) std::memcpy(x.out, x.in, static_cast<size_t>(n) * item);
+    comm.broadcast(x.out, n, x.dtype, x.root);
   }
-  if (s.scale != 1) scale_in_place(out, written, dt, s.scale);
+  if (x.scale != 1) scale_in_place(x.out, written, x.dtype, x.scale);
+}
+
+runtime::Communicator& communicator_of(const CollectiveStep& s, const RunContext& ctx) {
+  runtime::Communicator& comm = *ctx.comm;
+  if (comm.size() != s.ranks)
+    fail(ir::op_name(s.op), "the graph was traced for ", s.ranks, " ranks but runs on ",
+         comm.describe(), ": trace it again under the communicator it runs with.");
+  return comm;
+}
+
+// The exchange of elements [in_at, in_at + count) of the storage `src` into [out_at, ...)
+// of the step's output.
+Exchange part_of(const CollectiveStep& s, const RunContext& ctx, int src, int64_t in_at,
+                 int64_t out_at, int64_t count) {
+  const size_t item = itemsize(s.in.dtype);
+  return {s.op,
+          s.reduce,
+          s.scale,
+          s.root,
+          s.in.dtype,
+          ctx.base[static_cast<size_t>(src)] + in_at * static_cast<int64_t>(item),
+          ctx.base[static_cast<size_t>(s.out_storage)] + out_at * static_cast<int64_t>(item),
+          count};
+}
+
+int64_t start(runtime::Communicator& comm, const Exchange& x) {
+  return comm.queue().start([x, &comm] { run_exchange(x, comm); });
+}
+
+}  // namespace
+
+void run_collective(const CollectiveStep& s, const RunContext& ctx) {
+  using Phase = CollectiveStep::Phase;
+  runtime::Communicator& comm = communicator_of(s, ctx);
+  if (s.phase == Phase::Wait) {
+    metrics::ScopedTimer waited(metrics::collective_wait_time);
+    return comm.queue().wait(ctx.tickets[s.ticket]);
+  }
+  const Exchange x = part_of(s, ctx, s.in.storage, s.in.offset, 0, s.in.shape.numel());
+  if (s.phase == Phase::Start) {
+    ctx.tickets[s.ticket] = start(comm, x);
+    return;
+  }
+  metrics::ScopedTimer waited(metrics::collective_wait_time);
+  comm.finish_started();  // the collectives started before this one come first
+  run_exchange(x, comm);
+}
+
+void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t slice) {
+  for (const LoopStep::Collective& c : s.collectives) {
+    runtime::Communicator& comm = communicator_of(c.step, ctx);
+    for (const LoopStep::Collective::Part& p : c.parts) {
+      if (p.per_slice != (slice >= 0)) continue;
+      const int64_t at = p.per_slice ? slice * p.count : 0;
+      ctx.tickets[c.step.ticket] =
+          start(comm, part_of(c.step, ctx, p.src, p.src_at + at, p.out_at + at, p.count));
+    }
+  }
 }
 
 }  // namespace lazytrace::cpu

@@ -86,6 +86,8 @@ class CpuExecutable : public runtime::Executable {
       }
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
+    tickets_.resize(static_cast<size_t>(prog_.num_tickets));
+    ctx_.tickets = tickets_.data();
     if (prog_.passes.on(runtime::Pass::GemmChoice)) ctx_.gemm_choice = &gemm_choice;
     for (size_t i = 0; i < prog_.storages.size(); ++i)
       if (prog_.storages[i].kind == StorageKind::Arena)
@@ -117,7 +119,13 @@ class CpuExecutable : public runtime::Executable {
     if (prog_.collectives) ctx_.comm = &runtime::current_communicator();
     {
       metrics::ScopedTimer kernels(metrics::kernel_time);
-      run_steps(prog_, ctx_);
+      try {
+        run_steps(prog_, ctx_);
+      } catch (...) {
+        // the collectives still running read and write this run's memory
+        if (prog_.num_tickets > 0) ctx_.comm->queue().reset();
+        throw;
+      }
     }
     std::vector<runtime::BufferPtr> results;
     results.reserve(prog_.results.size());
@@ -149,6 +157,7 @@ class CpuExecutable : public runtime::Executable {
   Program prog_;
   runtime::BufferPtr arena_;
   RunContext ctx_;
+  std::vector<int64_t> tickets_;
   std::mutex mu_;
 };
 

@@ -34,75 +34,91 @@ std::string describe(const Program& p) {
        << view(a.step_size) << " " << view(a.inv_sqrt_bc2) << " -> s" << a.out[0] << " s"
        << a.out[1] << " s" << a.out[2];
   };
+  auto collective = [&](const CollectiveStep& c) {
+    using Phase = CollectiveStep::Phase;
+    if (c.phase == Phase::Wait) {
+      os << "wait for " << ir::op_name(c.op) << " #" << c.ticket << " -> s" << c.out_storage;
+      return;
+    }
+    os << ir::op_name(c.op);
+    if (c.phase == Phase::Start) os << " #" << c.ticket << " started";
+    os << " " << view(c.in) << " -> s" << c.out_storage << " over " << c.ranks << " ranks";
+    if (c.op == ir::OpKind::AllReduce || c.op == ir::OpKind::ReduceScatter)
+      os << " (" << runtime::reduce_op_name(c.reduce) << ", scale " << c.scale << ")";
+    if (c.op == ir::OpKind::Broadcast) os << " from rank " << c.root;
+  };
   if (p.invariant_steps > 0)
     os << "  steps [0, " << p.invariant_steps << ") are loop-invariant: a loop runs them once\n";
   for (size_t i = 0; i < p.steps.size(); ++i) {
     os << "  [" << i << "] ";
-    std::visit(
-        Overload{
-            [&](const FusedStep& f) {
-              os << "fused " << f.shape.str() << " " << f.program.size() << " instrs, "
-                 << f.num_regs << " regs; loads";
-              for (const View& v : f.loads) os << " " << view(v);
-              os << "; stores";
-              for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
-              if (f.read_ahead) os << "; reads ahead";
-              if (f.stream_stores) os << "; streams its stores";
-            },
-            [&](const ReduceStep& r) {
-              os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;
-            },
-            [&](const MatmulStep& m) {
-              os << "matmul " << view(m.a) << " x " << view(m.b) << " -> s" << m.out_storage << " "
-                 << m.out_shape.str();
-              if (m.beside_next) os << "; beside the next";
-            },
-            [&](const GatherStep& g) {
-              if (g.source)
-                os << "index_add " << view(g.in) << "[" << view(g.index)
-                   << "] += " << view(*g.source) << " -> s" << g.out_storage;
-              else
-                os << "gather " << view(g.in) << "[" << view(g.index) << "] -> s" << g.out_storage;
-            },
-            [&](const CheckStep& c) {
-              os << "check_targets " << view(c.targets) << " in [0, " << c.classes << ") or "
-                 << c.ignore_index;
-            },
-            [&](const AdamWStep& a) { adamw(a); },
-            [&](const CollectiveStep& c) {
-              os << ir::op_name(c.op) << " " << view(c.in) << " -> s" << c.out_storage << " over "
-                 << c.ranks << " ranks";
-              if (c.op == ir::OpKind::AllReduce || c.op == ir::OpKind::ReduceScatter)
-                os << " (" << runtime::reduce_op_name(c.reduce) << ", scale " << c.scale << ")";
-              if (c.op == ir::OpKind::Broadcast) os << " from rank " << c.root;
-            },
-            [&](const CallStep& c) {
-              os << "call (" << c.body->steps.size() << " steps, compiled once);";
-              for (const View& v : c.params) os << " " << view(v);
-              os << " ->";
-              for (int o : c.outputs) os << " s" << o;
-            },
-            [&](const LoopStep& l) {
-              os << (l.kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
-              if (l.kind == ir::Loop::Kind::Scan) os << l.length << " iterations, ";
-              os << l.body->steps.size() << " steps";
-              if (l.body->invariant_steps > 0) os << ", " << l.body->invariant_steps << " run once";
-              os << ", compiled once);";
-              for (const LoopStep::Input& in : l.inputs)
-                if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
-              os << " ->";
-              for (int o : l.outputs) os << " s" << o;
-              if (l.x_order.size() > 1) {
-                os << "; xs in first-read order:";
-                for (int k : l.x_order) os << " " << k;
-              }
-              for (const AdamWStep& a : l.updates) {
-                os << "; beside it: ";
-                adamw(a);
-              }
-            },
-        },
-        p.steps[i]);
+    std::visit(Overload{
+                   [&](const FusedStep& f) {
+                     os << "fused " << f.shape.str() << " " << f.program.size() << " instrs, "
+                        << f.num_regs << " regs; loads";
+                     for (const View& v : f.loads) os << " " << view(v);
+                     os << "; stores";
+                     for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
+                     if (f.read_ahead) os << "; reads ahead";
+                     if (f.stream_stores) os << "; streams its stores";
+                   },
+                   [&](const ReduceStep& r) {
+                     os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;
+                   },
+                   [&](const MatmulStep& m) {
+                     os << "matmul " << view(m.a) << " x " << view(m.b) << " -> s" << m.out_storage
+                        << " " << m.out_shape.str();
+                     if (m.beside_next) os << "; beside the next";
+                   },
+                   [&](const GatherStep& g) {
+                     if (g.source)
+                       os << "index_add " << view(g.in) << "[" << view(g.index)
+                          << "] += " << view(*g.source) << " -> s" << g.out_storage;
+                     else
+                       os << "gather " << view(g.in) << "[" << view(g.index) << "] -> s"
+                          << g.out_storage;
+                   },
+                   [&](const CheckStep& c) {
+                     os << "check_targets " << view(c.targets) << " in [0, " << c.classes << ") or "
+                        << c.ignore_index;
+                   },
+                   [&](const AdamWStep& a) { adamw(a); },
+                   [&](const CollectiveStep& c) { collective(c); },
+                   [&](const CallStep& c) {
+                     os << "call (" << c.body->steps.size() << " steps, compiled once);";
+                     for (const View& v : c.params) os << " " << view(v);
+                     os << " ->";
+                     for (int o : c.outputs) os << " s" << o;
+                   },
+                   [&](const LoopStep& l) {
+                     os << (l.kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
+                     if (l.kind == ir::Loop::Kind::Scan) os << l.length << " iterations, ";
+                     os << l.body->steps.size() << " steps";
+                     if (l.body->invariant_steps > 0)
+                       os << ", " << l.body->invariant_steps << " run once";
+                     os << ", compiled once);";
+                     for (const LoopStep::Input& in : l.inputs)
+                       if (in.role != ir::Loop::Role::Unused) os << " " << view(in.view);
+                     os << " ->";
+                     for (int o : l.outputs) os << " s" << o;
+                     if (l.x_order.size() > 1) {
+                       os << "; xs in first-read order:";
+                       for (int k : l.x_order) os << " " << k;
+                     }
+                     for (const AdamWStep& a : l.updates) {
+                       os << "; beside it: ";
+                       adamw(a);
+                     }
+                     for (const LoopStep::Collective& c : l.collectives) {
+                       os << "; started in it: ";
+                       collective(c.step);
+                       int64_t slices = 0;
+                       for (const auto& part : c.parts) slices += part.per_slice;
+                       os << ", " << c.parts.size() - static_cast<size_t>(slices)
+                          << " part(s) before, " << slices << " per slice";
+                     }
+                   },
+               },
+               p.steps[i]);
     os << "\n";
   }
   for (size_t i = 0; i < p.storages.size(); ++i) {

@@ -22,6 +22,8 @@ struct RunContext {
   GemmChoice* gemm_choice = nullptr;
   // The communicator collectives run through (the thread's current one when the run began).
   runtime::Communicator* comm = nullptr;
+  // The run's tickets of the collectives started ahead of their waits (Program::num_tickets).
+  int64_t* tickets = nullptr;
 
   runtime::ScalarArg scalar(const View& v) const {
     if (v.scalar_slot >= 0) return (*scalars)[v.scalar_slot];
@@ -31,6 +33,9 @@ struct RunContext {
 
 void run_fused(const FusedStep& s, const RunContext& ctx);
 void run_collective(const CollectiveStep& s, const RunContext& ctx);
+/** Starts a loop's collectives (LoopStep::collectives): the parts made before the loop
+ * (slice < 0), or slice `slice`'s parts. */
+void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t slice);
 void run_reduce(const ReduceStep& s, const RunContext& ctx);
 void run_matmul(const MatmulStep& s, const RunContext& ctx);
 /** Two products that may run at the same time (MatmulStep::beside_next), in either order. */

@@ -181,10 +181,14 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
 
   if (!is_while) {
     const std::unique_ptr<LoopOverlap> beside = make_loop_overlap(s, caller, body.context());
+    const bool collectives = !s.collectives.empty();
+    if (collectives) start_loop_collectives(s, caller, -1);
     for (int64_t j = 0; j < s.length; ++j) {
+      const int64_t idx = s.reverse ? s.length - 1 - j : j;
       beside->iteration_start(j);
-      step(s.reverse ? s.length - 1 - j : j, (s.length - 1 - j) % 2 == 0);
+      step(idx, (s.length - 1 - j) % 2 == 0);
       beside->iteration_done(j);
+      if (collectives) start_loop_collectives(s, caller, idx);
     }
     beside->loop_done();
   } else {

@@ -118,6 +118,13 @@ struct CollectiveStep {
   double scale = 1;   // applied after the reduction
   int64_t ranks = 1;  // the number the graph was traced for
   int root = 0;
+  // Blocking: runs on the run's thread. Start: queued on the communicator's queue, to run
+  // beside the steps up to its Wait, which waits for it (plan/overlap_collectives.cpp);
+  // the two share `ticket`, an index into the run's tickets. A loop may start it instead
+  // (LoopStep::collectives), in parts.
+  enum class Phase : uint8_t { Blocking, Start, Wait } phase = Phase::Blocking;
+  int ticket = -1;
+  std::vector<int> keeps;  // Wait: the other storages the collective reads until it is done
 };
 
 // One AdamW update (ir OpKind::AdamW) over contiguous param, grad and moments, writing the
@@ -175,6 +182,21 @@ struct LoopStep {
   // (scan's factored weight gradients): batch i may run as soon as iteration i has written
   // slice i, beside the loop's later iterations (lowering's attach_updates).
   std::vector<AdamWStep> updates;
+  // All-reduces of this scan's ys that start as soon as their data exist (plan/
+  // overlap_collectives.cpp): a part per slice once the iteration that writes it is done,
+  // the parts made before the loop before its first iteration. Their Wait follows the loop.
+  struct Collective {
+    CollectiveStep step;  // phase Start; `in` is what the parts cover
+    struct Part {
+      int src;                 // the storage read (a ys storage, or step.in's own)
+      int64_t src_at = 0;      // elements into src
+      int64_t out_at = 0;      // elements into the output
+      int64_t count = 0;       // elements (per slice, for a slice part)
+      bool per_slice = false;  // slice i lies at src_at + i * count, out_at + i * count
+    };
+    std::vector<Part> parts;
+  };
+  std::vector<Collective> collectives;
   // The X inputs, in the order the body first reads them (the order in which the backend
   // reads the next iteration's slices ahead).
   std::vector<int> x_order;
@@ -212,6 +234,7 @@ struct Program {
   // A body's first steps that read none of its inputs (lowering's hoist_invariants): a loop
   // runs them before its first iteration only; a call runs every step.
   int invariant_steps = 0;
+  int num_tickets = 0;  // collectives started ahead of their waits (CollectiveStep::ticket)
   // The collectives a run issues, in order (itself, and in the bodies it calls or loops
   // over), as a hash of their kinds, sizes and attributes; 0: none. Ranks compare it.
   uint64_t collectives = 0;

@@ -13,17 +13,19 @@ struct Stage {
 };
 
 // In order. Each file's first lines say what its pass requires and provides; the order
-// follows: updates move into loops while every storage has one writer, before the arena
-// shares storages; products pair once the arena says which bytes each touches.
+// follows: updates and collectives move into loops while every storage has one writer, and
+// collectives start early, before the arena shares storages; products pair once the arena says
+// which bytes each touches.
 const Stage kPipeline[] = {
-    {attach_updates, Pass::UpdatesBeside},      // LoopStep::updates
-    {hoist_invariants, Pass::HoistInvariants},  // Program::invariant_steps
-    {plan_arena, std::nullopt},                 // arena offsets (reuse: Pass::ArenaReuse)
-    {find_donations, Pass::Donation},           // Program::donations
-    {pair_products, Pass::PairProducts},        // MatmulStep::beside_next
-    {order_loop_reads, std::nullopt},           // LoopStep::x_order
-    {prefetch_tiles, Pass::PrefetchTiles},      // FusedStep::read_ahead
-    {stream_stores, Pass::StreamStores},        // FusedStep::stream_stores
+    {attach_updates, Pass::UpdatesBeside},            // LoopStep::updates
+    {overlap_collectives, Pass::OverlapCollectives},  // collectives' Start and Wait
+    {hoist_invariants, Pass::HoistInvariants},        // Program::invariant_steps
+    {plan_arena, std::nullopt},                       // arena offsets (reuse: Pass::ArenaReuse)
+    {find_donations, Pass::Donation},                 // Program::donations
+    {pair_products, Pass::PairProducts},              // MatmulStep::beside_next
+    {order_loop_reads, std::nullopt},                 // LoopStep::x_order
+    {prefetch_tiles, Pass::PrefetchTiles},            // FusedStep::read_ahead
+    {stream_stores, Pass::StreamStores},              // FusedStep::stream_stores
 };
 
 }  // namespace

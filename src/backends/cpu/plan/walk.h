@@ -64,11 +64,17 @@ void for_each_view(const Step& step, F&& f) {
                    f(l.scratch);
                    f(l.cond_scratch);
                    for (const AdamWStep& a : l.updates) adamw_views(a, f);
+                   for (const LoopStep::Collective& c : l.collectives) {
+                     f(c.step.in.storage);
+                     f(c.step.out_storage);
+                     for (const auto& part : c.parts) f(part.src);
+                   }
                  },
                  [&](const AdamWStep& a) { adamw_views(a, f); },
                  [&](const CollectiveStep& c) {
                    f(c.in.storage);
                    f(c.out_storage);
+                   for (int k : c.keeps) f(k);
                  },
              },
              step);
@@ -96,6 +102,7 @@ void for_each_write(const Step& step, F&& f) {
                    f(l.cond_scratch);
                    for (const AdamWStep& a : l.updates)
                      for (int o : a.out) f(o);
+                   for (const LoopStep::Collective& c : l.collectives) f(c.step.out_storage);
                  },
                  [&](const AdamWStep& a) {
                    for (int o : a.out) f(o);
