@@ -118,7 +118,8 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   std::vector<int64_t> tokens(static_cast<size_t>(b * (t + 1)));
   lt::metrics::reset_peak_memory();
   const int64_t start = lt::metrics::now_ns();
-  int64_t steady_wall = 0, steady_trace = 0, steady_collective = 0, steady_bytes = 0;
+  int64_t steady_wall = 0, steady_trace = 0, steady_collective = 0, steady_wait = 0,
+          steady_bytes = 0;
   const int64_t compile0 = lt::metrics::timer_ns("CompileTime");
   for (int64_t step = 1; step <= o.steps; ++step) {
     for (int64_t i = 0; i < b; ++i) {
@@ -128,6 +129,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     }
     const int64_t w0 = lt::metrics::now_ns(), t0 = lt::metrics::timer_ns("TraceTime");
     const int64_t c0 = lt::metrics::timer_ns("CollectiveTime");
+    const int64_t cw0 = lt::metrics::timer_ns("CollectiveWaitTime");
     const int64_t bytes0 = lt::metrics::counter("CollectiveBytes");
     const std::vector<int64_t> mine(tokens.begin() + row0 * (t + 1),
                                     tokens.begin() + row1 * (t + 1));
@@ -151,6 +153,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
       steady_wall += w1 - w0;
       steady_trace += lt::metrics::timer_ns("TraceTime") - t0;
       steady_collective += lt::metrics::timer_ns("CollectiveTime") - c0;
+      steady_wait += lt::metrics::timer_ns("CollectiveWaitTime") - cw0;
       steady_bytes += lt::metrics::counter("CollectiveBytes") - bytes0;
     }
     r.losses.push_back(l);
@@ -160,6 +163,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   r.step_ms = o.steps > 1 ? static_cast<double>(steady_wall) / 1e6 / steady : r.first_step_ms;
   r.trace_ms_per_step = static_cast<double>(steady_trace) / 1e6 / steady;
   r.collective_ms_per_step = static_cast<double>(steady_collective) / 1e6 / steady;
+  r.collective_wait_ms_per_step = static_cast<double>(steady_wait) / 1e6 / steady;
   r.collective_mb_per_step = static_cast<double>(steady_bytes) / 1e6 / steady;
   r.compile_ms = static_cast<double>(lt::metrics::timer_ns("CompileTime") - compile0) / 1e6;
   r.peak_mb = static_cast<double>(lt::metrics::peak_memory_bytes()) / 1e6;

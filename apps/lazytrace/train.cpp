@@ -89,9 +89,11 @@ int train(int argc, char** argv) {
       r.losses.front(), r.losses.back(), r.step_ms, r.tokens_per_s, r.first_step_ms, r.compile_ms,
       r.trace_ms_per_step, r.peak_mb);
   if (ranks > 1)
-    std::printf("collectives %.2f ms/step (%.0f%% of the step), %.2f MB/step per rank\n",
-                r.collective_ms_per_step, 100 * r.collective_ms_per_step / r.step_ms,
-                r.collective_mb_per_step);
+    std::printf(
+        "collectives %.2f ms/step (%.0f%% of the step), the step waited %.2f ms/step for them; "
+        "%.2f MB/step per rank\n",
+        r.collective_ms_per_step, 100 * r.collective_ms_per_step / r.step_ms,
+        r.collective_wait_ms_per_step, r.collective_mb_per_step);
   std::printf("saved %s\n", f.str("out").c_str());
   return 0;
 }

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Data-parallel scaling of `lazytrace train` at the compute-heavy size (hidden 512,
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads, and 2 MPI
-ranks of one thread each (4 MiB and 25 MiB gradient buckets, and ZeRO-1), run alternately
-so that the machine's swings fall on every row alike. Prints a markdown table: median step
-time, tokens/s of the global batch, time in collectives per step and its share, MB each
-rank hands to collectives per step, and each row's throughput against one rank of one
-thread.
+ranks of one thread each (4 MiB and 25 MiB gradient buckets, ZeRO-1, and each without the
+overlap_collectives pass), run alternately so that the machine's swings fall on every row
+alike. Prints a markdown table: median step time, tokens/s of the global batch, time in
+collectives per step and its share, the part of it the step's thread waited for (what
+overlap did not hide), MB each rank hands to collectives per step, and each row's
+throughput against one rank of one thread.
 
 Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 3] [--steps 20] [--batch 4]
 """
@@ -18,7 +19,8 @@ import subprocess
 import sys
 
 STEP = re.compile(r"step ([\d.]+) ms \(([\d.]+) tokens/s\)")
-REDUCE = re.compile(r"collectives ([\d.]+) ms/step \(([\d.]+)% of the step\), ([\d.]+) MB/step")
+REDUCE = re.compile(r"collectives ([\d.]+) ms/step \(([\d.]+)% of the step\), the step waited "
+                    r"([\d.]+) ms/step for them; ([\d.]+) MB/step")
 
 
 def run(cmd, env):
@@ -50,12 +52,15 @@ def main():
     if os.geteuid() == 0:  # Open MPI refuses root without these two; this process only
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpi = [mpirun, "-np", "2", "--oversubscribe", "-x", "LAZYTRACE_NUM_THREADS=1"]
+    blocking = mpi + ["-x", "LAZYTRACE_DISABLE_PASSES=overlap_collectives"]
     rows = [
         ("1 rank x 1 thread", train, {"LAZYTRACE_NUM_THREADS": "1"}),
         ("1 rank x 2 threads", train, {"LAZYTRACE_NUM_THREADS": "2"}),
         ("2 ranks x 1 thread", mpi + train, {}),
+        ("2 ranks x 1 thread, no overlap", blocking + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
+        ("2 ranks x 1 thread, ZeRO-1, no overlap", blocking + train + ["--shard-optimizer"], {}),
     ]
     results = {name: [] for name, _, _ in rows}
     for rep in range(a.reps):
@@ -66,18 +71,20 @@ def main():
     base = statistics.median(r[1] for r in results[rows[0][0]])
     print(f"global batch {a.batch} x 256 tokens, {a.steps} steps per run (the first not "
           f"timed), median of {a.reps} alternated runs\n")
-    print("| ranks x threads | step ms | tokens/s | vs 1 x 1 | collectives ms/step | share | MB/step per rank |")
-    print("|---|---|---|---|---|---|---|")
+    print("| ranks x threads | step ms | tokens/s | vs 1 x 1 | collectives ms/step | share | "
+          "waited ms/step | MB/step per rank |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, _, _ in rows:
         rs = results[name]
         ms = statistics.median(r[0] for r in rs)
         tps = statistics.median(r[1] for r in rs)
         red = [r[2] for r in rs if r[2]]
-        cells = ("-", "-", "-") if not red else (
+        cells = ["-"] * 4 if not red else [
             f"{statistics.median(x[0] for x in red):.1f}",
             f"{statistics.median(x[1] for x in red):.0f}%",
-            f"{statistics.median(x[2] for x in red):.1f}")
-        print(f"| {name} | {ms:.1f} | {tps:.0f} | {tps / base:.2f}x | {cells[0]} | {cells[1]} | {cells[2]} |")
+            f"{statistics.median(x[2] for x in red):.1f}",
+            f"{statistics.median(x[3] for x in red):.1f}"]
+        print(f"| {name} | {ms:.1f} | {tps:.0f} | {tps / base:.2f}x | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

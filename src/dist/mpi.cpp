@@ -91,6 +91,10 @@ class MpiWorld final : public runtime::Communicator {
     int ready = 0;
     MPI_Initialized(&ready);
     if (!ready) {
+      // Collectives run on a thread beside the rank's computation (CollectiveQueue): an MPI
+      // call that waits yields the core to the computation instead of spinning on it
+      // (Open MPI's own setting, unless the user set it).
+      setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
       int provided = 0;
       check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "dist::init",
             "MPI_Init_thread");
