@@ -2,8 +2,12 @@
 //   mpi_train train     collectives against loops over the ranks' values, then 20 steps of
 //                       data-parallel training of the tiny decoder against the same steps in
 //                       one process on the whole batch (losses within 1e-5)
+//                       (also with the layers as one scan over stacked weights, whose
+//                       gradients are all-reduced a layer at a time inside the backward loop)
 //   mpi_train mismatch  the ranks issue different collectives: every rank ends in the clear
 //                       lt::Error (ctest's timeout catches a hang)
+//   mpi_train mismatch-overlap  rank 0 compiles without the overlap_collectives pass (its
+//                       exchanges are split differently): the same clear error
 // Exit status 0 on success; every rank checks and prints its own failures.
 #include <lazytrace/lazytrace.h>
 
@@ -61,11 +65,16 @@ std::pair<lt::Tensor, lt::Tensor> batch_rows(int step, int64_t begin, int64_t en
   return {lt::tensor(x, {end - begin, 3}), lt::tensor(y, {end - begin, 3})};
 }
 
-std::vector<float> train(bool parallel) {
+std::vector<float> train(bool parallel, bool stacked = false) {
   lt::manual_seed(3);
-  auto model = std::make_shared<lt::nn::DecoderLM>(tiny_decoder_config());
+  lt::nn::DecoderConfig config = tiny_decoder_config();
+  config.stacked_layers = stacked;
+  auto model = std::make_shared<lt::nn::DecoderLM>(config);
+  if (stacked) model->layers_mode = lt::nn::LayersMode::scan;
   std::optional<lt::dist::DataParallel> dp;
-  if (parallel) dp.emplace(*model);
+  // stacked: a bucket per gradient, so that the layers' all-reduces start inside the loop
+  if (parallel)
+    dp.emplace(*model, lt::dist::DataParallelOptions{.bucket_bytes = stacked ? 64 : 4 << 20});
   lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
   auto step = lt::compile([&](const lt::Tensor& x, const lt::Tensor& y) {
     lt::Tensor loss = lt::nn::cross_entropy((*model)(x), y);
@@ -91,7 +100,17 @@ int main(int argc, char** argv) {
   try {
     lt::dist::init();
     check(lt::dist::world_size() > 1, "world size > 1 (run under mpirun)");
-    if (mode == "mismatch") {
+    if (mode == "mismatch-overlap") {
+      lt::dist::set_timeout(30);
+      if (lt::dist::rank() == 0) lt::debug::set_disabled_passes({"overlap_collectives"});
+      try {
+        train(true, true);
+        check(false, "ranks compiled with and without overlap_collectives raised no error");
+      } catch (const lt::Error& e) {
+        check(std::strstr(e.what(), "issue different collectives") != nullptr,
+              std::string("the error names the mismatch: ") + e.what());
+      }
+    } else if (mode == "mismatch") {
       lt::dist::set_timeout(30);
       try {
         lt::all_reduce(lt::ones({lt::dist::rank() == 0 ? 4 : 5})).to_vector<float>();
@@ -102,21 +121,28 @@ int main(int argc, char** argv) {
       }
     } else {
       collectives();
-      const std::vector<float> dp = train(true);
-      std::vector<float> one;
-      {
-        lt::runtime::SingleProcess single;  // this rank alone, on the whole batch
-        lt::runtime::CommunicatorScope scope(&single);
-        one = train(false);
+      for (bool stacked : {false, true}) {
+        const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
+        const std::vector<float> dp = train(true, stacked);
+        if (stacked)
+          check(lt::metrics::counter("CollectivesInLoops") > in_loops, "in-loop all-reduces");
+        std::vector<float> one;
+        {
+          lt::runtime::SingleProcess single;  // this rank alone, on the whole batch
+          lt::runtime::CommunicatorScope scope(&single);
+          one = train(false, stacked);
+        }
+        const std::string what = stacked ? "stacked, step " : "step ";
+        for (size_t i = 0; i < dp.size(); ++i)
+          check(std::abs(dp[i] - one[i]) <= 1e-5f * std::abs(one[i]),
+                what + std::to_string(i) + " loss " + std::to_string(dp[i]) + " vs one process " +
+                    std::to_string(one[i]));
+        check(dp.back() < dp.front(), "the loss falls");
+        if (lt::dist::rank() == 0)
+          std::printf("%d ranks%s: losses %.6f -> %.6f (one process %.6f -> %.6f)\n",
+                      lt::dist::world_size(), stacked ? ", stacked layers" : "", dp.front(),
+                      dp.back(), one.front(), one.back());
       }
-      for (size_t i = 0; i < dp.size(); ++i)
-        check(std::abs(dp[i] - one[i]) <= 1e-5f * std::abs(one[i]),
-              "step " + std::to_string(i) + " loss " + std::to_string(dp[i]) + " vs one process " +
-                  std::to_string(one[i]));
-      check(dp.back() < dp.front(), "the loss falls");
-      if (lt::dist::rank() == 0)
-        std::printf("%d ranks: losses %.6f -> %.6f (one process %.6f -> %.6f)\n",
-                    lt::dist::world_size(), dp.front(), dp.back(), one.front(), one.back());
     }
   } catch (const std::exception& e) {
     check(false, std::string("exception: ") + e.what());

@@ -56,9 +56,9 @@ struct RunResult {
   double peak_mb = 0;
   double tokens_per_s = 0;  // the global batch's, over every rank
   int ranks = 1;
-  double collective_ms_per_step = 0;  // steady steps: inside all-reduces (waits included)
+  double collective_ms_per_step = 0;       // steady steps: inside all-reduces (waits included)
   double collective_wait_ms_per_step = 0;  // of those, the step's thread waited (not overlapped)
-  double collective_mb_per_step = 0;  // bytes each rank all-reduces per step
+  double collective_mb_per_step = 0;       // bytes each rank all-reduces per step
   std::shared_ptr<lt::nn::DecoderLM> model;
 };
 

@@ -180,3 +180,49 @@ def test_mistakes_are_errors():
         dist.run_threads(2, fails)
     with pytest.raises(ValueError, match="bucket_cap_mb"):
         dist.DataParallel(lt.nn.Linear(2, 2), bucket_cap_mb=0)
+
+
+def test_all_reduces_start_inside_the_scans_backward_with_the_same_bits():
+    """The overlap_collectives pass starts each stacked gradient's all-reduce a layer at a time
+    inside the backward loop of a scan over stacked weights, and the others as soon as their
+    gradients exist: the same sums, so the same weights as with blocking collectives."""
+    from lazytrace.models import Decoder, DecoderConfig
+
+    config = DecoderConfig(vocab=16, hidden=8, intermediate=12, heads=2, kv_heads=1, layers=3,
+                           max_seq=8)
+    lt.manual_seed(11)
+    init = {k: v.numpy() for k, v in Decoder(config, layers_mode="scan", stacked=True)
+            .state_dict().items()}
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, 16, (4, 5))
+
+    def train(r):
+        model = Decoder(config, layers_mode="scan", stacked=True)
+        model.load_state_dict({k: lt.tensor(v) for k, v in init.items()})
+        ddp = dist.DataParallel(model, bucket_cap_mb=0.0001)  # a bucket per gradient
+        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
+        begin, end = dist.shard(4)
+        for _ in range(3):
+            x = lt.tensor(tokens[begin:end, :4])
+            y = lt.tensor(tokens[begin:end, 1:])
+            logits = ddp(x).reshape(-1, 16)
+            lt.nn.functional.cross_entropy(logits, y.reshape(-1)).backward()
+            ddp.reduce_gradients()
+            opt.step()
+            opt.zero_grad()
+            lt.sync()
+        return {k: v.numpy() for k, v in model.state_dict().items()}
+
+    before = lt.metrics.counter_value("CollectivesInLoops") or 0
+    overlapped = per_rank(2, train)
+    assert (lt.metrics.counter_value("CollectivesInLoops") or 0) > before
+    was = lt.debug.set_disabled_passes(["overlap_collectives"])
+    try:
+        blocking = per_rank(2, train)
+    finally:
+        lt.debug.set_disabled_passes(was)
+    for r in range(2):
+        for k in init:
+            np.testing.assert_array_equal(overlapped[r][k], blocking[r][k], err_msg=k)
+            np.testing.assert_array_equal(overlapped[r][k], overlapped[0][k], err_msg=k)
+    assert any(not np.array_equal(overlapped[0][k], init[k]) for k in init)

@@ -26,6 +26,8 @@ void run_call(const CallStep& c, const RunContext& caller) {
   ctx.shadows = caller.shadows;
   ctx.gemm_choice = caller.gemm_choice;
   ctx.comm = caller.comm;
+  std::vector<int64_t> tickets(static_cast<size_t>(body.num_tickets));
+  ctx.tickets = tickets.data();
   char* scratch = c.scratch >= 0 ? caller.base[static_cast<size_t>(c.scratch)] : nullptr;
   for (size_t i = 0; i < body.storages.size(); ++i) {
     const Storage& st = body.storages[i];
@@ -123,7 +125,7 @@ class CpuExecutable : public runtime::Executable {
         run_steps(prog_, ctx_);
       } catch (...) {
         // the collectives still running read and write this run's memory
-        if (prog_.num_tickets > 0) ctx_.comm->queue().reset();
+        if (ctx_.comm) ctx_.comm->queue().reset();
         throw;
       }
     }

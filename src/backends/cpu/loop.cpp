@@ -37,6 +37,8 @@ class Bound {
     ctx_.shadows = caller.shadows;
     ctx_.gemm_choice = caller.gemm_choice;
     ctx_.comm = caller.comm;
+    tickets_.resize(static_cast<size_t>(prog.num_tickets));
+    ctx_.tickets = tickets_.data();
     char* arena = scratch >= 0 ? caller.base[static_cast<size_t>(scratch)] : nullptr;
     param_storage_.assign(static_cast<size_t>(prog.num_params), -1);
     for (size_t i = 0; i < prog.storages.size(); ++i) {
@@ -98,6 +100,7 @@ class Bound {
     int64_t bytes;
   };
   const Program& prog_;
+  std::vector<int64_t> tickets_;
   size_t nleaves_;
   bool ran_ = false;
   RunContext ctx_;

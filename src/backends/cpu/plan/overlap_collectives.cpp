@@ -1,6 +1,7 @@
 // A program pass (plan/pipeline.cpp runs them in order).
-// Requires: a program that is not a body; steps in their final order but for this pass's
-// moves, made before plan_arena (the moves change the lifetimes the arena is planned from).
+// Requires: steps in their final order but for this pass's moves, made before plan_arena
+// (the moves change the lifetimes the arena is planned from). A body's collectives start and
+// are waited for within each run of it (a call, an iteration).
 // Provides: CollectiveStep phases Start and Wait, Program::num_tickets, LoopStep::collectives.
 #include <algorithm>
 #include <map>
@@ -240,8 +241,8 @@ void wait_late(Program& p) {
 
 }  // namespace
 
-void overlap_collectives(Program& p, const Context& c) {
-  if (c.first_input >= 0 || !p.collectives) return;
+void overlap_collectives(Program& p, const Context&) {
+  if (!p.collectives) return;
   // a ticket per collective, in the order the graph issues them
   for (Step& st : p.steps)
     if (blocking_exchange(st)) std::get<CollectiveStep>(st).ticket = p.num_tickets++;
