@@ -188,10 +188,12 @@ TEST(DataParallel, SmallBucketsGiveTheSameResult) {
 TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
   const int64_t in_loops = lt::metrics::counter("CollectivesInLoops"),
                 ahead = lt::metrics::counter("CollectivesAhead");
-  lt::dist::DataParallelOptions one, small, mixed;
+  lt::dist::DataParallelOptions one, small, mixed, zero1;
   small.bucket_bytes = 64;   // most parameters alone
   mixed.bucket_bytes = 600;  // buckets that concatenate several gradients
-  for (const auto& options : {one, small, mixed})
+  zero1.shard_optimizer = true;
+  zero1.bucket_bytes = 32;  // 8 floats: each reduce-scatter within one layer's slice
+  for (const auto& options : {one, small, mixed, zero1})
     for (bool compiled : {false, true}) {
       const Trained overlapped = data_parallel(2, compiled, options, true);
       const std::vector<std::string> was = lt::debug::set_disabled_passes({"overlap_collectives"});

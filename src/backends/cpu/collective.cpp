@@ -108,7 +108,7 @@ void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t sl
   for (const LoopStep::Collective& c : s.collectives) {
     runtime::Communicator& comm = communicator_of(c.step, ctx);
     for (const LoopStep::Collective::Part& p : c.parts) {
-      if (p.per_slice != (slice >= 0)) continue;
+      if (p.per_slice ? slice < 0 : p.after != slice) continue;
       const int64_t at = p.per_slice ? slice * p.count : 0;
       ctx.tickets[c.step.ticket] =
           start(comm, part_of(c.step, ctx, p.src, p.src_at + at, p.out_at + at, p.count));

@@ -111,10 +111,14 @@ std::string describe(const Program& p) {
                      for (const LoopStep::Collective& c : l.collectives) {
                        os << "; started in it: ";
                        collective(c.step);
-                       int64_t slices = 0;
-                       for (const auto& part : c.parts) slices += part.per_slice;
-                       os << ", " << c.parts.size() - static_cast<size_t>(slices)
-                          << " part(s) before, " << slices << " per slice";
+                       os << ", parts:";
+                       for (const auto& part : c.parts)
+                         if (part.per_slice)
+                           os << " by slice";
+                         else if (part.after < 0)
+                           os << " before it";
+                         else
+                           os << " after slice " << part.after;
                      }
                    },
                },

@@ -34,7 +34,7 @@ struct RunContext {
 void run_fused(const FusedStep& s, const RunContext& ctx);
 void run_collective(const CollectiveStep& s, const RunContext& ctx);
 /** Starts a loop's collectives (LoopStep::collectives): the parts made before the loop
- * (slice < 0), or slice `slice`'s parts. */
+ * (slice < 0), or the parts that slice `slice` completes. */
 void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t slice);
 void run_reduce(const ReduceStep& s, const RunContext& ctx);
 void run_matmul(const MatmulStep& s, const RunContext& ctx);

@@ -182,9 +182,10 @@ struct LoopStep {
   // (scan's factored weight gradients): batch i may run as soon as iteration i has written
   // slice i, beside the loop's later iterations (lowering's attach_updates).
   std::vector<AdamWStep> updates;
-  // All-reduces of this scan's ys that start as soon as their data exist (plan/
-  // overlap_collectives.cpp): a part per slice once the iteration that writes it is done,
-  // the parts made before the loop before its first iteration. Their Wait follows the loop.
+  // Collectives of this scan's ys that start as soon as their data exist (plan/
+  // overlap_collectives.cpp): an all-reduce a part per slice once the iteration that writes
+  // it is done, a collective of a few slices once they are, the parts made before the loop
+  // before its first iteration. Their Wait follows the loop.
   struct Collective {
     CollectiveStep step;  // phase Start; `in` is what the parts cover
     struct Part {
@@ -193,6 +194,9 @@ struct LoopStep {
       int64_t out_at = 0;      // elements into the output
       int64_t count = 0;       // elements (per slice, for a slice part)
       bool per_slice = false;  // slice i lies at src_at + i * count, out_at + i * count
+      // Not per slice: started once the iteration that writes slice `after` of the ys it
+      // reads is done (-1: before the first iteration).
+      int64_t after = -1;
     };
     std::vector<Part> parts;
   };

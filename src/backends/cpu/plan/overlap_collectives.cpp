@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/plan/pipeline.h"
@@ -77,7 +78,8 @@ std::optional<std::pair<View, View>> as_copy(const Step& st) {
 }
 
 // All-reduces after the scan at steps[li] whose data are the scan's ys, slice by slice (or
-// exist before it) start inside it (LoopStep::collectives), ahead of the collectives after
+// exist before it), and reduce-scatters of a few of its slices, start inside it
+// (LoopStep::collectives), ahead of the collectives after
 // the loop that cannot (up to a loop or call whose body issues collectives); their steps
 // become waits. The parts of a concat (DataParallel's buckets) that copy a ys are not
 // made: the parts are reduced from the ys; those that copy what exists before the scan
@@ -113,16 +115,21 @@ bool start_in_loop(Program& p, size_t& li) {
     }
     if (!blocking_exchange(st)) break;  // collectives inside a body, issued in place
     const CollectiveStep& c = std::get<CollectiveStep>(st);
-    if (c.op != ir::OpKind::AllReduce) {
+    const int in = c.in.storage;
+    const int64_t count = c.in.shape.numel();
+    const auto y = ys.find(in);
+    const bool all_reduce = c.op == ir::OpKind::AllReduce;
+    if (!all_reduce && (c.op != ir::OpKind::ReduceScatter || y == ys.end() || count == 0)) {
       pass_over();
       continue;
     }
-    const int in = c.in.storage;
-    const int64_t count = c.in.shape.numel();
     LoopStep::Collective lc{c, {}};
     std::vector<size_t> copies;
-    if (const int64_t per = whole_ys(c.in, count)) {
+    if (const int64_t per = whole_ys(c.in, count); per && all_reduce) {
       lc.parts.push_back({in, 0, 0, per, true});
+    } else if (y != ys.end()) {  // a few slices (ZeRO-1's bucket of a stacked gradient)
+      const int64_t first = c.in.offset / y->second, last = (c.in.offset + count - 1) / y->second;
+      lc.parts.push_back({in, c.in.offset, 0, count, false, loop.reverse ? first : last});
     } else if (!tainted[static_cast<size_t>(in)]) {
       lc.parts.push_back({in, c.in.offset, 0, count, false});
       needed[static_cast<size_t>(in)] = 1;
@@ -257,20 +264,22 @@ void overlap_collectives(Program& p, const Context&) {
   // the ranks compare: every rank's pass must have made the same moves.
   uint64_t order = 0x6f72646572;
   std::string text;
-  auto add = [&](int ticket, int64_t slices) {
-    order = hash_combine(hash_combine(order, static_cast<uint64_t>(ticket)),
-                         static_cast<uint64_t>(slices));
-    text += detail::cat(text.empty() ? "" : ", ", "#", ticket);
-    if (slices > 0) text += detail::cat(" by ", slices, " slices");
+  auto add = [&](int ticket, const std::string& how) {
+    order = hash_combine(order, static_cast<uint64_t>(ticket));
+    for (char ch : how) order = hash_combine(order, static_cast<uint64_t>(ch));
+    text += detail::cat(text.empty() ? "" : ", ", "#", ticket, how);
   };
   for (const Step& st : p.steps) {
     if (const auto* cs = std::get_if<CollectiveStep>(&st); cs && cs->phase == Phase::Start)
-      add(cs->ticket, 0);
+      add(cs->ticket, "");
     if (const auto* l = std::get_if<LoopStep>(&st))
       for (const LoopStep::Collective& lc : l->collectives) {
-        const bool sliced = std::any_of(lc.parts.begin(), lc.parts.end(),
-                                        [](const Part& part) { return part.per_slice; });
-        add(lc.step.ticket, sliced ? l->length : 0);
+        std::string how = " in a loop:";
+        for (const Part& part : lc.parts)
+          how += part.per_slice   ? " by slice"
+                 : part.after < 0 ? " before it"
+                                  : detail::cat(" after slice ", part.after);
+        add(lc.step.ticket, how);
       }
   }
   p.collectives = hash_combine(p.collectives, order);
