@@ -249,6 +249,26 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
   lt::dist::set_timeout(300);
 }
 
+// A step that fails after a collective was started (overlap_collectives) waits for it before
+// the error leaves the run: the rank's next collectives work, on every rank.
+TEST(Dist, AFailedRunFinishesTheCollectivesItStarted) {
+  lt::dist::run_threads(2, [](int r) {
+    const lt::Tensor x = lt::tensor(std::vector<float>(4, float(r + 1)), {4});
+    const lt::Tensor logits = lt::ones({2, 3});
+    const lt::Tensor bad = lt::tensor(std::vector<int64_t>{0, 1}, {2}) + int64_t{5};
+    const lt::Tensor loss = lt::nn::cross_entropy(logits, bad) + lt::sum(lt::all_reduce(x));
+    // the all-reduce starts first; the targets' check fails before its wait
+    const std::string program = lt::debug::to_program({loss});
+    const size_t start = program.find("all_reduce #0 started"),
+                 check = program.find("check_targets"), wait = program.find("wait for all_reduce");
+    EXPECT_LT(start, check) << program;
+    EXPECT_LT(check, wait) << program;
+    EXPECT_NE(wait, std::string::npos) << program;
+    expect_error([&] { loss.item<float>(); }, {"[cross_entropy]", "target 5"});
+    for (float v : lt::all_reduce(x * 2.f).to_vector<float>()) EXPECT_EQ(v, 6.f);
+  });
+}
+
 TEST(Dist, ARankThatThrowsFailsTheOthers) {
   expect_error(
       [] {
