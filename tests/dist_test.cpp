@@ -7,9 +7,11 @@
 
 #include <cmath>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "expect_error.h"
+#include "runtime/communicator.h"
 
 namespace {
 
@@ -247,6 +249,44 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
       },
       {"[sync]", "checking that every rank's graph issues the same collectives", "waited 0.5 s"});
   lt::dist::set_timeout(300);
+}
+
+// The queue a rank's started collectives run on: in the order started, on a thread of its
+// own (or in place, for a transport that allows one thread only); an error fails the work
+// after it until reset().
+TEST(Dist, CollectiveQueueRunsWorkInOrderAndKeepsItsFirstError) {
+  for (bool threaded : {true, false}) {
+    lt::runtime::CollectiveQueue q(threaded);
+    std::vector<int> ran;
+    std::vector<bool> here;
+    int64_t last = 0;
+    for (int i = 0; i < 50; ++i)
+      last = q.start([&, i, caller = std::this_thread::get_id()] {
+        ran.push_back(i);
+        here.push_back(std::this_thread::get_id() == caller);
+      });
+    EXPECT_EQ(last, 50);
+    q.wait(last);
+    ASSERT_EQ(ran.size(), 50u);
+    for (int i = 0; i < 50; ++i) {
+      EXPECT_EQ(ran[static_cast<size_t>(i)], i);
+      EXPECT_EQ(here[static_cast<size_t>(i)], !threaded);
+    }
+    if (threaded) {
+      const int64_t failed = q.start([] { lt::fail("test", "the exchange failed"); });
+      bool after = false;
+      q.start([&] { after = true; });
+      expect_error([&] { q.wait(failed); }, {"the exchange failed"});
+      expect_error([&] { q.finish(); }, {"the exchange failed"});
+      EXPECT_FALSE(after);  // out of step with the other ranks: not run
+      q.reset();
+      q.wait(q.start([&] { after = true; }));
+      EXPECT_TRUE(after);
+    } else {
+      expect_error([&] { q.start([] { lt::fail("test", "the exchange failed"); }); },
+                   {"the exchange failed"});
+    }
+  }
 }
 
 // A step that fails after a collective was started (overlap_collectives) waits for it before

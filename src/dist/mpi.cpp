@@ -104,6 +104,9 @@ class MpiWorld final : public runtime::Communicator {
         if (!done) MPI_Finalize();
       });
     }
+    int level = MPI_THREAD_SINGLE;  // also where the caller initialized MPI itself
+    MPI_Query_thread(&level);
+    threads_ = level >= MPI_THREAD_SERIALIZED;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
@@ -118,6 +121,7 @@ class MpiWorld final : public runtime::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return detail::cat("MPI rank ", rank_, " of ", size_); }
+  bool can_overlap() const override { return threads_; }
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype,
                   runtime::ReduceOp op) override {
@@ -220,6 +224,7 @@ class MpiWorld final : public runtime::Communicator {
   }
 
   int rank_ = 0, size_ = 1;
+  bool threads_ = false;  // MPI may be called from a second thread (one at a time)
   bool failed_ = false;
   std::vector<int64_t> signatures_;
   // all_reduce's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in one call)

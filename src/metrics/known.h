@@ -29,10 +29,10 @@ extern Counter updates_beside_loops;  // AdamW updates compiled to run beside a 
 extern Counter loop_slices_evicted;   // weight slices a loop's thread evicted once read (far cores)
 extern Counter body_compile_count;    // traced bodies compiled (calls and loops share them)
 extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
-extern Counter collective_count;      // collectives run (all_reduce, reduce_scatter, ...)
+extern Counter collective_count;      // exchanges run (all_reduce, ...; a loop's parts each)
 extern Counter collective_bytes;      // bytes they took in (each rank's own count)
 extern Counter collectives_ahead;     // collectives compiled to run beside later steps
-extern Counter collectives_in_loops;  // all-reduces compiled to start inside a scan, by slice
+extern Counter collectives_in_loops;  // collectives compiled to start inside a scan
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
 Counter& named_counter(const std::string& name);

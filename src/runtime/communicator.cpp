@@ -111,6 +111,12 @@ CollectiveQueue::~CollectiveQueue() {
 }
 
 int64_t CollectiveQueue::start(std::function<void()> work) {
+  if (!threaded_) {
+    work();
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = ++started_;
+    return started_;
+  }
   int64_t ticket;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -144,7 +150,7 @@ void CollectiveQueue::serve() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
-    if (pending_.empty()) return;  // stopping
+    if (stop_) return;
     std::function<void()> work = std::move(pending_.front());
     pending_.pop_front();
     if (!error_) {
@@ -165,12 +171,17 @@ void CollectiveQueue::serve() {
 
 CollectiveQueue& Communicator::queue() {
   std::lock_guard<std::mutex> lock(queue_mu_);
-  if (!queue_) queue_ = std::make_unique<CollectiveQueue>();
+  if (!queue_) queue_ = std::make_unique<CollectiveQueue>(can_overlap());
   return *queue_;
 }
 
 void Communicator::finish_started() {
-  if (queue_) queue_->finish();
+  CollectiveQueue* q;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    q = queue_.get();
+  }
+  if (q) q->finish();
 }
 
 void SingleProcess::copy(const void* in, void* out, int64_t count, DType dtype) {

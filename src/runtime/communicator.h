@@ -33,9 +33,12 @@ const char* reduce_op_name(ReduceOp op);
  */
 class CollectiveQueue {
  public:
-  CollectiveQueue() = default;
+  /** threaded = false: start() runs the work at once on the caller's thread (a transport
+   * that may not be called from a second thread). */
+  explicit CollectiveQueue(bool threaded) : threaded_(threaded) {}
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+  /** Joins the thread; work still queued is dropped (every run waits for its own). */
   ~CollectiveQueue();
   /** Queues `work`; returns its ticket (1, 2, ... in the order started). */
   int64_t start(std::function<void()> work);
@@ -58,6 +61,7 @@ class CollectiveQueue {
   int64_t started_ = 0, finished_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;
+  const bool threaded_;
   std::thread thread_;  // started by the first start()
 };
 
@@ -84,6 +88,9 @@ class Communicator {
    * slot goes into the compile cache's key (never into a graph's hash).
    */
   virtual int cache_slot() const { return 0; }
+  /** Whether this communicator's collectives may run on its queue's own thread (MPI: where
+   * it was initialized with MPI_THREAD_SERIALIZED or more); else they run in place. */
+  virtual bool can_overlap() const { return true; }
 
   /**
    * Checks, before a run of a graph whose collectives have signature `collectives`
@@ -113,7 +120,9 @@ class Communicator {
  private:
   std::mutex queue_mu_;  // not std::call_once, whose thread_local the library's TLS model
                          // cannot link
-  std::unique_ptr<CollectiveQueue> queue_;  // destroyed (its thread joined) first
+  // Its thread is joined after the derived communicator is gone: every run has waited for
+  // its collectives by then, and what is still queued is dropped, never run.
+  std::unique_ptr<CollectiveQueue> queue_;
 };
 
 /** The single process: size 1, every collective an identity. */

@@ -111,14 +111,7 @@ std::string describe(const Program& p) {
                      for (const LoopStep::Collective& c : l.collectives) {
                        os << "; started in it: ";
                        collective(c.step);
-                       os << ", parts:";
-                       for (const auto& part : c.parts)
-                         if (part.per_slice)
-                           os << " by slice";
-                         else if (part.after < 0)
-                           os << " before it";
-                         else
-                           os << " after slice " << part.after;
+                       os << "," << describe_parts(c);
                      }
                    },
                },
@@ -134,6 +127,16 @@ std::string describe(const Program& p) {
     os << "\n";
   }
   return os.str();
+}
+
+std::string describe_parts(const LoopStep::Collective& c) {
+  std::string out = " parts:";
+  for (const LoopStep::Collective::Part& part : c.parts)
+    out += part.per_slice   ? " by slice,"
+           : part.after < 0 ? " before it,"
+                            : " after slice " + std::to_string(part.after) + ",";
+  out.pop_back();
+  return out;
 }
 
 }  // namespace lazytrace::cpu

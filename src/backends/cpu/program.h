@@ -260,5 +260,7 @@ std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassS
 void clear_body_programs();
 /** Human-readable kernel list and plan. */
 std::string describe(const Program& p);
+/** When a loop starts each part of a collective: " parts: by slice, before it, after slice 3". */
+std::string describe_parts(const LoopStep::Collective& c);
 
 }  // namespace lazytrace::cpu

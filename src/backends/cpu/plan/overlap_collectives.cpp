@@ -42,15 +42,6 @@ bool names(const Step& st, int storage) {
   return std::find(n.begin(), n.end(), storage) != n.end();
 }
 
-// The storages a step reads (names and does not write).
-std::vector<int> reads_of(const Step& st) {
-  const std::vector<int> w = writes_of(st);
-  std::vector<int> r;
-  for (int s : named_by(st))
-    if (std::find(w.begin(), w.end(), s) == w.end()) r.push_back(s);
-  return r;
-}
-
 // A step that issues collectives, which every rank issues in the same order.
 bool issues(const Step& st) {
   if (const auto* c = std::get_if<CollectiveStep>(&st)) return c->phase != Phase::Wait;
@@ -73,7 +64,8 @@ std::optional<std::pair<View, View>> as_copy(const Step& st) {
       f->program[0].op != ir::OpKind::Data || f->program[0].dtype != f->loads[0].dtype)
     return std::nullopt;
   const View &src = f->loads[0], &dst = f->stores[0].dst;
-  if (src.is_scalar() || !src.is_contiguous() || !dst.is_contiguous()) return std::nullopt;
+  if (src.is_scalar() || !src.is_contiguous() || !dst.is_contiguous() || dst.dtype != src.dtype)
+    return std::nullopt;
   return std::make_pair(src, dst);
 }
 
@@ -105,7 +97,7 @@ bool start_in_loop(Program& p, size_t& li) {
     const Step& st = p.steps[k];
     auto pass_over = [&] {
       bool dep = false;
-      for (int s : reads_of(st)) dep |= tainted[static_cast<size_t>(s)] != 0;
+      for (int s : named_by(st)) dep |= tainted[static_cast<size_t>(s)] != 0;
       if (dep)
         for (int s : writes_of(st)) tainted[static_cast<size_t>(s)] = 1;
     };
@@ -119,7 +111,8 @@ bool start_in_loop(Program& p, size_t& li) {
     const int64_t count = c.in.shape.numel();
     const auto y = ys.find(in);
     const bool all_reduce = c.op == ir::OpKind::AllReduce;
-    if (!all_reduce && (c.op != ir::OpKind::ReduceScatter || y == ys.end() || count == 0)) {
+    if (count == 0 || (y != ys.end() && y->second == 0) ||
+        (!all_reduce && (c.op != ir::OpKind::ReduceScatter || y == ys.end()))) {
       pass_over();
       continue;
     }
@@ -180,7 +173,7 @@ bool start_in_loop(Program& p, size_t& li) {
     if (!makes) continue;
     if (issues(p.steps[k])) return false;  // it would move before collectives issued earlier
     hoist[k] = 1;
-    for (int s : reads_of(p.steps[k])) needed[static_cast<size_t>(s)] = 1;
+    for (int s : named_by(p.steps[k])) needed[static_cast<size_t>(s)] = 1;
   }
   std::vector<Step> before, after;
   LoopStep moved = std::move(loop);
@@ -260,28 +253,31 @@ void overlap_collectives(Program& p, const Context&) {
   }
   start_early(p);
   wait_late(p);
-  // The order the ranks now issue them in, and how loops split them, joins the signature
-  // the ranks compare: every rank's pass must have made the same moves.
+  // Collectives moved into loops go ahead of others, and are split there: the order and
+  // the splits join the signature the ranks compare, so that every rank's pass must have
+  // made the same moves (without those, starting early changes no rank's exchanges).
   uint64_t order = 0x6f72646572;
   std::string text;
-  auto add = [&](int ticket, const std::string& how) {
-    order = hash_combine(order, static_cast<uint64_t>(ticket));
-    for (char ch : how) order = hash_combine(order, static_cast<uint64_t>(ch));
-    text += detail::cat(text.empty() ? "" : ", ", "#", ticket, how);
-  };
+  bool in_loops = false;
   for (const Step& st : p.steps) {
+    std::string how;
+    int ticket = -1;
     if (const auto* cs = std::get_if<CollectiveStep>(&st); cs && cs->phase == Phase::Start)
-      add(cs->ticket, "");
+      ticket = cs->ticket;
     if (const auto* l = std::get_if<LoopStep>(&st))
       for (const LoopStep::Collective& lc : l->collectives) {
-        std::string how = " in a loop:";
-        for (const Part& part : lc.parts)
-          how += part.per_slice   ? " by slice"
-                 : part.after < 0 ? " before it"
-                                  : detail::cat(" after slice ", part.after);
-        add(lc.step.ticket, how);
+        in_loops = true;
+        const std::string parts = describe_parts(lc);
+        order = hash_combine(order, static_cast<uint64_t>(lc.step.ticket));
+        for (char ch : parts) order = hash_combine(order, static_cast<uint64_t>(ch));
+        text += detail::cat(text.empty() ? "" : ", ", "#", lc.step.ticket, " in a loop,", parts);
       }
+    if (ticket >= 0) {
+      order = hash_combine(order, static_cast<uint64_t>(ticket));
+      text += detail::cat(text.empty() ? "" : ", ", "#", ticket);
+    }
   }
+  if (!in_loops) return;
   p.collectives = hash_combine(p.collectives, order);
   p.collectives_text += " (started in the order " + text + ")";
 }
