@@ -206,6 +206,42 @@ TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
   EXPECT_GT(lt::metrics::counter("CollectivesAhead"), ahead);
 }
 
+// Dropout keyed by the global example index: after lt::dist::shard, a rank's mask of an
+// example is the one a single process masking the whole batch draws for it, at 2 and 3
+// ranks, and the generator moves past the whole batch's draw on every rank.
+TEST(DataParallel, DropoutMasksAnExampleAsOneProcessWould) {
+  const Tensor x = lt::reshape(lt::arange(1, 25, 1, lt::DType::float32), {6, 4});
+  lt::nn::Dropout drop(0.5);
+  lt::manual_seed(9);
+  lt::set_batch_rows({});
+  const std::vector<float> whole = drop(x).to_vector<float>(),
+                           next = lt::rand({3}).to_vector<float>();
+  size_t zeros = 0;
+  for (float v : whole) zeros += v == 0;
+  EXPECT_GT(zeros, 0u);
+  EXPECT_LT(zeros, whole.size());
+  std::mutex mu;  // the ranks share this process's generator: one draws at a time
+  for (int n : {2, 3})
+    lt::dist::run_threads(n, [&](int) {
+      const auto [begin, end] = lt::dist::shard(6);
+      std::lock_guard<std::mutex> lock(mu);
+      lt::manual_seed(9);
+      const std::vector<float> mine = drop(lt::slice(x, 0, begin, end)).to_vector<float>();
+      EXPECT_EQ(mine, std::vector<float>(whole.begin() + begin * 4, whole.begin() + end * 4));
+      EXPECT_EQ(lt::rand({3}).to_vector<float>(), next);
+      // the rows of a draw of the whole, explicitly
+      lt::manual_seed(9);
+      const Tensor u = lt::rand({6, 4});
+      lt::manual_seed(9);
+      EXPECT_EQ(lt::rand_rows({end - begin, 4}, begin, 6).to_vector<float>(),
+                lt::slice(u, 0, begin, end).to_vector<float>());
+    });
+  lt::set_batch_rows({});
+  expect_error([] { lt::rand_rows({3, 4}, 4, 6); }, {"[rand_rows]", "rows [4, 7)", "6 rows"});
+  expect_error([] { lt::set_batch_rows({.first = 2, .count = 5, .total = 6}); },
+               {"[set_batch_rows]", "rows [2, 7)"});
+}
+
 // ZeRO-1: the optimizer on each rank's shards, the parameters all-gathered; AdamW is
 // elementwise and the shards are reduced in the same order, so the same bits as without.
 TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {

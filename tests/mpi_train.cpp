@@ -55,6 +55,20 @@ void collectives() {
         "broadcast");
 }
 
+// Dropout of this rank's examples masks them as one process masking the whole batch does.
+void dropout() {
+  const lt::Tensor x = lt::reshape(lt::arange(1, 25, 1, lt::DType::float32), {6, 4});
+  lt::nn::Dropout drop(0.5);
+  lt::manual_seed(9);
+  lt::set_batch_rows({});
+  const std::vector<float> whole = drop(x).to_vector<float>();
+  const auto [begin, end] = lt::dist::shard(6);
+  lt::manual_seed(9);
+  check(drop(lt::slice(x, 0, begin, end)).to_vector<float>() ==
+            std::vector<float>(whole.begin() + begin * 4, whole.begin() + end * 4),
+        "dropout by global example index");
+}
+
 std::pair<lt::Tensor, lt::Tensor> batch_rows(int step, int64_t begin, int64_t end) {
   std::vector<int64_t> x, y;
   for (int64_t b = begin; b < end; ++b)
@@ -121,6 +135,7 @@ int main(int argc, char** argv) {
       }
     } else {
       collectives();
+      dropout();
       for (bool stacked : {false, true}) {
         const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
         const std::vector<float> dp = train(true, stacked);

@@ -116,6 +116,24 @@ randn = _creator("randn", _C.randn)
 rand = _creator("rand", _C.rand)
 
 
+def rand_rows(size, first, total, dtype=None):
+    """Rows [first, first + size[0]) of rand(total, *size[1:]): what that draw gives those
+    rows, the generator moving past all of it (a rank's slice of a global batch)."""
+    return _C.rand_rows(_size((size,), "rand_rows"), first, total,
+                        _check_dtype(dtype, "rand_rows") or _C.dtype.float32)
+
+
+def batch_rows():
+    """(first, count, total): the rows of a global batch this thread's examples are
+    (distributed.shard sets them; count 0: none); dropout keys its masks by them."""
+    return _C.batch_rows()
+
+
+def set_batch_rows(first=0, count=0, total=0):
+    """Sets batch_rows() for this thread; no arguments: none."""
+    _C.set_batch_rows(first, count, total)
+
+
 def empty(*size, dtype=None, device=None, requires_grad=False):
     """A tensor of the given size (zeros: a lazy tensor has no uninitialized memory)."""
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)

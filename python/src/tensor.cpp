@@ -519,6 +519,16 @@ void bind_tensor(nb::module_& m) {
   m.def("randn", [](nb::handle shape, DType d) { return randn(shape_of(shape, "randn"), d); });
   m.def("rand", [](nb::handle shape, DType d) { return rand(shape_of(shape, "rand"), d); });
   m.def("manual_seed", &manual_seed);
+  m.def("rand_rows", [](nb::handle shape, int64_t first, int64_t total, DType d) {
+    return rand_rows(shape_of(shape, "rand_rows"), first, total, d);
+  });
+  m.def("batch_rows", [] {
+    const BatchRows r = batch_rows();
+    return nb::make_tuple(r.first, r.count, r.total);
+  });
+  m.def("set_batch_rows", [](int64_t first, int64_t count, int64_t total) {
+    set_batch_rows({.first = first, .count = count, .total = total});
+  });
 
 #define LT_UNARY_FN(name) m.def(#name, [](T t) { return name(t); });
   LT_UNARY_FN(neg)

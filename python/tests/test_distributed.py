@@ -226,3 +226,25 @@ def test_all_reduces_start_inside_the_scans_backward_with_the_same_bits():
             np.testing.assert_array_equal(overlapped[r][k], blocking[r][k], err_msg=k)
             np.testing.assert_array_equal(overlapped[r][k], overlapped[0][k], err_msg=k)
     assert any(not np.array_equal(overlapped[0][k], init[k]) for k in init)
+
+
+def test_dropout_masks_an_example_as_one_process_would():
+    """After distributed.shard, a rank's dropout mask of an example is the one a single
+    process masking the whole global batch draws for it (the example's global index keys
+    the random numbers, not the number of ranks)."""
+    x = lt.tensor(np.arange(1, 25, dtype=np.float32).reshape(6, 4))
+    lt.manual_seed(9)
+    lt.set_batch_rows()
+    whole = lt.nn.functional.dropout(x, 0.5).numpy()
+    assert 0 < (whole == 0).sum() < whole.size
+    lock = threading.Lock()  # the ranks share this process's generator
+
+    def body(r):
+        begin, end = dist.shard(6)
+        with lock:
+            lt.manual_seed(9)
+            return begin, end, lt.nn.Dropout(0.5)(x[begin:end]).numpy()
+
+    for n in (2, 3):
+        for begin, end, mine in per_rank(n, body):
+            np.testing.assert_array_equal(mine, whole[begin:end])

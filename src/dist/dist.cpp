@@ -11,6 +11,7 @@
 #include "dist/mpi.h"
 #include "dist/thread_group.h"
 #include "lazytrace/core/error.h"
+#include "lazytrace/ops/ops.h"
 #include "runtime/communicator.h"
 
 namespace lazytrace::dist {
@@ -116,7 +117,9 @@ std::pair<int64_t, int64_t> shard(int64_t n) {
   if (n % size != 0)
     fail("dist::shard", "a global batch of ", n, " examples does not split evenly over ", size,
          " ranks; make it a multiple of ", size, ".");
-  return {r * (n / size), (r + 1) * (n / size)};
+  const int64_t per = n / size;
+  set_batch_rows({.first = r * per, .count = per, .total = n});  // dropout's masks (BatchRows)
+  return {r * per, (r + 1) * per};
 }
 
 }  // namespace lazytrace::dist

@@ -114,8 +114,12 @@ Dropout::Dropout(double prob) : p(prob) {
 Tensor Dropout::forward(const Tensor& x) const {
   if (!is_training() || p == 0) return x;
   if (p == 1) return x * 0;
-  return where(rand(x.shape(), is_floating(x.dtype()) ? x.dtype() : DType::float32) >= p,
-               x * (1 / (1 - p)), 0);
+  const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::float32;
+  // a rank's examples of a global batch: their masks are the global batch's (BatchRows)
+  const BatchRows rows = batch_rows();
+  const bool global = rows.count > 0 && x.ndim() > 0 && x.shape()[0] == rows.count;
+  const Tensor u = global ? rand_rows(x.shape(), rows.first, rows.total, dt) : rand(x.shape(), dt);
+  return where(u >= p, x * (1 / (1 - p)), 0);
 }
 
 void ModuleList::push_back(std::shared_ptr<Module> module) {

@@ -1,4 +1,5 @@
 // Creation ops: host data, constants, ranges and random draws.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -119,7 +120,11 @@ Tensor arange(double stop, DType dtype) {
 }
 
 namespace {
-Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) {
+thread_local BatchRows t_batch_rows;
+
+// `shape`'s draws from `skip` elements into a draw of `total` elements.
+Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype, int64_t total = -1,
+              int64_t skip = 0) {
   trace::OpScope scope;
   check_shape(name, shape);
   if (!is_floating(dtype))
@@ -127,7 +132,11 @@ Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype) 
          " is not a floating type; draw floats and convert with astype.");
   // seed and offset are always parameters (or, in a traced function, its inputs), so a new
   // seed or draw never recompiles
-  auto [seed, offset] = trace::random_operands(static_cast<uint64_t>(shape.numel()));
+  auto [seed, offset] =
+      trace::random_operands(static_cast<uint64_t>(total < 0 ? shape.numel() : total));
+  if (skip > 0)
+    offset = ir::make_node(ir::OpKind::Add, DType::int64, Shape{}, std::move(offset),
+                           ir::make_scalar(static_cast<double>(skip), skip, DType::int64));
   return trace::make_pending(ir::make_node(op, dtype, shape, std::move(seed), std::move(offset)));
 }
 }  // namespace
@@ -141,6 +150,27 @@ Tensor rand(const Shape& shape, DType dtype) {
 
 void manual_seed(uint64_t seed) {
   trace::seed_random(seed);
+}
+
+Tensor rand_rows(const Shape& shape, int64_t first, int64_t total, DType dtype) {
+  if (shape.empty() || first < 0 || first + shape[0] > total)
+    fail("rand_rows", "rows [", first, ", ", first + (shape.empty() ? 0 : shape[0]), ") of shape ",
+         shape.str(), " are not within the ", total,
+         " rows of the whole draw; give a shape of at least one dim and 0 <= first, first + "
+         "shape[0] <= total.");
+  const int64_t row = shape.numel() / std::max<int64_t>(shape[0], 1);
+  return random(ir::OpKind::RandUniform, "rand_rows", shape, dtype, total * row, first * row);
+}
+
+void set_batch_rows(BatchRows rows) {
+  if (rows.count < 0 || rows.first < 0 || rows.first + rows.count > rows.total)
+    fail("set_batch_rows", "rows [", rows.first, ", ", rows.first + rows.count,
+         ") are not within a batch of ", rows.total, ".");
+  t_batch_rows = rows;
+}
+
+BatchRows batch_rows() {
+  return t_batch_rows;
 }
 
 }  // namespace lazytrace

@@ -49,7 +49,11 @@ double timeout();
  */
 void run_threads(int n, const std::function<void(int rank)>& fn);
 
-/** Examples [begin, end) of this rank in a global batch of n: n splits evenly over ranks. */
+/**
+ * Examples [begin, end) of this rank in a global batch of n: n splits evenly over ranks.
+ * Also sets this thread's lt::BatchRows, so that nn::Dropout masks an example as one
+ * process with the whole batch would.
+ */
 std::pair<int64_t, int64_t> shard(int64_t n);
 
 }  // namespace lazytrace::dist

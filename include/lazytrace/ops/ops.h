@@ -59,6 +59,23 @@ Tensor randn(const Shape& shape, DType dtype = DType::float32);
 Tensor rand(const Shape& shape, DType dtype = DType::float32);
 /** Resets the generator: the same seed gives the same numbers; a new seed never recompiles. */
 void manual_seed(uint64_t seed);
+/**
+ * Rows [first, first + shape[0]) of rand({total, shape[1], ...}): the numbers that draw
+ * would give those rows, the generator moving past the whole of it as that draw would.
+ * Data parallelism: a rank's slice of the global batch draws what one process would.
+ */
+Tensor rand_rows(const Shape& shape, int64_t first, int64_t total, DType dtype = DType::float32);
+/**
+ * The rows of a global batch that this thread's examples are: [first, first + count) of
+ * total (lt::dist::shard sets them; count 0: none). nn::Dropout of a tensor whose first dim
+ * is `count` draws with rand_rows, so its mask of an example depends on the example's index
+ * in the global batch, not on the number of ranks.
+ */
+struct BatchRows {
+  int64_t first = 0, count = 0, total = 0;
+};
+void set_batch_rows(BatchRows rows);
+BatchRows batch_rows();
 
 // ---- elementwise
 Tensor neg(const Tensor& t);

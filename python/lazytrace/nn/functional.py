@@ -42,7 +42,13 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    keep = rand(*input.shape, dtype=input.dtype) >= p
+    # a rank's examples of a global batch (distributed.shard) draw the global batch's masks
+    first, count, total = _C.batch_rows()
+    if count and input.ndim and input.shape[0] == count:
+        u = _C.rand_rows(tuple(input.shape), first, total, input.dtype)
+    else:
+        u = rand(*input.shape, dtype=input.dtype)
+    keep = u >= p
     return where(keep, input * (1.0 / (1.0 - p)), 0.0)
 
 
