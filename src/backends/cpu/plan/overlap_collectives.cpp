@@ -71,12 +71,12 @@ std::optional<std::pair<View, View>> as_copy(const Step& st) {
 
 // All-reduces after the scan at steps[li] whose data are the scan's ys, slice by slice (or
 // exist before it), and reduce-scatters of a few of its slices, start inside it
-// (LoopStep::collectives), ahead of the collectives after
-// the loop that cannot (up to a loop or call whose body issues collectives); their steps
-// become waits. The parts of a concat (DataParallel's buckets) that copy a ys are not
-// made: the parts are reduced from the ys; those that copy what exists before the scan
-// move before it. Returns whether any moved.
-bool start_in_loop(Program& p, size_t& li) {
+// (LoopStep::collectives), ahead of the collectives after the loop that cannot (up to a
+// loop or call whose body issues collectives); their steps become waits. The parts of a
+// concat (DataParallel's buckets) that copy a ys are not made: the parts are reduced from
+// the ys; those that copy what exists before the scan move before it. `li` follows the
+// loop.
+void start_in_loop(Program& p, size_t& li) {
   LoopStep& loop = std::get<LoopStep>(p.steps[li]);
   const int64_t length = loop.length;
   const size_t ns = p.storages.size(), nsteps = p.steps.size();
@@ -163,7 +163,7 @@ bool start_in_loop(Program& p, size_t& li) {
     made_in[k] = 1;
     for (int s : writes_of(st)) tainted[static_cast<size_t>(s)] = 1;
   }
-  if (started.empty()) return false;
+  if (started.empty()) return;
   // the steps after the loop that make what the parts before it read (none reads what the
   // loop writes, or the part would be made in the loop)
   for (size_t k = nsteps; k-- > li + 1;) {
@@ -171,7 +171,7 @@ bool start_in_loop(Program& p, size_t& li) {
     bool makes = hoist[k] != 0;
     for (int s : writes_of(p.steps[k])) makes |= needed[static_cast<size_t>(s)] != 0;
     if (!makes) continue;
-    if (issues(p.steps[k])) return false;  // it would move before collectives issued earlier
+    if (issues(p.steps[k])) return;  // it would move before collectives issued earlier
     hoist[k] = 1;
     for (int s : named_by(p.steps[k])) needed[static_cast<size_t>(s)] = 1;
   }
@@ -196,7 +196,6 @@ bool start_in_loop(Program& p, size_t& li) {
   li = p.steps.size();
   p.steps.emplace_back(std::move(moved));
   for (Step& st : after) p.steps.push_back(std::move(st));
-  return true;
 }
 
 // Every other collective starts as early as its input and the order of the ranks'
@@ -260,7 +259,6 @@ void overlap_collectives(Program& p, const Context&) {
   std::string text;
   bool in_loops = false;
   for (const Step& st : p.steps) {
-    std::string how;
     int ticket = -1;
     if (const auto* cs = std::get_if<CollectiveStep>(&st); cs && cs->phase == Phase::Start)
       ticket = cs->ticket;
