@@ -242,6 +242,32 @@ TEST(DataParallel, DropoutMasksAnExampleAsOneProcessWould) {
                {"[set_batch_rows]", "rows [2, 7)"});
 }
 
+// The same inside a loop traced once (is_fn_pure): its body holds the rows' offset, so each
+// thread rank traces its own instead of reusing another rank's body.
+TEST(DataParallel, DropoutInsideATracedLoopMasksAsOneProcessWould) {
+  const Tensor x = lt::reshape(lt::arange(1, 25, 1, lt::DType::float32), {6, 4});
+  const lt::nn::Dropout drop(0.5);
+  const auto body = [&drop](const Tensor& h, const Tensor& step) {
+    Tensor next = drop(h) + step;
+    return std::make_pair(next, next);
+  };
+  auto run = [&](const Tensor& rows) {
+    return lt::scan(body, rows, lt::ones({3, 1}), {.is_fn_pure = true}).first.to_vector<float>();
+  };
+  lt::manual_seed(9);
+  lt::set_batch_rows({});
+  const std::vector<float> whole = run(x);
+  std::mutex mu;  // the ranks share this process's generator: one draws at a time
+  lt::dist::run_threads(2, [&](int) {
+    const auto [begin, end] = lt::dist::shard(6);
+    std::lock_guard<std::mutex> lock(mu);
+    lt::manual_seed(9);
+    EXPECT_EQ(run(lt::slice(x, 0, begin, end)),
+              std::vector<float>(whole.begin() + begin * 4, whole.begin() + end * 4));
+  });
+  lt::set_batch_rows({});
+}
+
 // ZeRO-1: the optimizer on each rank's shards, the parameters all-gathered; AdamW is
 // elementwise and the shards are reduced in the same order, so the same bits as without.
 TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {

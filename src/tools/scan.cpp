@@ -417,7 +417,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   for (auto& [shape, dtype] : slice) shape = Shape(shape.begin() + 1, shape.end());
 
   std::shared_ptr<ScanEntry> e;
-  if (a.cache_key) e = find(a.cache_key, carry, slice, const_types);
+  const uint64_t key = a.cache_key ? keyed_by_batch_rows(a.cache_key) : 0;
+  if (key) e = find(key, carry, slice, const_types);
   if (e) {
     metrics::loop_hit.add();
   } else {
@@ -435,7 +436,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
     } else {
       e = trace_body(tool, fn, carry, slice, const_types);
     }
-    if (a.cache_key) insert(a.cache_key, e);
+    if (key) insert(key, e);
   }
   const int nc = static_cast<int>(carry.size()), nx = static_cast<int>(slice.size()),
             ny = static_cast<int>(e->ys.size());

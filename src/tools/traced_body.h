@@ -5,9 +5,23 @@
 #include <utility>
 #include <vector>
 
+#include "core/hash.h"
+#include "lazytrace/ops/ops.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::tools {
+
+/**
+ * A trace cache's key, joined with this thread's batch rows (lt::BatchRows) where it has
+ * some: a traced body holds the offset of dropout's draws for those rows, so a thread with
+ * other rows (a thread rank) traces its own.
+ */
+inline uint64_t keyed_by_batch_rows(uint64_t key) {
+  const BatchRows r = batch_rows();
+  if (r.count == 0) return key;
+  for (int64_t v : {r.first, r.count, r.total}) key = hash_combine(key, static_cast<uint64_t>(v));
+  return key | 1;
+}
 
 /**
  * The operands of a call or loop of a traced body, in its Param order (`inputs`, as its trace
