@@ -251,6 +251,18 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
   lt::dist::set_timeout(300);
 }
 
+// 16-bit floats are summed in float32 and rounded once (as the MPI ranks sum them), not
+// rounded after each rank's term: 1024 + 0.5 + 0.5 is 1025 in float16, not 1024.
+TEST(Dist, SixteenBitFloatsAreSummedInFloat32) {
+  for (lt::DType dt : {lt::DType::float16, lt::DType::bfloat16})
+    lt::dist::run_threads(3, [&](int r) {
+      const float big = dt == lt::DType::float16 ? 1024.f : 128.f;  // spacing 1 there
+      const lt::Tensor x = lt::astype(lt::full({2}, r == 0 ? big : 0.5f), dt);
+      for (float v : lt::astype(lt::all_reduce(x), lt::DType::float32).to_vector<float>())
+        EXPECT_EQ(v, big + 1.f) << lt::dtype_name(dt);
+    });
+}
+
 // The queue a rank's started collectives run on: in the order started, on a thread of its
 // own (or in place, for a transport that allows one thread only); an error fails the work
 // after it until reset().

@@ -11,7 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include "lazytrace/core/half.h"
 #include "lazytrace/dist/dist.h"
 #endif
 
@@ -60,26 +59,6 @@ MPI_Op mpi_op(runtime::ReduceOp op, DType d) {
   return MPI_SUM;
 }
 
-bool half(DType d) {
-  return d == DType::float16 || d == DType::bfloat16;
-}
-
-// 16-bit floats to and from float32, for the reductions MPI has no type for.
-std::vector<float> widen(const void* p, int64_t n, DType d) {
-  std::vector<float> f(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    f[static_cast<size_t>(i)] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
-                                                    : float(static_cast<const BFloat16*>(p)[i]);
-  return f;
-}
-void narrow(const std::vector<float>& f, void* p, DType d) {
-  for (size_t i = 0; i < f.size(); ++i)
-    if (d == DType::float16)
-      static_cast<Half*>(p)[i] = Half(f[i]);
-    else
-      static_cast<BFloat16*>(p)[i] = BFloat16(f[i]);
-}
-
 int as_count(int64_t n, const char* op) {
   if (n > INT32_MAX) fail(op, "moves ", n, " elements at once; MPI takes at most 2^31 - 1.");
   return static_cast<int>(n);
@@ -126,10 +105,10 @@ class MpiWorld final : public runtime::Communicator {
   void all_reduce(const void* in, void* out, int64_t count, DType dtype,
                   runtime::ReduceOp op) override {
     usable("all_reduce");
-    if (half(dtype)) {
-      std::vector<float> f = widen(in, count, dtype);
+    if (runtime::is_16bit_float(dtype)) {
+      std::vector<float> f = runtime::widen(in, count, dtype);
       all_reduce(f.data(), f.data(), count, DType::float32, op);
-      return narrow(f, out, dtype);
+      return runtime::narrow(f, out, dtype);
     }
     // in chunks that stay in the caches (one stacked weight's gradient is tens of MiB)
     const auto item = static_cast<int64_t>(itemsize(dtype));
@@ -145,10 +124,11 @@ class MpiWorld final : public runtime::Communicator {
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
                       runtime::ReduceOp op) override {
     usable("reduce_scatter");
-    if (half(dtype)) {
-      std::vector<float> f = widen(in, count * size_, dtype), o(static_cast<size_t>(count));
+    if (runtime::is_16bit_float(dtype)) {
+      std::vector<float> f = runtime::widen(in, count * size_, dtype),
+                         o(static_cast<size_t>(count));
       reduce_scatter(f.data(), o.data(), count, DType::float32, op);
-      return narrow(o, out, dtype);
+      return runtime::narrow(o, out, dtype);
     }
     check(MPI_Reduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(dtype),
                                    mpi_op(op, dtype), MPI_COMM_WORLD),

@@ -108,6 +108,15 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
   auto input = [&](int r) {
     return static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at;
   };
+  if (runtime::is_16bit_float(dtype)) {  // in float32, rounded once, as MPI's ranks do
+    std::vector<float> sum = runtime::widen(input(0), count, dtype);
+    for (int r = 1; r < group_->n; ++r) {
+      const std::vector<float> x = runtime::widen(input(r), count, dtype);
+      runtime::reduce_into(sum.data(), x.data(), count, DType::float32, op);
+    }
+    depart(name);
+    return runtime::narrow(sum, out, dtype);
+  }
   std::memcpy(acc.data(), input(0), bytes);
   for (int r = 1; r < group_->n; ++r) runtime::reduce_into(acc.data(), input(r), count, dtype, op);
   depart(name);

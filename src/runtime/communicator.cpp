@@ -77,6 +77,22 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
   }
 }
 
+std::vector<float> widen(const void* p, int64_t n, DType d) {
+  std::vector<float> f(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    f[static_cast<size_t>(i)] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
+                                                    : float(static_cast<const BFloat16*>(p)[i]);
+  return f;
+}
+
+void narrow(const std::vector<float>& f, void* p, DType d) {
+  for (size_t i = 0; i < f.size(); ++i)
+    if (d == DType::float16)
+      static_cast<Half*>(p)[i] = Half(f[i]);
+    else
+      static_cast<BFloat16*>(p)[i] = BFloat16(f[i]);
+}
+
 void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_text,
                                           std::string_view graph_name) {
   if (size() == 1) return;

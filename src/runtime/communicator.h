@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "lazytrace/core/dtype.h"
 
@@ -170,5 +171,12 @@ class CommunicatorScope {
 
 /** Elementwise `acc[i] = op(acc[i], in[i])` over `count` elements of dtype. */
 void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
+/** float16 and bfloat16: reduced in float32 and rounded once, by every communicator. */
+inline bool is_16bit_float(DType d) {
+  return d == DType::float16 || d == DType::bfloat16;
+}
+/** `n` 16-bit floats as float32, and back (rounded to nearest even). */
+std::vector<float> widen(const void* p, int64_t n, DType d);
+void narrow(const std::vector<float>& f, void* p, DType d);
 
 }  // namespace lazytrace::runtime
