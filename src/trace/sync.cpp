@@ -116,12 +116,12 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   std::vector<runtime::BufferPtr> results;
   lock.unlock();
   try {
-    const int64_t compiles = metrics::compile_count.value();
-    if (!exe) exe = cache.compile(key, shape, device, std::move(*graph), passes);
+    // this sync's own compile (the process's count also moves with other threads' compiles)
+    const bool compiles = !exe;
+    if (compiles) exe = cache.compile(key, shape, device, std::move(*graph), passes);
     if (!name.empty()) {
       metrics::named_counter("ExecuteCount[" + name + "]").add();
-      if (metrics::compile_count.value() != compiles)
-        metrics::named_counter("CompileCount[" + name + "]").add();
+      if (compiles) metrics::named_counter("CompileCount[" + name + "]").add();
     }
     if (exe->collectives())
       comm.check_same_collectives(exe->collectives(), exe->describe_collectives(), name);
