@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -88,6 +89,7 @@ class MpiWorld final : public runtime::Communicator {
     threads_ = level >= MPI_THREAD_SERIALIZED;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "dist::init", "MPI_Comm_dup");
     if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
       char* end = nullptr;
       const double mb = std::strtod(e, &end);
@@ -130,9 +132,36 @@ class MpiWorld final : public runtime::Communicator {
       reduce_scatter(f.data(), o.data(), count, DType::float32, op);
       return runtime::narrow(o, out, dtype);
     }
-    check(MPI_Reduce_scatter_block(in, out, as_count(count, "reduce_scatter"), mpi_type(dtype),
-                                   mpi_op(op, dtype), MPI_COMM_WORLD),
-          "reduce_scatter", "MPI_Reduce_scatter_block");
+    // Pairwise exchange over point-to-point messages, in chunks: with N ranks, N - 1 rounds
+    // in which each rank sends a peer its part of the peer's block and adds in what it
+    // receives. Open MPI 4.1's reduce_scatter allocates its scratch on every call (fresh
+    // pages each time) and reduces large blocks onto one rank first; this is as fast as its
+    // all_reduce per byte (docs/benchmarks.md, bench-dist).
+    const int n_rounds = size_ - 1;
+    const auto item = static_cast<int64_t>(itemsize(dtype));
+    const int64_t step =
+        chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / (item * size_), 1) : count;
+    const auto* from = static_cast<const char*>(in);
+    auto* to = static_cast<char*>(out);
+    if (n_rounds == 0) return static_cast<void>(std::memcpy(to, from, count * item));
+    if (n_rounds > 1) scratch_.resize(static_cast<size_t>(std::min(step, count) * item));
+    const MPI_Datatype type = mpi_type(dtype);
+    const MPI_Op reduce = mpi_op(op, dtype);
+    for (int64_t at = 0; at < count; at += step) {
+      const int n = as_count(std::min(step, count - at), "reduce_scatter");
+      const auto block = [&](int r) { return from + (r * count + at) * item; };
+      for (int k = 1; k <= n_rounds; ++k) {
+        const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
+        // the first round receives into the output and adds this rank's own part
+        void* recv = k == 1 ? static_cast<void*>(to + at * item) : scratch_.data();
+        check(MPI_Sendrecv(block(dst), n, type, dst, kTag, recv, n, type, src, kTag, comm_,
+                           MPI_STATUS_IGNORE),
+              "reduce_scatter", "MPI_Sendrecv");
+        check(MPI_Reduce_local(k == 1 ? block(rank_) : scratch_.data(), to + at * item, n, type,
+                               reduce),
+              "reduce_scatter", "MPI_Reduce_local");
+      }
+    }
   }
 
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
@@ -207,7 +236,11 @@ class MpiWorld final : public runtime::Communicator {
   bool threads_ = false;  // MPI may be called from a second thread (one at a time)
   bool failed_ = false;
   std::vector<int64_t> signatures_;
-  // all_reduce's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in one call)
+  std::vector<char> scratch_;      // reduce_scatter's receive buffer after its first round
+  MPI_Comm comm_ = MPI_COMM_NULL;  // reduce_scatter's messages, apart from any of the user's
+  static constexpr int kTag = 1;
+  // all_reduce's and reduce_scatter's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in
+  // one call)
   int64_t chunk_bytes_ = int64_t{4} << 20;
 };
 
