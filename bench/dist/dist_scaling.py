@@ -2,8 +2,9 @@
 """Data-parallel scaling of `lazytrace train` at the compute-heavy size (hidden 512,
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads, and 2 MPI
 ranks of one thread each (4 MiB and 25 MiB gradient buckets, ZeRO-1, and each without the
-overlap_collectives pass), run alternately so that the machine's swings fall on every row
-alike. Prints a markdown table: median step time, tokens/s of the global batch, time in
+overlap_collectives pass), and two processes of one thread on half the batch each that do
+not communicate at all (what 2 x 1 would take if its collectives cost nothing), run
+alternately so that the machine's swings fall on every row alike. Prints a markdown table: median step time, tokens/s of the global batch, time in
 collectives per step and its share, the part of it the step's thread waited for (what
 overlap did not hide), MB each rank hands to collectives per step, and each row's
 throughput against one rank of one thread.
@@ -35,6 +36,21 @@ def run(cmd, env):
             tuple(float(g) for g in reduce.groups()) if reduce else None)
 
 
+def run_pair(cmd, env):
+    """Two processes at once, each on half the batch, with no communication: the bound that
+    2 ranks x 1 thread approach (the slower process's step)."""
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outs = [p.communicate() for p in procs]
+    slowest = (0.0, 0.0)  # (ms, tokens/s of one process)
+    for p, (out, err) in zip(procs, outs):
+        step = STEP.search(out)
+        if p.returncode != 0 or not step:
+            sys.exit(f"dist_scaling: {' '.join(cmd)} failed:\n{out}\n{err}")
+        slowest = max(slowest, (float(step.group(1)), float(step.group(2))))
+    return slowest[0], 2 * slowest[1], None  # both halves of the batch a step
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--cli", default="build/apps/lazytrace")
@@ -45,9 +61,11 @@ def main():
     mpirun = shutil.which("mpirun")
     if not mpirun:
         sys.exit("dist_scaling: mpirun not found (scripts/install-deps.sh installs Open MPI)")
-    train = [a.cli, "train", "--hidden", "512", "--intermediate", "2048", "--heads", "8",
-             "--kv-heads", "4", "--layers", "4", "--seq", "256", "--batch", str(a.batch),
-             "--steps", str(a.steps), "--log-every", str(10 ** 6), "--out", os.devnull]
+    def train_on(batch):
+        return [a.cli, "train", "--hidden", "512", "--intermediate", "2048", "--heads", "8",
+                "--kv-heads", "4", "--layers", "4", "--seq", "256", "--batch", str(batch),
+                "--steps", str(a.steps), "--log-every", str(10 ** 6), "--out", os.devnull]
+    train = train_on(a.batch)
     env = dict(os.environ)
     if os.geteuid() == 0:  # Open MPI refuses root without these two; this process only
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -56,6 +74,8 @@ def main():
     rows = [
         ("1 rank x 1 thread", train, {"LAZYTRACE_NUM_THREADS": "1"}),
         ("1 rank x 2 threads", train, {"LAZYTRACE_NUM_THREADS": "2"}),
+        ("2 processes x 1 thread, half the batch each, no communication", train_on(a.batch // 2),
+         {"LAZYTRACE_NUM_THREADS": "1"}),
         ("2 ranks x 1 thread", mpi + train, {}),
         ("2 ranks x 1 thread, no overlap", blocking + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
@@ -65,7 +85,8 @@ def main():
     results = {name: [] for name, _, _ in rows}
     for rep in range(a.reps):
         for name, cmd, extra in rows:
-            results[name].append(run(cmd, {**env, **extra}))
+            runner = run_pair if name.startswith("2 processes") else run
+            results[name].append(runner(cmd, {**env, **extra}))
             print(f"rep {rep + 1}/{a.reps} {name}: {results[name][-1][0]:.1f} ms/step",
                   file=sys.stderr)
     base = statistics.median(r[1] for r in results[rows[0][0]])

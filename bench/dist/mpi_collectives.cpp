@@ -1,7 +1,10 @@
 // Open MPI's all-reduce on this machine, as lt::dist uses it: 64 MiB of float32 gradients
 // (the compute-heavy decoder's) all-reduced in buckets of 64 MiB down to 1 MiB, with the
 // blocking call (what MpiWorld runs) and with the non-blocking one polled to completion
-// (MPI_Iallreduce + MPI_Test), and reduce-scatter + all-gather (ZeRO-1's pair) per bucket.
+// (MPI_Iallreduce + MPI_Test), and reduce-scatter + all-gather (ZeRO-1's pair) per bucket:
+// MPI_Reduce_scatter_block, and the pairwise exchange over MPI_Sendrecv and MPI_Reduce_local
+// that lt::dist runs instead (src/dist/mpi.cpp: in this program Open MPI's own call is about
+// as fast, but inside lazytrace it allocated fresh scratch pages on every call).
 // Medians of 5 after one warm-up, on rank 0. Run: mpirun -np 2 mpi_collectives
 // (make bench-dist builds it with mpicxx and runs it).
 #include <mpi.h>
@@ -25,6 +28,20 @@ double median_ms(F&& f) {
   return t[t.size() / 2];
 }
 
+// ranks - 1 rounds: send a peer its part of the peer's block, add in what comes back
+void pairwise_reduce_scatter(const float* in, float* out, int count, int rank, int size,
+                             std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>(count));
+  for (int k = 1; k < size; ++k) {
+    const int dst = (rank + k) % size, src = (rank - k + size) % size;
+    float* recv = k == 1 ? out : scratch.data();
+    MPI_Sendrecv(in + static_cast<size_t>(dst) * count, count, MPI_FLOAT, dst, 1, recv, count,
+                 MPI_FLOAT, src, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Reduce_local(k == 1 ? in + static_cast<size_t>(rank) * count : scratch.data(), out, count,
+                     MPI_FLOAT, MPI_SUM);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -33,12 +50,12 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int total = 16 << 20;  // floats: 64 MiB
-  std::vector<float> a(total, 0.5f), part(total / size);
+  std::vector<float> a(total, 0.5f), part(total / size), scratch;
   if (rank == 0)
     std::printf(
         "%d ranks, %d MiB of float32 in buckets\n\n"
         "| bucket MiB | all-reduce ms | non-blocking all-reduce ms | reduce-scatter + "
-        "all-gather ms |\n|---|---|---|---|\n",
+        "all-gather ms | pairwise reduce-scatter + all-gather ms |\n|---|---|---|---|---|\n",
         size, total >> 18);
   for (int mib : {64, 16, 4, 1}) {
     const int n = mib << 18, buckets = total / n;
@@ -62,7 +79,15 @@ int main(int argc, char** argv) {
         MPI_Allgather(part.data(), n / size, MPI_FLOAT, at, n / size, MPI_FLOAT, MPI_COMM_WORLD);
       }
     });
-    if (rank == 0) std::printf("| %d | %.1f | %.1f | %.1f |\n", mib, blocking, polled, pair);
+    const double pairwise = median_ms([&] {
+      for (int b = 0; b < buckets; ++b) {
+        float* at = a.data() + static_cast<size_t>(b) * n;
+        pairwise_reduce_scatter(at, part.data(), n / size, rank, size, scratch);
+        MPI_Allgather(part.data(), n / size, MPI_FLOAT, at, n / size, MPI_FLOAT, MPI_COMM_WORLD);
+      }
+    });
+    if (rank == 0)
+      std::printf("| %d | %.1f | %.1f | %.1f | %.1f |\n", mib, blocking, polled, pair, pairwise);
   }
   MPI_Finalize();
   return 0;
