@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Data-parallel scaling of `lazytrace train` at the compute-heavy size (hidden 512,
-intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads, and 2 MPI
-ranks of one thread each (4 MiB and 25 MiB gradient buckets, ZeRO-1, and each without the
-overlap_collectives pass), and two processes of one thread on half the batch each that do
-not communicate at all (what 2 x 1 would take if its collectives cost nothing), run
-alternately so that the machine's swings fall on every row alike. Prints a markdown table: median step time, tokens/s of the global batch, time in
-collectives per step and its share, the part of it the step's thread waited for (what
-overlap did not hide), MB each rank hands to collectives per step, and each row's
-throughput against one rank of one thread.
+intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads; two
+processes of one thread on half the batch each that never communicate (what 2 x 1 would
+take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB and 25 MiB
+gradient buckets, ZeRO-1, and each without the overlap_collectives pass). The rows run
+alternately, so that the machine's swings fall on every row alike. Prints a markdown
+table: median step time, tokens/s of the global batch, time in collectives per step and its
+share, the part of it the step's thread waited for (what overlap did not hide), MB each
+rank hands to collectives per step, and each row's throughput against one rank of one
+thread.
 
 Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 3] [--steps 20] [--batch 4]
 """
@@ -58,6 +59,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4, help="the global batch (sequences)")
     a = ap.parse_args()
+    if a.batch < 2 or a.batch % 2:
+        sys.exit("dist_scaling: --batch must be even (2 ranks, and 2 processes on half each)")
     mpirun = shutil.which("mpirun")
     if not mpirun:
         sys.exit("dist_scaling: mpirun not found (scripts/install-deps.sh installs Open MPI)")

@@ -3,8 +3,8 @@
 // blocking call (what MpiWorld runs) and with the non-blocking one polled to completion
 // (MPI_Iallreduce + MPI_Test), and reduce-scatter + all-gather (ZeRO-1's pair) per bucket:
 // MPI_Reduce_scatter_block, and the pairwise exchange over MPI_Sendrecv and MPI_Reduce_local
-// that lt::dist runs instead (src/dist/mpi.cpp: in this program Open MPI's own call is about
-// as fast, but inside lazytrace it allocated fresh scratch pages on every call).
+// in 4 MiB chunks that lt::dist runs instead (src/dist/mpi.cpp; inside lazytrace Open MPI's
+// call was slower still, docs/perf-log.md).
 // Medians of 5 after one warm-up, on rank 0. Run: mpirun -np 2 mpi_collectives
 // (make bench-dist builds it with mpicxx and runs it).
 #include <mpi.h>
@@ -28,17 +28,22 @@ double median_ms(F&& f) {
   return t[t.size() / 2];
 }
 
-// ranks - 1 rounds: send a peer its part of the peer's block, add in what comes back
+// ranks - 1 rounds: send a peer its part of the peer's block, add in what comes back; in
+// chunks of 4 MiB of the input, as lt::dist's default
 void pairwise_reduce_scatter(const float* in, float* out, int count, int rank, int size,
                              std::vector<float>& scratch) {
-  scratch.resize(static_cast<size_t>(count));
-  for (int k = 1; k < size; ++k) {
-    const int dst = (rank + k) % size, src = (rank - k + size) % size;
-    float* recv = k == 1 ? out : scratch.data();
-    MPI_Sendrecv(in + static_cast<size_t>(dst) * count, count, MPI_FLOAT, dst, 1, recv, count,
-                 MPI_FLOAT, src, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Reduce_local(k == 1 ? in + static_cast<size_t>(rank) * count : scratch.data(), out, count,
-                     MPI_FLOAT, MPI_SUM);
+  const int step = std::min(count, (1 << 20) / size);
+  scratch.resize(static_cast<size_t>(step));
+  for (int at = 0; at < count; at += step) {
+    const int n = std::min(step, count - at);
+    for (int k = 1; k < size; ++k) {
+      const int dst = (rank + k) % size, src = (rank - k + size) % size;
+      float* recv = k == 1 ? out + at : scratch.data();
+      MPI_Sendrecv(in + static_cast<size_t>(dst) * count + at, n, MPI_FLOAT, dst, 1, recv, n,
+                   MPI_FLOAT, src, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Reduce_local(k == 1 ? in + static_cast<size_t>(rank) * count + at : scratch.data(),
+                       out + at, n, MPI_FLOAT, MPI_SUM);
+    }
   }
 }
 

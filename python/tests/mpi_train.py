@@ -82,6 +82,7 @@ def train(parallel, steps=6, rows=12, **options):
 
 def main():
     dist.init()
+    dist.set_timeout(60)  # ranks out of step: the clear error before ctest's limit
     check(dist.launched_by_mpi() and dist.world_size() > 1, "run under mpirun with 2+ ranks")
     collectives()
     one = []  # this rank alone on the whole batch: a rank of one, as a thread

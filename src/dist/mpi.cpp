@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -93,7 +94,7 @@ class MpiWorld final : public runtime::Communicator {
     if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
       char* end = nullptr;
       const double mb = std::strtod(e, &end);
-      if (end == e || *end != '\0' || !(mb >= 0))
+      if (end == e || *end != '\0' || !(mb >= 0) || !std::isfinite(mb))
         fail("dist::init", "LAZYTRACE_MPI_CHUNK_MB must be a number of MiB (0: no chunks), got '",
              e, "'.");
       chunk_bytes_ = static_cast<int64_t>(mb * (1 << 20));
@@ -134,16 +135,18 @@ class MpiWorld final : public runtime::Communicator {
     }
     // Pairwise exchange over point-to-point messages, in chunks: with N ranks, N - 1 rounds
     // in which each rank sends a peer its part of the peer's block and adds in what it
-    // receives. Open MPI 4.1's reduce_scatter allocates its scratch on every call (fresh
-    // pages each time) and reduces large blocks onto one rank first; this is as fast as its
-    // all_reduce per byte (docs/benchmarks.md, bench-dist).
+    // receives. Open MPI 4.1's MPI_Reduce_scatter_block mallocs and first-touches fresh
+    // scratch on every call (docs/perf-log.md, issue 23); this keeps its scratch.
     const int n_rounds = size_ - 1;
     const auto item = static_cast<int64_t>(itemsize(dtype));
     const int64_t step =
         chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / (item * size_), 1) : count;
     const auto* from = static_cast<const char*>(in);
     auto* to = static_cast<char*>(out);
-    if (n_rounds == 0) return static_cast<void>(std::memcpy(to, from, count * item));
+    if (n_rounds == 0) {
+      if (to != from && count > 0) std::memcpy(to, from, static_cast<size_t>(count * item));
+      return;
+    }
     if (n_rounds > 1) scratch_.resize(static_cast<size_t>(std::min(step, count) * item));
     const MPI_Datatype type = mpi_type(dtype);
     const MPI_Op reduce = mpi_op(op, dtype);
@@ -239,8 +242,8 @@ class MpiWorld final : public runtime::Communicator {
   std::vector<char> scratch_;      // reduce_scatter's receive buffer after its first round
   MPI_Comm comm_ = MPI_COMM_NULL;  // reduce_scatter's messages, apart from any of the user's
   static constexpr int kTag = 1;
-  // all_reduce's and reduce_scatter's largest call (LAZYTRACE_MPI_CHUNK_MB; 0: the whole buffer in
-  // one call)
+  // bytes of `in` per all_reduce call or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0:
+  // no chunks)
   int64_t chunk_bytes_ = int64_t{4} << 20;
 };
 
