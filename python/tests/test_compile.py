@@ -645,6 +645,17 @@ def test_passes_switched_off_compute_the_same_values_and_errors_name_the_passes(
         lt.debug.set_disabled_passes(["fuzion"])
 
 
+def test_the_readme_lists_every_pass_that_can_be_switched_off():
+    import os
+    import re
+
+    repo = os.environ.get("LAZYTRACE_REPO", os.path.join(os.path.dirname(__file__), "..", ".."))
+    with open(os.path.join(repo, "README.md"), encoding="utf-8") as f:
+        row = next(line for line in f if line.startswith("| `LAZYTRACE_DISABLE_PASSES="))
+    listed = set(re.findall(r"`([a-z_]+)`", row))
+    assert set(lt.debug.pass_names()) - listed == set()
+
+
 def test_kernel_choices_list_each_timed_product_and_none_with_the_pass_off():
     a = lt.randn(48, 160)
     b = lt.randn(200, 160)  # a @ b.T: 48 x 160 @ 160 x 200, stored transposed ("NT")
