@@ -10,7 +10,7 @@ share, the part of it the step's thread waited for (what overlap did not hide), 
 rank hands to collectives per step, and each row's throughput against one rank of one
 thread.
 
-Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 3] [--steps 20] [--batch 4]
+Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 5] [--steps 20] [--batch 4]
 """
 import argparse
 import os
@@ -55,7 +55,7 @@ def run_pair(cmd, env):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--cli", default="build/apps/lazytrace")
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4, help="the global batch (sequences)")
     a = ap.parse_args()
