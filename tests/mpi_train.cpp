@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
         // one rank exchanges nothing)
         const int ranks = lt::dist::world_size();
         if (stacked && ranks > 1 && (!zero1 || ranks == 2))
-          check(lt::metrics::counter("CollectivesInLoops") > in_loops, "in-loop all-reduces");
+          check(lt::metrics::counter("CollectivesInLoops") > in_loops, "collectives in the loop");
         std::vector<float> one;
         {
           lt::runtime::SingleProcess single;  // this rank alone, on the whole batch
