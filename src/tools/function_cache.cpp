@@ -297,8 +297,11 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
 }  // namespace
 
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
-    : cache_(cache), flat_(std::move(flat)), describe_(describe) {
-  entry_ = cache_.find(keyed_by_batch_rows(flat_.hash));
+    : cache_(cache),
+      flat_(std::move(flat)),
+      key_(keyed_by_batch_rows(flat_.hash)),
+      describe_(describe) {
+  entry_ = cache_.find(key_);
   if (entry_ && !matches(*entry_, flat_.leaves, pack_)) entry_ = nullptr;
   if (entry_) {
     (cache_.options.count_as_compile ? metrics::compiled_hit : metrics::assume_pure_hit).add();
@@ -348,7 +351,7 @@ void CachedCall::trace(TraceFn fn) {
                  why.c_str());
 
   auto e = std::make_shared<Entry>();
-  e->key = keyed_by_batch_rows(flat_.hash);
+  e->key = key_;
   e->parts = std::move(described.parts);
   for (const Tensor* t : flat_.leaves) e->leaf_types.emplace_back(t->shape(), t->dtype());
   e->retrace = std::move(fn);

@@ -81,6 +81,7 @@ class CachedCall {
  private:
   FunctionCache& cache_;
   pytree::Flat flat_;
+  uint64_t key_;  // the arguments' signature, and this thread's batch rows (traced_body.h)
   DescribeFn describe_;
   std::shared_ptr<Entry> entry_;
   std::shared_ptr<ir::Node> pack_;  // the entry's Pack, where this call reuses it
