@@ -3,6 +3,9 @@
 //   BM_RecordElementwiseChain  ns per recorded op (target: 250 ns/op), nothing synced
 //   BM_CacheHitSync1000Ops     record + sync of a 1,000-op graph over 16 floats, with the
 //                              sync's host overhead (sync wall time minus KernelTime)
+//   BM_SyncOneOp/<n>           one op recorded and synced, over n floats: what a call
+//                              from an eager-style loop costs beyond its kernel (n = 16:
+//                              one thread; n = 65,536: the kernel shared by the threads)
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -142,6 +145,30 @@ void BM_CacheHitSync1000Ops(benchmark::State& state) {
   state.counters["exec_host_us"] = avg_us(exec_ns - kernel_ns);
 }
 BENCHMARK(BM_CacheHitSync1000Ops)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// ---------------------------------------------------------------------------------------
+// One op recorded and synced per iteration (y = x * s + 1 as one fused kernel), its
+// compile a cache hit: the whole cost of a synced call, host side included.
+void BM_SyncOneOp(benchmark::State& state) {
+  lt::manual_seed(0);
+  lt::Tensor x = lt::rand({state.range(0)});
+  lt::sync({x});
+  for (int i = 0; i < 2; ++i) {  // the compile, and the output buffer's first block
+    lt::Tensor y = x * 0.5f + 1.0f;
+    lt::sync({y});
+  }
+  const int64_t miss0 = metric("CacheMiss");
+  const int64_t kernel0 = timer("KernelTime");
+  for (auto _ : state) {
+    lt::Tensor y = x * 0.5f + 1.0f;
+    lt::sync({y});
+    benchmark::DoNotOptimize(y.impl().get());
+  }
+  if (metric("CacheMiss") != miss0) state.SkipWithError("the graph recompiled in the loop");
+  state.counters["kernel_us"] = static_cast<double>(timer("KernelTime") - kernel0) / 1e3 /
+                                static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_SyncOneOp)->Arg(16)->Arg(65536)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 
