@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,6 +75,39 @@ TEST(Threading, APendingTensorMayBeDroppedOrSyncedOnAnotherThread) {
 // A background session (how a scan runs its optimizer updates beside its iterations): every
 // task runs once, never before it is published, on whichever thread waits; one session at
 // a time, on any user thread; finish returns when all have run.
+// Parallel regions back to back, from several threads at once, some of whose chunks throw:
+// every region covers its range exactly once, a region rethrows its own chunk's exception
+// and no other, and the pool goes on (it reuses its per-region state).
+TEST(Threading, ParallelRegionsBackToBackEachCoverTheirRangeAndKeepTheirErrors) {
+  namespace rt = lazytrace::runtime;
+  auto regions = [](int seed, int& thrown) {
+    for (int r = 0; r < 2000; ++r) {
+      const int64_t n = 1 + (r * 7919 + seed) % 5000;
+      std::vector<int> hits(static_cast<size_t>(n), 0);
+      const bool fails = r % 13 == 5;
+      try {
+        rt::parallel_for(n, 16, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+          if (fails && b == 0) throw std::runtime_error("region " + std::to_string(r));
+        });
+        EXPECT_FALSE(fails) << "region " << r << " did not rethrow its chunk's error";
+      } catch (const std::runtime_error& e) {
+        EXPECT_TRUE(fails) << "region " << r << " rethrew " << e.what();
+        EXPECT_EQ(std::string(e.what()), "region " + std::to_string(r));
+        ++thrown;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "region " << r << ", item " << i;
+    }
+  };
+  int thrown_here = 0, thrown_there = 0;
+  std::thread other([&] { regions(3, thrown_there); });
+  regions(0, thrown_here);
+  other.join();
+  EXPECT_EQ(thrown_here, 154);  // regions 5, 18, ... below 2000
+  EXPECT_EQ(thrown_there, 154);
+}
+
 TEST(Threading, BackgroundTasksRunOnceEachOnlyOncePublished) {
   namespace rt = lazytrace::runtime;
   const int64_t n = 400;

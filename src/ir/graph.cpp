@@ -12,14 +12,23 @@ namespace lazytrace::ir {
 
 Walk walk(const std::vector<Node*>& roots) {
   Walk w;
+  walk_into(roots, w);
+  return w;
+}
+
+void walk_into(const std::vector<Node*>& roots, Walk& w) {
+  w.order.clear();
+  w.params.clear();
+  w.scalars.clear();
+  w.scalar_same.clear();
+  w.results.clear();
   const uint32_t epoch = next_walk_epoch();
   struct Frame {
     Node* node;
     int next;
   };
-  std::vector<Frame> stack;
-  stack.reserve(64);
-  w.order.reserve(256);
+  thread_local std::vector<Frame> stack;  // (a walk calls nothing that walks)
+  stack.clear();
   uint64_t key = 0x1a2b3c4d5e6f7788ULL;
   for (Node* root : roots) {
     if (root->mark != epoch) {
@@ -79,7 +88,6 @@ Walk walk(const std::vector<Node*>& roots) {
       key = hash_combine(key, (static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(rep));
   }
   w.key = key;
-  return w;
 }
 
 namespace {

@@ -53,6 +53,8 @@ struct Walk {
 
 /** Iterative post-order walk; cost is linear in the nodes reached. */
 Walk walk(const std::vector<Node*>& roots);
+/** The same walk into `w`, whose vectors keep their memory from one walk to the next. */
+void walk_into(const std::vector<Node*>& roots, Walk& w);
 /** The Graph of a walk. */
 Graph build_graph(const Walk& w, std::string name);
 

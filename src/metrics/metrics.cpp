@@ -82,9 +82,9 @@ int64_t Timer::total_ns() const {
   return t ? ns + static_cast<int64_t>(static_cast<double>(t) * ns_per_tick()) : ns;
 }
 
-ScopedTimer::ScopedTimer(Timer& t) : timer_(t), start_(now_ns()) {}
+ScopedTimer::ScopedTimer(Timer& t) : timer_(t), start_(ticks()) {}
 ScopedTimer::~ScopedTimer() {
-  timer_.add_ns(now_ns() - start_);
+  timer_.add_ticks(ticks() - start_);
 }
 
 int64_t counter(const std::string& name) {

@@ -6,8 +6,10 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace lazytrace::runtime {
@@ -20,6 +22,8 @@ struct Job {
   int64_t chunks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
+  // workers that took the job (under the pool's mu_), and those of them done with it
+  std::atomic<int> entered{0}, left{0};
   std::mutex error_mu;
   std::exception_ptr error;  // the first exception a chunk threw; rethrown by run()
 };
@@ -40,7 +44,7 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
     std::lock_guard<std::mutex> run_lock(run_mu_);  // one parallel region at a time
-    auto job = std::make_shared<Job>();
+    Job* job = free_job();
     job->task = &task;
     job->chunks = chunks;
     {
@@ -58,9 +62,9 @@ class Pool {
     {
       std::unique_lock<std::mutex> lock(mu_);
       done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
-      job_.reset();
+      job_ = nullptr;
     }
-    if (job->error) std::rethrow_exception(job->error);
+    if (job->error) std::rethrow_exception(std::exchange(job->error, nullptr));
   }
 
   // Background sessions (see thread_pool.h).
@@ -137,6 +141,22 @@ class Pool {
   }
 
  private:
+  // A job that every worker which took it is done with, reset (under run_mu_): a worker
+  // that woke as its region ended may still look at the last job for a moment, so there
+  // are two or three. (No worker takes a job after its region: job_ is cleared by then.)
+  Job* free_job() {
+    for (const std::unique_ptr<Job>& j : jobs_)
+      if (j->left.load(std::memory_order_acquire) == j->entered.load(std::memory_order_relaxed)) {
+        j->next.store(0, std::memory_order_relaxed);
+        j->done.store(0, std::memory_order_relaxed);
+        j->entered.store(0, std::memory_order_relaxed);
+        j->left.store(0, std::memory_order_relaxed);
+        return j.get();
+      }
+    jobs_.push_back(std::make_unique<Job>());
+    return jobs_.back().get();
+  }
+
   void work(Job& job) {
     t_in_parallel = true;
     int64_t finished = 0;
@@ -166,7 +186,7 @@ class Pool {
           i = 0;  // a session is on: keep looking for its tasks
         else
           cpu_relax();
-      std::shared_ptr<Job> job;
+      Job* job = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
@@ -177,9 +197,13 @@ class Pool {
         if (generation_.load() != seen) {
           seen = generation_.load();
           job = job_;
+          if (job) job->entered.fetch_add(1, std::memory_order_relaxed);
         }
       }
-      if (job) work(*job);
+      if (job) {
+        work(*job);
+        job->left.fetch_add(1, std::memory_order_release);  // its last touch of the job
+      }
     }
   }
 
@@ -193,7 +217,8 @@ class Pool {
   std::vector<std::thread> threads_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
-  std::shared_ptr<Job> job_;
+  Job* job_ = nullptr;                      // the running region's, under mu_
+  std::vector<std::unique_ptr<Job>> jobs_;  // reused, one region after another (run_mu_)
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
   const std::function<void(int64_t)>* bg_task_ = nullptr;
@@ -234,9 +259,14 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, threads * 4);
   int64_t per = (n + chunks - 1) / chunks;
   chunks = (n + per - 1) / per;
-  std::function<void(int64_t)> task = [&](int64_t c) {
-    int64_t b = c * per, e = std::min(n, b + per);
-    fn(b, e);
+  // (one pointer captured: the std::function holds it without allocating)
+  const struct {
+    int64_t n, per;
+    const std::function<void(int64_t, int64_t)>& fn;
+  } split{n, per, fn};
+  const std::function<void(int64_t)> task = [s = &split](int64_t c) {
+    const int64_t b = c * s->per;
+    s->fn(b, std::min(s->n, b + s->per));
   };
   pool().run(chunks, task);
 }

@@ -28,7 +28,26 @@ std::condition_variable g_cut;
 // body). A node held from outside, or by a live node that is not a synced root, stays
 // live, and so does all it reads; a parameter that stays live, or whose buffer another node
 // or tensor also holds, is never given.
-std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>& todo) {
+struct Holders {
+  long refs = 0, count = 0;  // holders seen in the graph; holders in all
+  bool root = false, live = false;
+};
+
+// What a sync gathers, kept per thread from one sync to the next so that a sync of a
+// small graph allocates nothing for it (a sync inside a sync, should one run, gets its own).
+struct SyncScratch {
+  std::vector<TensorImpl*> todo;
+  std::vector<ir::Node*> roots;
+  ir::Walk walk;
+  std::vector<Holders> holders;
+  std::vector<char> donated;
+  std::vector<runtime::BufferPtr> params;
+  std::vector<runtime::ScalarArg> scalars;
+  bool in_use = false;
+};
+
+void dead_params(const ir::Walk& w, const std::vector<TensorImpl*>& todo, std::vector<Holders>& h,
+                 std::vector<char>& dead) {
   const size_t n = w.order.size();
   // the walk position of a node, or n for one it did not visit (a traced body's own
   // leaves are parameters too, but not in `order`: the body holds them, so they live)
@@ -36,36 +55,35 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
     const auto i = static_cast<size_t>(node->index);
     return node->index >= 0 && i < n && w.order[i] == node ? i : n;
   };
-  std::vector<long> refs(n + 1, 0), count(n + 1, 0);
-  std::vector<char> root(n + 1, 0), live(n + 1, 0);
-  live[n] = 1;
+  h.assign(n + 1, Holders{});
+  h[n].live = true;
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& node = *w.order[i];
     for (int k = 0; k < node.num_operands(); ++k) {
       const ir::NodePtr& o = node.operand(k);
-      ++refs[pos(o.get())];
-      count[pos(o.get())] = o.use_count();
+      Holders& ho = h[pos(o.get())];
+      ++ho.refs;
+      ho.count = o.use_count();
     }
   }
   for (TensorImpl* impl : todo) {
-    const size_t r = pos(impl->node.get());
-    ++refs[r];
-    count[r] = impl->node.use_count();
-    root[r] = 1;
+    Holders& hr = h[pos(impl->node.get())];
+    ++hr.refs;
+    hr.count = impl->node.use_count();
+    hr.root = true;
   }
   for (size_t i = n; i-- > 0;) {  // users before their operands
-    live[i] = live[i] || count[i] > refs[i];
-    if (!live[i] || root[i]) continue;
+    h[i].live = h[i].live || h[i].count > h[i].refs;
+    if (!h[i].live || h[i].root) continue;
     const ir::Node& node = *w.order[i];
-    for (int k = 0; k < node.num_operands(); ++k) live[pos(node.operand(k).get())] = 1;
+    for (int k = 0; k < node.num_operands(); ++k) h[pos(node.operand(k).get())].live = true;
   }
-  std::vector<char> dead(w.params.size(), 0);
+  dead.assign(w.params.size(), 0);
   for (size_t k = 0; k < w.params.size(); ++k) {
     const ir::Node* p = w.params[k];
-    const size_t i = pos(p);
-    dead[k] = !live[i] && !root[i] && p->buffer().use_count() == 1 && !p->buffer()->external();
+    const Holders& hp = h[pos(p)];
+    dead[k] = !hp.live && !hp.root && p->buffer().use_count() == 1 && !p->buffer()->external();
   }
-  return dead;
 }
 
 // Runs with g_walk_mutex held by `lock`, which it releases while it compiles and runs. A
@@ -73,9 +91,21 @@ std::vector<char> dead_params(const ir::Walk& w, const std::vector<TensorImpl*>&
 // "CompileCount[name]" too.
 void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mutex>& lock,
                 const std::string& name = "") {
-  std::vector<TensorImpl*> todo;
-  std::vector<ir::Node*> roots;
-  ir::Walk w;
+  thread_local SyncScratch kept;
+  std::optional<SyncScratch> own;  // only where this thread's scratch is in use already
+  SyncScratch& sc = kept.in_use ? own.emplace() : kept;
+  sc.in_use = true;
+  struct Release {
+    SyncScratch& sc;
+    ~Release() {
+      sc.params.clear();  // the buffers are not held beyond the sync
+      if (sc.walk.order.capacity() > 4096) sc = SyncScratch{};  // nor a large graph's memory
+      sc.in_use = false;
+    }
+  } release{sc};
+  std::vector<TensorImpl*>& todo = sc.todo;
+  std::vector<ir::Node*>& roots = sc.roots;
+  ir::Walk& w = sc.walk;
   for (;;) {
     todo.clear();
     roots.clear();
@@ -85,7 +115,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
         roots.push_back(impl->node.get());
       }
     if (roots.empty()) return;
-    w = ir::walk(roots);
+    ir::walk_into(roots, w);
     bool waits = false;
     for (const ir::Node* n : w.order) waits = waits || n->in_flight;
     if (!waits) break;
@@ -105,12 +135,13 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   auto exe = cache.find(key, shape);
   std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read
   if (!exe) graph = ir::build_graph(w, name);
-  const std::vector<char> donated = dead_params(w, todo);
-  std::vector<runtime::BufferPtr> params;
-  params.reserve(w.params.size());
+  std::vector<char>& donated = sc.donated;
+  dead_params(w, todo, sc.holders, donated);
+  std::vector<runtime::BufferPtr>& params = sc.params;
+  params.clear();
   for (ir::Node* n : w.params) params.push_back(n->buffer());
-  std::vector<runtime::ScalarArg> scalars;
-  scalars.reserve(w.scalars.size());
+  std::vector<runtime::ScalarArg>& scalars = sc.scalars;
+  scalars.clear();
   for (ir::Node* n : w.scalars) scalars.push_back({n->value, n->ivalue});
   for (ir::Node* r : roots) r->in_flight = true;
   std::vector<runtime::BufferPtr> results;

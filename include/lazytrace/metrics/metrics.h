@@ -59,7 +59,7 @@ class Timer {
   std::atomic<int64_t> samples_{0};
 };
 
-/** Adds the elapsed wall time to a timer when it goes out of scope. */
+/** Adds the elapsed wall time to a timer when it goes out of scope (in ticks: cheap). */
 class ScopedTimer {
  public:
   explicit ScopedTimer(Timer& t);
