@@ -72,9 +72,6 @@ TEST(Threading, APendingTensorMayBeDroppedOrSyncedOnAnotherThread) {
   EXPECT_EQ(mine.item<float>(), 2.0f);
 }
 
-// A background session (how a scan runs its optimizer updates beside its iterations): every
-// task runs once, never before it is published, on whichever thread waits; one session at
-// a time, on any user thread; finish returns when all have run.
 // Parallel regions back to back, from several threads at once, some of whose chunks throw:
 // every region covers its range exactly once, a region rethrows its own chunk's exception
 // and no other, and the pool goes on (it reuses its per-region state).
@@ -108,6 +105,9 @@ TEST(Threading, ParallelRegionsBackToBackEachCoverTheirRangeAndKeepTheirErrors) 
   EXPECT_EQ(thrown_there, 154);
 }
 
+// A background session (how a scan runs its optimizer updates beside its iterations): every
+// task runs once, never before it is published, on whichever thread waits; one session at
+// a time, on any user thread; finish returns when all have run.
 TEST(Threading, BackgroundTasksRunOnceEachOnlyOncePublished) {
   namespace rt = lazytrace::runtime;
   const int64_t n = 400;
