@@ -39,21 +39,15 @@ LT_MATH_INLINE float fma(float a, float b, float c) {
   return std::fma(a, b, c);
 }
 
-/**
- * exp for float32 without a libm call, so loops over it vectorize: x = n ln2 + r with n the
- * nearest integer (|r| <= ln2 / 2; n at most 127, so r reaches ln2 only next to the overflow),
- * Cody-Waite's two-part ln2, Cephes' degree-6 polynomial in FMA (about 1 ulp; 5 at the top of
- * the range), 2^n by its exponent bits. Results below 2^-126 are 0.
- */
-LT_MATH_INLINE float exp_f32(float x) {
-  constexpr float kHi = 88.72283f, kLo = -87.33654f;
-  // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
-  // well
-  const float xc = select(x > kHi, kHi, select(x < kLo, kLo, x));
+// exp_f32's steps (below) for an x in range, not NaN: n, the nearest integer to x / ln2 ...
+LT_MATH_INLINE float exp_n(float x) {
   // adding 1.5 * 2^23 rounds to an integer, to nearest, the same on every CPU
   constexpr float kRound = 12582912.0f;
-  float fn = (xc * 1.44269504088896341f + kRound) - kRound;
-  fn = select(fn > 127.0f, 127.0f, fn);
+  return (x * 1.44269504088896341f + kRound) - kRound;
+}
+
+// ... and e^x from x and that n (at most 127)
+LT_MATH_INLINE float exp_from_n(float xc, float fn) {
   float r = fma(fn, -0.693359375f, xc);
   r = fma(fn, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
@@ -66,7 +60,22 @@ LT_MATH_INLINE float exp_f32(float x) {
   const uint32_t bits = static_cast<uint32_t>(static_cast<int>(fn) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  y *= scale;
+  return y * scale;
+}
+
+/**
+ * exp for float32 without a libm call, so loops over it vectorize: x = n ln2 + r with n the
+ * nearest integer (|r| <= ln2 / 2; n at most 127, so r reaches ln2 only next to the overflow),
+ * Cody-Waite's two-part ln2, Cephes' degree-6 polynomial in FMA (about 1 ulp; 5 at the top of
+ * the range), 2^n by its exponent bits. Results below 2^-126 are 0.
+ */
+LT_MATH_INLINE float exp_f32(float x) {
+  constexpr float kHi = 88.72283f, kLo = -87.33654f;
+  // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
+  // well
+  const float xc = select(x > kHi, kHi, select(x < kLo, kLo, x));
+  const float fn = exp_n(xc);
+  float y = exp_from_n(xc, select(fn > 127.0f, 127.0f, fn));
   y = select(x > kHi, HUGE_VALF, y);
   y = select(x < kLo, 0.0f, y);
   return select(x != x, x, y);
@@ -82,9 +91,12 @@ LT_MATH_INLINE float tanh_f32(float x) {
   small = fma(small, z, 1.33314422036e-1f);
   small = fma(small, z, -3.33332819422e-1f);
   small = fma(small * z, x, x);
-  float big = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  // e^2|x| without exp's clamps: beyond 2|x| = 20, 2 / (e^2|x| + 1) < 2^-27 and tanh rounds
+  // to 1 either way (the same bits as exp_f32 would give, for every float but NaN)
+  const float e = select(2.0f * ax > 20.0f, 20.0f, 2.0f * ax);
+  float big = 1.0f - 2.0f / (exp_from_n(e, exp_n(e)) + 1.0f);
   big = select(x < 0, -big, big);
-  return select(ax < 0.625f, small, big);
+  return select(x != x, x, select(ax < 0.625f, small, big));
 }
 
 template <typename T>
