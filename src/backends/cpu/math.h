@@ -39,6 +39,8 @@ LT_MATH_INLINE float fma(float a, float b, float c) {
   return std::fma(a, b, c);
 }
 
+constexpr float kExpHi = 88.72283f, kExpLo = -87.33654f;  // exp_f32's range
+
 // exp_f32's steps (below) for an x in range, not NaN: n, the nearest integer to x / ln2 ...
 LT_MATH_INLINE float exp_n(float x) {
   // adding 1.5 * 2^23 rounds to an integer, to nearest, the same on every CPU
@@ -63,6 +65,15 @@ LT_MATH_INLINE float exp_from_n(float xc, float fn) {
   return y * scale;
 }
 
+// e^x for x clamped to exp_f32's range (NaN stays NaN)
+LT_MATH_INLINE float exp_clamped(float x) {
+  // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
+  // well
+  const float xc = select(x > kExpHi, kExpHi, select(x < kExpLo, kExpLo, x));
+  const float fn = exp_n(xc);
+  return exp_from_n(xc, select(fn > 127.0f, 127.0f, fn));
+}
+
 /**
  * exp for float32 without a libm call, so loops over it vectorize: x = n ln2 + r with n the
  * nearest integer (|r| <= ln2 / 2; n at most 127, so r reaches ln2 only next to the overflow),
@@ -70,14 +81,9 @@ LT_MATH_INLINE float exp_from_n(float xc, float fn) {
  * the range), 2^n by its exponent bits. Results below 2^-126 are 0.
  */
 LT_MATH_INLINE float exp_f32(float x) {
-  constexpr float kHi = 88.72283f, kLo = -87.33654f;
-  // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
-  // well
-  const float xc = select(x > kHi, kHi, select(x < kLo, kLo, x));
-  const float fn = exp_n(xc);
-  float y = exp_from_n(xc, select(fn > 127.0f, 127.0f, fn));
-  y = select(x > kHi, HUGE_VALF, y);
-  y = select(x < kLo, 0.0f, y);
+  float y = exp_clamped(x);
+  y = select(x > kExpHi, HUGE_VALF, y);
+  y = select(x < kExpLo, 0.0f, y);
   return select(x != x, x, y);
 }
 
@@ -109,7 +115,14 @@ LT_MATH_INLINE T exp(T x) {
 
 template <typename T>
 LT_MATH_INLINE T sigmoid(T x) {
-  return T(1) / (T(1) + math::exp(-x));
+  if constexpr (std::is_same_v<T, float>) {
+    // 1 / (1 + e^-x) without exp's fix-ups: below its range e^-x is 2^-126 here, not 0, and
+    // 1 / (1 + 2^-126) rounds to 1 all the same; above it the result is 0, as 1 / (1 + inf).
+    // The same bits as through exp_f32 for every float but NaN.
+    return select(-x > kExpHi, 0.0f, 1.0f / (1.0f + exp_clamped(-x)));
+  } else {
+    return T(1) / (T(1) + math::exp(-x));
+  }
 }
 
 template <typename T>
