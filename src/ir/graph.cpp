@@ -88,6 +88,7 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
       key = hash_combine(key, (static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(rep));
   }
   w.key = key;
+  if (stack.capacity() > 4096) std::vector<Frame>().swap(stack);  // a deep graph's memory back
 }
 
 namespace {

@@ -53,16 +53,25 @@ class Pool {
       generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
-    work(*job);
-    // The workers' chunks usually end within microseconds of ours: wait for them spinning,
-    // since sleeping on the condition variable costs a futex wake-up (tens of microseconds
-    // on a VM) on most steps.
-    for (int i = 0; i < kSpin && job->done.load(std::memory_order_acquire) != chunks; ++i)
-      if (!run_background()) cpu_relax();
+    // However this returns (a background task run below may throw): once every chunk is
+    // done, no worker may take the job any more, so that it can be reused.
+    struct Close {
+      Pool& pool;
+      Job& job;
+      ~Close() {
+        std::unique_lock<std::mutex> lock(pool.mu_);
+        pool.done_cv_.wait(lock, [&] { return job.done.load() == job.chunks; });
+        pool.job_ = nullptr;
+      }
+    };
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      done_cv_.wait(lock, [&] { return job->done.load() == chunks; });
-      job_ = nullptr;
+      Close close{*this, *job};
+      work(*job);
+      // The workers' chunks usually end within microseconds of ours: wait for them
+      // spinning, since sleeping on the condition variable costs a futex wake-up (tens of
+      // microseconds on a VM) on most steps.
+      for (int i = 0; i < kSpin && job->done.load(std::memory_order_acquire) != chunks; ++i)
+        if (!run_background()) cpu_relax();
     }
     if (job->error) std::rethrow_exception(std::exchange(job->error, nullptr));
   }
@@ -143,7 +152,8 @@ class Pool {
  private:
   // A job that every worker which took it is done with, reset (under run_mu_): a worker
   // that woke as its region ended may still look at the last job for a moment, so there
-  // are two or three. (No worker takes a job after its region: job_ is cleared by then.)
+  // are at most one more than the workers. (No worker takes a job after its region: job_ is
+  // cleared by then.)
   Job* free_job() {
     for (const std::unique_ptr<Job>& j : jobs_)
       if (j->left.load(std::memory_order_acquire) == j->entered.load(std::memory_order_relaxed)) {
@@ -151,6 +161,7 @@ class Pool {
         j->done.store(0, std::memory_order_relaxed);
         j->entered.store(0, std::memory_order_relaxed);
         j->left.store(0, std::memory_order_relaxed);
+        j->error = nullptr;
         return j.get();
       }
     jobs_.push_back(std::make_unique<Job>());

@@ -1,5 +1,6 @@
 // sync(): gather the pending tensors, find or compile the graph's executable, run it, and
 // cut the pending graph at the results.
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -99,7 +100,9 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
     SyncScratch& sc;
     ~Release() {
       sc.params.clear();  // the buffers are not held beyond the sync
-      if (sc.walk.order.capacity() > 4096) sc = SyncScratch{};  // nor a large graph's memory
+      const size_t most = std::max({sc.todo.capacity(), sc.walk.order.capacity(),
+                                    sc.walk.params.capacity(), sc.walk.scalars.capacity()});
+      if (most > 4096) sc = SyncScratch{};  // nor a large graph's memory
       sc.in_use = false;
     }
   } release{sc};
