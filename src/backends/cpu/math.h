@@ -99,7 +99,8 @@ LT_MATH_INLINE float tanh_f32(float x) {
   small = fma(small * z, x, x);
   // e^2|x| without exp's clamps: beyond 2|x| = 20, 2 / (e^2|x| + 1) < 2^-27 and tanh rounds
   // to 1 either way (the same bits as exp_f32 would give, for every float but NaN)
-  const float e = select(2.0f * ax > 20.0f, 20.0f, 2.0f * ax);
+  const float ax2 = 2.0f * ax;
+  const float e = select(ax2 > 20.0f, 20.0f, ax2);
   float big = 1.0f - 2.0f / (exp_from_n(e, exp_n(e)) + 1.0f);
   big = select(x < 0, -big, big);
   return select(x != x, x, select(ax < 0.625f, small, big));
