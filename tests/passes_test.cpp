@@ -34,6 +34,8 @@ struct TrainRun {
   std::vector<double> losses;
   std::vector<double> weights;  // every parameter after the last step, flattened
   int64_t besides = 0, donated = 0, factored = 0;
+  int64_t params = 0;  // how many parameter tensors
+  std::vector<int64_t> donated_by_step;
 };
 
 // Three AdamW steps of the spec's decoder shape (hidden 128, intermediate 1024, 16 tokens),
@@ -62,14 +64,18 @@ TrainRun train(nn::LayersMode mode) {
     loss.backward();
     opt.step();
     opt.zero_grad();
+    const int64_t before = counter("DonatedBuffers");
     lt::sync();
+    run.donated_by_step.push_back(counter("DonatedBuffers") - before);
     run.losses.push_back(loss.item<double>());
   }
   run.besides = counter("UpdatesBesideLoops") - besides;
   run.donated = counter("DonatedBuffers") - donated;
   run.factored = counter("LoopGradFactored") - factored;
-  for (const Tensor& p : model.parameters())
+  for (const Tensor& p : model.parameters()) {
+    ++run.params;
     for (double v : p.to_vector<double>()) run.weights.push_back(v);
+  }
   return run;
 }
 
@@ -116,6 +122,54 @@ TEST(Passes, AllOffTrainTheUnrolledDecoderAsWithAllOn) {
   const TrainRun on = train(nn::LayersMode::loop);
   PassesOff off({"all"});
   expect_same_training(train(nn::LayersMode::loop), on, "every pass off");
+}
+
+// In an unrolled backward a layer's weight gradient (which its update computes) comes
+// before the product that still reads the weight; updates_last moves each update after it,
+// so from the second step on (the moments exist then) every weight and both its moments are
+// updated in their own buffers. Without the pass the weights are not, and the values agree.
+TEST(Passes, UpdatesLastUpdatesEveryWeightOfAnUnrolledStepInPlace) {
+  PassesOff none({});
+  const TrainRun on = train(nn::LayersMode::loop);
+  ASSERT_EQ(on.donated_by_step.size(), 3u);
+  EXPECT_GE(on.donated_by_step[1], 3 * on.params);  // (and the step count's buffer)
+  EXPECT_GE(on.donated_by_step[2], 3 * on.params);
+  PassesOff off({"updates_last"});
+  const TrainRun without = train(nn::LayersMode::loop);
+  // most weights are read by the backward after their gradient is made
+  EXPECT_LT(without.donated_by_step[2], on.donated_by_step[2] - on.params / 2);
+  expect_same_training(without, on, "updates_last off");
+}
+
+// An update whose new value a step reads beside the old one stays before that step (moved
+// after it, the step would read a value not yet written): the same values as when the
+// update is synced on its own first.
+TEST(Passes, UpdatesLastKeepsAnUpdateBeforeTheStepsThatReadItsResult) {
+  PassesOff none({});
+  std::vector<std::vector<float>> got;
+  for (const bool apart : {false, true}) {
+    lt::manual_seed(5);
+    Tensor w = lt::randn({64, 48}).requires_grad_();
+    lt::sync({w});
+    lt::optim::AdamW opt({w}, {.lr = 0.1});
+    std::vector<float> zs;
+    for (int step = 0; step < 3; ++step) {
+      lt::sum(lt::matmul(w, lt::transpose(w))).backward();
+      Tensor h;
+      {
+        lt::NoGradGuard no_grad;
+        h = w * 3.0f;  // the old weight, read by the step that reads the new one
+      }
+      opt.step();
+      opt.zero_grad();
+      if (apart) lt::sync();
+      Tensor z = w.detach() + h;
+      for (float v : z.to_vector<float>()) zs.push_back(v);
+    }
+    got.push_back(zs);
+  }
+  ASSERT_EQ(got[0].size(), 3u * 64 * 48);
+  EXPECT_EQ(got[0], got[1]);
 }
 
 TEST(Passes, SwitchingOneOffChangesTheProgramAndOnlyThat) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/dtype_dispatch.h"
@@ -58,27 +59,39 @@ class Update {
 
   // elements [lo, lo + n) with their gradient at gr
   void operator()(int64_t lo, const S* gr, int64_t n) const {
+    if (in_place_ || apart_) return run(lo, gr, n, in_place_);
+    // Some outputs are their inputs' buffers (donated), the others new ones: a chunk at a
+    // time, the inputs of the new ones are copied there, then all three are updated in place.
+    constexpr int64_t kChunk = 2048;
+    for (int64_t c = 0; c < n; c += kChunk) {
+      const int64_t k = std::min(kChunk, n - c);
+      for (auto [in, out] : {std::pair{p_, po_}, {m_, mo_}, {v_, vo_}})
+        if (in != out) std::copy_n(in + lo + c, k, out + lo + c);
+      run(lo + c, gr + c, k, /*in_place=*/true);
+    }
+  }
+
+ private:
+  // the loop for outputs that are all the inputs' buffers (in_place) or all new ones
+  void run(int64_t lo, const S* gr, int64_t n, bool in_place) const {
     if constexpr (std::is_same_v<S, float>) {
-      if (has_avx512() && (in_place_ || apart_)) {
-        if (in_place_) return adamw_in_place_f32_avx512(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
+      if (has_avx512()) {
+        if (in_place) return adamw_in_place_f32_avx512(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
         return adamw_range_f32_avx512(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo,
                                       k_, n);
       }
-      if (has_avx2() && (in_place_ || apart_)) {
-        if (in_place_) return adamw_in_place_f32_avx2(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
+      if (has_avx2()) {
+        if (in_place) return adamw_in_place_f32_avx2(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
         return adamw_range_f32_avx2(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_,
                                     n);
       }
     }
-    if (in_place_)
+    if (in_place)
       adamw_in_place<S>(po_ + lo, gr, mo_ + lo, vo_ + lo, k_, n);
-    else if (apart_)
-      adamw_range<S>(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_, n);
     else
-      adamw_any<S>(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_, n);
+      adamw_range<S>(p_ + lo, gr, m_ + lo, v_ + lo, po_ + lo, mo_ + lo, vo_ + lo, k_, n);
   }
 
- private:
   using C = compute_t<S>;
   AdamWNumbers<S> k_;
   const S *p_, *m_, *v_, *g_;

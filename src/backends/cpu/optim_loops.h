@@ -43,7 +43,8 @@ template <typename S>
 }
 
 // Arguments by value and restrict pointers, so the loops vectorize: new buffers, or the
-// inputs' own (all three donated), or, for anything between, a loop that assumes nothing.
+// inputs' own (all three donated; optim.cpp copies the inputs of the others where only some
+// are).
 template <typename S>
 [[gnu::always_inline]] inline void adamw_range(const S* __restrict p, const S* __restrict g,
                                                const S* __restrict m, const S* __restrict v,
@@ -57,12 +58,6 @@ template <typename S>
                                                   S* __restrict m, S* __restrict v,
                                                   AdamWNumbers<S> k, int64_t n) {
   for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, p[i], m[i], v[i]);
-}
-
-template <typename S>
-[[gnu::always_inline]] inline void adamw_any(const S* p, const S* g, const S* m, const S* v, S* po,
-                                             S* mo, S* vo, AdamWNumbers<S> k, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) adamw_one<S>(p[i], g[i], m[i], v[i], k, po[i], mo[i], vo[i]);
 }
 
 // The AVX2 and AVX-512 copies for float32 (optim_avx2.cpp, optim_avx512.cpp). Call only

@@ -13,11 +13,12 @@ struct Stage {
 };
 
 // In order. Each file's first lines say what its pass requires and provides; the order
-// follows: updates and collectives move into loops while every storage has one writer, and
-// collectives start early, before the arena shares storages; products pair once the arena says
-// which bytes each touches.
+// follows: updates and collectives move into loops, and updates after their weights' last
+// readers, while every storage has one writer, and collectives start early, before the arena
+// shares storages; products pair once the arena says which bytes each touches.
 const Stage kPipeline[] = {
     {attach_updates, Pass::UpdatesBeside},            // LoopStep::updates
+    {updates_last, Pass::UpdatesLast},                // AdamW steps after their weight's readers
     {overlap_collectives, Pass::OverlapCollectives},  // collectives' Start and Wait
     {hoist_invariants, Pass::HoistInvariants},        // Program::invariant_steps
     {plan_arena, std::nullopt},                       // arena offsets (reuse: Pass::ArenaReuse)

@@ -17,6 +17,7 @@ void run(Program& p, const Context& c);
 
 // the passes, one file each
 void attach_updates(Program& p, const Context& c);
+void updates_last(Program& p, const Context& c);
 void overlap_collectives(Program& p, const Context& c);
 void hoist_invariants(Program& p, const Context& c);
 void plan_arena(Program& p, const Context& c);
