@@ -52,7 +52,7 @@ bench_deps() {
 # in their own environment (the project's interpreter, so lazytrace's build imports there
 # too), and torch_xla in another
 peer_pkgs=(torch jax optax numpy safetensors)
-xla_pkgs=(torch==2.9.0 torch_xla==2.9.0 jax==0.7.1 jaxlib==0.7.1 torchax==0.0.12 numpy)
+xla_pkgs=(torch==2.9.0 torch_xla==2.9.0 jax==0.7.1 jaxlib==0.7.1 torchax==0.0.12 flax==0.11.2 numpy)
 peers_deps() {
   [ "$peers_venv" = 1 ] || return 0
   local py
@@ -66,8 +66,8 @@ peers_deps() {
     .venv-peers/bin/python -m pip install -q --disable-pip-version-check "${peer_pkgs[@]}"
   }
   # torch_xla pins its PyTorch, and its assume_pure needs JAX (through torchax): its own
-  # environment; a failed install leaves its rows out of the benchmark (torchax 0.0.10, 0.0.11
-  # and 0.0.13 import flax, which they do not declare)
+  # environment; a failed install leaves its rows out of the benchmark (torchax imports flax,
+  # which it does not declare)
   if [ ! -x .venv-xla/bin/python ]; then
     echo "install-deps: making .venv-xla"
     "$py" -m venv .venv-xla
