@@ -206,6 +206,21 @@ TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
   EXPECT_GT(lt::metrics::counter("CollectivesAhead"), ahead);
 }
 
+// updates_last moves an update after the steps that read its weight, past the all-reduces
+// and reduce-scatters between them: the same collectives in the same order on every rank,
+// and the same bits as without it.
+TEST(DataParallel, UpdatesAfterTheirWeightsReadersKeepTheBits) {
+  lt::dist::DataParallelOptions replicated, zero1;
+  zero1.shard_optimizer = true;
+  for (const auto& options : {replicated, zero1}) {
+    const Trained moved = data_parallel(2, false, options);
+    const std::vector<std::string> was = lt::debug::set_disabled_passes({"updates_last"});
+    const Trained kept = data_parallel(2, false, options);
+    lt::debug::set_disabled_passes(was);
+    expect_equal(moved, kept);
+  }
+}
+
 // Dropout keyed by the global example index: after lt::dist::shard, a rank's mask of an
 // example is the one a single process masking the whole batch draws for it, at 2 and 3
 // ranks, and the generator moves past the whole batch's draw on every rank.

@@ -756,7 +756,8 @@ TEST(Optim, FusedAdamWIsBitIdenticalToTheUpdateOpByOp) {
 // stacked, as scan hands it over, or one weight's, transposed, as autograd writes it) is
 // computed by the update itself, a block of rows at a time: the program has no separate
 // product, and the parameter matches the update of the same gradient computed first, and
-// the update op by op, over steps (sizes with row and column tails; several blocks).
+// the update op by op, over steps (sizes with row and column tails; several blocks); with
+// the old weight held, the same bits.
 TEST(Optim, AdamWComputesAProductGradientBesideTheUpdate) {
   const int64_t tokens = 5, rows = 301, cols = 70;
   for (bool stacked : {true, false}) {
@@ -769,9 +770,11 @@ TEST(Optim, AdamWComputesAProductGradientBesideTheUpdate) {
                            stacked ? lt::randn({3, tokens, cols}) : lt::randn({tokens, rows}));
     lt::sync();
     std::vector<std::vector<float>> result;
-    for (int run = 0; run < 3; ++run) {  // product in the update; gradient first; op by op
+    // product in the update; gradient first; op by op; product in the update with the old
+    // weight held (its moments updated in place, the weight into a new buffer)
+    for (int run = 0; run < 4; ++run) {
       Tensor w = lt::clone(init).requires_grad_();
-      lt::optim::AdamW opt({w}, {.lr = 0.01, .weight_decay = 0.1, .fused = run < 2});
+      lt::optim::AdamW opt({w}, {.lr = 0.01, .weight_decay = 0.1, .fused = run != 2});
       for (const auto& [a, b] : factors) {
         // stacked: aᵀ b per layer; a weight: (xᵀ dy)ᵀ, x = a [tokens, in], dy = b [tokens, out]
         Tensor g = stacked ? lt::matmul(lt::transpose(a, -1, -2), b)
@@ -779,19 +782,25 @@ TEST(Optim, AdamWComputesAProductGradientBesideTheUpdate) {
         if (run == 1) lt::sync({g});
         w.set_grad(g);
         g = Tensor();
+        const Tensor old = run == 3 ? w.detach() : Tensor();
+        const std::vector<float> before = run == 3 ? w.to_vector<float>() : std::vector<float>();
         opt.step();
         opt.zero_grad();
         const std::string plan = lt::debug::to_program({w});
-        if (run == 0) {
+        if (run == 0 || run == 3) {
           EXPECT_EQ(plan.find("matmul"), std::string::npos) << plan;
           EXPECT_NE(plan.find("adamw"), std::string::npos) << plan;
         } else {
           EXPECT_NE(plan.find(run == 1 ? "adamw" : "matmul"), std::string::npos) << plan;
         }
         lt::sync();
+        if (run == 3) {
+          EXPECT_EQ(old.to_vector<float>(), before);
+        }
       }
       result.push_back(w.to_vector<float>());
     }
+    EXPECT_EQ(result[3], result[0]) << "the same loop, the same bits";
     for (int run = 1; run < 3; ++run)
       for (size_t i = 0; i < result[0].size(); ++i)
         ASSERT_NEAR(result[0][i], result[run][i], 1e-6)

@@ -132,8 +132,9 @@ TEST(Passes, UpdatesLastUpdatesEveryWeightOfAnUnrolledStepInPlace) {
   PassesOff none({});
   const TrainRun on = train(nn::LayersMode::loop);
   ASSERT_EQ(on.donated_by_step.size(), 3u);
-  EXPECT_GE(on.donated_by_step[1], 3 * on.params);  // (and the step count's buffer)
-  EXPECT_GE(on.donated_by_step[2], 3 * on.params);
+  // each weight, its two moments, and the step count
+  EXPECT_EQ(on.donated_by_step[1], 3 * on.params + 1);
+  EXPECT_EQ(on.donated_by_step[2], 3 * on.params + 1);
   PassesOff off({"updates_last"});
   const TrainRun without = train(nn::LayersMode::loop);
   // most weights are read by the backward after their gradient is made
@@ -141,35 +142,45 @@ TEST(Passes, UpdatesLastUpdatesEveryWeightOfAnUnrolledStepInPlace) {
   expect_same_training(without, on, "updates_last off");
 }
 
-// An update whose new value a step reads beside the old one stays before that step (moved
-// after it, the step would read a value not yet written): the same values as when the
-// update is synced on its own first.
+// An update whose new value a step reads stays before that step, however late a step reads
+// the old weight (moved after it, the step would read a value not yet written): the same
+// values with the pass on, off, and with the update synced on its own first. In one program
+// a sum of the new weight feeds a later step that reads the old one; in the next, one step
+// reads the new weight beside the old one.
 TEST(Passes, UpdatesLastKeepsAnUpdateBeforeTheStepsThatReadItsResult) {
-  PassesOff none({});
   std::vector<std::vector<float>> got;
-  for (const bool apart : {false, true}) {
+  for (const int run : {0, 1, 2}) {  // pass on; pass off; the update synced first
+    PassesOff passes(run == 1 ? std::vector<std::string>{"updates_last"}
+                              : std::vector<std::string>{});
     lt::manual_seed(5);
     Tensor w = lt::randn({64, 48}).requires_grad_();
-    lt::sync({w});
     lt::optim::AdamW opt({w}, {.lr = 0.1});
-    std::vector<float> zs;
+    std::vector<float> out;
     for (int step = 0; step < 3; ++step) {
+      lt::sync();  // the weight is a parameter of every step's program
       lt::sum(lt::matmul(w, lt::transpose(w))).backward();
-      Tensor h;
+      Tensor h, h2;
       {
         lt::NoGradGuard no_grad;
-        h = w * 3.0f;  // the old weight, read by the step that reads the new one
+        h = w * 3.0f;  // the old weight
+        h2 = w * 5.0f;
       }
       opt.step();
       opt.zero_grad();
-      if (apart) lt::sync();
+      if (run == 2) lt::sync();
       Tensor z = w.detach() + h;
-      for (float v : z.to_vector<float>()) zs.push_back(v);
+      Tensor y = h * lt::sum(w.detach());
+      lt::sync({z, y});
+      Tensor x = w.detach() - h2;  // alone: one fused step reads the old weight and the new
+      lt::sync({x});
+      for (const Tensor& t : {z, y, x})
+        for (float v : t.to_vector<float>()) out.push_back(v);
     }
-    got.push_back(zs);
+    got.push_back(out);
   }
-  ASSERT_EQ(got[0].size(), 3u * 64 * 48);
+  ASSERT_EQ(got[0].size(), 3u * 3 * 64 * 48);
   EXPECT_EQ(got[0], got[1]);
+  EXPECT_EQ(got[0], got[2]);
 }
 
 TEST(Passes, SwitchingOneOffChangesTheProgramAndOnlyThat) {

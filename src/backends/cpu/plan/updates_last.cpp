@@ -1,5 +1,6 @@
 // A program pass (plan/pipeline.cpp runs them in order).
-// Requires: every storage written by one step (before plan_arena).
+// Requires: no step writes a parameter's storage, and an update's outputs are written by it
+// alone (before plan_arena).
 // Provides: each AdamW update after the last step that reads its parameter or moments.
 #include <algorithm>
 #include <tuple>
