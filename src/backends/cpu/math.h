@@ -48,8 +48,8 @@ LT_MATH_INLINE float exp_n(float x) {
   return (x * 1.44269504088896341f + kRound) - kRound;
 }
 
-// ... and e^x from x and that n (at most 127)
-LT_MATH_INLINE float exp_from_n(float xc, float fn) {
+// ... then e^r - 1 for r = x - n ln2 (Cody-Waite's two-part ln2, Cephes' polynomial) ...
+LT_MATH_INLINE float expm1_reduced(float xc, float fn) {
   float r = fma(fn, -0.693359375f, xc);
   r = fma(fn, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
@@ -58,11 +58,20 @@ LT_MATH_INLINE float exp_from_n(float xc, float fn) {
   p = fma(p, r, 4.1665795894e-2f);
   p = fma(p, r, 1.6666665459e-1f);
   p = fma(p, r, 5.0000001201e-1f);
-  float y = fma(p, r * r, r) + 1.0f;
+  return fma(p, r * r, r);
+}
+
+// ... 2^n by its exponent bits (n at most 127) ...
+LT_MATH_INLINE float pow2_of(float fn) {
   const uint32_t bits = static_cast<uint32_t>(static_cast<int>(fn) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return y * scale;
+  return scale;
+}
+
+// ... and e^x from x and that n
+LT_MATH_INLINE float exp_from_n(float xc, float fn) {
+  return (expm1_reduced(xc, fn) + 1.0f) * pow2_of(fn);
 }
 
 // e^x for x clamped to exp_f32's range (NaN stays NaN)

@@ -11,19 +11,8 @@ using namespace lazytrace::cpu::math;
   const float ax2 = 2.0f * ax;
   const float e = select(ax2 > 20.0f, 20.0f, ax2);
   const float fn = exp_n(e);
-  float r = fma(fn, -0.693359375f, e);
-  r = fma(fn, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = fma(p, r, 1.3981999507e-3f);
-  p = fma(p, r, 8.3334519073e-3f);
-  p = fma(p, r, 4.1665795894e-2f);
-  p = fma(p, r, 1.6666665459e-1f);
-  p = fma(p, r, 5.0000001201e-1f);
-  const float q = fma(p, r * r, r);  // e^r - 1
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int>(fn) + 127) << 23;
-  float s;
-  std::memcpy(&s, &bits, 4);
-  const float em = fma(s, q, s - 1.0f);  // e^e - 1
+  const float s = pow2_of(fn);
+  const float em = fma(s, expm1_reduced(e, fn), s - 1.0f);  // e^e - 1
   float t = em / (em + 2.0f);
   t = select(x < 0, -t, t);
   return select(x != x, x, t);
