@@ -1,12 +1,19 @@
 """lazytrace beside the peers a user would pick today, on one machine: PyTorch 2 eager and
 torch.compile (inductor), JAX's jax.jit with the layers as a Python loop and as lax.scan
 (optax AdamW), and torch_xla on its CPU device with the spec's own tools (plain tracing,
-assume_pure per layer, scan_layers; a child process in its environment). The same decoder (lazytrace's: pre-norm, grouped-query attention with
-rotary positions, SiLU-gated MLP), the same weights and tokens; each peer's logits must agree
-with lazytrace's within 1e-4. Per size: forward and AdamW training step (medians after a
-warm-up) and compile time (the first call less a cached one).
+assume_pure per layer, scan_layers). The same decoder (lazytrace's: pre-norm, grouped-query
+attention with rotary positions, SiLU-gated MLP), the same weights and tokens; each peer's
+logits must agree with lazytrace's within 1e-4. Per size: forward and AdamW training step,
+and compile time (the first call less a cached one).
 
-Usage: python_peers.py [--sizes spec-10,spec-100,compute] [--reps N] [--peers torch,jax,xla]
+Each library runs in a process of its own (torch_xla's in its own environment), which
+builds its models, makes their first calls, then waits. The rows are timed in rounds, one
+row after another in a rotating order, each turn starting with an untimed call: a slow
+minute of the machine falls on every row alike, and no library's threads are about while
+another's row is timed. The times are medians over all rounds.
+
+Usage: python_peers.py [--sizes spec-10,spec-100,compute] [--reps N] [--rounds R]
+                       [--peers torch,jax,xla]
 (make bench-peers runs it; scripts/install-deps.sh --peers installs the peers into .venv-peers
 and torch_xla into .venv-xla)
 """
@@ -17,6 +24,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,13 +32,6 @@ import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
-
-try:  # not in the torch_xla worker's environment
-    import lazytrace as lt
-    from lazytrace.models import Decoder, DecoderConfig
-    from lazytrace.nn import functional as F
-except ImportError:
-    lt = None
 
 
 @dataclass
@@ -56,6 +57,7 @@ SIZES = {
     "compute": (dict(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256), 2, 256, 5),
 }
 LR, WD, EPS = 1e-3, 0.01, 1e-8
+PROTOCOL = "@@ "  # a worker's lines to the parent start with this; anything else is the libraries'
 
 
 def cpu_model():
@@ -69,37 +71,68 @@ def cpu_model():
     return platform.processor() or "unknown CPU"
 
 
-def timed(fn, reps):
-    """(first call, median of reps later calls), in seconds."""
+def first_call(fn):
     t0 = time.perf_counter()
     fn()
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return first, statistics.median(times)
+    return time.perf_counter() - t0
+
+
+@dataclass
+class Peer:
+    """A row in a worker: its forward and step, the step's first call (trace and compile),
+    its logits' largest difference from lazytrace's, and the median time its forward spent
+    tracing (torch_xla's; None elsewhere)."""
+    name: str
+    forward: object
+    step: object
+    step_first: float
+    diff: float
+    compiles: bool = True
+    traced: list = None
+
+
+@dataclass
+class Case:
+    cfg: Config
+    weights: dict
+    tokens: np.ndarray
+    targets: np.ndarray
+    ref: np.ndarray
+
+
+def save_case(path, case):
+    np.savez(path, cfg=json.dumps(asdict(case.cfg)), tokens=case.tokens, targets=case.targets,
+             ref=case.ref, **{"w:" + k: v for k, v in case.weights.items()})
+
+
+def load_case(path):
+    d = np.load(path, allow_pickle=False)
+    return Case(Config(**json.loads(str(d["cfg"]))), {k[2:]: d[k] for k in d.files if k.startswith("w:")},
+                d["tokens"], d["targets"], d["ref"])
 
 
 # ---- lazytrace
 
 
-def lazytrace_rows(cfg, weights, tokens, targets, reps):
-    rows, logits = [], None
-    for mode, stacked in (("loop", False), ("scan", True)):
-        lt.manual_seed(0)
-        model = Decoder(DecoderConfig(**asdict(cfg)), layers_mode="scan" if stacked else mode, stacked=stacked)
+def lazytrace_peers(case):
+    import lazytrace as lt
+    from lazytrace.models import Decoder, DecoderConfig
+    from lazytrace.nn import functional as F
+
+    cfg = case.cfg
+    tok, tgt = lt.tensor(case.tokens), lt.tensor(case.targets.reshape(-1))
+
+    def peer(name, mode, stacked):
+        lt.manual_seed(0)  # the weights the parent made, the same seed
+        model = Decoder(DecoderConfig(**asdict(cfg)), layers_mode=mode, stacked=stacked)
         lt.sync()
-        tok, tgt = lt.tensor(tokens), lt.tensor(targets.reshape(-1))
+        opt = lt.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
 
         def forward():
             with lt.no_grad():
                 y = model(tok)
                 lt.sync([y])
             return y
-
-        opt = lt.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
 
         def step():
             loss = F.cross_entropy(model(tok).reshape(-1, cfg.vocab), tgt)
@@ -108,13 +141,11 @@ def lazytrace_rows(cfg, weights, tokens, targets, reps):
             opt.zero_grad()
             lt.sync()
 
-        if logits is None:
-            logits = forward().numpy()
-        f_first, f = timed(forward, reps)
-        s_first, s = timed(step, reps)
-        name = "lazytrace, layers as a loop" if mode == "loop" else "lazytrace, scan_layers (stacked)"
-        rows.append((name, f, s, s_first - s, 0.0))
-    return rows, logits
+        diff = float(np.abs(forward().numpy() - case.ref).max())
+        return Peer(name, forward, step, first_call(step), diff)
+
+    return [peer("lazytrace, layers as a loop", "loop", False),
+            peer("lazytrace, scan_layers (stacked)", "scan", True)]
 
 
 # ---- PyTorch (also on torch_xla's device)
@@ -213,18 +244,18 @@ def torch_decoder(torch, cfg, weights):
     return model
 
 
-def torch_rows(cfg, weights, tokens, targets, reps, ref):
+def torch_peers(case):
     # a fresh inductor cache: its compile time is a first compile's, not a disk cache's
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-")
     import torch
 
     torch.set_num_threads(os.cpu_count())
-    tok = torch.from_numpy(tokens)
-    tgt = torch.from_numpy(targets.reshape(-1))
-    rows = []
-    for name, compiled in (("PyTorch %s eager" % torch.__version__, False),
-                           ("PyTorch %s torch.compile" % torch.__version__, True)):
-        model = torch_decoder(torch, cfg, weights)
+    cfg = case.cfg
+    tok = torch.from_numpy(case.tokens)
+    tgt = torch.from_numpy(case.targets.reshape(-1))
+
+    def peer(name, compiled):
+        model = torch_decoder(torch, cfg, case.weights)
         run = torch.compile(model) if compiled else model
         opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD, eps=EPS)
 
@@ -238,18 +269,15 @@ def torch_rows(cfg, weights, tokens, targets, reps, ref):
             opt.step()
             opt.zero_grad()
 
-        diff = float((forward() - torch.from_numpy(ref)).abs().max())
-        f_first, f = timed(forward, reps)
-        s_first, s = timed(step, reps)
-        rows.append((name, f, s, (s_first - s) if compiled else 0.0, diff))
-    return rows
+        diff = float((forward() - torch.from_numpy(case.ref)).abs().max())
+        return Peer(name, forward, step, first_call(step), diff, compiles=compiled)
+
+    return [peer("PyTorch %s eager" % torch.__version__, False),
+            peer("PyTorch %s torch.compile" % torch.__version__, True)]
 
 
-def xla_worker(path):
-    """torch_xla on its CPU device (run in .venv-xla, without lazytrace): the spec's own tools.
-    Prints one JSON row per mode."""
-    import json
-
+def xla_peers(case):
+    """torch_xla on its CPU device (in .venv-xla, without lazytrace): the spec's own tools."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch
     import torch_xla
@@ -258,16 +286,13 @@ def xla_worker(path):
     from torch_xla.experimental.assume_pure import assume_pure
     from torch_xla.experimental.scan_layers import scan_layers
 
-    d = np.load(path, allow_pickle=False)
-    meta = json.loads(str(d["meta"]))
-    cfg = Config(**meta["cfg"])
-    weights = {k[2:]: d[k] for k in d.files if k.startswith("w:")}
-    reps, ref = meta["reps"], d["ref"]
+    cfg = case.cfg
     dev = torch_xla.device()
-    tok = torch.from_numpy(d["tokens"]).to(dev)
-    tgt = torch.from_numpy(d["targets"].reshape(-1)).to(dev)
-    for mode in ("plain", "assume_pure", "scan_layers"):
-        model = torch_decoder(torch, cfg, weights).to(dev)
+    tok = torch.from_numpy(case.tokens).to(dev)
+    tgt = torch.from_numpy(case.targets.reshape(-1)).to(dev)
+
+    def peer(mode):
+        model = torch_decoder(torch, cfg, case.weights).to(dev)
         if mode == "assume_pure":
             pure = assume_pure(lambda params, h: functional_call(model.layers[0], params, (h,)))
 
@@ -299,46 +324,23 @@ def xla_worker(path):
             torch_xla.sync()
             xm.wait_device_ops()
 
-        diff = float(np.abs(forward().cpu().numpy() - ref).max())
-        traced.clear()
-        f_first, f = timed(forward, reps)
-        s_first, s = timed(step, reps)
-        print(json.dumps({"name": f"torch_xla {torch_xla.__version__} {mode}", "forward": f, "step": s,
-                          "compile": s_first - s, "diff": diff,
-                          "trace": statistics.median(traced[1:]) if len(traced) > 1 else 0.0}))
-        sys.stdout.flush()
+        diff = float(np.abs(forward().cpu().numpy() - case.ref).max())
+        traced.clear()  # the first call's tracing is not a cached call's
+        return Peer(f"torch_xla {torch_xla.__version__} {mode}", forward, step, first_call(step), diff,
+                    traced=traced)
 
-
-def xla_rows(cfg, weights, tokens, targets, reps, ref, python):
-    """The torch_xla rows, from a child process in the torch_xla environment."""
-    import json
-    import subprocess
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "case.npz")
-        meta = {"cfg": asdict(cfg), "reps": reps}
-        np.savez(path, meta=json.dumps(meta), tokens=tokens, targets=targets, ref=ref,
-                 **{"w:" + k: v for k, v in weights.items()})
-        out = subprocess.run([python, os.path.abspath(__file__), "--xla-worker", path],
-                             capture_output=True, text=True)
-    rows = []
-    for line in out.stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            rows.append((r["name"], r["forward"], r["step"], r["compile"], r["diff"]))
-            print(f"  ({r['name']}: tracing the forward {r['trace'] * 1e3:.2f} ms)")
-    if out.returncode != 0 or not rows:
-        print(f"  (torch_xla left out: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else 'no rows'})")
-    return rows
+    return [peer(mode) for mode in ("plain", "assume_pure", "scan_layers")]
 
 
 # ---- JAX
 
 
-def jax_rows(cfg, weights, tokens, targets, reps, ref):
+def jax_peers(case):
     import jax
     import jax.numpy as jnp
     import optax
+
+    cfg, weights, ref = case.cfg, case.weights, case.ref
 
     def rms(x, w):
         return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + cfg.norm_eps) * w
@@ -388,11 +390,9 @@ def jax_rows(cfg, weights, tokens, targets, reps, ref):
         h, _ = jax.lax.scan(lambda c, p: (layer(c, p), None), h, params["layers"])
         return rms(h, params["outer"]["norm.weight"]) @ params["outer"]["head.weight"].T
 
-    tok = jnp.asarray(tokens)
-    tgt = jnp.asarray(targets.reshape(-1))
-    rows = []
-    for name, fwd, layers in (("JAX %s jit, layers as a loop" % jax.__version__, forward_loop, per_layer),
-                              ("JAX %s jit, lax.scan" % jax.__version__, forward_scan, stacked)):
+    tok = jnp.asarray(case.tokens)
+    tgt = jnp.asarray(case.targets.reshape(-1))
+    def peer(name, fwd, layers):
         params = {"outer": outer, "layers": layers}
         opt = optax.adamw(LR, b1=0.9, b2=0.999, eps=EPS, weight_decay=WD)
         state = {"params": params, "opt": opt.init(params)}
@@ -416,10 +416,110 @@ def jax_rows(cfg, weights, tokens, targets, reps, ref):
             state["params"], state["opt"], loss = train(state["params"], state["opt"])
             loss.block_until_ready()
 
-        f_first, f = timed(forward, reps)
         diff = float(np.abs(np.asarray(forward()) - ref).max())
-        s_first, s = timed(step, reps)
-        rows.append((name, f, s, s_first - s, diff))
+        return Peer(name, forward, step, first_call(step), diff)
+
+    return [peer("JAX %s jit, layers as a loop" % jax.__version__, forward_loop, per_layer),
+            peer("JAX %s jit, lax.scan" % jax.__version__, forward_scan, stacked)]
+
+
+LIBS = {"lazytrace": lazytrace_peers, "torch": torch_peers, "jax": jax_peers, "xla": xla_peers}
+
+
+def worker(lib, path):
+    """Builds the library's rows for the case at path, says so, then times them on request:
+    a line "i n" runs row i's forward and step once untimed and n times timed each."""
+    def say(obj):
+        sys.stdout.write(PROTOCOL + json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+    peers = LIBS[lib](load_case(path))
+    say([{"name": p.name, "step_first": p.step_first, "diff": p.diff, "compiles": p.compiles} for p in peers])
+    for line in sys.stdin:
+        i, n = map(int, line.split())
+        p, out = peers[i], {}
+        for key, fn in (("forward", p.forward), ("step", p.step)):
+            fn()
+            out[key] = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn()
+                out[key].append(time.perf_counter() - t0)
+        if p.traced:
+            out["trace"] = statistics.median(p.traced)
+        say(out)
+
+
+class Worker:
+    """A worker process of one library, and its rows."""
+
+    def __init__(self, lib, python, path):
+        self.lib = lib
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", lib, path],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                     text=True)
+        self.rows = self.read() or []
+
+    def read(self):
+        for line in self.proc.stdout:
+            if line.startswith(PROTOCOL):
+                return json.loads(line[len(PROTOCOL):])
+        return None
+
+    def time(self, i, n):
+        self.proc.stdin.write(f"{i} {n}\n")
+        self.proc.stdin.flush()
+        out = self.read()
+        if out is None:
+            raise RuntimeError(f"the {self.lib} worker stopped: {self.why()}")
+        return out
+
+    def why(self):
+        self.err.seek(0)
+        lines = self.err.read().strip().splitlines()
+        return lines[-1] if lines else f"exit status {self.proc.poll()}"
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait()
+        self.err.close()
+
+
+def run_size(case, libs, reps, rounds):
+    """(name, forward s, step s, compile s, diff) rows: the workers started one after another
+    (each compiles alone), then every row timed in rounds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "case.npz")
+        save_case(path, case)
+        workers = []
+        for lib, python in libs:
+            w = Worker(lib, python, path)
+            if w.rows:
+                workers.append(w)
+            else:
+                print(f"  ({lib} left out: {w.why()})")
+                w.close()
+    per = max(1, -(-reps // rounds))
+    turns = [(w, i) for w in workers for i in range(len(w.rows))]
+    times = {(id(w), i): {"forward": [], "step": []} for w, i in turns}
+    trace = {}
+    for r in range(rounds):
+        for w, i in turns[r % len(turns):] + turns[:r % len(turns)]:
+            out = w.time(i, per)
+            for key in ("forward", "step"):
+                times[(id(w), i)][key] += out[key]
+            if "trace" in out:
+                trace[w.rows[i]["name"]] = out["trace"]
+    rows = []
+    for w, i in turns:
+        meta, t = w.rows[i], times[(id(w), i)]
+        f, s = statistics.median(t["forward"]), statistics.median(t["step"])
+        rows.append((meta["name"], f, s, (meta["step_first"] - s) if meta["compiles"] else 0.0, meta["diff"]))
+    for w in workers:
+        w.close()
+    for name, t in trace.items():
+        print(f"  ({name}: tracing the forward {t * 1e3:.2f} ms)")
     return rows
 
 
@@ -427,16 +527,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="spec-10,spec-100,compute")
     ap.add_argument("--reps", type=int, default=0, help="timed calls per row (0: the size's own)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds the timed calls are spread over")
     ap.add_argument("--peers", default="torch,jax,xla")
     ap.add_argument("--xla-python", default=".venv-xla/bin/python",
                     help="the Python of the torch_xla environment (scripts/install-deps.sh --peers)")
     ap.add_argument("--libtorch", default=None,
                     help="peers_bench --json output: LibTorch's C++ eager times as a row of each size")
-    ap.add_argument("--xla-worker", default=None, help=argparse.SUPPRESS)
-    a = ap.parse_args()
-    if a.xla_worker:
-        return xla_worker(a.xla_worker)
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    a, rest = ap.parse_known_args()
+    if a.worker:
+        return worker(a.worker, rest[0])
+    import lazytrace as lt
+    from lazytrace.models import Decoder, DecoderConfig
+
     peers = a.peers.split(",")
+    libs = [("lazytrace", sys.executable)] + [(p, sys.executable) for p in ("torch", "jax") if p in peers]
+    if "xla" in peers and os.path.exists(a.xla_python):
+        libs.append(("xla", a.xla_python))
     libtorch = None
     if a.libtorch:
         with open(a.libtorch) as f:
@@ -453,13 +560,10 @@ def main():
         rng = np.random.default_rng(2)
         tokens = rng.integers(0, cfg.vocab, size=(batch, seq)).astype(np.int64)
         targets = rng.integers(0, cfg.vocab, size=(batch, seq)).astype(np.int64)
-        rows, ref = lazytrace_rows(cfg, weights, tokens, targets, reps)
-        if "torch" in peers:
-            rows += torch_rows(cfg, weights, tokens, targets, reps, ref)
-        if "jax" in peers:
-            rows += jax_rows(cfg, weights, tokens, targets, reps, ref)
-        if "xla" in peers and os.path.exists(a.xla_python):
-            rows += xla_rows(cfg, weights, tokens, targets, reps, ref, a.xla_python)
+        with lt.no_grad():
+            ref = init(lt.tensor(tokens)).numpy()  # the logits every row is checked against
+        del init
+        rows = run_size(Case(cfg, weights, tokens, targets, ref), libs, reps, a.rounds)
         if libtorch and size in libtorch["sizes"]:
             # timed by peers_bench (C++) on the same sizes; its logits were checked there
             # against lazytrace's C++ model
@@ -468,8 +572,9 @@ def main():
                          t["step_ms"] / 1e3, 0.0, t["max_dlogits"]))
         best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))
         best_s = min(r[2] for r in rows if not r[0].startswith("lazytrace"))
+        n = max(1, -(-reps // a.rounds)) * a.rounds
         print(f"\n### {size}: hidden {cfg.hidden}, intermediate {cfg.intermediate}, {cfg.layers} layers, "
-              f"batch {batch} x seq {seq}; medians of {reps}\n")
+              f"batch {batch} x seq {seq}; medians of {n} calls in {a.rounds} rounds\n")
         print("| | forward ms | fastest peer / this | step ms | fastest peer / this | compile s | max abs dlogits |")
         print("|---|---|---|---|---|---|---|")
         for name, f, s, c, d in rows:
