@@ -5,7 +5,7 @@
 //   perf record -D 2000 build/bench/compute_forward [calls]
 //   perf report --sort=dso    # [JIT]: the products' kernels (oneDNN's, libxsmm's)
 //
-// Prints the median forward time. Not a Google Benchmark program: scripts/run-bench.sh
+// Prints the median forward time, and on stderr the kernel chosen for each product. Not a Google Benchmark program: scripts/run-bench.sh
 // leaves it alone.
 #include <algorithm>
 #include <chrono>
@@ -52,5 +52,6 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   std::printf("forward: median %.2f ms of %d\n", ms[ms.size() / 2], calls);
+  std::fprintf(stderr, "kernel choices:\n%s", lt::debug::kernel_choices().c_str());
   return 0;
 }
