@@ -108,14 +108,19 @@ bench-python:
 
 # The C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the threaded ones
 # under ThreadSanitizer: any report fails the run. Not part of `make test` (slow builds).
+# The tests that run under mpirun check everything but leaks: Open MPI leaves blocks of its
+# own at MPI_Finalize, in components it has unloaded by then (no name to suppress them by).
 SANITIZE_FLAGS = -DCMAKE_BUILD_TYPE=Release -DLAZYTRACE_BUILD_PYTHON=OFF $(CMAKE_FLAGS)
+ASAN_ENV = UBSAN_OPTIONS=print_stacktrace=1 ASAN_OPTIONS=abort_on_error=1:allocator_may_return_null=1
+MPIRUN_TESTS = ^mpi[.]|UnderMpirun
 check-asan: deps
 	@cmake -S . -B $(BUILD)-asan -G Ninja -DLAZYTRACE_SANITIZE=address,undefined $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-asan -j $(JOBS)
-	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols|^fuzz[.]'
-	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  $(BUILD)-asan/tests/fuzz/lt_fuzz --seed 1 --count 500
+	@cd $(BUILD)-asan && $(ASAN_ENV):detect_leaks=1 \
+	  ctest --output-on-failure -j $(JOBS) -E '^package[.]|isa_symbols|^fuzz[.]|$(MPIRUN_TESTS)'
+	@cd $(BUILD)-asan && $(ASAN_ENV):detect_leaks=0 \
+	  ctest --output-on-failure -j $(JOBS) -R '$(MPIRUN_TESTS)' --no-tests=ignore
+	@$(ASAN_ENV):detect_leaks=1 $(BUILD)-asan/tests/fuzz/lt_fuzz --seed 1 --count 500
 check-tsan: deps
 	@cmake -S . -B $(BUILD)-tsan -G Ninja -DLAZYTRACE_SANITIZE=thread $(SANITIZE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)-tsan -j $(JOBS)
