@@ -96,8 +96,17 @@ LT_MATH_INLINE float exp_f32(float x) {
   return select(x != x, x, y);
 }
 
-/** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
-LT_MATH_INLINE float tanh_f32(float x) {
+// tanh_f32's steps (below): e^2|x| + 1, without exp's clamps: beyond 2|x| = 20,
+// 2 / (e^2|x| + 1) < 2^-27 and tanh rounds to 1 either way (the same bits as exp_f32 would
+// give, for every float but NaN) ...
+LT_MATH_INLINE float tanh_denominator(float x) {
+  const float ax2 = 2.0f * (x < 0 ? -x : x);
+  const float e = select(ax2 > 20.0f, 20.0f, ax2);
+  return exp_from_n(e, exp_n(e)) + 1.0f;
+}
+
+// ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond
+LT_MATH_INLINE float tanh_from(float x, float denominator) {
   const float ax = x < 0 ? -x : x;
   const float z = x * x;
   float small = -5.70498872745e-3f;
@@ -106,13 +115,14 @@ LT_MATH_INLINE float tanh_f32(float x) {
   small = fma(small, z, 1.33314422036e-1f);
   small = fma(small, z, -3.33332819422e-1f);
   small = fma(small * z, x, x);
-  // e^2|x| without exp's clamps: beyond 2|x| = 20, 2 / (e^2|x| + 1) < 2^-27 and tanh rounds
-  // to 1 either way (the same bits as exp_f32 would give, for every float but NaN)
-  const float ax2 = 2.0f * ax;
-  const float e = select(ax2 > 20.0f, 20.0f, ax2);
-  float big = 1.0f - 2.0f / (exp_from_n(e, exp_n(e)) + 1.0f);
+  float big = 1.0f - 2.0f / denominator;
   big = select(x < 0, -big, big);
   return select(x != x, x, select(ax < 0.625f, small, big));
+}
+
+/** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
+LT_MATH_INLINE float tanh_f32(float x) {
+  return tanh_from(x, tanh_denominator(x));
 }
 
 template <typename T>

@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 #include "backends/cpu/math.h"
+#include "tile_cycles.h"
 namespace m = lazytrace::cpu::math;
 using K = lazytrace::ir::OpKind;
 template <K op>
@@ -21,10 +22,7 @@ __attribute__((noinline)) void streams4(float* d, const float* a, long n) {
 }
 int main() {
   const long n = 1024;
-  std::vector<float> a(n), d(n), e(n);
-  std::mt19937 g(1);
-  std::normal_distribution<float> N(0, 2);
-  for (auto& v : a) v = N(g);
+  std::vector<float> a = normal_tile(n), d(n), e(n);
   auto run = [&](auto opc) {
     constexpr K op = decltype(opc)::value;
     for (int rep = 0; rep < 3; ++rep) {
