@@ -3,8 +3,12 @@ torch.compile (inductor), JAX's jax.jit with the layers as a Python loop and as 
 (optax AdamW), and torch_xla on its CPU device with the spec's own tools (plain tracing,
 assume_pure per layer, scan_layers). The same decoder (lazytrace's: pre-norm, grouped-query
 attention with rotary positions, SiLU-gated MLP), the same weights and tokens; each peer's
-logits must agree with lazytrace's within 1e-4. Per size: forward and AdamW training step,
-and compile time (the first call less a cached one).
+logits must agree with lazytrace's within 1e-4. Per size: forward and AdamW training step;
+compile time (the step's first call less a cached one) and the tools' own measure of it
+(lazytrace's and torch_xla's CompileTime, TorchDynamo's compile_inner, XLA's compile of the
+step lowered by JAX afresh); and the time a cached step spends tracing where it is traced
+again (lazytrace's TraceTime; torch_xla: the step recorded, before its sync; a jit traces
+only at its first call).
 
 Each library runs in a process of its own (torch_xla's in its own environment), which
 builds its models, makes their first calls, then waits. The rows are timed in rounds, one
@@ -80,14 +84,16 @@ def first_call(fn):
 @dataclass
 class Peer:
     """A row in a worker: its forward and step, the step's first call (trace and compile),
-    its logits' largest difference from lazytrace's, and the median time its forward spent
-    tracing (torch_xla's; None elsewhere)."""
+    its logits' largest difference from lazytrace's, the tool's own measure of the first
+    step's compile (s; None where it has none), and the seconds each call of the step spent
+    tracing, where a cached step is traced again (lazytrace, torch_xla; None elsewhere)."""
     name: str
     forward: object
     step: object
     step_first: float
     diff: float
     compiles: bool = True
+    own_compile: float = None
     traced: list = None
 
 
@@ -122,6 +128,10 @@ def lazytrace_peers(case):
     cfg = case.cfg
     tok, tgt = lt.tensor(case.tokens), lt.tensor(case.targets.reshape(-1))
 
+    def timer_ns(name):  # lazytrace's own timers (torch_xla's names)
+        data = lt.metrics.metric_data(name)
+        return data[1] if data else 0
+
     def peer(name, mode, stacked):
         lt.manual_seed(0)  # the weights the parent made, the same seed
         model = Decoder(DecoderConfig(**asdict(cfg)), layers_mode=mode, stacked=stacked)
@@ -134,15 +144,23 @@ def lazytrace_peers(case):
                 lt.sync([y])
             return y
 
+        traced = []
+
         def step():
+            t0 = timer_ns("TraceTime")
             loss = F.cross_entropy(model(tok).reshape(-1, cfg.vocab), tgt)
             loss.backward()
             opt.step()
             opt.zero_grad()
             lt.sync()
+            traced.append((timer_ns("TraceTime") - t0) * 1e-9)
 
         diff = float(np.abs(forward().numpy() - case.ref).max())
-        return Peer(name, forward, step, first_call(step), diff)
+        c0 = timer_ns("CompileTime")
+        first = first_call(step)
+        traced.clear()
+        return Peer(name, forward, step, first, diff, own_compile=(timer_ns("CompileTime") - c0) * 1e-9,
+                    traced=traced)
 
     return [peer("lazytrace, layers as a loop", "loop", False),
             peer("lazytrace, scan_layers (stacked)", "scan", True)]
@@ -254,6 +272,12 @@ def torch_peers(case):
     tok = torch.from_numpy(case.tokens)
     tgt = torch.from_numpy(case.targets.reshape(-1))
 
+    def dynamo_compile_s():  # TorchDynamo's own compile times, all frames so far
+        import torch._dynamo.utils as du
+
+        names, values = du.compile_times(repr="csv", aggregate=True)
+        return float(values[names.index("_compile.compile_inner")]) if "_compile.compile_inner" in names else 0.0
+
     def peer(name, compiled):
         model = torch_decoder(torch, cfg, case.weights)
         run = torch.compile(model) if compiled else model
@@ -270,7 +294,10 @@ def torch_peers(case):
             opt.zero_grad()
 
         diff = float((forward() - torch.from_numpy(case.ref)).abs().max())
-        return Peer(name, forward, step, first_call(step), diff, compiles=compiled)
+        c0 = dynamo_compile_s()
+        first = first_call(step)
+        return Peer(name, forward, step, first, diff, compiles=compiled,
+                    own_compile=(dynamo_compile_s() - c0) if compiled else None)
 
     return [peer("PyTorch %s eager" % torch.__version__, False),
             peer("PyTorch %s torch.compile" % torch.__version__, True)]
@@ -282,6 +309,7 @@ def xla_peers(case):
     import torch
     import torch_xla
     import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
     from torch.func import functional_call
     from torch_xla.experimental.assume_pure import assume_pure
     from torch_xla.experimental.scan_layers import scan_layers
@@ -309,25 +337,31 @@ def xla_peers(case):
 
         def forward():
             with torch.no_grad():
-                t0 = time.perf_counter()
                 y = model(tok)
-                traced.append(time.perf_counter() - t0)
                 torch_xla.sync()
                 xm.wait_device_ops()
             return y
 
         def step():
+            t0 = time.perf_counter()
             loss = torch.nn.functional.cross_entropy(model(tok).reshape(-1, cfg.vocab), tgt)
             loss.backward()
             opt.step()
             opt.zero_grad()
+            traced.append(time.perf_counter() - t0)  # the step recorded, before its sync
             torch_xla.sync()
             xm.wait_device_ops()
 
+        def compile_s():  # torch_xla's own CompileTime, all graphs so far
+            data = met.metric_data("CompileTime")
+            return data[1] * 1e-9 if data else 0.0
+
         diff = float(np.abs(forward().cpu().numpy() - case.ref).max())
+        c0 = compile_s()
+        first = first_call(step)
         traced.clear()  # the first call's tracing is not a cached call's
-        return Peer(f"torch_xla {torch_xla.__version__} {mode}", forward, step, first_call(step), diff,
-                    traced=traced)
+        return Peer(f"torch_xla {torch_xla.__version__} {mode}", forward, step, first, diff,
+                    own_compile=compile_s() - c0, traced=traced)
 
     return [peer(mode) for mode in ("plain", "assume_pure", "scan_layers")]
 
@@ -401,11 +435,12 @@ def jax_peers(case):
             logits = fwd(p, tok).reshape(-1, cfg.vocab)
             return optax.softmax_cross_entropy_with_integer_labels(logits, tgt).mean()
 
-        @jax.jit
-        def train(params, opt_state):
+        def train_step(params, opt_state):
             loss, g = jax.value_and_grad(loss_fn)(params)
             updates, opt_state = opt.update(g, opt_state, params)
             return optax.apply_updates(params, updates), opt_state, loss
+
+        train = jax.jit(train_step)
 
         jfwd = jax.jit(fwd)
 
@@ -417,7 +452,17 @@ def jax_peers(case):
             loss.block_until_ready()
 
         diff = float(np.abs(np.asarray(forward()) - ref).max())
-        return Peer(name, forward, step, first_call(step), diff)
+        first = first_call(step)
+        # JAX's own split of a first call, on a fresh jit of the same step (no cache to hit):
+        # tracing and lowering, then XLA's compile
+        t0 = time.perf_counter()
+        lowered = jax.jit(lambda p, o: train_step(p, o)).lower(state["params"], state["opt"])
+        t1 = time.perf_counter()
+        lowered.compile()
+        own = time.perf_counter() - t1
+        print(f"  ({name}: tracing and lowering the step {t1 - t0:.2f} s, compiling it {own:.2f} s)",
+              file=sys.stderr)
+        return Peer(name, forward, step, first, diff, own_compile=own)
 
     return [peer("JAX %s jit, layers as a loop" % jax.__version__, forward_loop, per_layer),
             peer("JAX %s jit, lax.scan" % jax.__version__, forward_scan, stacked)]
@@ -434,7 +479,8 @@ def worker(lib, path):
         sys.stdout.flush()
 
     peers = LIBS[lib](load_case(path))
-    say([{"name": p.name, "step_first": p.step_first, "diff": p.diff, "compiles": p.compiles} for p in peers])
+    say([{"name": p.name, "step_first": p.step_first, "diff": p.diff, "compiles": p.compiles,
+          "own_compile": p.own_compile} for p in peers])
     for line in sys.stdin:
         i, n = map(int, line.split())
         p, out = peers[i], {}
@@ -446,7 +492,7 @@ def worker(lib, path):
                 fn()
                 out[key].append(time.perf_counter() - t0)
         if p.traced:
-            out["trace"] = statistics.median(p.traced)
+            out["trace"] = statistics.median(p.traced)  # of the step's calls so far
         say(out)
 
 
@@ -503,7 +549,7 @@ def run_size(case, libs, reps, rounds):
     per = max(1, -(-reps // rounds))
     turns = [(w, i) for w in workers for i in range(len(w.rows))]
     times = {(id(w), i): {"forward": [], "step": []} for w, i in turns}
-    trace = {}
+    trace = {}  # name: a cached step's trace time
     for r in range(rounds):
         for w, i in turns[r % len(turns):] + turns[:r % len(turns)]:
             out = w.time(i, per)
@@ -515,11 +561,10 @@ def run_size(case, libs, reps, rounds):
     for w, i in turns:
         meta, t = w.rows[i], times[(id(w), i)]
         f, s = statistics.median(t["forward"]), statistics.median(t["step"])
-        rows.append((meta["name"], f, s, (meta["step_first"] - s) if meta["compiles"] else 0.0, meta["diff"]))
+        rows.append((meta["name"], f, s, (meta["step_first"] - s) if meta["compiles"] else 0.0, meta["diff"],
+                     trace.get(meta["name"]), meta["own_compile"]))
     for w in workers:
         w.close()
-    for name, t in trace.items():
-        print(f"  ({name}: tracing the forward {t * 1e3:.2f} ms)")
     return rows
 
 
@@ -569,19 +614,21 @@ def main():
             # against lazytrace's C++ model
             t = libtorch["sizes"][size]
             rows.append((f"LibTorch {libtorch['libtorch']} eager (C++)", t["forward_ms"] / 1e3,
-                         t["step_ms"] / 1e3, 0.0, t["max_dlogits"]))
-        best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))
+                         t["step_ms"] / 1e3, 0.0, t["max_dlogits"], None, None))
+        best_f = min(r[1] for r in rows if not r[0].startswith("lazytrace"))  # of the peers
         best_s = min(r[2] for r in rows if not r[0].startswith("lazytrace"))
         n = max(1, -(-reps // a.rounds)) * a.rounds
         print(f"\n### {size}: hidden {cfg.hidden}, intermediate {cfg.intermediate}, {cfg.layers} layers, "
               f"batch {batch} x seq {seq}; medians of {n} calls in {a.rounds} rounds\n")
-        print("| | forward ms | fastest peer / this | step ms | fastest peer / this | compile s | max abs dlogits |")
-        print("|---|---|---|---|---|---|---|")
-        for name, f, s, c, d in rows:
+        print("| | forward ms | fastest peer / this | step ms | fastest peer / this | compile s | own compile s "
+              "| trace ms/step | max abs dlogits |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name, f, s, c, d, tr, own in rows:
             bad = d > 1e-4
             ok = ok and not bad
             print(f"| {name} | {f * 1e3:.2f} | {best_f / f:.2f}x | {s * 1e3:.2f} | {best_s / s:.2f}x | "
-                  f"{c:.2f} | {d:.1e}{' MISMATCH' if bad else ''} |")
+                  f"{c:.2f} | {'-' if own is None else f'{own:.3f}'} | {'-' if tr is None else f'{tr * 1e3:.2f}'} | "
+                  f"{d:.1e}{' MISMATCH' if bad else ''} |")
     print(f"\nlogits {'agree' if ok else 'DO NOT agree'} within 1e-4 of lazytrace's")
     return 0 if ok else 1
 
