@@ -5,8 +5,8 @@
 //   perf record -D 2000 build/bench/compute_forward [calls]
 //   perf report --sort=dso    # [JIT]: the products' kernels (oneDNN's, libxsmm's)
 //
-// Prints the median forward time, and on stderr the kernel chosen for each product. Not a Google Benchmark program: scripts/run-bench.sh
-// leaves it alone.
+// Prints the median forward time, and on stderr the kernel chosen for each product. Not a Google
+// Benchmark program: scripts/run-bench.sh leaves it alone.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -28,6 +28,8 @@ int main() {
   std::vector<float> a = normal_tile(n), d(n), e(n);
   for (int r = 0; r < 3; ++r)
     printf("sigmoid old %.1f new %.1f | tanh old %.1f new %.1f cycles/16\n",
-           cycles_per_16(sig_old, d.data(), a.data(), n), cycles_per_16(sig_new, e.data(), a.data(), n),
-           cycles_per_16(tanh_old, d.data(), a.data(), n), cycles_per_16(tanh_new, e.data(), a.data(), n));
+           cycles_per_16(sig_old, d.data(), a.data(), n),
+           cycles_per_16(sig_new, e.data(), a.data(), n),
+           cycles_per_16(tanh_old, d.data(), a.data(), n),
+           cycles_per_16(tanh_new, e.data(), a.data(), n));
 }
