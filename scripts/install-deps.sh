@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# (libdnnl-dev and libxsmm-dev: product kernels the CPU backend picks among beside OpenBLAS)
-pkgs=(g++ cmake ninja-build make libopenblas-dev libdnnl-dev libxsmm-dev libgtest-dev libgmock-dev
+# (libdnnl-dev and libxsmm-dev: product kernels the CPU backend picks among beside OpenBLAS;
+# libxbyak-dev: the fused elementwise steps' native code)
+pkgs=(g++ cmake ninja-build make libopenblas-dev libdnnl-dev libxsmm-dev libxbyak-dev libgtest-dev libgmock-dev
       openmpi-bin libopenmpi-dev
       gnuplot-nox python3 python3-venv python3-dev)
 python_pkgs=(nanobind numpy pytest safetensors)

@@ -60,6 +60,7 @@ std::string describe(const Program& p) {
                      for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
                      if (f.read_ahead) os << "; reads ahead";
                      if (f.stream_stores) os << "; streams its stores";
+                     if (f.jit) os << "; native code";
                    },
                    [&](const ReduceStep& r) {
                      os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;

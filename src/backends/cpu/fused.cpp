@@ -9,6 +9,7 @@
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/elementwise.h"
+#include "backends/cpu/jit_elementwise.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/math.h"
 #include "backends/cpu/random.h"
@@ -413,6 +414,7 @@ void read_ahead(const FusedStep& st, const RunContext& ctx, const char* in_place
 void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t total = st.shape.numel();
   if (total == 0 || st.stores.empty()) return;
+  if (st.jit && run_jit(st, ctx)) return;
   const int64_t tiles = (total + kTile - 1) / kTile;
   // loads read in place and contiguous stores, decided once per run
   thread_local std::vector<char> in_place_buf, contiguous_buf;

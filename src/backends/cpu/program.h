@@ -19,6 +19,8 @@ struct Body;
 
 namespace lazytrace::cpu {
 
+class JitKernel;  // jit_elementwise.cpp
+
 enum class StorageKind : uint8_t { Param, Arena, Output };
 
 struct Storage {
@@ -69,6 +71,8 @@ struct FusedStep {
   bool read_ahead = false;
   // Contiguous stores bypass the caches (plan/stream_stores.cpp).
   bool stream_stores = false;
+  // The step as native code (plan/jit_fused.cpp, jit_elementwise.h), else null.
+  std::shared_ptr<const JitKernel> jit;
 };
 
 struct ReduceStep {

@@ -27,6 +27,7 @@ const Stage kPipeline[] = {
     {order_loop_reads, std::nullopt},                 // LoopStep::x_order
     {prefetch_tiles, Pass::PrefetchTiles},            // FusedStep::read_ahead
     {stream_stores, Pass::StreamStores},              // FusedStep::stream_stores
+    {jit_fused, Pass::JitFused},                      // FusedStep::jit
 };
 
 }  // namespace

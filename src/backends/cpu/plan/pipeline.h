@@ -26,5 +26,6 @@ void pair_products(Program& p, const Context& c);
 void order_loop_reads(Program& p, const Context& c);
 void prefetch_tiles(Program& p, const Context& c);
 void stream_stores(Program& p, const Context& c);
+void jit_fused(Program& p, const Context& c);
 
 }  // namespace lazytrace::cpu::plan

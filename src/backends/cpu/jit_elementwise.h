@@ -1,0 +1,29 @@
+#pragma once
+// Fused elementwise steps as native code (jit_elementwise.cpp): the step's whole chain runs
+// on vector registers, 16 floats at a time, where the interpreter (fused.cpp) writes every
+// op's tile to scratch memory and reads it back. Built with Xbyak (Debian's libxbyak-dev,
+// optional) for CPUs with AVX-512; the same bits as the interpreter's AVX-512 loops, which
+// compute the math of math.h.
+#include <memory>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/program.h"
+
+namespace lazytrace::cpu {
+
+/** Whether this build and this CPU can compile fused steps to native code. */
+bool jit_available();
+
+/**
+ * A native kernel for fused step `s`, or null where the step has what the generator does
+ * not take: a dtype other than float32, a load or store that is not contiguous nor a single
+ * value, an op outside +, -, *, /, neg, abs, relu, exp, tanh, sigmoid, silu, sqrt, rsqrt, or
+ * more values live at once than registers.
+ */
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s);
+
+/** Runs `s` through its kernel; false (nothing done) where it cannot this time: an output
+ * that overlaps an input at another offset. The caller then interprets the step. */
+bool run_jit(const FusedStep& s, const RunContext& ctx);
+
+}  // namespace lazytrace::cpu

@@ -1,0 +1,217 @@
+// Fused steps as native code (backends/cpu/jit_elementwise.h, the pass jit_fused): every op
+// it takes gives the interpreter's bits over every kind of float, at every length of tail;
+// steps it does not take are interpreted; the pass switches.
+#include <gtest/gtest.h>
+
+#include <lazytrace/lazytrace.h>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/jit_elementwise.h"
+
+namespace {
+
+using lt::Tensor;
+
+struct PassesOff {
+  std::vector<std::string> before;
+  explicit PassesOff(const std::vector<std::string>& names)
+      : before(lt::debug::set_disabled_passes(names)) {}
+  ~PassesOff() { lt::debug::set_disabled_passes(before); }
+};
+
+uint32_t bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// Special values, the thresholds of math.h's formulas and their neighbours, then a sweep
+// through every exponent and sign (a stride through the 2^32 bit patterns).
+std::vector<float> all_kinds(int64_t sweep) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> v = {0.0f,       -0.0f,    inf,       -inf,       NAN,     -NAN,
+                          1e-45f,     -1e-45f,  1.17e-38f, -1.17e-38f, 3.4e38f, -3.4e38f,
+                          0.625f,     -0.625f,  10.0f,     -10.0f,     20.0f,   88.72283f,
+                          -87.33654f, 88.7229f, -87.3366f, 89.0f,      -104.0f, 0.5f,
+                          1.0f,       -1.0f,    2.0f,      1e-8f};
+  for (size_t i = 0, n = v.size(); i < n; ++i) {
+    v.push_back(std::nextafter(v[i], inf));
+    v.push_back(std::nextafter(v[i], -inf));
+  }
+  for (int64_t i = 0; i < sweep; ++i) {
+    const uint32_t b = static_cast<uint32_t>(i) * 2654435761u;
+    float f;
+    std::memcpy(&f, &b, sizeof f);
+    v.push_back(f);
+  }
+  return v;
+}
+
+// The same bits, where a NaN matches any NaN (which NaN an operation of two NaNs returns is
+// the order of its operands, not the value).
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& want,
+                      const std::vector<float>& in, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int64_t shown = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+    if (bits(got[i]) != bits(want[i]) && shown++ < 5)
+      ADD_FAILURE() << what << " of " << in[i] << " (bits " << std::hex << bits(in[i])
+                    << "): native " << got[i] << " (" << bits(got[i]) << "), interpreted "
+                    << want[i] << " (" << bits(want[i]) << ")";
+  }
+}
+
+// f's result natively (which it checks it was) and interpreted.
+std::pair<std::vector<float>, std::vector<float>> both(const std::function<Tensor()>& f) {
+  PassesOff none({});
+  Tensor y = f();
+  const std::string program = lt::debug::to_program({y});
+  EXPECT_NE(program.find("native code"), std::string::npos) << program;
+  const int64_t runs = lt::metrics::counter("JitFusedRuns");
+  std::vector<float> native = y.to_vector<float>();
+  EXPECT_GT(lt::metrics::counter("JitFusedRuns"), runs);
+  PassesOff off({"jit_fused"});
+  Tensor again = f();
+  EXPECT_EQ(lt::debug::to_program({again}).find("native code"), std::string::npos);
+  return {native, again.to_vector<float>()};
+}
+
+Tensor vec(const std::vector<float>& v) {
+  return lt::tensor(v, {static_cast<int64_t>(v.size())});
+}
+
+#define SKIP_WITHOUT_JIT() \
+  if (!lazytrace::cpu::jit_available()) GTEST_SKIP() << "no native code here (Xbyak, AVX-512)"
+
+TEST(Jit, EveryUnaryOpGivesTheInterpretersBits) {
+  SKIP_WITHOUT_JIT();
+  const std::vector<float> xs = all_kinds(1 << 18);
+  Tensor x = vec(xs);
+  lt::sync({x});
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops = {
+      {"neg", [](const Tensor& t) { return -t; }},
+      {"abs", [](const Tensor& t) { return lt::abs(t); }},
+      {"relu", [](const Tensor& t) { return lt::relu(t); }},
+      {"exp", [](const Tensor& t) { return lt::exp(t); }},
+      {"tanh", [](const Tensor& t) { return lt::tanh(t); }},
+      {"sigmoid", [](const Tensor& t) { return lt::sigmoid(t); }},
+      {"silu", [](const Tensor& t) { return lt::silu(t); }},
+      {"sqrt", [](const Tensor& t) { return lt::sqrt(t); }},
+      {"rsqrt", [](const Tensor& t) { return lt::rsqrt(t); }},
+  };
+  for (const auto& [name, op] : ops) {
+    auto [native, interpreted] = both([&, &op = op] { return op(x); });
+    expect_same_bits(native, interpreted, xs, name);
+  }
+}
+
+TEST(Jit, EveryBinaryOpGivesTheInterpretersBits) {
+  SKIP_WITHOUT_JIT();
+  const std::vector<float> as = all_kinds(1 << 16);
+  std::vector<float> bs(as.rbegin(), as.rend());  // every kind against every other
+  Tensor a = vec(as), b = vec(bs), s = lt::scalar(0.3f);
+  lt::sync({a, b, s});
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>>
+      ops = {{"+", [](const Tensor& p, const Tensor& q) { return p + q; }},
+             {"-", [](const Tensor& p, const Tensor& q) { return p - q; }},
+             {"*", [](const Tensor& p, const Tensor& q) { return p * q; }},
+             {"/", [](const Tensor& p, const Tensor& q) { return p / q; }}};
+  for (const auto& [name, op] : ops) {
+    auto [n1, i1] = both([&, &op = op] { return op(a, b); });
+    expect_same_bits(n1, i1, as, "a " + name + " b");
+    auto [n2, i2] = both([&, &op = op] { return op(a, s); });  // a 0-d tensor, read once
+    expect_same_bits(n2, i2, as, "a " + name + " 0.3");
+    auto [n3, i3] = both([&, &op = op] { return op(lt::full({1}, -2.5f), a); });  // a constant
+    expect_same_bits(n3, i3, as, "-2.5 " + name + " a");
+  }
+}
+
+// Lengths around the vector's 16 floats and the tile's 1,024: the masked tail, and the
+// parts the threads share.
+TEST(Jit, EveryLengthOfTailAgreesWithAPlainLoop) {
+  SKIP_WITHOUT_JIT();
+  PassesOff none({});
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 1023, 1024, 1025, 8191, 8192 * 4 + 7}) {
+    std::vector<float> xs(static_cast<size_t>(n)), bs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      xs[static_cast<size_t>(i)] = static_cast<float>(i % 97) * 0.25f - 12.0f;
+      bs[static_cast<size_t>(i)] = static_cast<float>(i % 13) - 6.5f;
+    }
+    Tensor x = vec(xs), b = vec(bs);
+    Tensor y = lt::relu(x * 1.5f + b) - b / 2.0f;
+    EXPECT_NE(lt::debug::to_program({y}).find("native code"), std::string::npos);
+    const std::vector<float> got = y.to_vector<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = xs[static_cast<size_t>(i)] * 1.5f + bs[static_cast<size_t>(i)];
+      ASSERT_EQ(got[static_cast<size_t>(i)], (v > 0 ? v : 0.0f) - bs[static_cast<size_t>(i)] / 2.0f)
+          << "n " << n << ", element " << i;
+    }
+  }
+}
+
+// A chain with several inputs (one read twice), a 0-d tensor and a broadcast single value,
+// two results, and more values live at once than a few registers.
+TEST(Jit, AChainOfManyValuesAndTwoResults) {
+  SKIP_WITHOUT_JIT();
+  const int64_t n = 5000;
+  std::vector<float> xs(n), ys(n), zs(n);
+  for (int64_t i = 0; i < n; ++i) {
+    xs[static_cast<size_t>(i)] = std::sin(static_cast<float>(i)) * 4.0f;
+    ys[static_cast<size_t>(i)] = std::cos(static_cast<float>(i) * 0.7f) * 3.0f;
+    zs[static_cast<size_t>(i)] = static_cast<float>(i % 11) * 0.1f + 0.05f;
+  }
+  Tensor x = vec(xs), y = vec(ys), z = vec(zs), s = lt::scalar(0.75f), w = lt::tensor({1.25f});
+  lt::sync({x, y, z, s, w});
+  auto f = [&] {
+    Tensor t = lt::tanh(x * s + y);
+    Tensor u = lt::sigmoid(y - x) * z;
+    Tensor v = lt::exp(t * w) / (u + 1.0f);
+    Tensor p = lt::sqrt(z) * t + lt::silu(u) - x * y * z;
+    return std::pair{v + p, v * p - lt::abs(x)};
+  };
+  auto [native1, interp1] = both([&] { return f().first; });
+  expect_same_bits(native1, interp1, xs, "the first result");
+  PassesOff none({});
+  auto [a, b] = f();
+  const std::string program = lt::debug::to_program({a, b});
+  EXPECT_NE(program.find("native code"), std::string::npos) << program;
+  const std::vector<float> bv = b.to_vector<float>();
+  PassesOff off({"jit_fused"});
+  auto [a2, b2] = f();
+  expect_same_bits(bv, b2.to_vector<float>(), xs, "the second result");
+}
+
+// What the generator does not take is interpreted, with the same values as with the pass
+// off: a comparison and where, a float64 chain, a strided (transposed) load.
+TEST(Jit, StepsItDoesNotTakeAreInterpreted) {
+  SKIP_WITHOUT_JIT();
+  PassesOff none({});
+  Tensor x = lt::randn({40, 30}), d = lt::randn({40, 30}, lt::DType::float64);
+  lt::sync({x, d});
+  const std::vector<std::function<Tensor()>> cases = {
+      [&] { return lt::where(x > 0.0f, x * 2.0f, x); },
+      [&] { return d * 2.0 + 1.0; },
+      [&] { return lt::transpose(x) * 2.0f + 1.0f; },
+      [&] { return lt::log(x * x + 1.0f); },
+  };
+  for (const auto& f : cases) {
+    Tensor y = f();
+    EXPECT_EQ(lt::debug::to_program({y}).find("native code"), std::string::npos)
+        << lt::debug::to_program({y});
+    std::vector<double> got = lt::astype(y, lt::DType::float64).to_vector<double>(), want;
+    {
+      PassesOff off({"jit_fused"});
+      want = lt::astype(f(), lt::DType::float64).to_vector<double>();
+    }
+    EXPECT_EQ(got, want) << lt::debug::to_program({y});
+  }
+}
+
+}  // namespace
