@@ -68,11 +68,12 @@ class Gen : public Xbyak::CodeGenerator {
     std::vector<int> store_ptr;  // per store: its pointer register index
     std::vector<int> store_zmm;  // per store: the register it writes
     std::vector<std::pair<int, int>> hoisted;  // (register, consts index) loaded once
-    std::vector<int> srcs_zmm[3];              // per instruction: operands' registers
+    std::vector<int> srcs_zmm[2];              // per instruction: operands' registers
   };
 
+  // `pool` gathers the constants the code reads (JitKernel keeps it beside the code).
   Gen(const Plan& plan, std::vector<uint32_t>& pool, int singles, int n_in, bool stream)
-      : Xbyak::CodeGenerator(1 << 16), plan_(plan), pool_(pool), singles_(singles) {
+      : Xbyak::CodeGenerator(1 << 16), pool_(pool), singles_(singles) {
     using namespace Xbyak;
     const Reg64 ptr_regs[kMaxPointers] = {rax, r9, r11, rbx, rbp, r12, r13, r14, r15};
     for (const Reg64& r : {rbx, rbp, r12, r13, r14, r15}) push(r);
@@ -89,7 +90,7 @@ class Gen : public Xbyak::CodeGenerator {
     lea(r8, ptr[r10 + 16]);
     cmp(r8, rcx);
     jg(tail, T_NEAR);
-    body(false, stream);
+    body(plan, false, stream);
     add(r10, 16);
     jmp(loop, T_NEAR);
     L(tail);
@@ -100,7 +101,7 @@ class Gen : public Xbyak::CodeGenerator {
     shl(r8d, cl);
     dec(r8d);
     kmovw(k1, r8d);
-    body(true, false);
+    body(plan, true, false);
     L(done);
     if (stream) sfence();
     vzeroupper();
@@ -110,28 +111,24 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
  private:
-  const Plan& plan_;
   std::vector<uint32_t>& pool_;
   int singles_;  // the single values come first in consts, the pool after them
   Xbyak::Reg64 ptr_[kMaxPointers];
 
-  // a constant's place in the pool, as a broadcast operand
-  Xbyak::Address c(float v) { return cbits(bits_of(v)); }
-  Xbyak::Address cbits(uint32_t b) {
+  // a constant's byte offset in consts, added to the pool where it is new
+  int offset_of(uint32_t b) {
     size_t i = 0;
     while (i < pool_.size() && pool_[i] != b) ++i;
     if (i == pool_.size()) pool_.push_back(b);
-    return ptr_b[rdx + 4 * (singles_ + static_cast<int>(i))];
+    return 4 * (singles_ + static_cast<int>(i));
   }
-  Xbyak::Address cscalar(float v) {  // a constant read whole as a 32-bit scalar
-    size_t i = 0;
-    while (i < pool_.size() && pool_[i] != bits_of(v)) ++i;
-    if (i == pool_.size()) pool_.push_back(bits_of(v));
-    return ptr[rdx + 4 * (singles_ + static_cast<int>(i))];
-  }
+  // a constant as a broadcast operand (every lane), or as one 32-bit value
+  Xbyak::Address c(float v) { return cbits(bits_of(v)); }
+  Xbyak::Address cbits(uint32_t b) { return ptr_b[rdx + offset_of(b)]; }
+  Xbyak::Address cscalar(float v) { return ptr[rdx + offset_of(bits_of(v))]; }
   static Xbyak::Zmm T(int i) { return Xbyak::Zmm(kValueRegs + i); }
 
-  // d = x < lo ? ... : the select of math.h: d keeps its lanes where the mask is clear
+  // math.h's select(k, v, d): v in the lanes of k, d's own value elsewhere
   void set_where(const Xbyak::Zmm& d, const Xbyak::Opmask& k, float v) {
     vbroadcastss(d | k, cscalar(v));
   }
@@ -262,27 +259,27 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  void body(bool masked, bool stream) {
+  void body(const Plan& plan, bool masked, bool stream) {
     using namespace Xbyak;
-    const FusedStep& st = *plan_.step;
+    const FusedStep& st = *plan.step;
     for (size_t i = 0; i < st.program.size(); ++i) {
       const Instr& ins = st.program[i];
-      const int zd = plan_.zmm_of[i];
+      const int zd = plan.zmm_of[i];
       if (ins.op == OpKind::Data) {
-        if (plan_.ptr_of[i] < 0) continue;  // a single value, loaded once before the loop
-        const Address a = ptr[ptr_[plan_.ptr_of[i]] + r10 * 4];
+        if (plan.ptr_of[i] < 0) continue;  // a single value, loaded once before the loop
+        const Address a = ptr[ptr_[plan.ptr_of[i]] + r10 * 4];
         if (masked)
           vmovups(Zmm(zd) | k1 | T_z, a);
         else
           vmovups(Zmm(zd), a);
         continue;
       }
-      const Zmm a = Zmm(plan_.srcs_zmm[0][i]);
+      const Zmm a = Zmm(plan.srcs_zmm[0][i]);
       if (ins.src[1] < 0) {
         unary(ins.op, Zmm(zd), a);
         continue;
       }
-      const Zmm b = Zmm(plan_.srcs_zmm[1][i]);
+      const Zmm b = Zmm(plan.srcs_zmm[1][i]);
       const Zmm d = Zmm(zd);
       if (ins.op == OpKind::Add)
         vaddps(d, a, b);
@@ -296,8 +293,8 @@ class Gen : public Xbyak::CodeGenerator {
         throw Xbyak::Error(ERR_INTERNAL);
     }
     for (size_t s = 0; s < st.stores.size(); ++s) {
-      const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4];
-      const Zmm z = Zmm(plan_.store_zmm[s]);
+      const Address a = ptr[ptr_[plan.store_ptr[s]] + r10 * 4];
+      const Zmm z = Zmm(plan.store_zmm[s]);
       if (masked)
         vmovups(a | k1, z);
       else if (stream)
@@ -393,13 +390,12 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
     const Instr& ins = st.program[i];
     if (ins.op == OpKind::Data) {  // one pointer per place read (lowering may list it twice)
       const View& v = st.loads[static_cast<size_t>(ins.load)];
+      auto same_place = [&](int p) {
+        const View& w = st.loads[static_cast<size_t>(k->vector_loads[static_cast<size_t>(p)])];
+        return w.storage == v.storage && w.offset == v.offset;
+      };
       int p = 0;
-      while (p < n_ptr &&
-             !(st.loads[static_cast<size_t>(k->vector_loads[static_cast<size_t>(p)])].storage ==
-                   v.storage &&
-               st.loads[static_cast<size_t>(k->vector_loads[static_cast<size_t>(p)])].offset ==
-                   v.offset))
-        ++p;
+      while (p < n_ptr && !same_place(p)) ++p;
       if (p == n_ptr) {
         ++n_ptr;
         k->vector_loads.push_back(ins.load);
