@@ -205,14 +205,6 @@ void compare(OpKind op, int64_t* d, const T* a, const T* b, int64_t n) {
   LT_UNREACHABLE("compare runs a comparison");
 }
 
-// A view that reads one value everywhere (a constant, a 0-d tensor broadcast).
-bool single_value(const View& v) {
-  if (v.is_scalar()) return true;
-  for (int64_t s : v.strides)
-    if (s != 0) return false;
-  return true;
-}
-
 // one[r]: 0 if register r holds n values, else the byte width (4: float, 8: double or
 // int64) of the single value it holds in element 0.
 char width_of(Compute c) {
@@ -262,7 +254,7 @@ void exec(const FusedStep& st, const Instr& ins, const Regs& regs, int64_t start
         regs.in_load[ins.dst] = ins.load;
         return;
       }
-      const bool single = single_value(v);
+      const bool single = v.is_single_value();
       dispatch(v.dtype, [&](auto tag) {
         using S = typename decltype(tag)::type;
         load<S>(v, ctx, start, single ? 1 : n, regs.out<compute_t<S>>(ins.dst));

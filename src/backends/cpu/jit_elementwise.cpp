@@ -34,13 +34,6 @@ constexpr int kTileFloats = 1024;  // a task of parallel_for: as fused.cpp's til
 constexpr int kValueRegs = 24;     // zmm0..23 hold values, zmm24..31 are the ops' scratch
 constexpr int kMaxPointers = 9;    // loads read as vectors and stores, one register each
 
-bool single_value(const View& v) {
-  if (v.is_scalar()) return true;
-  for (int64_t s : v.strides)
-    if (s != 0) return false;
-  return true;
-}
-
 bool takes(OpKind op) {
   for (OpKind k :
        {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs, OpKind::Relu,
@@ -323,7 +316,7 @@ bool jit_available() {
 std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   if (!jit_available() || st.stores.empty()) return nullptr;
   for (const View& v : st.loads)
-    if (v.dtype != DType::float32 || !(single_value(v) || v.is_contiguous())) return nullptr;
+    if (v.dtype != DType::float32 || !(v.is_single_value() || v.is_contiguous())) return nullptr;
   for (const auto& s : st.stores)
     if (s.dst.dtype != DType::float32 || !s.dst.is_contiguous()) return nullptr;
 
@@ -377,7 +370,8 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   };
   for (size_t i = 0; i < n; ++i) {
     const Instr& ins = st.program[i];
-    if (ins.op != OpKind::Data || !single_value(st.loads[static_cast<size_t>(ins.load)])) continue;
+    if (ins.op != OpKind::Data || !st.loads[static_cast<size_t>(ins.load)].is_single_value())
+      continue;
     plan.zmm_of[i] = take();
     if (plan.zmm_of[i] < 0) return nullptr;
     hoisted[i] = 1;

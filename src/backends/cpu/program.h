@@ -44,6 +44,8 @@ struct View {
 
   bool is_scalar() const { return storage < 0; }
   bool is_contiguous() const;
+  /** One value everywhere: a scalar, or a tensor broadcast from a single element. */
+  bool is_single_value() const;
 };
 
 /** One instruction of a fused elementwise kernel, over registers of one tile. */

@@ -12,6 +12,13 @@ bool View::is_contiguous() const {
   return true;
 }
 
+bool View::is_single_value() const {
+  if (is_scalar()) return true;
+  for (int64_t s : strides)
+    if (s != 0) return false;
+  return true;
+}
+
 View contiguous_view(int storage, DType dtype, const Shape& shape) {
   View v;
   v.storage = storage;
