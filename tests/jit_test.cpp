@@ -13,17 +13,14 @@
 #include <vector>
 
 #include "backends/cpu/jit_elementwise.h"
+#include "isa.h"
+#include "passes_off.h"
 
 namespace {
 
 using lt::Tensor;
 
-struct PassesOff {
-  std::vector<std::string> before;
-  explicit PassesOff(const std::vector<std::string>& names)
-      : before(lt::debug::set_disabled_passes(names)) {}
-  ~PassesOff() { lt::debug::set_disabled_passes(before); }
-};
+using lt_test::PassesOff;
 
 uint32_t bits(float f) {
   uint32_t b;
@@ -87,8 +84,9 @@ Tensor vec(const std::vector<float>& v) {
   return lt::tensor(v, {static_cast<int64_t>(v.size())});
 }
 
-#define SKIP_WITHOUT_JIT() \
-  if (!lazytrace::cpu::jit_available()) GTEST_SKIP() << "no native code here (Xbyak, AVX-512)"
+#define SKIP_WITHOUT_JIT()                                       \
+  LT_SKIP_WITHOUT_ISA(lazytrace::cpu::jit_available(), "avx512", \
+                      "no native code here (a build with Xbyak, a CPU with AVX-512)")
 
 TEST(Jit, EveryUnaryOpGivesTheInterpretersBits) {
   SKIP_WITHOUT_JIT();

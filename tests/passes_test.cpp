@@ -12,6 +12,7 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "expect_error.h"
+#include "passes_off.h"
 
 namespace {
 
@@ -22,13 +23,7 @@ int64_t counter(const char* name) {
   return lt::metrics::counter(name);
 }
 
-// Puts the passes back however a test ends.
-struct PassesOff {
-  std::vector<std::string> before;
-  explicit PassesOff(const std::vector<std::string>& names)
-      : before(lt::debug::set_disabled_passes(names)) {}
-  ~PassesOff() { lt::debug::set_disabled_passes(before); }
-};
+using lt_test::PassesOff;
 
 struct TrainRun {
   std::vector<double> losses;

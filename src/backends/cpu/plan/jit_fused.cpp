@@ -11,7 +11,6 @@ namespace lazytrace::cpu::plan {
 // the interpreter writes every op's tile to memory and reads it back, where the native
 // kernel keeps the chain on vector registers and touches memory only to load and store.
 void jit_fused(Program& p, const Context&) {
-  if (!jit_available()) return;
   for (Step& step : p.steps)
     if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f);
 }
