@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "expect_error.h"
@@ -497,10 +498,11 @@ TEST(AssumePure, CallsAreCompiledOncePerBodyAndGiveThePlainValues) {
     ref = lt::sigmoid(inner_fn(inner_fn(ref, w), w)) * 2.0f;
   }
   const std::string plan = lt::debug::to_program({h});
-  size_t calls = 0;
-  for (size_t p = plan.find("] call ("); p != std::string::npos; p = plan.find("] call (", p + 1))
-    ++calls;
-  EXPECT_EQ(calls, 6u) << plan;  // the outer calls; the inner ones run inside its program
+  size_t calls = 0;  // the outer calls, at the program's top level (bodies are indented)
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);)
+    calls += line.rfind("  [", 0) == 0 && line.find("] call (") != std::string::npos;
+  EXPECT_EQ(calls, 6u) << plan;  // the inner ones run inside its program
   expect_close(h, ref, 1e-5, "outlined calls");
   // a differentiated call is inlined: its VJP's forward merges with it
   Tensor w = random_tensor({8, 8}, 41).requires_grad_();

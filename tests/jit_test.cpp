@@ -129,6 +129,20 @@ TEST(Jit, EveryBinaryOpGivesTheInterpretersBits) {
     auto [n3, i3] = both([&, &op = op] { return op(lt::full({1}, -2.5f), a); });  // a constant
     expect_same_bits(n3, i3, as, "-2.5 " + name + " a");
   }
+  // comparisons, NaN's included, as where's condition
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>>
+      compares = {{"==", [](const Tensor& p, const Tensor& q) { return p == q; }},
+                  {"!=", [](const Tensor& p, const Tensor& q) { return p != q; }},
+                  {"<", [](const Tensor& p, const Tensor& q) { return p < q; }},
+                  {"<=", [](const Tensor& p, const Tensor& q) { return p <= q; }},
+                  {">", [](const Tensor& p, const Tensor& q) { return p > q; }},
+                  {">=", [](const Tensor& p, const Tensor& q) { return p >= q; }}};
+  for (const auto& [name, op] : compares) {
+    auto [n1, i1] = both([&, &op = op] { return lt::where(op(a, b), a, b); });
+    expect_same_bits(n1, i1, as, "where(a " + name + " b, a, b)");
+    auto [n2, i2] = both([&, &op = op] { return lt::where(op(a, s), 1.0f, 0.0f) * a; });
+    expect_same_bits(n2, i2, as, "where(a " + name + " 0.3, 1, 0) * a");
+  }
 }
 
 // Lengths around the vector's 16 floats and the tile's 1,024: the masked tail, and the
@@ -186,18 +200,81 @@ TEST(Jit, AChainOfManyValuesAndTwoResults) {
   expect_same_bits(bv, b2.to_vector<float>(), xs, "the second result");
 }
 
+// Steps over views that are not one run of memory: each row of the last dims is a run (or one
+// value), the rows a stride apart. Widths around the vector's 16 floats and the tile's 1,024.
+TEST(Jit, StridedBroadcastAndMaskedStepsGiveTheInterpretersBits) {
+  SKIP_WITHOUT_JIT();
+  for (int64_t width : {13, 16, 30, 1000, 3001}) {
+    const int64_t rows = 2 * (4096 / width + 3);
+    Tensor x = lt::randn({rows, width}), w = lt::randn({width});
+    Tensor mask = lt::randn({width}) > 0.0f, row_mask = lt::randn({rows, 1}) < 0.5f;
+    lt::sync({x, w, mask, row_mask});
+    const std::string at = "width " + std::to_string(width);
+    const std::vector<std::pair<std::string, std::function<Tensor()>>> cases = {
+        // softmax's exp(x - max), the norms' x * (a value per row) * (a weight per column)
+        {"exp(x - max)", [&] { return lt::exp(x - lt::amax(x, {1}, true)); }},
+        {"x * rowsum * w", [&] { return x * lt::sum(x, {1}, true) * w; }},
+        // the causal mask's where(mask, scores, -inf), and a comparison's
+        {"where(mask, x, -inf)",
+         [&] { return lt::where(mask, x * 0.5f, -std::numeric_limits<float>::infinity()); }},
+        {"where(row mask, x, 1)", [&] { return lt::where(row_mask, x, 1.0f) + w; }},
+        {"where(x > w, x * 2, x)", [&] { return lt::where(x > w, x * 2.0f, x); }},
+        {"where(x != x * 2, -x, x)", [&] { return lt::where(x != x * 2.0f, -x, x); }},
+        // a column slice, and a permutation that keeps the last dim
+        {"slice", [&] { return lt::slice(x, 1, width / 3, width) * 3.0f + 1.0f; }},
+        {"permuted rows",
+         [&] {
+           return lt::tanh(lt::transpose(lt::reshape(x, {2, rows / 2, width}), 0, 1)) * 2.0f;
+         }},
+    };
+    for (const auto& [name, f] : cases) {
+      auto [native, interpreted] = both(f);
+      expect_same_bits(native, interpreted, native, name + ", " + at);
+    }
+    // and against a plain loop
+    PassesOff none({});
+    const Tensor y = lt::where(mask, x - lt::amax(x, {1}, true), 0.25f) * w;
+    const std::vector<float> got = y.to_vector<float>(), xs = x.to_vector<float>(),
+                             ws = w.to_vector<float>();
+    const std::vector<float> ms = lt::astype(mask, lt::DType::float32).to_vector<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 0; c < width; ++c) m = std::max(m, xs[static_cast<size_t>(r * width + c)]);
+      for (int64_t c = 0; c < width; ++c) {
+        const size_t i = static_cast<size_t>(r * width + c);
+        ASSERT_EQ(got[i], (ms[static_cast<size_t>(c)] != 0 ? xs[i] - m : 0.25f) *
+                              ws[static_cast<size_t>(c)])
+            << at << ", row " << r << ", column " << c;
+      }
+    }
+  }
+}
+
+// Results written into parts of one tensor: the halves of a concatenation, each a row of
+// its own a stride apart.
+TEST(Jit, ResultsIntoStridedPlacesGiveTheInterpretersBits) {
+  SKIP_WITHOUT_JIT();
+  Tensor a = lt::randn({300, 40}), b = lt::randn({300, 24});
+  lt::sync({a, b});
+  auto [native, interpreted] = both([&] {
+    return lt::concat({lt::sigmoid(a) * 2.0f, lt::exp(b) - 1.0f}, 1);
+  });
+  expect_same_bits(native, interpreted, native, "concat");
+}
+
 // What the generator does not take is interpreted, with the same values as with the pass
-// off: a comparison and where, a float64 chain, a strided (transposed) load.
+// off: a float64 chain, a load strided along its last dim (transposed), an op without
+// native code (log), a comparison's bools stored.
 TEST(Jit, StepsItDoesNotTakeAreInterpreted) {
   SKIP_WITHOUT_JIT();
   PassesOff none({});
   Tensor x = lt::randn({40, 30}), d = lt::randn({40, 30}, lt::DType::float64);
   lt::sync({x, d});
   const std::vector<std::function<Tensor()>> cases = {
-      [&] { return lt::where(x > 0.0f, x * 2.0f, x); },
       [&] { return d * 2.0 + 1.0; },
       [&] { return lt::transpose(x) * 2.0f + 1.0f; },
       [&] { return lt::log(x * x + 1.0f); },
+      [&] { return x * 2.0f > x; },
   };
   for (const auto& f : cases) {
     Tensor y = f();

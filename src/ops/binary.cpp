@@ -201,6 +201,9 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   return where_impl(cond, S(a), T(b));
 }
+Tensor where(const Tensor& cond, Scalar a, Scalar b) {
+  return where_impl(cond, S(a), S(b));
+}
 
 #define LT_DEFINE_OPERATOR(OP, KIND)                     \
   Tensor operator OP(const Tensor& a, const Tensor& b) { \

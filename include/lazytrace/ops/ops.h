@@ -119,6 +119,7 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor where(const Tensor& cond, Scalar a, Scalar b);
 Tensor astype(const Tensor& t, DType dtype);
 /** A tensor with the same value (buffers are never written in place, so none is copied). */
 Tensor clone(const Tensor& t);

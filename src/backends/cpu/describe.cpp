@@ -7,6 +7,15 @@
 
 namespace lazytrace::cpu {
 
+namespace {
+// a body's program below its call or loop, each line indented
+void describe_body(std::ostringstream& os, const char* what, const Program& body) {
+  std::istringstream lines(describe(body));
+  os << "\n      " << what << ":";
+  for (std::string line; std::getline(lines, line);) os << "\n      " << line;
+}
+}  // namespace
+
 std::string describe(const Program& p) {
   std::ostringstream os;
   os << "program " << (p.name.empty() ? "main" : p.name) << ": " << p.steps.size() << " steps, "
@@ -89,6 +98,7 @@ std::string describe(const Program& p) {
                      for (const View& v : c.params) os << " " << view(v);
                      os << " ->";
                      for (int o : c.outputs) os << " s" << o;
+                     describe_body(os, "body", *c.body);
                    },
                    [&](const LoopStep& l) {
                      os << (l.kind == ir::Loop::Kind::While ? "while" : "scan") << " (";
@@ -114,6 +124,8 @@ std::string describe(const Program& p) {
                        collective(c.step);
                        os << "," << describe_parts(c);
                      }
+                     if (l.cond) describe_body(os, "condition", *l.cond);
+                     describe_body(os, "body", *l.body);
                    },
                },
                p.steps[i]);

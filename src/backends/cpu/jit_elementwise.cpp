@@ -7,6 +7,7 @@
 #include "backends/cpu/jit_elementwise.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -27,19 +28,36 @@ namespace lazytrace::cpu {
 namespace {
 
 using ir::OpKind;
-using Fn = void (*)(const float* const* in, float* const* out, const float* consts, int64_t begin,
-                    int64_t end);
 
 constexpr int kTileFloats = 1024;  // a task of parallel_for: as fused.cpp's tiles
 constexpr int kValueRegs = 24;     // zmm0..23 hold values, zmm24..31 are the ops' scratch
-constexpr int kMaxPointers = 9;    // loads read as vectors and stores, one register each
+constexpr int kMaxPointers = 9;    // loads read as vectors or per row, and stores
+
+// The kernel's one argument: each pointer at its first row (inner index 0) and the bytes it
+// moves from one row to the next; rows of the inner range [begin, end).
+struct Args {
+  const char* ptr[kMaxPointers];  // inputs, then the stores'
+  int64_t row_step[kMaxPointers];
+  const float* consts;  // the single values, then the ops' constants
+  int64_t rows, begin, end;
+};
+using Fn = void (*)(const Args*);
+
+// How an instruction's value reaches its register.
+enum class Load : uint8_t {
+  None,    // an op's result
+  Single,  // one value for the whole step: loaded once, before the loop
+  Row,     // one value per row (inner stride 0): loaded at each row's start
+  Vector,  // float32, inner stride 1
+  Bool,    // bool bytes, inner stride 1, widened to 32-bit lanes of 0 or 1
+};
 
 bool takes(OpKind op) {
-  for (OpKind k :
-       {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs, OpKind::Relu,
-        OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu, OpKind::Sqrt, OpKind::Rsqrt})
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs,
+                   OpKind::Relu, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu,
+                   OpKind::Sqrt, OpKind::Rsqrt, OpKind::Where})
     if (op == k) return true;
-  return false;
+  return ir::is_compare(op);
 }
 
 uint32_t bits_of(float f) {
@@ -48,37 +66,71 @@ uint32_t bits_of(float f) {
   return b;
 }
 
-// vcmpps predicates
-constexpr uint8_t kLt = 0x01, kUnord = 0x03, kNle = 0x06, kGt = 0x0E;
+// vcmpps predicates: math::compare's C++ operators (ordered, but != true on NaN)
+constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kNle = 0x06,
+                  kGe = 0x0D, kGt = 0x0E;
 
-// The generator: one kernel, both its full-vector body and its masked tail.
+uint8_t predicate(OpKind op) {
+  return op == OpKind::Eq   ? kEq
+         : op == OpKind::Ne ? kNe
+         : op == OpKind::Lt ? kLt
+         : op == OpKind::Le ? kLe
+         : op == OpKind::Gt ? kGt
+                            : kGe;
+}
+
+// The generator: one kernel, its rows, each with a full-vector body and a masked tail.
 class Gen : public Xbyak::CodeGenerator {
  public:
   struct Plan {
     const FusedStep* step;
-    std::vector<int> zmm_of;     // per instruction: its value's register (-1: none)
-    std::vector<int> ptr_of;     // per instruction: a vector load's pointer register index
-    std::vector<int> store_ptr;  // per store: its pointer register index
-    std::vector<int> store_zmm;  // per store: the register it writes
-    std::vector<std::pair<int, int>> hoisted;  // (register, consts index) loaded once
-    std::vector<int> srcs_zmm[2];              // per instruction: operands' registers
+    std::vector<int> zmm_of;   // per instruction: its value's register (-1: none)
+    std::vector<Load> load;    // per instruction
+    std::vector<int> ptr_of;   // per instruction: a Vector, Bool or Row load's pointer
+    std::vector<int> srcs[3];  // per instruction: operands' registers
+    std::vector<std::pair<int, int>> singles;  // (register, consts index) loaded once
+    struct RowValue {
+      int zmm, ptr;
+      bool boolean;
+    };
+    std::vector<RowValue> rows;             // loaded at each row's start
+    std::vector<int> store_ptr, store_zmm;  // per store
+    int n_ptr = 0;
   };
 
   // `pool` gathers the constants the code reads (JitKernel keeps it beside the code).
-  Gen(const Plan& plan, std::vector<uint32_t>& pool, int singles, int n_in, bool stream)
+  Gen(const Plan& plan, std::vector<uint32_t>& pool, int singles, bool stream)
       : Xbyak::CodeGenerator(1 << 16), pool_(pool), singles_(singles) {
     using namespace Xbyak;
     const Reg64 ptr_regs[kMaxPointers] = {rax, r9, r11, rbx, rbp, r12, r13, r14, r15};
-    for (const Reg64& r : {rbx, rbp, r12, r13, r14, r15}) push(r);
-    // rdi: the input pointers, rsi: the outputs', rdx: constants, rcx: begin, r8: end
-    const int n_ptr = n_in + static_cast<int>(plan.store_ptr.size());
-    for (int i = 0; i < n_ptr; ++i)
-      mov(ptr_regs[i], i < n_in ? ptr[rdi + 8 * i] : ptr[rsi + 8 * (i - n_in)]);
     for (int i = 0; i < kMaxPointers; ++i) ptr_[i] = ptr_regs[i];
-    for (auto [z, c] : plan.hoisted) vbroadcastss(Zmm(z), ptr[rdx + 4 * c]);
-    mov(r10, rcx);  // i
-    mov(rcx, r8);   // end
-    Label loop, tail, done;
+    for (const Reg64& r : {rbx, rbp, r12, r13, r14, r15}) push(r);
+    // rdi: Args, rdx: constants, rsi: rows left, r10: the inner index, rcx: its end
+    const auto arg = [&](size_t offset) { return ptr[rdi + static_cast<int>(offset)]; };
+    mov(rdx, arg(offsetof(Args, consts)));
+    mov(r8, arg(offsetof(Args, end)));  // k1: the lanes of each row's last, masked pass
+    sub(r8, arg(offsetof(Args, begin)));
+    and_(r8d, 15);
+    mov(ecx, r8d);
+    mov(r8d, 1);
+    shl(r8d, cl);
+    dec(r8d);
+    kmovw(k1, r8d);
+    for (int i = 0; i < plan.n_ptr; ++i) mov(ptr_[i], arg(offsetof(Args, ptr) + 8 * i));
+    for (auto [z, c] : plan.singles) vbroadcastss(Zmm(z), ptr[rdx + 4 * c]);
+    mov(rsi, arg(offsetof(Args, rows)));
+    mov(rcx, arg(offsetof(Args, end)));
+    Label row, loop, tail, row_end;
+    L(row);
+    for (const Plan::RowValue& v : plan.rows) {
+      if (v.boolean) {  // widened to a 32-bit 0 or 1, as Bool loads are
+        movzx(r8d, byte[ptr_[v.ptr]]);
+        vpbroadcastd(Zmm(v.zmm), r8d);
+      } else {
+        vbroadcastss(Zmm(v.zmm), ptr[ptr_[v.ptr]]);
+      }
+    }
+    mov(r10, arg(offsetof(Args, begin)));
     L(loop);
     lea(r8, ptr[r10 + 16]);
     cmp(r8, rcx);
@@ -88,14 +140,12 @@ class Gen : public Xbyak::CodeGenerator {
     jmp(loop, T_NEAR);
     L(tail);
     cmp(r10, rcx);
-    jge(done, T_NEAR);
-    sub(rcx, r10);  // 1 to 15 left: k1 takes that many lanes
-    mov(r8d, 1);
-    shl(r8d, cl);
-    dec(r8d);
-    kmovw(k1, r8d);
+    jge(row_end, T_NEAR);
     body(plan, true, false);
-    L(done);
+    L(row_end);
+    for (int i = 0; i < plan.n_ptr; ++i) add(ptr_[i], arg(offsetof(Args, row_step) + 8 * i));
+    dec(rsi);
+    jnz(row, T_NEAR);
     if (stream) sfence();
     vzeroupper();
     for (const Reg64& r : {r15, r14, r13, r12, rbp, rbx}) pop(r);
@@ -257,33 +307,48 @@ class Gen : public Xbyak::CodeGenerator {
     const FusedStep& st = *plan.step;
     for (size_t i = 0; i < st.program.size(); ++i) {
       const Instr& ins = st.program[i];
-      const int zd = plan.zmm_of[i];
+      const Zmm d = Zmm(plan.zmm_of[i]);
       if (ins.op == OpKind::Data) {
-        if (plan.ptr_of[i] < 0) continue;  // a single value, loaded once before the loop
-        const Address a = ptr[ptr_[plan.ptr_of[i]] + r10 * 4];
-        if (masked)
-          vmovups(Zmm(zd) | k1 | T_z, a);
-        else
-          vmovups(Zmm(zd), a);
-        continue;
+        const Reg64& p = ptr_[std::max(plan.ptr_of[i], 0)];
+        if (plan.load[i] == Load::Vector) {
+          if (masked)
+            vmovups(d | k1 | T_z, ptr[p + r10 * 4]);
+          else
+            vmovups(d, ptr[p + r10 * 4]);
+        } else if (plan.load[i] == Load::Bool) {
+          const Xmm x = Xmm(d.getIdx());
+          if (masked) {
+            vmovdqu8(x | k1 | T_z, ptr[p + r10]);
+            vpmovzxbd(d, x);
+          } else {
+            vpmovzxbd(d, ptr[p + r10]);
+          }
+        }
+        continue;  // Single and Row values are in their registers already
       }
-      const Zmm a = Zmm(plan.srcs_zmm[0][i]);
+      const Zmm a = Zmm(plan.srcs[0][i]);
       if (ins.src[1] < 0) {
-        unary(ins.op, Zmm(zd), a);
+        unary(ins.op, d, a);
         continue;
       }
-      const Zmm b = Zmm(plan.srcs_zmm[1][i]);
-      const Zmm d = Zmm(zd);
-      if (ins.op == OpKind::Add)
+      const Zmm b = Zmm(plan.srcs[1][i]);
+      if (ins.op == OpKind::Where) {  // a's value where the condition holds, else b's
+        vptestmd(k2, a, a);
+        vblendmps(d | k2, Zmm(plan.srcs[2][i]), b);
+      } else if (ir::is_compare(ins.op)) {
+        vcmpps(k2, a, b, predicate(ins.op));
+        vpbroadcastd(d | k2 | T_z, ptr[rdx + offset_of(1)]);
+      } else if (ins.op == OpKind::Add) {
         vaddps(d, a, b);
-      else if (ins.op == OpKind::Sub)
+      } else if (ins.op == OpKind::Sub) {
         vsubps(d, a, b);
-      else if (ins.op == OpKind::Mul)
+      } else if (ins.op == OpKind::Mul) {
         vmulps(d, a, b);
-      else if (ins.op == OpKind::Div)
+      } else if (ins.op == OpKind::Div) {
         vdivps(d, a, b);
-      else
+      } else {
         throw Xbyak::Error(ERR_INTERNAL);
+      }
     }
     for (size_t s = 0; s < st.stores.size(); ++s) {
       const Address a = ptr[ptr_[plan.store_ptr[s]] + r10 * 4];
@@ -298,68 +363,172 @@ class Gen : public Xbyak::CodeGenerator {
   }
 };
 
+// The step's iteration space with its dims merged where every view allows (size-1 dims
+// dropped), and each view's strides over those dims: a transposed or broadcast view keeps
+// the dims it needs, a contiguous step becomes one long row.
+struct Layout {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> strides;  // per view given
+};
+
+Layout merge_dims(const Shape& shape, const std::vector<const View*>& views) {
+  Layout l;
+  l.strides.resize(views.size());
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merges = !l.shape.empty();
+    for (size_t v = 0; v < views.size() && merges; ++v)
+      merges = l.strides[v].back() == views[v]->strides[d] * shape[d];
+    if (merges)
+      l.shape.back() *= shape[d];
+    else
+      l.shape.push_back(shape[d]);
+    for (size_t v = 0; v < views.size(); ++v) {
+      if (merges)
+        l.strides[v].back() = views[v]->strides[d];
+      else
+        l.strides[v].push_back(views[v]->strides[d]);
+    }
+  }
+  if (l.shape.empty()) {  // one element
+    l.shape.push_back(1);
+    for (auto& s : l.strides) s.push_back(1);
+  }
+  return l;
+}
+
 }  // namespace
 
 class JitKernel {
  public:
-  std::vector<int> vector_loads;           // loads read as vectors, in the kernel's input order
-  std::vector<int> single_loads;           // loads read as one value each, after the pool in consts
+  struct Pointer {
+    int storage;
+    int64_t offset;                // elements
+    std::vector<int64_t> strides;  // elements, over shape
+    int64_t size;                  // bytes per element
+  };
+  std::vector<int64_t> shape;     // the iteration space, its dims merged (merge_dims)
+  std::vector<Pointer> pointers;  // the kernel's: inputs, then stores
+  size_t n_in = 0;
+  std::vector<int> single_loads;           // loads read as one value each, first in consts
   std::vector<uint32_t> pool;              // the constants of the ops
   std::unique_ptr<Gen> code, code_stream;  // the second where stores stream
   Fn fn = nullptr, fn_stream = nullptr;
 };
 
 bool jit_available() {
-  return has_avx512();
+  static const bool yes = has_avx512() && __builtin_cpu_supports("avx512bw");
+  return yes;
 }
 
 std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   if (!jit_available() || st.stores.empty()) return nullptr;
-  for (const View& v : st.loads)
-    if (v.dtype != DType::float32 || !(v.is_single_value() || v.is_contiguous())) return nullptr;
-  for (const auto& s : st.stores)
-    if (s.dst.dtype != DType::float32 || !s.dst.is_contiguous()) return nullptr;
+  std::vector<const View*> views;  // loads read per element or per row, then the stores
+  for (const View& v : st.loads) {
+    if (v.dtype != DType::float32 && v.dtype != DType::bool_) return nullptr;
+    if (!v.is_single_value()) views.push_back(&v);
+  }
+  const size_t n_loads = views.size();
+  for (const auto& s : st.stores) {
+    if (s.dst.dtype != DType::float32) return nullptr;
+    views.push_back(&s.dst);
+  }
+  for (const View* v : views)
+    for (int64_t stride : v->strides)
+      if (stride < 0) return nullptr;
+  const Layout lay = merge_dims(st.shape, views);
+  auto inner = [&](const View* v) {
+    return lay
+        .strides[static_cast<size_t>(std::find(views.begin(), views.end(), v) - views.begin())]
+        .back();
+  };
+  for (size_t v = n_loads; v < views.size(); ++v)
+    if (lay.strides[v].back() != 1) return nullptr;
 
   auto k = std::make_shared<JitKernel>();
+  k->shape = lay.shape;
   const size_t n = st.program.size();
   Gen::Plan plan;
   plan.step = &st;
   plan.zmm_of.assign(n, -1);
+  plan.load.assign(n, Load::None);
   plan.ptr_of.assign(n, -1);
-  for (auto& v : plan.srcs_zmm) v.assign(n, -1);
-  // One value per instruction; the last instruction that reads each (n: a store's, kept).
+  for (auto& v : plan.srcs) v.assign(n, -1);
+  // One value per instruction, and whether it is a bool; the last instruction that reads
+  // each (n: a store's, kept).
   std::vector<int> reg_val(static_cast<size_t>(std::max(st.num_regs, 1)), -1);
   std::vector<int64_t> last_use(n, -1);
-  std::vector<int> src_val[2] = {std::vector<int>(n, -1), std::vector<int>(n, -1)};
+  std::vector<char> is_bool(n, 0);
+  std::vector<int> src_val[3];
+  for (auto& v : src_val) v.assign(n, -1);
   for (size_t i = 0; i < n; ++i) {
     const Instr& ins = st.program[i];
-    if (ins.dtype != DType::float32) return nullptr;
     if (ins.op == OpKind::Data) {
       if (ins.load < 0) return nullptr;
-    } else {
-      const int arity = ins.src[1] >= 0 ? 2 : 1;
-      if (!takes(ins.op) || ins.in_dtype != DType::float32 || ins.src[2] >= 0 ||
-          ir::op_info(ins.op).arity != arity)
+      const View& v = st.loads[static_cast<size_t>(ins.load)];
+      if (ins.dtype != v.dtype) return nullptr;
+      const bool boolean = v.dtype == DType::bool_;
+      if (v.is_single_value())
+        plan.load[i] = Load::Single;
+      else if (inner(&v) == 0)
+        plan.load[i] = Load::Row;
+      else if (inner(&v) == 1)
+        plan.load[i] = boolean ? Load::Bool : Load::Vector;
+      else
         return nullptr;
+      if (boolean && plan.load[i] == Load::Single) return nullptr;
+      is_bool[i] = boolean;
+    } else {
+      const int arity = ins.src[2] >= 0 ? 3 : ins.src[1] >= 0 ? 2 : 1;
+      if (!takes(ins.op) || ir::op_info(ins.op).arity != arity || ins.in_dtype != DType::float32)
+        return nullptr;
+      const bool compare = ir::is_compare(ins.op);
+      if (ins.dtype != (compare ? DType::bool_ : DType::float32)) return nullptr;
       for (int j = 0; j < arity; ++j) {
         const int v = reg_val[static_cast<size_t>(ins.src[j])];
         if (v < 0) return nullptr;
+        // only where's condition is a bool
+        if (is_bool[static_cast<size_t>(v)] != (ins.op == OpKind::Where && j == 0)) return nullptr;
         src_val[j][i] = v;
         last_use[static_cast<size_t>(v)] = static_cast<int64_t>(i);
       }
+      is_bool[i] = compare;
     }
     reg_val[static_cast<size_t>(ins.dst)] = static_cast<int>(i);
   }
   std::vector<int> stored_val;
   for (const auto& s : st.stores) {
     const int v = reg_val[static_cast<size_t>(s.reg)];
-    if (v < 0) return nullptr;
+    if (v < 0 || is_bool[static_cast<size_t>(v)]) return nullptr;
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
     stored_val.push_back(v);
   }
-  // Registers: a single value's for the whole kernel (loaded before the loop), the others
-  // from their instruction to their last reader.
-  std::vector<char> free_reg(kValueRegs, 1), hoisted(n, 0);
+  // Pointers: one per place read (lowering may list it twice) and per store.
+  auto pointer_of = [&](const View& v) {
+    JitKernel::Pointer p{
+        v.storage, v.offset,
+        lay.strides[static_cast<size_t>(std::find(views.begin(), views.end(), &v) - views.begin())],
+        static_cast<int64_t>(itemsize(v.dtype))};
+    for (size_t i = 0; i < k->pointers.size(); ++i) {
+      const JitKernel::Pointer& q = k->pointers[i];
+      if (i < k->n_in && q.storage == p.storage && q.offset == p.offset && q.strides == p.strides &&
+          q.size == p.size)
+        return static_cast<int>(i);
+    }
+    k->pointers.push_back(std::move(p));
+    return static_cast<int>(k->pointers.size() - 1);
+  };
+  for (size_t i = 0; i < n; ++i)
+    if (plan.load[i] == Load::Vector || plan.load[i] == Load::Bool || plan.load[i] == Load::Row) {
+      plan.ptr_of[i] = pointer_of(st.loads[static_cast<size_t>(st.program[i].load)]);
+      k->n_in = k->pointers.size();
+    }
+  for (const auto& s : st.stores) plan.store_ptr.push_back(pointer_of(s.dst));
+  plan.n_ptr = static_cast<int>(k->pointers.size());
+  if (plan.n_ptr > kMaxPointers) return nullptr;
+  // Registers: a single or row value's for the whole kernel, the others from their
+  // instruction to their last reader.
+  std::vector<char> free_reg(kValueRegs, 1), kept(n, 0);
   auto take = [&]() {
     for (int r = 0; r < kValueRegs; ++r)
       if (free_reg[static_cast<size_t>(r)]) {
@@ -369,57 +538,38 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
     return -1;
   };
   for (size_t i = 0; i < n; ++i) {
-    const Instr& ins = st.program[i];
-    if (ins.op != OpKind::Data || !st.loads[static_cast<size_t>(ins.load)].is_single_value())
-      continue;
+    if (plan.load[i] != Load::Single && plan.load[i] != Load::Row) continue;
     plan.zmm_of[i] = take();
     if (plan.zmm_of[i] < 0) return nullptr;
-    hoisted[i] = 1;
-    plan.hoisted.push_back({plan.zmm_of[i], static_cast<int>(k->single_loads.size())});
-    k->single_loads.push_back(ins.load);
-  }
-  int n_ptr = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (hoisted[i]) continue;
-    const Instr& ins = st.program[i];
-    if (ins.op == OpKind::Data) {  // one pointer per place read (lowering may list it twice)
-      const View& v = st.loads[static_cast<size_t>(ins.load)];
-      auto same_place = [&](int p) {
-        const View& w = st.loads[static_cast<size_t>(k->vector_loads[static_cast<size_t>(p)])];
-        return w.storage == v.storage && w.offset == v.offset;
-      };
-      int p = 0;
-      while (p < n_ptr && !same_place(p)) ++p;
-      if (p == n_ptr) {
-        ++n_ptr;
-        k->vector_loads.push_back(ins.load);
-      }
-      plan.ptr_of[i] = p;
+    kept[i] = 1;
+    if (plan.load[i] == Load::Row) {
+      plan.rows.push_back({plan.zmm_of[i], plan.ptr_of[i], is_bool[i] != 0});
+    } else {
+      plan.singles.push_back({plan.zmm_of[i], static_cast<int>(k->single_loads.size())});
+      k->single_loads.push_back(st.program[i].load);
     }
-    for (int j = 0; j < 2; ++j) {  // operands read for the last time free their registers
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (kept[i]) continue;
+    for (int j = 0; j < 3; ++j) {  // operands read for the last time free their registers
       const int v = src_val[j][i];
       if (v < 0) continue;
-      plan.srcs_zmm[j][i] = plan.zmm_of[static_cast<size_t>(v)];
+      plan.srcs[j][i] = plan.zmm_of[static_cast<size_t>(v)];
       if (last_use[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
-          !hoisted[static_cast<size_t>(v)])
+          !kept[static_cast<size_t>(v)])
         free_reg[static_cast<size_t>(plan.zmm_of[static_cast<size_t>(v)])] = 1;
     }
     plan.zmm_of[i] = take();
     if (plan.zmm_of[i] < 0) return nullptr;
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.zmm_of[i])] = 1;  // read by no one
   }
-  const int n_in = n_ptr;
-  for (size_t s = 0; s < st.stores.size(); ++s) {
-    plan.store_ptr.push_back(n_ptr++);
-    plan.store_zmm.push_back(plan.zmm_of[static_cast<size_t>(stored_val[s])]);
-  }
-  if (n_ptr > kMaxPointers) return nullptr;
+  for (int v : stored_val) plan.store_zmm.push_back(plan.zmm_of[static_cast<size_t>(v)]);
   try {
     const int singles = static_cast<int>(k->single_loads.size());
-    k->code = std::make_unique<Gen>(plan, k->pool, singles, n_in, false);
+    k->code = std::make_unique<Gen>(plan, k->pool, singles, false);
     k->fn = k->code->getCode<Fn>();
     if (st.stream_stores) {
-      k->code_stream = std::make_unique<Gen>(plan, k->pool, singles, n_in, true);
+      k->code_stream = std::make_unique<Gen>(plan, k->pool, singles, true);
       k->fn_stream = k->code_stream->getCode<Fn>();
     }
   } catch (const Xbyak::Error&) {
@@ -430,23 +580,23 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
 
 bool run_jit(const FusedStep& st, const RunContext& ctx) {
   const JitKernel& k = *st.jit;
-  const int64_t total = st.shape.numel();
-  const float* in[kMaxPointers];
-  float* out[kMaxPointers];
-  const size_t n_in = k.vector_loads.size(), n_out = st.stores.size();
-  for (size_t i = 0; i < n_in; ++i) {
-    const View& v = st.loads[static_cast<size_t>(k.vector_loads[i])];
-    in[i] = reinterpret_cast<const float*>(ctx.base[v.storage]) + v.offset;
+  const size_t n_ptr = k.pointers.size(), dims = k.shape.size();
+  const char* base[kMaxPointers];
+  const char* last[kMaxPointers];  // one past the last byte each touches
+  for (size_t i = 0; i < n_ptr; ++i) {
+    const JitKernel::Pointer& p = k.pointers[i];
+    base[i] = ctx.base[static_cast<size_t>(p.storage)] + p.offset * p.size;
+    int64_t reach = 1;
+    for (size_t d = 0; d < dims; ++d) reach += (k.shape[d] - 1) * p.strides[d];
+    last[i] = base[i] + reach * p.size;
   }
-  bool aligned = true;
-  for (size_t i = 0; i < n_out; ++i) {
-    const View& v = st.stores[i].dst;
-    out[i] = reinterpret_cast<float*>(ctx.base[v.storage]) + v.offset;
-    aligned = aligned && reinterpret_cast<uintptr_t>(out[i]) % 64 == 0;
-    // an output over an input at another place: the interpreter's tiles read before they write
-    for (size_t j = 0; j < n_in; ++j)
-      if (out[i] != in[j] && out[i] < in[j] + total && in[j] < out[i] + total) return false;
-  }
+  // an output over an input at another place: the interpreter's tiles read before they write
+  for (size_t o = k.n_in; o < n_ptr; ++o)
+    for (size_t i = 0; i < k.n_in; ++i)
+      if (base[o] < last[i] && base[i] < last[o] &&
+          (base[o] != base[i] || k.pointers[o].strides != k.pointers[i].strides ||
+           k.pointers[o].size != k.pointers[i].size))
+        return false;
   thread_local std::vector<float> consts;
   consts.resize(k.single_loads.size() + k.pool.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i) {
@@ -455,12 +605,54 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
                               : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
   }
   std::memcpy(consts.data() + k.single_loads.size(), k.pool.data(), k.pool.size() * 4);
-  const Fn fn = k.fn_stream != nullptr && aligned ? k.fn_stream : k.fn;
   const float* c = consts.data();
-  const int64_t tiles = (total + kTileFloats - 1) / kTileFloats;
-  runtime::parallel_for(tiles, 4, [&](int64_t t0, int64_t t1) {
-    fn(in, out, c, t0 * kTileFloats, std::min(t1 * kTileFloats, total));
-  });
+  // rows of `width` (the last dim), `block` of them (the dim before) a stride apart
+  const int64_t width = k.shape[dims - 1], block = dims > 1 ? k.shape[dims - 2] : 1;
+  const int64_t rows = st.shape.numel() / width;
+  // rows [row, row + count) of one block, each over [begin, end)
+  auto run = [&](int64_t row, int64_t count, int64_t begin, int64_t end) {
+    Args a;
+    bool aligned = true;
+    for (size_t i = 0; i < n_ptr; ++i) {
+      const JitKernel::Pointer& p = k.pointers[i];
+      int64_t offset = 0;
+      for (int64_t d = static_cast<int64_t>(dims) - 2, r = row; d >= 0; --d) {
+        const size_t du = static_cast<size_t>(d);
+        offset += r % k.shape[du] * p.strides[du];
+        r /= k.shape[du];
+      }
+      a.ptr[i] = base[i] + offset * p.size;
+      a.row_step[i] = dims > 1 ? p.strides[dims - 2] * p.size : 0;
+      if (i >= k.n_in)
+        aligned = aligned && reinterpret_cast<uintptr_t>(a.ptr[i] + begin * p.size) % 64 == 0 &&
+                  (count == 1 || a.row_step[i] % 64 == 0);
+    }
+    a.consts = c;
+    a.rows = count;
+    a.begin = begin;
+    a.end = end;
+    (k.fn_stream != nullptr && aligned ? k.fn_stream : k.fn)(&a);
+  };
+  if (width >= kTileFloats) {  // tiles of long rows
+    const int64_t per_row = (width + kTileFloats - 1) / kTileFloats;
+    runtime::parallel_for(rows * per_row, 4, [&](int64_t u0, int64_t u1) {
+      while (u0 < u1) {
+        const int64_t row = u0 / per_row, t0 = u0 % per_row;
+        const int64_t t1 = std::min(per_row, t0 + (u1 - u0));
+        run(row, 1, t0 * kTileFloats, std::min(width, t1 * kTileFloats));
+        u0 += t1 - t0;
+      }
+    });
+  } else {  // short rows, as many to a task as make a tile
+    const int64_t per_task = (kTileFloats + width - 1) / width;
+    runtime::parallel_for((rows + per_task - 1) / per_task, 4, [&](int64_t u0, int64_t u1) {
+      for (int64_t r = u0 * per_task, r1 = std::min(rows, u1 * per_task); r < r1;) {
+        const int64_t count = std::min(r1 - r, block - r % block);
+        run(r, count, 0, width);
+        r += count;
+      }
+    });
+  }
   metrics::jit_fused_runs.add();
   return true;
 }
