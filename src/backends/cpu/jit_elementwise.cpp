@@ -7,9 +7,14 @@
 #include "backends/cpu/jit_elementwise.h"
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
@@ -18,6 +23,7 @@
 #include "runtime/thread_pool.h"
 
 #if LAZYTRACE_HAVE_XBYAK
+#include <unistd.h>
 #include <xbyak/xbyak.h>
 #endif
 
@@ -100,7 +106,7 @@ class Gen : public Xbyak::CodeGenerator {
 
   // `pool` gathers the constants the code reads (JitKernel keeps it beside the code).
   Gen(const Plan& plan, std::vector<uint32_t>& pool, int singles, bool stream)
-      : Xbyak::CodeGenerator(1 << 16), pool_(pool), singles_(singles) {
+      : Xbyak::CodeGenerator(4096, Xbyak::AutoGrow), pool_(pool), singles_(singles) {
     using namespace Xbyak;
     const Reg64 ptr_regs[kMaxPointers] = {rax, r9, r11, rbx, rbp, r12, r13, r14, r15};
     for (int i = 0; i < kMaxPointers; ++i) ptr_[i] = ptr_regs[i];
@@ -150,7 +156,7 @@ class Gen : public Xbyak::CodeGenerator {
     vzeroupper();
     for (const Reg64& r : {r15, r14, r13, r12, rbp, rbx}) pop(r);
     ret();
-    setProtectModeRE();
+    readyRE();
   }
 
  private:
@@ -397,6 +403,24 @@ Layout merge_dims(const Shape& shape, const std::vector<const View*>& views) {
   return l;
 }
 
+// With LAZYTRACE_JIT_PROFILE=1, each kernel is named in /tmp/perf-<pid>.map, where `perf
+// report` finds it (as oneDNN's DNNL_JIT_PROFILE=1 names its own): "lazytrace_fused [shape]".
+void name_for_perf(const Xbyak::CodeGenerator& code, const Shape& shape) {
+  static const bool on = [] {
+    const char* v = std::getenv("LAZYTRACE_JIT_PROFILE");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  if (!on) return;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::string path = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+  if (FILE* f = std::fopen(path.c_str(), "a")) {
+    std::fprintf(f, "%" PRIxPTR " %zx lazytrace_fused %s\n",
+                 reinterpret_cast<uintptr_t>(code.getCode()), code.getSize(), shape.str().c_str());
+    std::fclose(f);
+  }
+}
+
 }  // namespace
 
 class JitKernel {
@@ -568,9 +592,11 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
     const int singles = static_cast<int>(k->single_loads.size());
     k->code = std::make_unique<Gen>(plan, k->pool, singles, false);
     k->fn = k->code->getCode<Fn>();
+    name_for_perf(*k->code, st.shape);
     if (st.stream_stores) {
       k->code_stream = std::make_unique<Gen>(plan, k->pool, singles, true);
       k->fn_stream = k->code_stream->getCode<Fn>();
+      name_for_perf(*k->code_stream, st.shape);
     }
   } catch (const Xbyak::Error&) {
     return nullptr;
