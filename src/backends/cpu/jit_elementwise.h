@@ -16,9 +16,10 @@ bool jit_available();
 
 /**
  * A native kernel for fused step `s`, or null where the step has what the generator does
- * not take: a dtype other than float32, a load or store that is not contiguous nor a single
- * value, an op outside +, -, *, /, neg, abs, relu, exp, tanh, sigmoid, silu, sqrt, rsqrt, or
- * more values live at once than registers.
+ * not take: a dtype other than float32 (bool for where's condition and comparisons), a view
+ * whose last dim (once the dims every view allows are merged) is neither a run of memory nor
+ * one value, an op outside +, -, *, /, neg, abs, relu, exp, tanh, sigmoid, silu, sqrt,
+ * rsqrt, comparisons and where, or more values live at once than registers.
  */
 std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s);
 
