@@ -84,9 +84,9 @@ Tensor vec(const std::vector<float>& v) {
   return lt::tensor(v, {static_cast<int64_t>(v.size())});
 }
 
-#define SKIP_WITHOUT_JIT()                                       \
-  LT_SKIP_WITHOUT_ISA(lazytrace::cpu::jit_available(), "avx512", \
-                      "no native code here (a build with Xbyak, a CPU with AVX-512)")
+#define SKIP_WITHOUT_JIT()                                     \
+  LT_SKIP_WITHOUT_ISA(lazytrace::cpu::jit_available(), "avx2", \
+                      "no native code here (a build with Xbyak, a CPU with AVX2 and FMA)")
 
 TEST(Jit, EveryUnaryOpGivesTheInterpretersBits) {
   SKIP_WITHOUT_JIT();
@@ -260,6 +260,31 @@ TEST(Jit, ResultsIntoStridedPlacesGiveTheInterpretersBits) {
     return lt::concat({lt::sigmoid(a) * 2.0f, lt::exp(b) - 1.0f}, 1);
   });
   expect_same_bits(native, interpreted, native, "concat");
+}
+
+// As many places read and written as the kernel has pointer registers (11), and one more,
+// which is interpreted, with the same values.
+TEST(Jit, ElevenPlacesAreNativeAndTwelveInterpreted) {
+  SKIP_WITHOUT_JIT();
+  std::vector<Tensor> in;
+  for (int i = 0; i < 9; ++i) in.push_back(lt::randn({3000}));
+  lt::sync(in);
+  for (int inputs : {8, 9}) {
+    auto f = [&] {
+      Tensor sum = in[0];
+      for (int i = 1; i < inputs; ++i) sum = sum * 0.5f + in[static_cast<size_t>(i)];
+      return std::vector<Tensor>{lt::tanh(sum), sum * in[0], sum - in[1]};
+    };
+    PassesOff none({});
+    const std::vector<Tensor> native = f();
+    const std::string program = lt::debug::to_program(native);
+    EXPECT_EQ(program.find("native code") != std::string::npos, inputs == 8) << program;
+    PassesOff off({"jit_fused"});
+    const std::vector<Tensor> interpreted = f();
+    for (size_t r = 0; r < 3; ++r)
+      expect_same_bits(native[r].to_vector<float>(), interpreted[r].to_vector<float>(),
+                       in[0].to_vector<float>(), "result " + std::to_string(r));
+  }
 }
 
 // What the generator does not take is interpreted, with the same values as with the pass

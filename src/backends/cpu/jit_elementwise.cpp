@@ -37,8 +37,7 @@ namespace {
 using ir::OpKind;
 
 constexpr int kTileFloats = 1024;  // a task of parallel_for: as fused.cpp's tiles
-constexpr int kValueRegs = 24;     // zmm0..23 hold values, zmm24..31 are the ops' scratch
-constexpr int kMaxPointers = 9;    // loads read as vectors or per row, and stores
+constexpr int kMaxPointers = 11;   // loads read as vectors or per row, and stores
 
 // The kernel's one argument: each pointer at its first row (inner index 0) and the bytes it
 // moves from one row to the next; rows of the inner range [begin, end).
@@ -48,7 +47,7 @@ struct Args {
   const float* consts;  // the single values, then the ops' constants
   int64_t rows, begin, end;
 };
-using Fn = void (*)(const Args*);
+using Fn = void (*)(Args*);
 
 // How an instruction's value reaches its register.
 enum class Load : uint8_t {
@@ -86,72 +85,104 @@ uint8_t predicate(OpKind op) {
                             : kGe;
 }
 
+// The plan the generator follows: where each value lives, read from compile_jit's analysis.
+struct Plan {
+  const FusedStep* step;
+  std::vector<int> reg_of;    // per instruction: its value's register (-1: none, or in memory)
+  std::vector<int> const_of;  // per instruction: a single value's index in consts (-1: none)
+  std::vector<Load> load;     // per instruction
+  std::vector<int> ptr_of;    // per instruction: a Vector, Bool or Row load's pointer
+  std::vector<int> srcs[3];   // per instruction: its operands' instructions
+  struct RowValue {
+    int reg, ptr;
+    bool boolean;
+  };
+  std::vector<RowValue> rows;             // loaded at each row's start
+  std::vector<int> store_ptr, store_val;  // per store: its pointer, the instruction it writes
+  int n_ptr = 0;
+};
+
+// The vector instruction sets the generator writes for: AVX-512 (zmm, 16 floats, masks in
+// k registers, constants broadcast from one value) and AVX2 with FMA (ymm, 8 floats, masks
+// in vector registers, constants as whole vectors in memory).
+struct Avx512 {
+  using Vec = Xbyak::Zmm;
+  static constexpr int kLanes = 16;
+  static constexpr int kValueRegs = 24;  // zmm0..23 hold values, zmm24..31 are the ops' scratch
+  static constexpr bool kSinglesInRegs = true;  // single values loaded once, into registers
+};
+struct Avx2 {
+  using Vec = Xbyak::Ymm;
+  static constexpr int kLanes = 8;
+  // ymm0..4 hold values, ymm5..12 are the ops' scratch, ymm13 their mask, ymm14 an operand
+  // read from memory, ymm15 the tail's lanes
+  static constexpr int kValueRegs = 5;
+  static constexpr bool kSinglesInRegs = false;  // read from memory where an op uses them
+};
+
 // The generator: one kernel, its rows, each with a full-vector body and a masked tail.
+template <typename Isa>
 class Gen : public Xbyak::CodeGenerator {
  public:
-  struct Plan {
-    const FusedStep* step;
-    std::vector<int> zmm_of;   // per instruction: its value's register (-1: none)
-    std::vector<Load> load;    // per instruction
-    std::vector<int> ptr_of;   // per instruction: a Vector, Bool or Row load's pointer
-    std::vector<int> srcs[3];  // per instruction: operands' registers
-    std::vector<std::pair<int, int>> singles;  // (register, consts index) loaded once
-    struct RowValue {
-      int zmm, ptr;
-      bool boolean;
-    };
-    std::vector<RowValue> rows;             // loaded at each row's start
-    std::vector<int> store_ptr, store_zmm;  // per store
-    int n_ptr = 0;
-  };
+  using Vec = typename Isa::Vec;
+  static constexpr bool kWide = std::is_same_v<Isa, Avx512>;
+  static constexpr int kLanes = Isa::kLanes;
 
-  // `pool` gathers the constants the code reads (JitKernel keeps it beside the code).
+  // `pool` gathers the constants the code reads (JitKernel keeps it beside the code); the
+  // single values come first in consts, `singles` of them, each `kCopies` floats wide.
   Gen(const Plan& plan, std::vector<uint32_t>& pool, int singles, bool stream)
-      : Xbyak::CodeGenerator(4096, Xbyak::AutoGrow), pool_(pool), singles_(singles) {
+      : Xbyak::CodeGenerator(4096, Xbyak::AutoGrow), plan_(plan), pool_(pool), singles_(singles) {
     using namespace Xbyak;
-    const Reg64 ptr_regs[kMaxPointers] = {rax, r9, r11, rbx, rbp, r12, r13, r14, r15};
+    const Reg64 ptr_regs[kMaxPointers] = {rax, rcx, rsi, r9, r11, rbx, rbp, r12, r13, r14, r15};
     for (int i = 0; i < kMaxPointers; ++i) ptr_[i] = ptr_regs[i];
     for (const Reg64& r : {rbx, rbp, r12, r13, r14, r15}) push(r);
-    // rdi: Args, rdx: constants, rsi: rows left, r10: the inner index, rcx: its end
+    // rdi: Args (its rows counted down in place), rdx: constants, r10: the inner index
     const auto arg = [&](size_t offset) { return ptr[rdi + static_cast<int>(offset)]; };
     mov(rdx, arg(offsetof(Args, consts)));
-    mov(r8, arg(offsetof(Args, end)));  // k1: the lanes of each row's last, masked pass
+    mov(r8, arg(offsetof(Args, end)));  // the lanes of each row's last, masked pass
     sub(r8, arg(offsetof(Args, begin)));
-    and_(r8d, 15);
-    mov(ecx, r8d);
-    mov(r8d, 1);
-    shl(r8d, cl);
-    dec(r8d);
-    kmovw(k1, r8d);
+    and_(r8d, kLanes - 1);
+    if constexpr (kWide) {
+      mov(ecx, r8d);
+      mov(r8d, 1);
+      shl(r8d, cl);
+      dec(r8d);
+      kmovw(k1, r8d);
+    } else {  // from a table of 8 lanes on, 8 off
+      const int table = offset_of_table();
+      neg(r8);
+      vmovdqu(tail_mask_, ptr[rdx + r8 * 4 + table + 32]);
+    }
     for (int i = 0; i < plan.n_ptr; ++i) mov(ptr_[i], arg(offsetof(Args, ptr) + 8 * i));
-    for (auto [z, c] : plan.singles) vbroadcastss(Zmm(z), ptr[rdx + 4 * c]);
-    mov(rsi, arg(offsetof(Args, rows)));
-    mov(rcx, arg(offsetof(Args, end)));
+    if constexpr (Isa::kSinglesInRegs)
+      for (size_t i = 0; i < plan.const_of.size(); ++i)
+        if (plan.const_of[i] >= 0) vbroadcastss(V(plan.reg_of[i]), single(i));
     Label row, loop, tail, row_end;
     L(row);
     for (const Plan::RowValue& v : plan.rows) {
       if (v.boolean) {  // widened to a 32-bit 0 or 1, as Bool loads are
         movzx(r8d, byte[ptr_[v.ptr]]);
-        vpbroadcastd(Zmm(v.zmm), r8d);
+        vmovd(Xmm(v.reg), r8d);
+        vpbroadcastd(V(v.reg), Xmm(v.reg));
       } else {
-        vbroadcastss(Zmm(v.zmm), ptr[ptr_[v.ptr]]);
+        vbroadcastss(V(v.reg), ptr[ptr_[v.ptr]]);
       }
     }
     mov(r10, arg(offsetof(Args, begin)));
     L(loop);
-    lea(r8, ptr[r10 + 16]);
-    cmp(r8, rcx);
+    lea(r8, ptr[r10 + kLanes]);
+    cmp(r8, arg(offsetof(Args, end)));
     jg(tail, T_NEAR);
-    body(plan, false, stream);
-    add(r10, 16);
+    body(false, stream);
+    add(r10, kLanes);
     jmp(loop, T_NEAR);
     L(tail);
-    cmp(r10, rcx);
+    cmp(r10, arg(offsetof(Args, end)));
     jge(row_end, T_NEAR);
-    body(plan, true, false);
+    body(true, false);
     L(row_end);
     for (int i = 0; i < plan.n_ptr; ++i) add(ptr_[i], arg(offsetof(Args, row_step) + 8 * i));
-    dec(rsi);
+    dec(qword[rdi + static_cast<int>(offsetof(Args, rows))]);
     jnz(row, T_NEAR);
     if (stream) sfence();
     vzeroupper();
@@ -160,31 +191,93 @@ class Gen : public Xbyak::CodeGenerator {
     readyRE();
   }
 
+  /** Floats per single value in consts: one broadcast to a register, or a whole vector. */
+  static constexpr int kCopies = Isa::kSinglesInRegs ? 1 : kLanes;
+
  private:
+  const Plan& plan_;
   std::vector<uint32_t>& pool_;
-  int singles_;  // the single values come first in consts, the pool after them
+  int singles_;
   Xbyak::Reg64 ptr_[kMaxPointers];
+  // AVX2's fixed registers (Avx2's comment); AVX-512 uses k1 for the tail and k2 for masks
+  const Xbyak::Ymm mask_{13}, staged_{14}, tail_mask_{15};
 
-  // a constant's byte offset in consts, added to the pool where it is new
+  static Vec V(int i) { return Vec(i); }
+  static Vec T(int i) { return Vec(Isa::kValueRegs + i); }
+
+  // a constant's byte offset in consts, added to the pool where it is new (AVX2: 8 copies)
   int offset_of(uint32_t b) {
+    constexpr size_t n = kWide ? 1 : kLanes;
     size_t i = 0;
-    while (i < pool_.size() && pool_[i] != b) ++i;
-    if (i == pool_.size()) pool_.push_back(b);
-    return 4 * (singles_ + static_cast<int>(i));
+    while (i < pool_.size() && pool_[i] != b) i += n;
+    if (i >= pool_.size()) pool_.insert(pool_.end(), n, b);
+    return 4 * (singles_ * kCopies + static_cast<int>(i));
   }
-  // a constant as a broadcast operand (every lane), or as one 32-bit value
+  int offset_of_table() {
+    const int at = 4 * (singles_ * kCopies + static_cast<int>(pool_.size()));
+    pool_.insert(pool_.end(), 8, 0xffffffffu);
+    pool_.insert(pool_.end(), 8, 0u);
+    return at;
+  }
+  // a constant as a whole-vector operand, or as one 32-bit value (to broadcast)
+  Xbyak::Address cbits(uint32_t b) {
+    if constexpr (kWide)
+      return ptr_b[rdx + offset_of(b)];
+    else
+      return ptr[rdx + offset_of(b)];
+  }
   Xbyak::Address c(float v) { return cbits(bits_of(v)); }
-  Xbyak::Address cbits(uint32_t b) { return ptr_b[rdx + offset_of(b)]; }
   Xbyak::Address cscalar(float v) { return ptr[rdx + offset_of(bits_of(v))]; }
-  static Xbyak::Zmm T(int i) { return Xbyak::Zmm(kValueRegs + i); }
+  Xbyak::Address single(size_t i) { return ptr[rdx + 4 * kCopies * plan_.const_of[i]]; }
 
-  // math.h's select(k, v, d): v in the lanes of k, d's own value elsewhere
-  void set_where(const Xbyak::Zmm& d, const Xbyak::Opmask& k, float v) {
-    vbroadcastss(d | k, cscalar(v));
+  // The masks of math.h's selects: cmp sets the mask, the others use it.
+  void cmpmask(const Vec& a, const Xbyak::Operand& b, uint8_t pred) {
+    if constexpr (kWide)
+      vcmpps(k2, a, b, pred);
+    else
+      vcmpps(mask_, a, b, pred);
+  }
+  void set_where(const Vec& d, float v) {  // d = mask ? v : d
+    if constexpr (kWide)
+      vbroadcastss(d | k2, cscalar(v));
+    else
+      vblendvps(d, d, c(v), mask_);
+  }
+  void zero_where(const Vec& d) {  // d = mask ? 0 : d
+    if constexpr (kWide)
+      vpxord(d | k2, d, d);
+    else
+      vandnps(d, mask_, d);
+  }
+  void move_where(const Vec& d, const Vec& x) {  // d = mask ? x : d
+    if constexpr (kWide)
+      vmovaps(d | k2, x);
+    else
+      vblendvps(d, d, x, mask_);
+  }
+  void flip_sign_where(const Vec& d, const Vec& temp) {  // d = mask ? -d : d
+    if constexpr (kWide) {
+      vpxord(d | k2, d, cbits(0x80000000u));
+    } else {
+      vandps(temp, mask_, cbits(0x80000000u));
+      vxorps(d, d, temp);
+    }
+  }
+  void xor_bits(const Vec& d, const Vec& x, uint32_t b) {
+    if constexpr (kWide)
+      vpxord(d, x, cbits(b));
+    else
+      vxorps(d, x, cbits(b));
+  }
+  void and_bits(const Vec& d, const Vec& x, uint32_t b) {
+    if constexpr (kWide)
+      vpandd(d, x, cbits(b));
+    else
+      vandps(d, x, cbits(b));
   }
 
   // exp_n: the nearest integer to x / ln2, as math.h rounds it
-  void exp_n(const Xbyak::Zmm& fn, const Xbyak::Zmm& x) {
+  void exp_n(const Vec& fn, const Vec& x) {
     constexpr float kRound = 12582912.0f;
     vmulps(fn, x, c(1.44269504088896341f));
     vaddps(fn, fn, c(kRound));
@@ -192,8 +285,8 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
   // d = exp_from_n(xc, fn): (expm1_reduced(xc, fn) + 1) * 2^fn. Uses T(5), T(6), T(7).
-  void exp_from_n(const Xbyak::Zmm& d, const Xbyak::Zmm& xc, const Xbyak::Zmm& fn) {
-    const Xbyak::Zmm r = T(5), p = T(6), rr = T(7);
+  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn) {
+    const Vec r = T(5), p = T(6), rr = T(7);
     vmovaps(r, xc);
     vfmadd231ps(r, fn, c(-0.693359375f));
     vfmadd231ps(r, fn, c(2.12194440e-4f));
@@ -211,84 +304,87 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
   // d = exp_clamped(x). Uses T(3) .. T(7).
-  void exp_clamped(const Xbyak::Zmm& d, const Xbyak::Zmm& x) {
-    const Xbyak::Zmm xc = T(3), fn = T(4);
+  void exp_clamped(const Vec& d, const Vec& x) {
+    const Vec xc = T(3), fn = T(4);
     vmovaps(xc, x);
-    vcmpps(k2, x, c(math::kExpLo), kLt);
-    set_where(xc, k2, math::kExpLo);
-    vcmpps(k2, x, c(math::kExpHi), kGt);
-    set_where(xc, k2, math::kExpHi);
+    cmpmask(x, c(math::kExpLo), kLt);
+    set_where(xc, math::kExpLo);
+    cmpmask(x, c(math::kExpHi), kGt);
+    set_where(xc, math::kExpHi);
     exp_n(fn, xc);
-    vcmpps(k2, fn, c(127.0f), kGt);
-    set_where(fn, k2, 127.0f);
+    cmpmask(fn, c(127.0f), kGt);
+    set_where(fn, 127.0f);
     exp_from_n(d, xc, fn);
   }
 
   // d = sigmoid(x), math.h's float32 one. Uses T(1) .. T(7).
-  void sigmoid(const Xbyak::Zmm& d, const Xbyak::Zmm& x) {
-    const Xbyak::Zmm nx = T(1), e = T(2);
-    vpxord(nx, x, cbits(0x80000000u));
+  void sigmoid(const Vec& d, const Vec& x) {
+    const Vec nx = T(1), e = T(2);
+    xor_bits(nx, x, 0x80000000u);
     exp_clamped(e, nx);
     vaddps(e, e, c(1.0f));
     vbroadcastss(d, cscalar(1.0f));
     vdivps(d, d, e);
-    vcmpps(k2, nx, c(math::kExpHi), kGt);
-    vpxord(d | k2, d, d);  // 0 there
+    cmpmask(nx, c(math::kExpHi), kGt);
+    zero_where(d);  // 0 there
   }
 
-  // d = tanh_f32(x). Uses T(0) .. T(7).
-  void tanh(const Xbyak::Zmm& d, const Xbyak::Zmm& x) {
-    const Xbyak::Zmm ax = T(0), e = T(1), fn = T(2), den = T(3), s = T(4), z = T(5);
-    // x < 0 ? -x : x, as math.h writes it
-    vmovaps(ax, x);
-    vcmpps(k3, x, c(0.0f), kLt);
-    vpxord(ax | k3, ax, cbits(0x80000000u));
-    vcmpps(k4, ax, c(0.625f), kLt);  // where the odd polynomial is taken
+  // d = tanh_f32(x). Uses T(0) .. T(7). |x| by its bits gives math.h's x < 0 ? -x : x
+  // wherever the result depends on it (they differ at -0 and at NaN, where the polynomial
+  // and x itself are taken).
+  void tanh(const Vec& d, const Vec& x) {
+    const Vec ax = T(0), e = T(1), fn = T(2), den = T(3), s = T(4), z = T(5);
+    and_bits(ax, x, 0x7fffffffu);
     // tanh_denominator: e^2|x| + 1, 2|x| at most 20
     vmulps(e, ax, c(2.0f));
-    vcmpps(k2, e, c(20.0f), kGt);
-    set_where(e, k2, 20.0f);
+    cmpmask(e, c(20.0f), kGt);
+    set_where(e, 20.0f);
     exp_n(fn, e);
     exp_from_n(den, e, fn);
     vaddps(den, den, c(1.0f));
-    // tanh_from: 1 - 2 / den beyond, the polynomial near 0
+    // tanh_from: 1 - 2 / den beyond, with x's sign, the polynomial near 0
     vbroadcastss(e, cscalar(2.0f));
     vdivps(e, e, den);
     const bool d_is_x = d.getIdx() == x.getIdx();  // then d is written last
-    const Xbyak::Zmm big = d_is_x ? s : d;
+    const Vec big = d_is_x ? s : d;
     vbroadcastss(big, cscalar(1.0f));
     vsubps(big, big, e);
-    vpxord(big | k3, big, cbits(0x80000000u));
+    cmpmask(x, c(0.0f), kLt);
+    flip_sign_where(big, fn);
     vmulps(z, x, x);
-    const Xbyak::Zmm small = d_is_x ? e : s;
+    const Vec small = d_is_x ? e : s;
     vbroadcastss(small, cscalar(-5.70498872745e-3f));
     for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f})
       vfmadd213ps(small, z, c(k));
     vmulps(small, small, z);
     vfmadd213ps(small, x, x);  // small * z * x + x
-    vmovaps(big | k4, small);
-    vcmpps(k2, x, x, kUnord);
-    vmovaps(big | k2, x);
+    cmpmask(ax, c(0.625f), kLt);
+    move_where(big, small);
+    cmpmask(x, x, kUnord);
+    move_where(big, x);
     if (d_is_x) vmovaps(d, big);
   }
 
-  void unary(OpKind op, const Xbyak::Zmm& d, const Xbyak::Zmm& x) {
+  void unary(OpKind op, const Vec& d, const Vec& x) {
     if (op == OpKind::Neg) {
-      vpxord(d, x, cbits(0x80000000u));
+      xor_bits(d, x, 0x80000000u);
     } else if (op == OpKind::Abs) {
-      vpandd(d, x, cbits(0x7fffffffu));
+      and_bits(d, x, 0x7fffffffu);
     } else if (op == OpKind::Relu) {  // x where x > 0 or NaN, else +0
-      vcmpps(k2, x, c(0.0f), kNle);
-      vmovaps(d | k2 | T_z, x);
+      cmpmask(x, c(0.0f), kNle);
+      if constexpr (kWide)
+        vmovaps(d | k2 | T_z, x);
+      else
+        vandps(d, x, mask_);
     } else if (op == OpKind::Exp) {
-      const Xbyak::Zmm y = T(0);
+      const Vec y = T(0);
       exp_clamped(y, x);
-      vcmpps(k2, x, c(math::kExpHi), kGt);
-      set_where(y, k2, HUGE_VALF);
-      vcmpps(k2, x, c(math::kExpLo), kLt);
-      vpxord(y | k2, y, y);
-      vcmpps(k2, x, x, kUnord);
-      vmovaps(y | k2, x);
+      cmpmask(x, c(math::kExpHi), kGt);
+      set_where(y, HUGE_VALF);
+      cmpmask(x, c(math::kExpLo), kLt);
+      zero_where(y);
+      cmpmask(x, x, kUnord);
+      move_where(y, x);
       vmovaps(d, y);
     } else if (op == OpKind::Tanh) {
       tanh(d, x);
@@ -309,63 +405,117 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  void body(const Plan& plan, bool masked, bool stream) {
+  // f(instruction i's value as an operand): its register, or (a single value AVX2 keeps in
+  // memory) its place in consts ...
+  template <typename F>
+  void with_operand(size_t i, F&& f) {
+    if (plan_.reg_of[i] >= 0)
+      f(V(plan_.reg_of[i]));
+    else
+      f(single(i));
+  }
+  // ... or always a register: such a single copied into the staging register.
+  Vec reg(size_t i) {
+    if (plan_.reg_of[i] >= 0) return V(plan_.reg_of[i]);
+    vmovups(staged_, single(i));
+    return Vec(staged_.getIdx());
+  }
+
+  void load_bool(const Vec& d, const Xbyak::Reg64& p, bool masked) {
     using namespace Xbyak;
-    const FusedStep& st = *plan.step;
+    const Xmm x = Xmm(d.getIdx());
+    if (!masked) {
+      vpmovzxbd(d, ptr[p + r10]);
+    } else if constexpr (kWide) {
+      vmovdqu8(x | k1 | T_z, ptr[p + r10]);
+      vpmovzxbd(d, x);
+    } else {  // the tail's bytes one at a time (r8: the lanes left)
+      Label done;
+      vpxor(x, x, x);
+      for (int j = 0; j < kLanes - 1; ++j) {
+        cmp(r8, j);
+        jbe(done, T_NEAR);
+        vpinsrb(x, x, ptr[p + r10 + j], static_cast<uint8_t>(j));
+      }
+      L(done);
+      vpmovzxbd(d, x);
+    }
+  }
+
+  void body(bool masked, bool stream) {
+    using namespace Xbyak;
+    const FusedStep& st = *plan_.step;
+    if (masked && !kWide) {
+      mov(r8, ptr[rdi + static_cast<int>(offsetof(Args, end))]);
+      sub(r8, r10);
+    }
     for (size_t i = 0; i < st.program.size(); ++i) {
       const Instr& ins = st.program[i];
-      const Zmm d = Zmm(plan.zmm_of[i]);
+      const Vec d = V(std::max(plan_.reg_of[i], 0));
       if (ins.op == OpKind::Data) {
-        const Reg64& p = ptr_[std::max(plan.ptr_of[i], 0)];
-        if (plan.load[i] == Load::Vector) {
-          if (masked)
-            vmovups(d | k1 | T_z, ptr[p + r10 * 4]);
+        const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
+        const Address a = ptr[p + r10 * 4];
+        if (plan_.load[i] == Load::Vector) {
+          if (!masked)
+            vmovups(d, a);
+          else if constexpr (kWide)
+            vmovups(d | k1 | T_z, a);
           else
-            vmovups(d, ptr[p + r10 * 4]);
-        } else if (plan.load[i] == Load::Bool) {
-          const Xmm x = Xmm(d.getIdx());
-          if (masked) {
-            vmovdqu8(x | k1 | T_z, ptr[p + r10]);
-            vpmovzxbd(d, x);
-          } else {
-            vpmovzxbd(d, ptr[p + r10]);
-          }
+            vmaskmovps(d, tail_mask_, a);
+        } else if (plan_.load[i] == Load::Bool) {
+          load_bool(d, p, masked);
         }
-        continue;  // Single and Row values are in their registers already
+        continue;  // Single and Row values are in their registers or consts already
       }
-      const Zmm a = Zmm(plan.srcs[0][i]);
+      const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
       if (ins.src[1] < 0) {
-        unary(ins.op, d, a);
+        unary(ins.op, d, reg(s0));
         continue;
       }
-      const Zmm b = Zmm(plan.srcs[1][i]);
-      if (ins.op == OpKind::Where) {  // a's value where the condition holds, else b's
-        vptestmd(k2, a, a);
-        vblendmps(d | k2, Zmm(plan.srcs[2][i]), b);
+      const size_t s1 = static_cast<size_t>(plan_.srcs[1][i]);
+      if (ins.op == OpKind::Where) {  // operand 1 where the condition holds, else operand 2
+        const size_t s2 = static_cast<size_t>(plan_.srcs[2][i]);
+        const Vec cond = V(plan_.reg_of[s0]);  // a bool: always in a register
+        const Vec other = reg(s2);
+        if constexpr (kWide) {
+          vptestmd(k2, cond, cond);
+          with_operand(s1, [&](const Operand& b) { vblendmps(d | k2, other, b); });
+        } else {
+          vpslld(mask_, cond, 31);
+          with_operand(s1, [&](const Operand& b) { vblendvps(d, other, b, mask_); });
+        }
       } else if (ir::is_compare(ins.op)) {
-        vcmpps(k2, a, b, predicate(ins.op));
-        vpbroadcastd(d | k2 | T_z, ptr[rdx + offset_of(1)]);
-      } else if (ins.op == OpKind::Add) {
-        vaddps(d, a, b);
-      } else if (ins.op == OpKind::Sub) {
-        vsubps(d, a, b);
-      } else if (ins.op == OpKind::Mul) {
-        vmulps(d, a, b);
-      } else if (ins.op == OpKind::Div) {
-        vdivps(d, a, b);
+        const Vec a = reg(s0);
+        with_operand(s1, [&](const Operand& b) { cmpmask(a, b, predicate(ins.op)); });
+        if constexpr (kWide)
+          vpbroadcastd(d | k2 | T_z, ptr[rdx + offset_of(1)]);
+        else
+          vpsrld(d, mask_, 31);
       } else {
-        throw Xbyak::Error(ERR_INTERNAL);
+        const Vec a = reg(s0);
+        with_operand(s1, [&](const Operand& b) {
+          if (ins.op == OpKind::Add)
+            vaddps(d, a, b);
+          else if (ins.op == OpKind::Sub)
+            vsubps(d, a, b);
+          else if (ins.op == OpKind::Mul)
+            vmulps(d, a, b);
+          else if (ins.op == OpKind::Div)
+            vdivps(d, a, b);
+          else
+            throw Xbyak::Error(ERR_INTERNAL);
+        });
       }
     }
     for (size_t s = 0; s < st.stores.size(); ++s) {
-      const Address a = ptr[ptr_[plan.store_ptr[s]] + r10 * 4];
-      const Zmm z = Zmm(plan.store_zmm[s]);
-      if (masked)
-        vmovups(a | k1, z);
-      else if (stream)
-        vmovntps(a, z);
+      const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4];
+      const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
+      if (!masked)
+        stream ? vmovntps(a, v) : vmovups(a, v);
+      else if constexpr (kWide)
+        vmovups(a | k1, v);
       else
-        vmovups(a, z);
+        vmaskmovps(a, tail_mask_, v);
     }
   }
 };
@@ -435,19 +585,40 @@ class JitKernel {
   std::vector<int64_t> shape;     // the iteration space, its dims merged (merge_dims)
   std::vector<Pointer> pointers;  // the kernel's: inputs, then stores
   size_t n_in = 0;
-  std::vector<int> single_loads;           // loads read as one value each, first in consts
-  std::vector<uint32_t> pool;              // the constants of the ops
-  std::unique_ptr<Gen> code, code_stream;  // the second where stores stream
+  std::vector<int> single_loads;  // loads read as one value each, first in consts ...
+  int copies = 1;                 // ... each this many floats wide
+  std::vector<uint32_t> pool;     // the constants of the ops
+  std::unique_ptr<Xbyak::CodeGenerator> code, code_stream;  // the second where stores stream
   Fn fn = nullptr, fn_stream = nullptr;
 };
 
-bool jit_available() {
+namespace {
+
+bool wide_available() {
   static const bool yes = has_avx512() && __builtin_cpu_supports("avx512bw");
   return yes;
 }
 
+template <typename Isa>
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st);
+
+}  // namespace
+
+bool jit_available() {
+  return wide_available() || has_avx2_fma();
+}
+
 std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
-  if (!jit_available() || st.stores.empty()) return nullptr;
+  if (wide_available()) return compile_for<Avx512>(st);
+  if (has_avx2_fma()) return compile_for<Avx2>(st);
+  return nullptr;
+}
+
+namespace {
+
+template <typename Isa>
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
+  if (st.stores.empty()) return nullptr;
   std::vector<const View*> views;  // loads read per element or per row, then the stores
   for (const View& v : st.loads) {
     if (v.dtype != DType::float32 && v.dtype != DType::bool_) return nullptr;
@@ -473,9 +644,10 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   auto k = std::make_shared<JitKernel>();
   k->shape = lay.shape;
   const size_t n = st.program.size();
-  Gen::Plan plan;
+  Plan plan;
   plan.step = &st;
-  plan.zmm_of.assign(n, -1);
+  plan.reg_of.assign(n, -1);
+  plan.const_of.assign(n, -1);
   plan.load.assign(n, Load::None);
   plan.ptr_of.assign(n, -1);
   for (auto& v : plan.srcs) v.assign(n, -1);
@@ -551,8 +723,10 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   for (const auto& s : st.stores) plan.store_ptr.push_back(pointer_of(s.dst));
   plan.n_ptr = static_cast<int>(k->pointers.size());
   if (plan.n_ptr > kMaxPointers) return nullptr;
-  // Registers: a single or row value's for the whole kernel, the others from their
+  // Registers: a row value's for the whole kernel, and a single value's where the ISA
+  // keeps them in registers (else it is read from consts); the others from their
   // instruction to their last reader.
+  constexpr int kValueRegs = Isa::kValueRegs;
   std::vector<char> free_reg(kValueRegs, 1), kept(n, 0);
   auto take = [&]() {
     for (int r = 0; r < kValueRegs; ++r)
@@ -564,46 +738,52 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
   };
   for (size_t i = 0; i < n; ++i) {
     if (plan.load[i] != Load::Single && plan.load[i] != Load::Row) continue;
-    plan.zmm_of[i] = take();
-    if (plan.zmm_of[i] < 0) return nullptr;
     kept[i] = 1;
-    if (plan.load[i] == Load::Row) {
-      plan.rows.push_back({plan.zmm_of[i], plan.ptr_of[i], is_bool[i] != 0});
-    } else {
-      plan.singles.push_back({plan.zmm_of[i], static_cast<int>(k->single_loads.size())});
+    if (plan.load[i] == Load::Single) {
+      plan.const_of[i] = static_cast<int>(k->single_loads.size());
       k->single_loads.push_back(st.program[i].load);
+      if (!Isa::kSinglesInRegs) continue;
     }
+    plan.reg_of[i] = take();
+    if (plan.reg_of[i] < 0) return nullptr;
+    if (plan.load[i] == Load::Row)
+      plan.rows.push_back({plan.reg_of[i], plan.ptr_of[i], is_bool[i] != 0});
   }
   for (size_t i = 0; i < n; ++i) {
     if (kept[i]) continue;
     for (int j = 0; j < 3; ++j) {  // operands read for the last time free their registers
       const int v = src_val[j][i];
       if (v < 0) continue;
-      plan.srcs[j][i] = plan.zmm_of[static_cast<size_t>(v)];
+      plan.srcs[j][i] = v;
       if (last_use[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
           !kept[static_cast<size_t>(v)])
-        free_reg[static_cast<size_t>(plan.zmm_of[static_cast<size_t>(v)])] = 1;
+        free_reg[static_cast<size_t>(plan.reg_of[static_cast<size_t>(v)])] = 1;
     }
-    plan.zmm_of[i] = take();
-    if (plan.zmm_of[i] < 0) return nullptr;
-    if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.zmm_of[i])] = 1;  // read by no one
+    plan.reg_of[i] = take();
+    if (plan.reg_of[i] < 0) return nullptr;
+    if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
-  for (int v : stored_val) plan.store_zmm.push_back(plan.zmm_of[static_cast<size_t>(v)]);
+  plan.store_val = stored_val;
   try {
     const int singles = static_cast<int>(k->single_loads.size());
-    k->code = std::make_unique<Gen>(plan, k->pool, singles, false);
-    k->fn = k->code->getCode<Fn>();
-    name_for_perf(*k->code, st.shape);
+    k->copies = Gen<Isa>::kCopies;
+    auto code = std::make_unique<Gen<Isa>>(plan, k->pool, singles, false);
+    k->fn = code->template getCode<Fn>();
+    name_for_perf(*code, st.shape);
+    k->code = std::move(code);
     if (st.stream_stores) {
-      k->code_stream = std::make_unique<Gen>(plan, k->pool, singles, true);
-      k->fn_stream = k->code_stream->getCode<Fn>();
-      name_for_perf(*k->code_stream, st.shape);
+      auto streaming = std::make_unique<Gen<Isa>>(plan, k->pool, singles, true);
+      k->fn_stream = streaming->template getCode<Fn>();
+      name_for_perf(*streaming, st.shape);
+      k->code_stream = std::move(streaming);
     }
   } catch (const Xbyak::Error&) {
     return nullptr;
   }
   return k;
 }
+
+}  // namespace
 
 bool run_jit(const FusedStep& st, const RunContext& ctx) {
   const JitKernel& k = *st.jit;
@@ -625,13 +805,15 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
            k.pointers[o].size != k.pointers[i].size))
         return false;
   thread_local std::vector<float> consts;
-  consts.resize(k.single_loads.size() + k.pool.size());
+  const size_t singles = k.single_loads.size() * static_cast<size_t>(k.copies);
+  consts.resize(singles + k.pool.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i) {
     const View& v = st.loads[static_cast<size_t>(k.single_loads[i])];
-    consts[i] = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
-                              : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
+    const float x = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
+                                  : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
+    std::fill_n(consts.begin() + static_cast<ptrdiff_t>(i) * k.copies, k.copies, x);
   }
-  std::memcpy(consts.data() + k.single_loads.size(), k.pool.data(), k.pool.size() * 4);
+  std::memcpy(consts.data() + singles, k.pool.data(), k.pool.size() * 4);
   const float* c = consts.data();
   // rows of `width` (the last dim), `block` of them (the dim before) a stride apart
   const int64_t width = k.shape[dims - 1], block = dims > 1 ? k.shape[dims - 2] : 1;
