@@ -1,10 +1,10 @@
-// Fused elementwise steps as native AVX-512 code (jit_elementwise.h). Each op is emitted as
-// the instructions the interpreter's AVX-512 loops run for math.h's formula: the same
-// operations in the same order, each FMA where math.h calls fma, so both give the same bits
-// (jit_test checks them against the interpreter over every special value and a sweep of
-// floats). The kernel runs rows of the step's views, a stride apart (the last dim, once
-// every dim the views allow is merged), 16 floats at a time from `begin` to `end` of each
-// row, a masked pass for the last few.
+// Fused elementwise steps as native AVX-512 or AVX2 code (jit_elementwise.h). Each op is
+// emitted as the instructions the interpreter's vector loops run for math.h's formula: the
+// same operations in the same order, each FMA where math.h calls fma, so both give the same
+// bits (jit_test checks them against the interpreter over every special value and a sweep of
+// floats, for both instruction sets). The kernel runs rows of the step's views, a stride
+// apart (the last dim, once every dim the views allow is merged), 16 or 8 floats at a time
+// from `begin` to `end` of each row, a masked pass for the last few.
 #include "backends/cpu/jit_elementwise.h"
 
 #include <algorithm>

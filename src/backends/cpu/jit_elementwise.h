@@ -1,9 +1,9 @@
 #pragma once
 // Fused elementwise steps as native code (jit_elementwise.cpp): the step's whole chain runs
-// on vector registers, 16 floats at a time, where the interpreter (fused.cpp) writes every
-// op's tile to scratch memory and reads it back. Built with Xbyak (Debian's libxbyak-dev,
-// optional) for CPUs with AVX-512; the same bits as the interpreter's AVX-512 loops, which
-// compute the math of math.h.
+// on vector registers, 16 or 8 floats at a time, where the interpreter (fused.cpp) writes
+// every op's tile to scratch memory and reads it back. Built with Xbyak (Debian's
+// libxbyak-dev, optional) for CPUs with AVX-512 (and BW) or with AVX2 and FMA; the same bits
+// as the interpreter's loops, which compute the math of math.h.
 #include <memory>
 
 #include "backends/cpu/kernels.h"
