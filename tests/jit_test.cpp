@@ -262,6 +262,23 @@ TEST(Jit, ResultsIntoStridedPlacesGiveTheInterpretersBits) {
   expect_same_bits(native, interpreted, native, "concat");
 }
 
+// A result written over its own input (copy_ hands the input's buffer to the output), large
+// enough that its stores stream past the caches.
+TEST(Jit, AResultInPlaceOfItsInput) {
+  SKIP_WITHOUT_JIT();
+  PassesOff none({});
+  const int64_t n = int64_t{12} << 20;  // 48 MiB, beyond the last-level cache
+  Tensor x = lt::randn({n});
+  lt::sync({x});
+  const std::vector<float> before = x.to_vector<float>();
+  x.copy_(x * 2.0f + 1.0f);
+  const std::string program = lt::debug::to_program({x});
+  EXPECT_NE(program.find("native code"), std::string::npos) << program;
+  const std::vector<float> after = x.to_vector<float>();
+  for (size_t i = 0; i < before.size(); ++i)
+    ASSERT_EQ(after[i], before[i] * 2.0f + 1.0f) << "element " << i;
+}
+
 // As many places read and written as the kernel has pointer registers (11), and one more,
 // which is interpreted, with the same values.
 TEST(Jit, ElevenPlacesAreNativeAndTwelveInterpreted) {

@@ -633,10 +633,9 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     for (int64_t stride : v->strides)
       if (stride < 0) return nullptr;
   const Layout lay = merge_dims(st.shape, views);
-  auto inner = [&](const View* v) {
+  auto strides_of = [&](const View& v) -> const std::vector<int64_t>& {
     return lay
-        .strides[static_cast<size_t>(std::find(views.begin(), views.end(), v) - views.begin())]
-        .back();
+        .strides[static_cast<size_t>(std::find(views.begin(), views.end(), &v) - views.begin())];
   };
   for (size_t v = n_loads; v < views.size(); ++v)
     if (lay.strides[v].back() != 1) return nullptr;
@@ -667,9 +666,9 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
       const bool boolean = v.dtype == DType::bool_;
       if (v.is_single_value())
         plan.load[i] = Load::Single;
-      else if (inner(&v) == 0)
+      else if (strides_of(v).back() == 0)
         plan.load[i] = Load::Row;
-      else if (inner(&v) == 1)
+      else if (strides_of(v).back() == 1)
         plan.load[i] = boolean ? Load::Bool : Load::Vector;
       else
         return nullptr;
@@ -700,15 +699,13 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
     stored_val.push_back(v);
   }
-  // Pointers: one per place read (lowering may list it twice) and per store.
-  auto pointer_of = [&](const View& v) {
-    JitKernel::Pointer p{
-        v.storage, v.offset,
-        lay.strides[static_cast<size_t>(std::find(views.begin(), views.end(), &v) - views.begin())],
-        static_cast<int64_t>(itemsize(v.dtype))};
-    for (size_t i = 0; i < k->pointers.size(); ++i) {
+  // Pointers: one per place read (lowering may list it twice), then one per store.
+  auto pointer_of = [&](const View& v, bool shared) {
+    JitKernel::Pointer p{v.storage, v.offset, strides_of(v),
+                         static_cast<int64_t>(itemsize(v.dtype))};
+    for (size_t i = 0; shared && i < k->pointers.size(); ++i) {
       const JitKernel::Pointer& q = k->pointers[i];
-      if (i < k->n_in && q.storage == p.storage && q.offset == p.offset && q.strides == p.strides &&
+      if (q.storage == p.storage && q.offset == p.offset && q.strides == p.strides &&
           q.size == p.size)
         return static_cast<int>(i);
     }
@@ -716,11 +713,10 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     return static_cast<int>(k->pointers.size() - 1);
   };
   for (size_t i = 0; i < n; ++i)
-    if (plan.load[i] == Load::Vector || plan.load[i] == Load::Bool || plan.load[i] == Load::Row) {
-      plan.ptr_of[i] = pointer_of(st.loads[static_cast<size_t>(st.program[i].load)]);
-      k->n_in = k->pointers.size();
-    }
-  for (const auto& s : st.stores) plan.store_ptr.push_back(pointer_of(s.dst));
+    if (plan.load[i] == Load::Vector || plan.load[i] == Load::Bool || plan.load[i] == Load::Row)
+      plan.ptr_of[i] = pointer_of(st.loads[static_cast<size_t>(st.program[i].load)], true);
+  k->n_in = k->pointers.size();
+  for (const auto& s : st.stores) plan.store_ptr.push_back(pointer_of(s.dst, false));
   plan.n_ptr = static_cast<int>(k->pointers.size());
   if (plan.n_ptr > kMaxPointers) return nullptr;
   // Registers: a row value's for the whole kernel, and a single value's where the ISA
