@@ -227,7 +227,7 @@ bool same_edges(const std::vector<Edge>& edges, std::span<const Tensor* const> i
     }
     const TensorImpl& impl = *on_tape(*inputs[i]).impl();
     if (impl.grad_fn) return false;  // never shared (leaf_edges_of)
-    const bool leaf = impl.autograd && impl.autograd->requires_grad;
+    const bool leaf = impl.requires_grad;
     if (leaf ? e.target() != impl.autograd.get() : e.defined()) return false;
   }
   return true;
@@ -320,8 +320,8 @@ Tensor& Tensor::requires_grad_(bool requires_grad) {
            "') cannot stop requiring grad; use detach() for a copy without history.");
     return *this;
   }
-  if (!impl_->autograd && !requires_grad) return *this;
-  autograd::meta_of(*this).requires_grad = requires_grad;
+  if (requires_grad) autograd::meta_of(*this);  // where its gradient will accumulate
+  impl_->requires_grad = requires_grad;
   return *this;
 }
 

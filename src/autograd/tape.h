@@ -21,8 +21,7 @@ struct Function;
 
 /** A leaf's autograd state (TensorImpl::autograd); a computed tensor has its grad_fn. */
 struct Meta {
-  bool requires_grad = false;
-  Tensor grad;  // the accumulated gradient
+  Tensor grad;  // the accumulated gradient (TensorImpl::requires_grad says whether it is taken)
 };
 
 /** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta.
@@ -136,7 +135,7 @@ inline const Tensor& on_tape(const Tensor& t) {
 
 inline bool requires_grad(const Tensor& t) {
   const TensorImpl& impl = *on_tape(t).impl();
-  return impl.grad_fn || (impl.autograd && impl.autograd->requires_grad);
+  return impl.grad_fn || impl.requires_grad;
 }
 inline bool requires_grad(const Tensor* t) {
   return t && requires_grad(*t);
@@ -152,7 +151,7 @@ bool needs_grad(const Ts&... inputs) {
 inline Edge edge_of(const Tensor& input) {
   const TensorImpl& impl = *on_tape(input).impl();
   if (impl.grad_fn) return Edge(impl.grad_fn, impl.output_nr);
-  if (impl.autograd && impl.autograd->requires_grad) return Edge(impl.autograd);
+  if (impl.requires_grad) return Edge(impl.autograd);
   return {};
 }
 

@@ -23,11 +23,14 @@ struct TensorImpl {
   DType dtype;
   uint32_t context = 0;  // the trace (trace_context.h) it was made in; 0: none
   int output_nr = 0;     // which output of grad_fn this tensor is
+  // A leaf's requires_grad (its gradient accumulates in autograd->grad): beside grad_fn, so
+  // that the tape's checks read no other memory.
+  bool requires_grad = false;
   // Pending: the op that computes this tensor. Materialized: the Data node that stands for
   // `buffer` in later graphs (or the op a sync computed, become Data).
   ir::NodePtr node;
   // Gradient history: the op that made this tensor from tensors that require grad (null
-  // for a leaf); a leaf's requires_grad and grad.
+  // for a leaf); a leaf's grad.
   std::shared_ptr<autograd::Function> grad_fn;
   std::shared_ptr<autograd::Meta> autograd;
   runtime::BufferPtr buffer;
