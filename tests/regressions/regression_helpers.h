@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "../passes_off.h"
+
 namespace fuzzreg {
 
 using Data = std::vector<std::vector<double>>;
@@ -59,12 +61,7 @@ inline void expect_values(const lt::Tensor& t, const std::vector<double>& want,
   }
 }
 
-/** Switches optional passes off for a scope. */
-struct PassesOff {
-  std::vector<std::string> before;
-  explicit PassesOff(const std::vector<std::string>& names)
-      : before(lt::debug::set_disabled_passes(names)) {}
-  ~PassesOff() { lt::debug::set_disabled_passes(before); }
-};
+/** Switches optional passes off for a scope (the tests' one helper). */
+using lt_test::PassesOff;
 
 }  // namespace fuzzreg

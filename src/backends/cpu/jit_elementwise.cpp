@@ -692,12 +692,11 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     }
     reg_val[static_cast<size_t>(ins.dst)] = static_cast<int>(i);
   }
-  std::vector<int> stored_val;
   for (const auto& s : st.stores) {
     const int v = reg_val[static_cast<size_t>(s.reg)];
     if (v < 0 || is_bool[static_cast<size_t>(v)]) return nullptr;
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
-    stored_val.push_back(v);
+    plan.store_val.push_back(v);
   }
   // Pointers: one per place read (lowering may list it twice), then one per store.
   auto pointer_of = [&](const View& v, bool shared) {
@@ -759,7 +758,6 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     if (plan.reg_of[i] < 0) return nullptr;
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
-  plan.store_val = stored_val;
   try {
     const int singles = static_cast<int>(k->single_loads.size());
     k->copies = Gen<Isa>::kCopies;
