@@ -25,6 +25,21 @@ std::string repr_of(nb::handle h) {
   return nb::cast<std::string>(nb::repr(h));
 }
 
+metrics::Counter dicts_replayed("DictsReplayed");  // dicts flattened from a DictMemos
+
+// The dict's version (DictMemos), 0 where this Python has none to read
+uint64_t dict_version(PyObject* d) {
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && !defined(Py_LIMITED_API)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // 3.12 and 3.13: deprecated
+  return reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+#pragma GCC diagnostic pop
+#else
+  (void)d;
+  return 0;
+#endif
+}
+
 struct Flattener {
   pytree::Flat& flat;
   TreeDef* def;
@@ -32,6 +47,7 @@ struct Flattener {
   const char* root;
   const char* tool;
   nb::list* keep;
+  DictMemos* memos;
   std::vector<Step> path;
 
   std::string path_str() const {
@@ -62,13 +78,14 @@ struct Flattener {
             .c_str());
   }
 
-  void mix_key(PyObject* k) {
+  // A dict key's word in the key
+  uint64_t key_word(PyObject* k) {
     if (PyUnicode_Check(k)) {
       // the str's own hash: computed once per string object and kept by Python (stable
       // within the process, which is what the trace caches need)
-      flat.mix(static_cast<uint64_t>(PyObject_Hash(k)));
+      return static_cast<uint64_t>(PyObject_Hash(k));
     } else if (PyLong_Check(k)) {
-      flat.mix(static_cast<uint64_t>(PyObject_Hash(k)) ^ 0x1e7);
+      return static_cast<uint64_t>(PyObject_Hash(k)) ^ 0x1e7;
     } else {
       throw nb::type_error((std::string("[") + tool + "] " + path_str() +
                             " is a dict with a key of type " + kind_of(k) +
@@ -183,12 +200,55 @@ struct Flattener {
         if (def) node(TreeDef::Dict, static_cast<uint32_t>(n), nb::tuple(keys));
         pos = 0;
       }
+      // memo_dicts: a dict below the root (the root's items are the arguments), on a call's
+      // hot path. A dict is recorded at its second call unchanged, and replayed from its third
+      // (a loop that makes a new dict each call never pays for recording it).
+      const uint64_t version =
+          memos && !def && !keep && !flat.describing && !path.empty() && PyDict_CheckExact(o)
+              ? dict_version(o)
+              : 0;
+      DictMemos::Memo* record = nullptr;
+      if (version) {
+        DictMemos::Memo* found = nullptr;
+        for (DictMemos::Memo& m : memos->slots)
+          if (m.dict == o && m.version == version) found = &m;
+        if (found && found->state == DictMemos::Memo::Recorded) {
+          dicts_replayed.add();
+          for (size_t i = 0; i < found->leaves.size(); ++i) {
+            flat.mix(found->key_words[i]);
+            flat.add_leaf(*found->leaves[i]);
+          }
+          return;
+        }
+        if (found && found->state == DictMemos::Memo::Seen) record = found;
+        if (!found && n >= 16)
+          memos->slots[memos->next++ % memos->slots.size()] = {
+              o, version, DictMemos::Memo::Seen, {}, {}};
+      }
+      if (record) {
+        record->state = DictMemos::Memo::Unfit;  // until every item proves a tensor
+        record->key_words.clear();
+        record->leaves.clear();
+        record->key_words.reserve(n);
+        record->leaves.reserve(n);
+      }
+      // Walking a dict of tensors under exact str or int keys runs no Python code, so the
+      // version read before the walk is still the dict's after it.
       while (PyDict_Next(o, &pos, &k, &v)) {
-        mix_key(k);
+        const uint64_t word = key_word(k);
+        flat.mix(word);
+        if (record && (PyUnicode_CheckExact(k) || PyLong_CheckExact(k)) && tensor_type(v) &&
+            nb::inst_ready(v)) {
+          record->key_words.push_back(word);
+          record->leaves.push_back(nb::inst_ptr<Tensor>(v));
+        } else {
+          record = nullptr;
+        }
         path.push_back({0, k});
         walk(v);
         end_item();
       }
+      if (record) record->state = DictMemos::Memo::Recorded;
       return;
     }
     bad(h);
@@ -284,8 +344,8 @@ void collect_leaves(nb::handle h, nb::list& out) {
 }  // namespace
 
 void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
-                  const char* tool, nb::list* keep) {
-  Flattener f{flat, def, nb::list(), root, tool, keep, {}};
+                  const char* tool, nb::list* keep, DictMemos* memos) {
+  Flattener f{flat, def, nb::list(), root, tool, keep, memos, {}};
   f.walk(tree);
   if (def) def->aux = std::make_shared<PyRef>(nb::tuple(f.aux));
 }

@@ -3,6 +3,7 @@
 // leaves, with int/float/bool/str as static values. Flattening feeds the C++ tools' keys
 // (pytree::Flat: the structure, static values, leaf shapes and dtypes) and keeps what
 // rebuilding needs (TreeDef); anything else is a TypeError naming its path.
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,26 @@ struct TreeDef {
 };
 
 /**
+ * Dicts of tensors that a function's calls flattened before (the pass memo_dicts), each with
+ * the dict's version then. CPython gives a dict a new version, from one counter for every
+ * dict, at each change, so while a dict at that address has that version it holds the same
+ * objects: flattening it again replays what the walk found, without the walk.
+ * (pytree.cpp's dict walk says when a dict is recorded.)
+ */
+struct DictMemos {
+  struct Memo {
+    const PyObject* dict = nullptr;  // compared, never followed: the version vouches for it
+    uint64_t version = 0;
+    // Seen once; Recorded: the items below; Unfit: an item is not a tensor under a str or int
+    enum State : uint8_t { Seen, Recorded, Unfit } state = Seen;
+    std::vector<uint64_t> key_words;    // each key's word in the key
+    std::vector<const Tensor*> leaves;  // each value's Tensor, inside its Python object
+  };
+  std::array<Memo, 4> slots;
+  size_t next = 0;  // the slot the next new dict takes
+};
+
+/**
  * Flattens `tree` into `flat` (leaves by address) and, if `def` is given, its structure.
  * `root` names the tree in errors ("args"), `tool` the caller ("[assume_pure] args[1]['w'] is
  * a ..."). The leaves' addresses stay valid while their Python objects live: where Python
@@ -41,6 +62,6 @@ struct TreeDef {
  * pass `keep`, which takes a reference to every leaf.
  */
 void flatten_tree(nb::handle tree, pytree::Flat& flat, TreeDef* def, const char* root,
-                  const char* tool, nb::list* keep = nullptr);
+                  const char* tool, nb::list* keep = nullptr, DictMemos* memos = nullptr);
 
 }  // namespace lazytrace::python

@@ -62,9 +62,9 @@ PyObject* resolve(const PyRef& ref) {
 }
 
 void flatten_call(nb::handle args, nb::handle kwargs, pytree::Flat& flat, TreeDef* a, TreeDef* k,
-                  const char* tool, nb::list* keep = nullptr) {
-  flatten_tree(args, flat, a, "args", tool, keep);
-  flatten_tree(kwargs, flat, k, "kwargs", tool, keep);
+                  const char* tool, nb::list* keep = nullptr, DictMemos* memos = nullptr) {
+  flatten_tree(args, flat, a, "args", tool, keep, memos);
+  flatten_tree(kwargs, flat, k, "kwargs", tool, keep, memos);
 }
 
 // assume_pure's and compile's per-function cache
@@ -77,11 +77,18 @@ struct PyFunction {
   bool hold_fn = false;
   CompileOptions options;
   std::set<uint64_t> eager;  // signatures whose function reads values: run as plain code
+  DictMemos dicts;           // the large dicts of tensors its calls were given
+
+  // the hot path's flattening of a call's arguments
+  void flatten_args(nb::handle args, nb::handle kwargs, pytree::Flat& flat) {
+    flatten_call(args, kwargs, flat, nullptr, nullptr, tool, nullptr,
+                 debug::pass_on("memo_dicts") ? &dicts : nullptr);
+  }
 
   nb::object call_cached(nb::handle fn, nb::tuple args, nb::dict kwargs) {
     SlotScope in(*slot, fn);
     pytree::Flat flat;
-    flatten_call(args, kwargs, flat, nullptr, nullptr, tool);
+    flatten_args(args, kwargs, flat);
     auto describe = [&] {
       pytree::Flat d;
       d.describing = true;
@@ -125,7 +132,7 @@ struct PyFunction {
       tools::sync_named(nullptr, options.name + "_clear_pending");
     }
     pytree::Flat flat;
-    flatten_call(args, kwargs, flat, nullptr, nullptr, tool);
+    flatten_args(args, kwargs, flat);
     nb::object result;
     if (!eager.count(flat.hash)) {
       const bool traced =

@@ -972,3 +972,75 @@ def test_a_dict_of_many_weights_is_packed_and_every_change_is_seen():
     check("a weight replaced")
     assert counter("CallPackBuilt") == built + 2
     assert counter("AssumePureTrace") == 1
+
+
+@pytest.mark.parametrize("memo", [True, False])
+def test_a_dict_flattened_from_memory_sees_every_change(memo):
+    """The pass memo_dicts replays the flattening of a dict unchanged since an earlier call;
+    each change (a value written in place, replaced, reshaped, a key added or removed, a new
+    dict, requires_grad switched) must reach the result, as with the pass off."""
+    rng = np.random.default_rng(7)
+    before = lt.debug.set_disabled_passes([] if memo else ["memo_dicts"])
+    try:
+        d = {f"w{i}": lt.tensor(rand_np(rng, 3), requires_grad=True) for i in range(20)}
+
+        @lt.assume_pure
+        def f(p, x):
+            h = x
+            for k in sorted(p):
+                h = h * 0.5 + p[k].sum() * x
+            return h
+
+        def ref(now, x):
+            h = x.astype(np.float64)
+            for k in sorted(now):
+                h = h * 0.5 + now[k].sum() * x
+            return h
+
+        def check(what, p):
+            x = rand_np(rng, 3)
+            y = f(p, lt.tensor(x))
+            y.sum().backward()
+            now = {k: np64(t) for k, t in p.items()}
+            np.testing.assert_allclose(np64(y), ref(now, x), rtol=1e-5, atol=1e-6, err_msg=what)
+            for k, t in p.items():  # d sum(h) / dw: sum(x) times 0.5 per later key, each element
+                later = sum(1 for j in p if j > k)
+                if t.requires_grad:
+                    g = np.full(t.shape, 0.5**later * x.astype(np.float64).sum())
+                    np.testing.assert_allclose(np64(t.grad), g, rtol=1e-5, atol=1e-6,
+                                               err_msg=f"{what}: {k}")
+                else:
+                    assert t.grad is None, (what, k)
+                t.grad = None
+
+        lt.metrics.clear_counters()
+        for i in range(3):
+            check(f"unchanged, call {i}", d)
+        replayed = counter("DictsReplayed")
+        assert replayed >= 1 if memo else replayed == 0
+        with lt.no_grad():
+            d["w3"].copy_(d["w3"] * 2.0 + 1.0)
+        check("a value written in place", d)
+        check("again", d)
+        d["w5"] = lt.tensor(rand_np(rng, 3), requires_grad=True)
+        for i in range(3):
+            check(f"a value replaced, call {i}", d)
+        d["w5"].requires_grad_(False)
+        check("requires_grad switched off", d)
+        d["w6"] = lt.tensor(rand_np(rng, 4), requires_grad=True)
+        for i in range(3):
+            check(f"a value of another shape, call {i}", d)
+        del d["w0"]
+        d["w20"] = lt.tensor(rand_np(rng, 3), requires_grad=True)
+        for i in range(3):
+            check(f"a key removed and one added, call {i}", d)
+        for i in range(3):
+            d = {k: lt.tensor(np64(t).astype(np.float32) + i, requires_grad=True)
+                 for k, t in d.items()}
+            check(f"a new dict, {i}", d)
+            check(f"the new dict again, {i}", d)
+            check(f"the new dict once more, {i}", d)
+        assert counter("AssumePureTrace") == 3  # the first shapes, w6 reshaped, the keys
+        assert counter("DictsReplayed") > replayed if memo else counter("DictsReplayed") == 0
+    finally:
+        lt.debug.set_disabled_passes(before)

@@ -240,6 +240,14 @@ std::vector<std::string> disabled_passes() {
   return runtime::current_passes().off_names();
 }
 
+bool pass_on(std::string_view name) {
+  for (int k = 0; k < runtime::kPassCount; ++k)
+    if (name == runtime::pass_name(static_cast<runtime::Pass>(k)))
+      return runtime::current_passes().on(static_cast<runtime::Pass>(k));
+  runtime::PassSet::without({std::string(name)});  // fails, naming every pass
+  return false;
+}
+
 std::vector<std::string> pass_names() {
   std::vector<std::string> names;
   for (int k = 0; k < runtime::kPassCount; ++k)

@@ -5,6 +5,7 @@
 #include <new>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lazytrace/core/dtype.h"
@@ -142,6 +143,8 @@ std::string to_program(const std::vector<Tensor>& tensors);
 std::vector<std::string> set_disabled_passes(const std::vector<std::string>& names);
 /** The names of the passes switched off now. */
 std::vector<std::string> disabled_passes();
+/** Whether the named pass is on now (an unknown name is an lt::Error that lists them). */
+bool pass_on(std::string_view name);
 /** The names of every optional pass. */
 std::vector<std::string> pass_names();
 /**
