@@ -304,6 +304,50 @@ TEST(Jit, ElevenPlacesAreNativeAndTwelveInterpreted) {
   }
 }
 
+// jit_cache: the steps of layers that compute the same chain run one kernel, generated
+// once, with the results of a kernel each (the pass off) and of the interpreter.
+TEST(Jit, LayersOfOneChainShareOneKernel) {
+  SKIP_WITHOUT_JIT();
+  constexpr int kLayers = 6;
+  std::vector<Tensor> w;
+  for (int i = 0; i < kLayers; ++i) w.push_back(lt::randn({64, 64}) * 0.2f);
+  Tensor x = lt::randn({8, 64});
+  lt::sync(w);
+  lt::sync({x});
+  auto f = [&] {
+    Tensor h = x;
+    for (const Tensor& wi : w) h = lt::tanh(lt::matmul(h, wi)) * 0.5f + h;
+    return h;
+  };
+  auto made = [&](const std::vector<std::string>& off) {
+    PassesOff passes(off);
+    const int64_t before = lt::metrics::counter("JitKernelsMade");
+    Tensor y = f();
+    std::vector<float> v = y.to_vector<float>();
+    return std::make_pair(lt::metrics::counter("JitKernelsMade") - before, v);
+  };
+  const auto [shared, a] = made({});
+  const auto [each, b] = made({"jit_cache"});
+  const auto [none, c] = made({"jit_fused"});
+  EXPECT_LE(shared, 2);  // the layers' steps, and the last one's if it stores otherwise
+  EXPECT_GE(each, kLayers);
+  EXPECT_EQ(none, 0);
+  const std::vector<float> in = x.to_vector<float>();
+  expect_same_bits(a, c, in, "shared kernel against the interpreter");
+  expect_same_bits(b, c, in, "a kernel each against the interpreter");
+  // another program with the same chain (the same weights, more rows) makes no new kernel
+  // while a program holding the first is alive
+  PassesOff none_off({});
+  Tensor keep = f();
+  lt::sync({keep});
+  const int64_t before = lt::metrics::counter("JitKernelsMade");
+  x = lt::randn({24, 64});
+  lt::sync({x});
+  Tensor y = f();
+  lt::sync({y});
+  EXPECT_EQ(lt::metrics::counter("JitKernelsMade"), before);
+}
+
 // What the generator does not take is interpreted, with the same values as with the pass
 // off: a float64 chain, a load strided along its last dim (transposed), an op without
 // native code (log), a comparison's bools stored.

@@ -177,6 +177,7 @@ Counter updates_beside_loops("UpdatesBesideLoops");
 Counter loop_slices_evicted("LoopSlicesEvicted");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
+Counter jit_kernels_made("JitKernelsMade");
 Counter jit_fused_runs("JitFusedRuns");
 Counter collective_count("CollectiveCount");
 Counter collective_bytes("CollectiveBytes");

@@ -14,8 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cpu/cpu_features.h"
@@ -574,6 +576,14 @@ void name_for_perf(const Xbyak::CodeGenerator& code, const Shape& shape) {
 
 }  // namespace
 
+// The native code of one plan, which every fused step with that plan can run (the pass
+// jit_cache): the constants it reads, and a copy whose stores stream where the step's may.
+struct JitCode {
+  std::vector<uint32_t> pool;
+  std::unique_ptr<Xbyak::CodeGenerator> code, code_stream;
+  Fn fn = nullptr, fn_stream = nullptr;
+};
+
 class JitKernel {
  public:
   struct Pointer {
@@ -587,9 +597,7 @@ class JitKernel {
   size_t n_in = 0;
   std::vector<int> single_loads;  // loads read as one value each, first in consts ...
   int copies = 1;                 // ... each this many floats wide
-  std::vector<uint32_t> pool;     // the constants of the ops
-  std::unique_ptr<Xbyak::CodeGenerator> code, code_stream;  // the second where stores stream
-  Fn fn = nullptr, fn_stream = nullptr;
+  std::shared_ptr<const JitCode> code;
 };
 
 namespace {
@@ -600,7 +608,7 @@ bool wide_available() {
 }
 
 template <typename Isa>
-std::shared_ptr<const JitKernel> compile_for(const FusedStep& st);
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared);
 
 }  // namespace
 
@@ -608,16 +616,77 @@ bool jit_available() {
   return wide_available() || has_avx2_fma();
 }
 
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st) {
-  if (wide_available()) return compile_for<Avx512>(st);
-  if (has_avx2_fma()) return compile_for<Avx2>(st);
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st, bool shared) {
+  if (wide_available()) return compile_for<Avx512>(st, shared);
+  if (has_avx2_fma()) return compile_for<Avx2>(st, shared);
   return nullptr;
 }
 
 namespace {
 
+// Everything the generator reads, as bytes: two plans with the same key make the same code.
 template <typename Isa>
-std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
+std::string key_of(const Plan& plan, int singles, bool stream) {
+  std::vector<int32_t> w{Gen<Isa>::kWide, stream, singles, plan.n_ptr,
+                         static_cast<int32_t>(plan.reg_of.size())};
+  for (size_t i = 0; i < plan.reg_of.size(); ++i)
+    w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op), plan.reg_of[i],
+                       plan.const_of[i], static_cast<int32_t>(plan.load[i]), plan.ptr_of[i],
+                       plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i]});
+  for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean});
+  w.insert(w.end(), plan.store_ptr.begin(), plan.store_ptr.end());
+  w.insert(w.end(), plan.store_val.begin(), plan.store_val.end());
+  return std::string(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(int32_t));
+}
+
+// The code of every plan generated in this process that a program still holds (jit_cache).
+struct CodeCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::weak_ptr<const JitCode>> codes;
+  size_t purge_at = 64;
+};
+CodeCache& code_cache() {
+  static auto* c = new CodeCache();  // used by programs that may outlive statics
+  return *c;
+}
+
+template <typename Isa>
+std::shared_ptr<const JitCode> generate(const Plan& plan, int singles, const Shape& shape) {
+  auto c = std::make_shared<JitCode>();
+  auto code = std::make_unique<Gen<Isa>>(plan, c->pool, singles, false);
+  c->fn = code->template getCode<Fn>();
+  name_for_perf(*code, shape);
+  c->code = std::move(code);
+  if (plan.step->stream_stores) {
+    auto streaming = std::make_unique<Gen<Isa>>(plan, c->pool, singles, true);
+    c->fn_stream = streaming->template getCode<Fn>();
+    name_for_perf(*streaming, shape);
+    c->code_stream = std::move(streaming);
+  }
+  metrics::jit_kernels_made.add();
+  return c;
+}
+
+template <typename Isa>
+std::shared_ptr<const JitCode> code_for(const Plan& plan, int singles, const Shape& shape,
+                                        bool shared) {
+  if (!shared) return generate<Isa>(plan, singles, shape);
+  const std::string key = key_of<Isa>(plan, singles, plan.step->stream_stores);
+  CodeCache& cache = code_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  std::weak_ptr<const JitCode>& slot = cache.codes[key];
+  if (std::shared_ptr<const JitCode> c = slot.lock()) return c;
+  std::shared_ptr<const JitCode> c = generate<Isa>(plan, singles, shape);
+  slot = c;
+  if (cache.codes.size() >= cache.purge_at) {  // forget the code no program holds any more
+    std::erase_if(cache.codes, [](const auto& e) { return e.second.expired(); });
+    cache.purge_at = std::max<size_t>(64, 2 * cache.codes.size());
+  }
+  return c;
+}
+
+template <typename Isa>
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared) {
   if (st.stores.empty()) return nullptr;
   std::vector<const View*> views;  // loads read per element or per row, then the stores
   for (const View& v : st.loads) {
@@ -759,18 +828,8 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st) {
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
   try {
-    const int singles = static_cast<int>(k->single_loads.size());
     k->copies = Gen<Isa>::kCopies;
-    auto code = std::make_unique<Gen<Isa>>(plan, k->pool, singles, false);
-    k->fn = code->template getCode<Fn>();
-    name_for_perf(*code, st.shape);
-    k->code = std::move(code);
-    if (st.stream_stores) {
-      auto streaming = std::make_unique<Gen<Isa>>(plan, k->pool, singles, true);
-      k->fn_stream = streaming->template getCode<Fn>();
-      name_for_perf(*streaming, st.shape);
-      k->code_stream = std::move(streaming);
-    }
+    k->code = code_for<Isa>(plan, static_cast<int>(k->single_loads.size()), st.shape, shared);
   } catch (const Xbyak::Error&) {
     return nullptr;
   }
@@ -798,16 +857,17 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
           (base[o] != base[i] || k.pointers[o].strides != k.pointers[i].strides ||
            k.pointers[o].size != k.pointers[i].size))
         return false;
+  const JitCode& code = *k.code;
   thread_local std::vector<float> consts;
   const size_t singles = k.single_loads.size() * static_cast<size_t>(k.copies);
-  consts.resize(singles + k.pool.size());
+  consts.resize(singles + code.pool.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i) {
     const View& v = st.loads[static_cast<size_t>(k.single_loads[i])];
     const float x = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
                                   : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
     std::fill_n(consts.begin() + static_cast<ptrdiff_t>(i) * k.copies, k.copies, x);
   }
-  std::memcpy(consts.data() + singles, k.pool.data(), k.pool.size() * 4);
+  std::memcpy(consts.data() + singles, code.pool.data(), code.pool.size() * 4);
   const float* c = consts.data();
   // rows of `width` (the last dim), `block` of them (the dim before) a stride apart
   const int64_t width = k.shape[dims - 1], block = dims > 1 ? k.shape[dims - 2] : 1;
@@ -834,7 +894,7 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
     a.rows = count;
     a.begin = begin;
     a.end = end;
-    (k.fn_stream != nullptr && aligned ? k.fn_stream : k.fn)(&a);
+    (code.fn_stream != nullptr && aligned ? code.fn_stream : code.fn)(&a);
   };
   if (width >= kTileFloats) {  // tiles of long rows
     const int64_t per_row = (width + kTileFloats - 1) / kTileFloats;
@@ -868,7 +928,7 @@ bool jit_available() {
   return false;
 }
 
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep&) {
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep&, bool) {
   return nullptr;
 }
 

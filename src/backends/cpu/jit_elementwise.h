@@ -19,9 +19,11 @@ bool jit_available();
  * not take: a dtype other than float32 (bool for where's condition and comparisons), a view
  * whose last dim (once the dims every view allows are merged) is neither a run of memory nor
  * one value, an op outside +, -, *, /, neg, abs, relu, exp, tanh, sigmoid, silu, sqrt,
- * rsqrt, comparisons and where, or more values live at once than registers.
+ * rsqrt, comparisons and where, or more values live at once than registers. `shared`: the
+ * code is generated once per process for every step that would get the same (pass
+ * jit_cache).
  */
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s);
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, bool shared);
 
 /** Runs `s` through its kernel; false (nothing done) where it cannot this time: an output
  * that overlaps an input at another offset. The caller then interprets the step. */

@@ -10,9 +10,10 @@ namespace lazytrace::cpu::plan {
 // Each fused step the code generator takes becomes native code, made once with the program:
 // the interpreter writes every op's tile to memory and reads it back, where the native
 // kernel keeps the chain on vector registers and touches memory only to load and store.
-void jit_fused(Program& p, const Context&) {
+void jit_fused(Program& p, const Context& c) {
+  const bool shared = c.passes.on(runtime::Pass::JitCache);
   for (Step& step : p.steps)
-    if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f);
+    if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, shared);
 }
 
 }  // namespace lazytrace::cpu::plan
