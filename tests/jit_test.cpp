@@ -101,6 +101,8 @@ TEST(Jit, EveryUnaryOpGivesTheInterpretersBits) {
       {"tanh", [](const Tensor& t) { return lt::tanh(t); }},
       {"sigmoid", [](const Tensor& t) { return lt::sigmoid(t); }},
       {"silu", [](const Tensor& t) { return lt::silu(t); }},
+      {"erf", [](const Tensor& t) { return lt::erf(t); }},
+      {"gelu", [](const Tensor& t) { return lt::gelu(t); }},
       {"sqrt", [](const Tensor& t) { return lt::sqrt(t); }},
       {"rsqrt", [](const Tensor& t) { return lt::rsqrt(t); }},
   };

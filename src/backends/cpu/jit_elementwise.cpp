@@ -63,7 +63,7 @@ enum class Load : uint8_t {
 bool takes(OpKind op) {
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs,
                    OpKind::Relu, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu,
-                   OpKind::Sqrt, OpKind::Rsqrt, OpKind::Where})
+                   OpKind::Erf, OpKind::Gelu, OpKind::Sqrt, OpKind::Rsqrt, OpKind::Where})
     if (op == k) return true;
   return ir::is_compare(op);
 }
@@ -367,6 +367,42 @@ class Gen : public Xbyak::CodeGenerator {
     if (d_is_x) vmovaps(d, big);
   }
 
+  // T(3) = erf_f32 of a value whose |.| is in T(0), with the sign and NaN of x (erf's own
+  // argument, or gelu's x, which has those of x / sqrt 2). Uses T(0) .. T(7).
+  void erf_of_abs(const Vec& x) {
+    const Vec a = T(0), p = T(1), small = T(2), b = T(3), y = T(4), q = T(1), e = T(4);
+    vmulps(small, a, a);  // z, until the polynomial in it is done
+    vbroadcastss(p, cscalar(7.854685512452328e-05f));
+    for (float k : {-8.010429102526158e-04f, 5.188352826718489e-03f, -2.685382425798895e-02f,
+                    1.1283585420443037e-01f, -3.7612625846070247e-01f, 1.283791657295543e-01f})
+      vfmadd213ps(p, small, c(k));  // p * z + k
+    vmovaps(small, p);
+    vfmadd213ps(small, a, a);  // p * a + a
+    vminps(b, a, c(4.0f));     // a < 4 ? a : 4
+    vbroadcastss(y, cscalar(0.6666666666666666f));
+    vfmadd213ps(y, b, c(-1.6666666666666667f));
+    vbroadcastss(q, cscalar(1.2866613535463496e-05f));
+    for (float k : {-3.676900484373287e-05f, 5.778033328176128e-05f, -1.4438384378347117e-04f,
+                    4.113537378484193e-04f, -1.016687302114129e-03f, 2.4033164536911085e-03f,
+                    -5.567518672620598e-03f, 1.2489331321228172e-02f, -2.700569269959715e-02f,
+                    5.611050382666251e-02f, -1.1152100628652671e-01f, 2.1080636385446255e-01f})
+      vfmadd213ps(q, y, c(k));
+    vmulps(e, b, b);
+    xor_bits(e, e, 0x80000000u);  // -(b * b)
+    exp_n(b, e);
+    exp_from_n(b, e, b);
+    vfnmadd213ps(b, q, c(1.0f));  // 1 - e^-b^2 q
+    cmpmask(a, c(1.0f), kLt);
+    move_where(b, small);
+    and_bits(small, x, 0x80000000u);  // x's sign on the result, which has none
+    if constexpr (kWide)
+      vpord(b, b, small);
+    else
+      vorps(b, b, small);
+    cmpmask(x, x, kUnord);
+    move_where(b, x);
+  }
+
   void unary(OpKind op, const Vec& d, const Vec& x) {
     if (op == OpKind::Neg) {
       xor_bits(d, x, 0x80000000u);
@@ -396,6 +432,17 @@ class Gen : public Xbyak::CodeGenerator {
         vmulps(d, x, T(0));
       else
         vmovaps(d, T(0));
+    } else if (op == OpKind::Erf) {
+      and_bits(T(0), x, 0x7fffffffu);
+      erf_of_abs(x);
+      vmovaps(d, T(3));
+    } else if (op == OpKind::Gelu) {  // 0.5 x (1 + erf(x / sqrt 2))
+      vmulps(T(0), x, c(0.70710678118654752440f));
+      and_bits(T(0), T(0), 0x7fffffffu);
+      erf_of_abs(x);
+      vaddps(T(3), T(3), c(1.0f));
+      vmulps(T(2), x, c(0.5f));
+      vmulps(d, T(2), T(3));
     } else if (op == OpKind::Sqrt) {
       vsqrtps(d, x);
     } else if (op == OpKind::Rsqrt) {

@@ -1,4 +1,4 @@
-// exp, tanh, sigmoid and silu through the fused steps' native code (jit_fused) against
+// exp, tanh, sigmoid, silu, erf and gelu through the fused steps' native code (jit_fused) against
 // math.h's scalar formulas, over all 2^32 floats, bit for bit (NaN matching any NaN).
 #include <lazytrace/lazytrace.h>
 
@@ -16,17 +16,19 @@ using K = lazytrace::ir::OpKind;
 int main() {
   const int64_t chunk = 1 << 22;
   std::vector<float> xs(chunk);
-  const K ops[] = {K::Exp, K::Tanh, K::Sigmoid, K::Silu};
-  const char* names[] = {"exp", "tanh", "sigmoid", "silu"};
-  int64_t bad[4] = {0, 0, 0, 0};
+  constexpr int kOps = 6;
+  const K ops[kOps] = {K::Exp, K::Tanh, K::Sigmoid, K::Silu, K::Erf, K::Gelu};
+  const char* names[kOps] = {"exp", "tanh", "sigmoid", "silu", "erf", "gelu"};
+  int64_t bad[kOps] = {};
   for (uint64_t base = 0; base < (uint64_t{1} << 32); base += chunk) {
     for (int64_t i = 0; i < chunk; ++i) {
       const uint32_t b = static_cast<uint32_t>(base + i);
       std::memcpy(&xs[i], &b, 4);
     }
     lt::Tensor x = lt::tensor(xs, {chunk});
-    lt::Tensor ys[4] = {lt::exp(x), lt::tanh(x), lt::sigmoid(x), lt::silu(x)};
-    for (int o = 0; o < 4; ++o) {
+    lt::Tensor ys[kOps] = {lt::exp(x),  lt::tanh(x), lt::sigmoid(x),
+                           lt::silu(x), lt::erf(x),  lt::gelu(x)};
+    for (int o = 0; o < kOps; ++o) {
       const std::vector<float> got = ys[o].to_vector<float>();
       for (int64_t i = 0; i < chunk; ++i) {
         const float want = m::unary(ops[o], xs[i]);
@@ -39,7 +41,7 @@ int main() {
       }
     }
   }
-  for (int o = 0; o < 4; ++o)
+  for (int o = 0; o < kOps; ++o)
     std::printf("%s: %lld floats differ\n", names[o], static_cast<long long>(bad[o]));
   std::printf("JitFusedRuns %lld\n", static_cast<long long>(lt::metrics::counter("JitFusedRuns")));
 }
