@@ -372,21 +372,16 @@ class Gen : public Xbyak::CodeGenerator {
   void erf_of_abs(const Vec& x) {
     const Vec a = T(0), p = T(1), small = T(2), b = T(3), y = T(4), q = T(1), e = T(4);
     vmulps(small, a, a);  // z, until the polynomial in it is done
-    vbroadcastss(p, cscalar(7.854685512452328e-05f));
-    for (float k : {-8.010429102526158e-04f, 5.188352826718489e-03f, -2.685382425798895e-02f,
-                    1.1283585420443037e-01f, -3.7612625846070247e-01f, 1.283791657295543e-01f})
-      vfmadd213ps(p, small, c(k));  // p * z + k
+    vbroadcastss(p, cscalar(math::kErfP[0]));
+    for (size_t i = 1; i < std::size(math::kErfP); ++i)
+      vfmadd213ps(p, small, c(math::kErfP[i]));  // p * z + k
     vmovaps(small, p);
     vfmadd213ps(small, a, a);  // p * a + a
     vminps(b, a, c(4.0f));     // a < 4 ? a : 4
     vbroadcastss(y, cscalar(0.6666666666666666f));
     vfmadd213ps(y, b, c(-1.6666666666666667f));
-    vbroadcastss(q, cscalar(1.2866613535463496e-05f));
-    for (float k : {-3.676900484373287e-05f, 5.778033328176128e-05f, -1.4438384378347117e-04f,
-                    4.113537378484193e-04f, -1.016687302114129e-03f, 2.4033164536911085e-03f,
-                    -5.567518672620598e-03f, 1.2489331321228172e-02f, -2.700569269959715e-02f,
-                    5.611050382666251e-02f, -1.1152100628652671e-01f, 2.1080636385446255e-01f})
-      vfmadd213ps(q, y, c(k));
+    vbroadcastss(q, cscalar(math::kErfQ[0]));
+    for (size_t i = 1; i < std::size(math::kErfQ); ++i) vfmadd213ps(q, y, c(math::kErfQ[i]));
     vmulps(e, b, b);
     xor_bits(e, e, 0x80000000u);  // -(b * b)
     exp_n(b, e);

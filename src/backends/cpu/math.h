@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "core/check.h"
@@ -125,6 +126,20 @@ LT_MATH_INLINE float tanh_f32(float x) {
   return tanh_from(x, tanh_denominator(x));
 }
 
+// erf_f32's polynomials, highest degree first (the native code, jit_elementwise.cpp, reads
+// them too): P in x^2, its constant 2 / sqrt(pi) - 1 (the 1 is added exactly) ...
+inline constexpr float kErfP[] = {7.854685512452328e-05f,  -8.010429102526158e-04f,
+                                  5.188352826718489e-03f,  -2.685382425798895e-02f,
+                                  1.1283585420443037e-01f, -3.7612625846070247e-01f,
+                                  1.283791657295543e-01f};
+// ... and Q in y = (|x| - 2.5) / 1.5
+inline constexpr float kErfQ[] = {
+    1.2866613535463496e-05f,  -3.676900484373287e-05f, 5.778033328176128e-05f,
+    -1.4438384378347117e-04f, 4.113537378484193e-04f,  -1.016687302114129e-03f,
+    2.4033164536911085e-03f,  -5.567518672620598e-03f, 1.2489331321228172e-02f,
+    -2.700569269959715e-02f,  5.611050382666251e-02f,  -1.1152100628652671e-01f,
+    2.1080636385446255e-01f};
+
 /**
  * erf for float32, vectorizable: x + x P(x^2) for |x| < 1; 1 - e^-x^2 Q(|x|) beyond, with
  * |x| clamped to 4, where erf rounds to 1 (P and Q fitted to erf / x and to e^x^2 erfc(x) in
@@ -134,29 +149,15 @@ LT_MATH_INLINE float tanh_f32(float x) {
 LT_MATH_INLINE float erf_f32(float x) {
   const float a = std::fabs(x);
   const float z = a * a;
-  float p = 7.854685512452328e-05f;
-  p = fma(p, z, -8.010429102526158e-04f);
-  p = fma(p, z, 5.188352826718489e-03f);
-  p = fma(p, z, -2.685382425798895e-02f);
-  p = fma(p, z, 1.1283585420443037e-01f);
-  p = fma(p, z, -3.7612625846070247e-01f);
-  p = fma(p, z, 1.283791657295543e-01f);  // 2 / sqrt(pi) - 1: the 1 added exactly below
+  float p = kErfP[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < std::size(kErfP); ++i) p = fma(p, z, kErfP[i]);
   const float small = fma(a, p, a);
   const float b = select(a < 4.0f, a, 4.0f);
   const float y = fma(b, 0.6666666666666666f, -1.6666666666666667f);
-  float q = 1.2866613535463496e-05f;
-  q = fma(q, y, -3.676900484373287e-05f);
-  q = fma(q, y, 5.778033328176128e-05f);
-  q = fma(q, y, -1.4438384378347117e-04f);
-  q = fma(q, y, 4.113537378484193e-04f);
-  q = fma(q, y, -1.016687302114129e-03f);
-  q = fma(q, y, 2.4033164536911085e-03f);
-  q = fma(q, y, -5.567518672620598e-03f);
-  q = fma(q, y, 1.2489331321228172e-02f);
-  q = fma(q, y, -2.700569269959715e-02f);
-  q = fma(q, y, 5.611050382666251e-02f);
-  q = fma(q, y, -1.1152100628652671e-01f);
-  q = fma(q, y, 2.1080636385446255e-01f);
+  float q = kErfQ[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < std::size(kErfQ); ++i) q = fma(q, y, kErfQ[i]);
   const float e = -(b * b);
   const float big = fma(-exp_from_n(e, exp_n(e)), q, 1.0f);
   return select(x != x, x, std::copysign(select(a < 1.0f, small, big), x));
