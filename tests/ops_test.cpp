@@ -2411,6 +2411,43 @@ namespace {
 
 // Tensors of more than 6 dims (the fixed-size fast paths hold up to 6): a permute, a
 // broadcast product and a reduction over three dims of a 7-d tensor, against plain loops.
+// A floating tensor to the power 2, 3, -1, -2, 0.5 or -0.5 is multiplied, divided or
+// square-rooted instead of a general power (as PyTorch does): the values of std::pow in
+// double within a few float ulps, sqrt's values at -0 and -inf, and gradients e x^(e - 1).
+TEST(OpsPow, SmallExponentsAreProductsAndRootsWithPowsValues) {
+  std::vector<float> xs;
+  for (int i = 0; i < 400; ++i)
+    xs.push_back(
+        static_cast<float>(std::ldexp(1.0 + i % 37 / 37.0, i % 41 - 20) * (i % 2 ? -1 : 1)));
+  for (double e : {2.0, 3.0, -1.0, -2.0, 0.5, -0.5}) {
+    std::vector<float> in = xs;
+    if (e == 0.5 || e == -0.5)
+      for (float& v : in) v = std::fabs(v);
+    Tensor x = lt::tensor(in, {static_cast<int64_t>(in.size())});
+    x.requires_grad_(true);
+    Tensor y = lt::pow(x, e);
+    EXPECT_EQ(lt::debug::to_text({y}).find("pow("), std::string::npos) << e;
+    lt::sum(y).backward();
+    const std::vector<float> got = y.to_vector<float>(), grad = x.grad().to_vector<float>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double want = std::pow(static_cast<double>(in[i]), e);
+      EXPECT_NEAR(got[i], want, 4e-7 * std::fabs(want)) << "x = " << in[i] << ", e = " << e;
+      const double slope = e * std::pow(static_cast<double>(in[i]), e - 1);
+      EXPECT_NEAR(grad[i], slope, 1e-6 * std::fabs(slope)) << "x = " << in[i] << ", e = " << e;
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> special =
+      lt::pow(lt::tensor({-0.0f, -inf, inf, 0.0f}), 0.5).to_vector<float>();
+  EXPECT_TRUE(std::signbit(special[0]) && special[0] == 0);  // sqrt(-0) = -0
+  EXPECT_TRUE(std::isnan(special[1]));
+  EXPECT_EQ(special[2], inf);
+  EXPECT_EQ(special[3], 0.0f);
+  // an integer tensor keeps integer powers, a general exponent stays a power
+  EXPECT_EQ(lt::pow(lt::tensor({-3, 2}), 2).to_vector<int64_t>(), (std::vector<int64_t>{9, 4}));
+  EXPECT_NE(lt::debug::to_text({lt::pow(lt::tensor({1.5f}), 2.5)}).find("pow("), std::string::npos);
+}
+
 TEST(OpsHighRank, SevenAndEightDimsMatchLoops) {
   const std::vector<int64_t> dims = {2, 3, 1, 2, 3, 2, 2};
   const int64_t n = 2 * 3 * 1 * 2 * 3 * 2 * 2;
