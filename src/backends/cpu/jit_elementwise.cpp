@@ -63,7 +63,8 @@ enum class Load : uint8_t {
 bool takes(OpKind op) {
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs,
                    OpKind::Relu, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu,
-                   OpKind::Erf, OpKind::Gelu, OpKind::Sqrt, OpKind::Rsqrt, OpKind::Where})
+                   OpKind::Erf, OpKind::Gelu, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
+                   OpKind::Where})
     if (op == k) return true;
   return ir::is_compare(op);
 }
@@ -398,6 +399,45 @@ class Gen : public Xbyak::CodeGenerator {
     move_where(b, x);
   }
 
+  // d = log_f32(x). Uses T(0) .. T(3).
+  void log(const Vec& d, const Vec& x) {
+    const Vec m = T(0), k = T(1), p = T(2), r = T(3);
+    cmpmask(x, c(1.17549435e-38f), kLt);  // tiny: subnormal, or not positive
+    vmovaps(m, x);
+    vmulps(k, x, c(8388608.0f));
+    move_where(m, k);
+    vpaddd(m, m, cbits(0x3f800000u - 0x3f3504f3u));
+    vpsrld(k, m, 23);
+    vpsubd(k, k, cbits(127));
+    if constexpr (kWide) {
+      vpsubd(k | k2, k, cbits(23));
+    } else {
+      vandps(p, mask_, cbits(23));
+      vpsubd(k, k, p);
+    }
+    vcvtdq2ps(k, k);
+    and_bits(m, m, 0x007fffffu);
+    vpaddd(m, m, cbits(0x3f3504f3u));
+    vsubps(m, m, c(1.0f));  // f
+    vbroadcastss(p, cscalar(math::kLogP[0]));
+    for (size_t i = 1; i < std::size(math::kLogP); ++i) vfmadd213ps(p, m, c(math::kLogP[i]));
+    vfmadd213ps(p, m, c(-0.5f));  // f p - 0.5
+    vmulps(r, m, m);
+    vmulps(r, r, p);
+    vfmadd231ps(r, k, c(-2.12194440e-4f));
+    vaddps(r, r, m);
+    vfmadd231ps(r, k, c(0.693359375f));
+    cmpmask(x, c(0.0f), kEq);
+    set_where(r, -HUGE_VALF);
+    cmpmask(x, c(HUGE_VALF), kEq);
+    set_where(r, HUGE_VALF);
+    cmpmask(x, c(0.0f), kLt);
+    set_where(r, NAN);
+    cmpmask(x, x, kUnord);
+    move_where(r, x);
+    vmovaps(d, r);
+  }
+
   void unary(OpKind op, const Vec& d, const Vec& x) {
     if (op == OpKind::Neg) {
       xor_bits(d, x, 0x80000000u);
@@ -438,6 +478,8 @@ class Gen : public Xbyak::CodeGenerator {
       vaddps(T(3), T(3), c(1.0f));
       vmulps(T(2), x, c(0.5f));
       vmulps(d, T(2), T(3));
+    } else if (op == OpKind::Log) {
+      log(d, x);
     } else if (op == OpKind::Sqrt) {
       vsqrtps(d, x);
     } else if (op == OpKind::Rsqrt) {
