@@ -18,7 +18,7 @@ bool jit_available();
  * A native kernel for fused step `s`, or null where the step has what the generator does
  * not take: a dtype other than float32 (bool for where's condition and comparisons), a view
  * whose last dim (once the dims every view allows are merged) is neither a run of memory nor
- * one value, an op outside +, -, *, /, neg, abs, relu, exp, tanh, sigmoid, silu, erf,
+ * one value, an op outside +, -, *, /, neg, abs, relu, exp, log, tanh, sigmoid, silu, erf,
  * gelu, sqrt, rsqrt, comparisons and where, or more values live at once than registers. `shared`:
  * the code is generated once per process for every step that would get the same (pass jit_cache).
  */

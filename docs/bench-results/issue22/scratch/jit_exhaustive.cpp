@@ -1,5 +1,5 @@
-// exp, tanh, sigmoid, silu, erf and gelu through the fused steps' native code (jit_fused) against
-// math.h's scalar formulas, over all 2^32 floats, bit for bit (NaN matching any NaN).
+// exp, tanh, sigmoid, silu, erf, gelu and log through the fused steps' native code (jit_fused)
+// against math.h's scalar formulas, over all 2^32 floats, bit for bit (NaN matching any NaN).
 #include <lazytrace/lazytrace.h>
 
 #include <cmath>
@@ -16,9 +16,9 @@ using K = lazytrace::ir::OpKind;
 int main() {
   const int64_t chunk = 1 << 22;
   std::vector<float> xs(chunk);
-  constexpr int kOps = 6;
-  const K ops[kOps] = {K::Exp, K::Tanh, K::Sigmoid, K::Silu, K::Erf, K::Gelu};
-  const char* names[kOps] = {"exp", "tanh", "sigmoid", "silu", "erf", "gelu"};
+  constexpr int kOps = 7;
+  const K ops[kOps] = {K::Exp, K::Tanh, K::Sigmoid, K::Silu, K::Erf, K::Gelu, K::Log};
+  const char* names[kOps] = {"exp", "tanh", "sigmoid", "silu", "erf", "gelu", "log"};
   int64_t bad[kOps] = {};
   for (uint64_t base = 0; base < (uint64_t{1} << 32); base += chunk) {
     for (int64_t i = 0; i < chunk; ++i) {
@@ -26,8 +26,8 @@ int main() {
       std::memcpy(&xs[i], &b, 4);
     }
     lt::Tensor x = lt::tensor(xs, {chunk});
-    lt::Tensor ys[kOps] = {lt::exp(x),  lt::tanh(x), lt::sigmoid(x),
-                           lt::silu(x), lt::erf(x),  lt::gelu(x)};
+    lt::Tensor ys[kOps] = {lt::exp(x), lt::tanh(x), lt::sigmoid(x), lt::silu(x),
+                           lt::erf(x), lt::gelu(x), lt::log(x)};
     for (int o = 0; o < kOps; ++o) {
       const std::vector<float> got = ys[o].to_vector<float>();
       for (int64_t i = 0; i < chunk; ++i) {
