@@ -19,6 +19,7 @@ inline constexpr int kPassCount = 0
 #define LT_PASS(id, name, where, what) +1
 #include "runtime/passes.def"
     ;
+static_assert(kPassCount <= 32, "PassSet keeps one bit per pass in 32 bits");
 
 class PassSet {
  public:
