@@ -61,10 +61,10 @@ enum class Load : uint8_t {
 };
 
 bool takes(OpKind op) {
-  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs,
-                   OpKind::Relu, OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu,
-                   OpKind::Erf, OpKind::Gelu, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
-                   OpKind::Where})
+  for (OpKind k :
+       {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Neg, OpKind::Abs, OpKind::Relu,
+        OpKind::Exp, OpKind::Tanh, OpKind::Sigmoid, OpKind::Silu, OpKind::Erf, OpKind::Gelu,
+        OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt, OpKind::Where})
     if (op == k) return true;
   return ir::is_compare(op);
 }
