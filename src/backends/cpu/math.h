@@ -128,10 +128,9 @@ LT_MATH_INLINE float tanh_f32(float x) {
 
 // erf_f32's polynomials, highest degree first (the native code, jit_elementwise.cpp, reads
 // them too): P in x^2, its constant 2 / sqrt(pi) - 1 (the 1 is added exactly) ...
-inline constexpr float kErfP[] = {7.854685512452328e-05f,  -8.010429102526158e-04f,
-                                  5.188352826718489e-03f,  -2.685382425798895e-02f,
-                                  1.1283585420443037e-01f, -3.7612625846070247e-01f,
-                                  1.283791657295543e-01f};
+inline constexpr float kErfP[] = {
+    7.854108844185248e-05f, -0.0008010264136828482f, 0.005188335198909044f, -0.026853814721107483f,
+    0.1128358542919159f,    -0.3761262595653534f,    0.12837916612625122f};
 // ... and Q in y = (|x| - 2.5) / 1.5, fitted to erfc's absolute error (what erf's ulps
 // see), not to its relative one
 inline constexpr float kErfQ[] = {
@@ -142,8 +141,8 @@ inline constexpr float kErfQ[] = {
 /**
  * erf for float32, vectorizable: x + x P(x^2) for |x| < 1; 1 - e^-x^2 Q(|x|) beyond, with
  * |x| clamped to 4, where erf rounds to 1 (P fitted to erf / x in float64, 1.2e-9 relative;
- * Q to e^x^2 erfc(x), erfc within 2.4e-9). Within 1.05 ulps of erf over every float (8
- * floats above 1 ulp; libm's erff: 0.97).
+ * Q to e^x^2 erfc(x), erfc within 2.4e-9; docs/bench-results/issue22/scratch/fits.py). Within
+ * 1.05 ulps of erf over every float (16 floats above 1 ulp; libm's erff: 0.97).
  */
 LT_MATH_INLINE float erf_f32(float x) {
   const float a = std::fabs(x);
@@ -171,7 +170,7 @@ inline constexpr float kLogP[] = {
 /**
  * log for float32, vectorizable: x = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormals scaled
  * by 2^23 first), then k ln2 (Cody-Waite's two parts) + log(1 + f) for f = m - 1 (exact).
- * Within 0.93 ulps of log over every float (libm's logf: 0.5).
+ * Within 0.93 ulps of log over every positive float (libm's logf: 0.82).
  */
 LT_MATH_INLINE float log_f32(float x) {
   const bool tiny = x < 1.17549435e-38f;  // subnormal, or not positive (fixed below)
@@ -198,21 +197,13 @@ LT_MATH_INLINE float log_f32(float x) {
 /**
  * log1p for float32, vectorizable: log(u) for u = 1 + x rounded, corrected by
  * (x - (u - 1)) / u, what the rounding lost; x itself where u rounds to 1. Within 1.44 ulps
- * of log1p over every float above -1 (libm's log1pf: within 1).
+ * of log1p over every float above -1 (libm's log1pf: 1.29).
  */
 LT_MATH_INLINE float log1p_f32(float x) {
   const float u = 1.0f + x;
   const float l = log_f32(u);
   const float y = select(u == 1.0f, x, l + (x - (u - 1.0f)) / u);
   return select(u <= 0.0f || u == HUGE_VALF || x != x, l, y);  // -inf, NaN, inf: log's
-}
-
-template <typename T>
-LT_MATH_INLINE T log(T x) {
-  if constexpr (std::is_same_v<T, float>)
-    return log_f32(x);
-  else
-    return std::log(x);
 }
 
 template <typename T>
@@ -252,7 +243,10 @@ LT_MATH_INLINE T unary(ir::OpKind op, T x) {
     case K::Exp:
       return math::exp(x);
     case K::Log:
-      return math::log(x);
+      if constexpr (std::is_same_v<T, float>)
+        return log_f32(x);
+      else
+        return std::log(x);
     case K::Log1p:
       if constexpr (std::is_same_v<T, float>)
         return log1p_f32(x);
