@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/jit_elementwise.h"
 #include "isa.h"
 #include "passes_off.h"
@@ -349,6 +350,47 @@ TEST(Jit, LayersOfOneChainShareOneKernel) {
   Tensor y = f();
   lt::sync({y});
   EXPECT_EQ(lt::metrics::counter("JitKernelsMade"), before);
+}
+
+// The loop's first part runs several vectors at a time, op by op (jit_interleave): at every
+// length around its passes (8 vectors of 16 floats on AVX-512, fewer on AVX2), with the
+// single-vector loop and the masked tail after them, and over rows of a 2-d step, the same
+// bits as one vector at a time and as the interpreter; the program says how many it runs.
+TEST(Jit, InterleavedVectorsGiveTheSameBitsAtEveryLength) {
+  SKIP_WITHOUT_JIT();
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{127}, {128}, {129}, {255}, {1000}, {3149}, {7, 300}}) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> xs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      xs[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * 0.37f) * 6.0f;
+    xs[5] = NAN;
+    xs[static_cast<size_t>(n - 1)] = -std::numeric_limits<float>::infinity();
+    Tensor x = lt::tensor(xs, lazytrace::Shape(shape));
+    lt::sync({x});
+    auto f = [&] {  // kernels_bench's chain with tanh and sigmoid
+      Tensor v = lt::tanh(x * 1.5f + 0.25f);
+      v = lt::sigmoid(v * 2.0f - 0.5f);
+      return lt::relu(v * x);
+    };
+    const std::string at = "shape " + lazytrace::Shape(shape).str();
+    auto [native, interpreted] = both(f);
+    expect_same_bits(native, interpreted, xs, "interleaved against the interpreter, " + at);
+    {
+      PassesOff none({});
+      const std::string program = lt::debug::to_program({f()});
+      if (lazytrace::cpu::has_avx512()) {
+        EXPECT_NE(program.find("8 vectors at a time"), std::string::npos) << program;
+      }
+    }
+    PassesOff off({"jit_interleave"});
+    Tensor one = f();
+    const std::string program = lt::debug::to_program({one});
+    EXPECT_NE(program.find("native code"), std::string::npos) << program;
+    EXPECT_EQ(program.find("vectors at a time"), std::string::npos) << program;
+    expect_same_bits(native, one.to_vector<float>(), xs, "interleaved against one vector, " + at);
+  }
 }
 
 // What the generator does not take is interpreted, with the same values as with the pass

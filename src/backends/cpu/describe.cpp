@@ -2,6 +2,7 @@
 #include <sstream>
 #include <string>
 
+#include "backends/cpu/jit_elementwise.h"
 #include "backends/cpu/program.h"
 #include "core/overload.h"
 
@@ -69,7 +70,11 @@ std::string describe(const Program& p) {
                      for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
                      if (f.read_ahead) os << "; reads ahead";
                      if (f.stream_stores) os << "; streams its stores";
-                     if (f.jit) os << "; native code";
+                     if (f.jit) {
+                       os << "; native code";
+                       if (const int v = jit_vectors(*f.jit); v > 1)
+                         os << ", " << v << " vectors at a time";
+                     }
                    },
                    [&](const ReduceStep& r) {
                      os << ir::op_name(r.op) << " " << view(r.in) << " -> s" << r.out_storage;

@@ -38,8 +38,10 @@ namespace {
 
 using ir::OpKind;
 
-constexpr int kTileFloats = 1024;  // a task of parallel_for: as fused.cpp's tiles
-constexpr int kMaxPointers = 11;   // loads read as vectors or per row, and stores
+constexpr int kTileFloats = 1024;        // a task of parallel_for: as fused.cpp's tiles
+constexpr int kMaxVectors = 8;           // vectors interleaved in one pass of the loop ...
+constexpr int kInterleavedBytes = 4096;  // ... whose code takes at most this much
+constexpr int kMaxPointers = 11;         // loads read as vectors or per row, and stores
 
 // The kernel's one argument: each pointer at its first row (inner index 0) and the bytes it
 // moves from one row to the next; rows of the inner range [begin, end).
@@ -91,7 +93,10 @@ uint8_t predicate(OpKind op) {
 // The plan the generator follows: where each value lives, read from compile_jit's analysis.
 struct Plan {
   const FusedStep* step;
-  std::vector<int> reg_of;    // per instruction: its value's register (-1: none, or in memory)
+  std::vector<int> reg_of;  // per instruction: its value's register (-1: none, or in memory)
+  // per instruction, the registers of the 2nd, 3rd ... vector run beside the first, as many
+  // as the registers allow (pass jit_interleave); a single or row value's are the first's
+  std::vector<std::vector<int>> reg_of_more;
   std::vector<int> const_of;  // per instruction: a single value's index in consts (-1: none)
   std::vector<Load> load;     // per instruction
   std::vector<int> ptr_of;    // per instruction: a Vector, Bool or Row load's pointer
@@ -172,11 +177,15 @@ class Gen : public Xbyak::CodeGenerator {
       }
     }
     mov(r10, arg(offsetof(Args, begin)));
+    Label interleaved;  // first, while they remain, several vectors at a time (below)
+    if (!plan.reg_of_more.empty()) jmp(interleaved, T_NEAR);
     L(loop);
     lea(r8, ptr[r10 + kLanes]);
     cmp(r8, arg(offsetof(Args, end)));
     jg(tail, T_NEAR);
+    const size_t body_at = getSize();
     body(false, stream);
+    const size_t body_bytes = getSize() - body_at;
     add(r10, kLanes);
     jmp(loop, T_NEAR);
     L(tail);
@@ -191,8 +200,26 @@ class Gen : public Xbyak::CodeGenerator {
     vzeroupper();
     for (const Reg64& r : {r15, r14, r13, r12, rbp, rbx}) pop(r);
     ret();
+    if (!plan.reg_of_more.empty()) {
+      vectors_ = static_cast<int>(std::min(plan.reg_of_more.size() + 1,
+                                           std::max<size_t>(1, kInterleavedBytes / body_bytes)));
+      L(interleaved);
+      if (vectors_ > 1) {
+        lea(r8, ptr[r10 + vectors_ * kLanes]);
+        cmp(r8, arg(offsetof(Args, end)));
+        jg(loop, T_NEAR);
+        body_interleaved(stream);
+        add(r10, vectors_ * kLanes);
+        jmp(interleaved, T_NEAR);
+      } else {
+        jmp(loop, T_NEAR);
+      }
+    }
     readyRE();
   }
+
+  /** Vectors of 16 or 8 floats in each pass of the loop's first part. */
+  int vectors() const { return vectors_; }
 
   /** Floats per single value in consts: one broadcast to a register, or a whole vector. */
   static constexpr int kCopies = Isa::kSinglesInRegs ? 1 : kLanes;
@@ -201,6 +228,10 @@ class Gen : public Xbyak::CodeGenerator {
   const Plan& plan_;
   std::vector<uint32_t>& pool_;
   int singles_;
+  int vectors_ = 1;
+  // the vector the body is writing: its instructions' registers, its bytes past r10 * 4
+  const std::vector<int>* regs_ = &plan_.reg_of;
+  int disp_ = 0;
   Xbyak::Reg64 ptr_[kMaxPointers];
   // AVX2's fixed registers (Avx2's comment); AVX-512 uses k1 for the tail and k2 for masks
   const Xbyak::Ymm mask_{13}, staged_{14}, tail_mask_{15};
@@ -279,12 +310,25 @@ class Gen : public Xbyak::CodeGenerator {
       vandps(d, x, cbits(b));
   }
 
-  // exp_n: the nearest integer to x / ln2, as math.h rounds it
+  // exp_n: the nearest integer to x / ln2, ties to even, as math.h's adding and subtracting
+  // 1.5 * 2^23 rounds it (the two differ only in the sign of a zero, which no result keeps)
   void exp_n(const Vec& fn, const Vec& x) {
-    constexpr float kRound = 12582912.0f;
+    constexpr uint8_t kNearest = 0x08;  // to nearest even, no inexact exception
     vmulps(fn, x, c(1.44269504088896341f));
-    vaddps(fn, fn, c(kRound));
-    vsubps(fn, fn, c(kRound));
+    if constexpr (kWide)
+      vrndscaleps(fn, fn, kNearest);
+    else
+      vroundps(fn, fn, kNearest);
+  }
+
+  // d = x where x is NaN: math.h's select(x != x, x, d)
+  void keep_nan(const Vec& d, const Vec& x) {
+    if constexpr (kWide) {
+      vfixupimmps(d, x, cbits(0x11), 0);  // x's class QNaN or SNaN: x; any other: d
+    } else {
+      cmpmask(x, x, kUnord);
+      move_where(d, x);
+    }
   }
 
   // d = exp_from_n(xc, fn): (expm1_reduced(xc, fn) + 1) * 2^fn. Uses T(5), T(6), T(7).
@@ -300,23 +344,23 @@ class Gen : public Xbyak::CodeGenerator {
     vmulps(rr, r, r);
     vfmadd213ps(p, rr, r);  // p * r^2 + r
     vaddps(p, p, c(1.0f));
-    vcvttps2dq(rr, fn);  // 2^fn by its exponent bits
-    vpaddd(rr, rr, cbits(127));
-    vpslld(rr, rr, 23);
-    vmulps(d, p, rr);
+    if constexpr (kWide) {
+      vscalefps(d, p, fn);  // p * 2^fn, rounded once as the product is
+    } else {
+      vcvttps2dq(rr, fn);  // 2^fn by its exponent bits
+      vpaddd(rr, rr, cbits(127));
+      vpslld(rr, rr, 23);
+      vmulps(d, p, rr);
+    }
   }
 
-  // d = exp_clamped(x). Uses T(3) .. T(7).
+  // d = exp_clamped(x), but for a NaN x. Uses T(3) .. T(7).
   void exp_clamped(const Vec& d, const Vec& x) {
     const Vec xc = T(3), fn = T(4);
-    vmovaps(xc, x);
-    cmpmask(x, c(math::kExpLo), kLt);
-    set_where(xc, math::kExpLo);
-    cmpmask(x, c(math::kExpHi), kGt);
-    set_where(xc, math::kExpHi);
+    vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
+    vminps(xc, xc, c(math::kExpHi));
     exp_n(fn, xc);
-    cmpmask(fn, c(127.0f), kGt);
-    set_where(fn, 127.0f);
+    vminps(fn, fn, c(127.0f));
     exp_from_n(d, xc, fn);
   }
 
@@ -330,6 +374,7 @@ class Gen : public Xbyak::CodeGenerator {
     vdivps(d, d, e);
     cmpmask(nx, c(math::kExpHi), kGt);
     zero_where(d);  // 0 there
+    keep_nan(d, x);
   }
 
   // d = tanh_f32(x). Uses T(0) .. T(7). |x| by its bits gives math.h's x < 0 ? -x : x
@@ -339,9 +384,8 @@ class Gen : public Xbyak::CodeGenerator {
     const Vec ax = T(0), e = T(1), fn = T(2), den = T(3), s = T(4), z = T(5);
     and_bits(ax, x, 0x7fffffffu);
     // tanh_denominator: e^2|x| + 1, 2|x| at most 20
-    vmulps(e, ax, c(2.0f));
-    cmpmask(e, c(20.0f), kGt);
-    set_where(e, 20.0f);
+    vaddps(e, ax, ax);       // 2|x|: an add, on the pipes FMAs leave free
+    vminps(e, e, c(20.0f));  // a NaN: keep_nan below
     exp_n(fn, e);
     exp_from_n(den, e, fn);
     vaddps(den, den, c(1.0f));
@@ -352,8 +396,13 @@ class Gen : public Xbyak::CodeGenerator {
     const Vec big = d_is_x ? s : d;
     vbroadcastss(big, cscalar(1.0f));
     vsubps(big, big, e);
-    cmpmask(x, c(0.0f), kLt);
-    flip_sign_where(big, fn);
+    if constexpr (kWide) {  // big >= 0 takes x's sign: the same as -big where x < 0, but at -0
+      vpandd(fn, x, cbits(0x80000000u));  // big | (x & sign), where the polynomial is taken
+      vpord(big, big, fn);
+    } else {
+      cmpmask(x, c(0.0f), kLt);
+      flip_sign_where(big, fn);
+    }
     vmulps(z, x, x);
     const Vec small = d_is_x ? e : s;
     vbroadcastss(small, cscalar(-5.70498872745e-3f));
@@ -363,8 +412,7 @@ class Gen : public Xbyak::CodeGenerator {
     vfmadd213ps(small, x, x);  // small * z * x + x
     cmpmask(ax, c(0.625f), kLt);
     move_where(big, small);
-    cmpmask(x, x, kUnord);
-    move_where(big, x);
+    keep_nan(big, x);
     if (d_is_x) vmovaps(d, big);
   }
 
@@ -395,8 +443,7 @@ class Gen : public Xbyak::CodeGenerator {
       vpord(b, b, small);
     else
       vorps(b, b, small);
-    cmpmask(x, x, kUnord);
-    move_where(b, x);
+    keep_nan(b, x);
   }
 
   // d = log_f32(x). Uses T(0) .. T(3).
@@ -433,8 +480,7 @@ class Gen : public Xbyak::CodeGenerator {
     set_where(r, HUGE_VALF);
     cmpmask(x, c(0.0f), kLt);
     set_where(r, NAN);
-    cmpmask(x, x, kUnord);
-    move_where(r, x);
+    keep_nan(r, x);
     vmovaps(d, r);
   }
 
@@ -444,11 +490,14 @@ class Gen : public Xbyak::CodeGenerator {
     } else if (op == OpKind::Abs) {
       and_bits(d, x, 0x7fffffffu);
     } else if (op == OpKind::Relu) {  // x where x > 0 or NaN, else +0
-      cmpmask(x, c(0.0f), kNle);
-      if constexpr (kWide)
-        vmovaps(d | k2 | T_z, x);
-      else
+      if constexpr (kWide) {          // max(+0, x), which is x where x is NaN, but -0 for -0: |.|
+        vpxord(T(0), T(0), T(0));
+        vmaxps(d, T(0), x);
+        and_bits(d, d, 0x7fffffffu);
+      } else {
+        cmpmask(x, c(0.0f), kNle);
         vandps(d, x, mask_);
+      }
     } else if (op == OpKind::Exp) {
       const Vec y = T(0);
       exp_clamped(y, x);
@@ -456,8 +505,7 @@ class Gen : public Xbyak::CodeGenerator {
       set_where(y, HUGE_VALF);
       cmpmask(x, c(math::kExpLo), kLt);
       zero_where(y);
-      cmpmask(x, x, kUnord);
-      move_where(y, x);
+      keep_nan(y, x);
       vmovaps(d, y);
     } else if (op == OpKind::Tanh) {
       tanh(d, x);
@@ -495,14 +543,14 @@ class Gen : public Xbyak::CodeGenerator {
   // memory) its place in consts ...
   template <typename F>
   void with_operand(size_t i, F&& f) {
-    if (plan_.reg_of[i] >= 0)
-      f(V(plan_.reg_of[i]));
+    if ((*regs_)[i] >= 0)
+      f(V((*regs_)[i]));
     else
       f(single(i));
   }
   // ... or always a register: such a single copied into the staging register.
   Vec reg(size_t i) {
-    if (plan_.reg_of[i] >= 0) return V(plan_.reg_of[i]);
+    if ((*regs_)[i] >= 0) return V((*regs_)[i]);
     vmovups(staged_, single(i));
     return Vec(staged_.getIdx());
   }
@@ -511,7 +559,7 @@ class Gen : public Xbyak::CodeGenerator {
     using namespace Xbyak;
     const Xmm x = Xmm(d.getIdx());
     if (!masked) {
-      vpmovzxbd(d, ptr[p + r10]);
+      vpmovzxbd(d, ptr[p + r10 + disp_ / 4]);
     } else if constexpr (kWide) {
       vmovdqu8(x | k1 | T_z, ptr[p + r10]);
       vpmovzxbd(d, x);
@@ -528,19 +576,42 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
+  // One vector (masked: the row's last lanes) ...
   void body(bool masked, bool stream) {
-    using namespace Xbyak;
-    const FusedStep& st = *plan_.step;
     if (masked && !kWide) {
       mov(r8, ptr[rdi + static_cast<int>(offsetof(Args, end))]);
       sub(r8, r10);
     }
-    for (size_t i = 0; i < st.program.size(); ++i) {
+    for (size_t i = 0; i < plan_.step->program.size(); ++i) instr(i, masked);
+    for (size_t s = 0; s < plan_.step->stores.size(); ++s) store(s, masked, stream);
+  }
+  // ... or vectors_ of them one after another, op by op: a long chain of dependent
+  // instructions (tanh's, then sigmoid's) has the others' beside it, where one vector at a
+  // time would leave the core waiting for each result more than its window can cover.
+  void body_interleaved(bool stream) {
+    auto each = [&](auto&& f) {
+      for (int j = 0; j < vectors_; ++j) {
+        regs_ = j == 0 ? &plan_.reg_of : &plan_.reg_of_more[static_cast<size_t>(j - 1)];
+        disp_ = 4 * kLanes * j;
+        f();
+      }
+      regs_ = &plan_.reg_of;
+      disp_ = 0;
+    };
+    for (size_t i = 0; i < plan_.step->program.size(); ++i) each([&] { instr(i, false); });
+    for (size_t s = 0; s < plan_.step->stores.size(); ++s) each([&] { store(s, false, stream); });
+  }
+
+  // instruction i of the step's program, for the vector regs_ and disp_ say
+  void instr(size_t i, bool masked) {
+    using namespace Xbyak;
+    const FusedStep& st = *plan_.step;
+    {
       const Instr& ins = st.program[i];
-      const Vec d = V(std::max(plan_.reg_of[i], 0));
+      const Vec d = V(std::max((*regs_)[i], 0));
       if (ins.op == OpKind::Data) {
         const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
-        const Address a = ptr[p + r10 * 4];
+        const Address a = ptr[p + r10 * 4 + disp_];
         if (plan_.load[i] == Load::Vector) {
           if (!masked)
             vmovups(d, a);
@@ -551,17 +622,17 @@ class Gen : public Xbyak::CodeGenerator {
         } else if (plan_.load[i] == Load::Bool) {
           load_bool(d, p, masked);
         }
-        continue;  // Single and Row values are in their registers or consts already
+        return;  // Single and Row values are in their registers or consts already
       }
       const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
       if (ins.src[1] < 0) {
         unary(ins.op, d, reg(s0));
-        continue;
+        return;
       }
       const size_t s1 = static_cast<size_t>(plan_.srcs[1][i]);
       if (ins.op == OpKind::Where) {  // operand 1 where the condition holds, else operand 2
         const size_t s2 = static_cast<size_t>(plan_.srcs[2][i]);
-        const Vec cond = V(plan_.reg_of[s0]);  // a bool: always in a register
+        const Vec cond = V((*regs_)[s0]);  // a bool: always in a register
         const Vec other = reg(s2);
         if constexpr (kWide) {
           vptestmd(k2, cond, cond);
@@ -593,8 +664,12 @@ class Gen : public Xbyak::CodeGenerator {
         });
       }
     }
-    for (size_t s = 0; s < st.stores.size(); ++s) {
-      const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4];
+  }
+
+  void store(size_t s, bool masked, bool stream) {
+    using namespace Xbyak;
+    {
+      const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
       const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
       if (!masked)
         stream ? vmovntps(a, v) : vmovups(a, v);
@@ -666,6 +741,7 @@ struct JitCode {
   std::vector<uint32_t> pool;
   std::unique_ptr<Xbyak::CodeGenerator> code, code_stream;
   Fn fn = nullptr, fn_stream = nullptr;
+  int vectors = 1;  // at a time, in the loop's first part
 };
 
 class JitKernel {
@@ -687,12 +763,13 @@ class JitKernel {
 namespace {
 
 bool wide_available() {
-  static const bool yes = has_avx512() && __builtin_cpu_supports("avx512bw");
+  static const bool yes =
+      has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
   return yes;
 }
 
 template <typename Isa>
-std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared);
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptions& options);
 
 }  // namespace
 
@@ -700,9 +777,9 @@ bool jit_available() {
   return wide_available() || has_avx2_fma();
 }
 
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st, bool shared) {
-  if (wide_available()) return compile_for<Avx512>(st, shared);
-  if (has_avx2_fma()) return compile_for<Avx2>(st, shared);
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep& st, const JitOptions& options) {
+  if (wide_available()) return compile_for<Avx512>(st, options);
+  if (has_avx2_fma()) return compile_for<Avx2>(st, options);
   return nullptr;
 }
 
@@ -717,6 +794,10 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
     w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op), plan.reg_of[i],
                        plan.const_of[i], static_cast<int32_t>(plan.load[i]), plan.ptr_of[i],
                        plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i]});
+  for (const auto& m : plan.reg_of_more) {
+    w.insert(w.end(), m.begin(), m.end());
+    w.push_back(-1);
+  }
   for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean});
   w.insert(w.end(), plan.store_ptr.begin(), plan.store_ptr.end());
   w.insert(w.end(), plan.store_val.begin(), plan.store_val.end());
@@ -739,6 +820,7 @@ std::shared_ptr<const JitCode> generate(const Plan& plan, int singles, const Sha
   auto c = std::make_shared<JitCode>();
   auto code = std::make_unique<Gen<Isa>>(plan, c->pool, singles, false);
   c->fn = code->template getCode<Fn>();
+  c->vectors = code->vectors();
   name_for_perf(*code, shape);
   c->code = std::move(code);
   if (plan.step->stream_stores) {
@@ -770,7 +852,7 @@ std::shared_ptr<const JitCode> code_for(const Plan& plan, int singles, const Sha
 }
 
 template <typename Isa>
-std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared) {
+std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptions& options) {
   if (st.stores.empty()) return nullptr;
   std::vector<const View*> views;  // loads read per element or per row, then the stores
   for (const View& v : st.loads) {
@@ -911,9 +993,38 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared) {
     if (plan.reg_of[i] < 0) return nullptr;
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
+  if (options.interleave) {  // the registers of each further vector, while they last
+    std::vector<char> used(kValueRegs, 0);
+    for (size_t i = 0; i < n; ++i)
+      if (plan.reg_of[i] >= 0) used[static_cast<size_t>(plan.reg_of[i])] = 1;
+    for (int j = 1; j < kMaxVectors; ++j) {
+      std::vector<char> now_used = used;
+      std::vector<int> other(kValueRegs, -1), regs(n, -1);
+      bool fits = true;
+      for (size_t i = 0; i < n && fits; ++i) {
+        const int r = plan.reg_of[i];
+        if (r < 0 || kept[i]) {
+          regs[i] = r;
+          continue;
+        }
+        int& o = other[static_cast<size_t>(r)];
+        for (int q = 0; o < 0 && q < kValueRegs; ++q)
+          if (!now_used[static_cast<size_t>(q)]) {
+            o = q;
+            now_used[static_cast<size_t>(q)] = 1;
+          }
+        fits = o >= 0;
+        regs[i] = o;
+      }
+      if (!fits) break;
+      used = std::move(now_used);
+      plan.reg_of_more.push_back(std::move(regs));
+    }
+  }
   try {
     k->copies = Gen<Isa>::kCopies;
-    k->code = code_for<Isa>(plan, static_cast<int>(k->single_loads.size()), st.shape, shared);
+    k->code =
+        code_for<Isa>(plan, static_cast<int>(k->single_loads.size()), st.shape, options.shared);
   } catch (const Xbyak::Error&) {
     return nullptr;
   }
@@ -921,6 +1032,10 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, bool shared) {
 }
 
 }  // namespace
+
+int jit_vectors(const JitKernel& k) {
+  return k.code->vectors;
+}
 
 bool run_jit(const FusedStep& st, const RunContext& ctx) {
   const JitKernel& k = *st.jit;
@@ -1012,12 +1127,16 @@ bool jit_available() {
   return false;
 }
 
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep&, bool) {
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep&, const JitOptions&) {
   return nullptr;
 }
 
 bool run_jit(const FusedStep&, const RunContext&) {
   return false;
+}
+
+int jit_vectors(const JitKernel&) {
+  return 1;
 }
 
 #endif

@@ -14,15 +14,26 @@ namespace lazytrace::cpu {
 /** Whether this build and this CPU can compile fused steps to native code. */
 bool jit_available();
 
+struct JitOptions {
+  /** The code is generated once per process for every step that would get the same (pass
+   * jit_cache). */
+  bool shared = true;
+  /** The loop runs up to 8 vectors at a time, op by op, as the registers allow (pass
+   * jit_interleave). */
+  bool interleave = true;
+};
+
 /**
  * A native kernel for fused step `s`, or null where the step has what the generator does
  * not take: a dtype other than float32 (bool for where's condition and comparisons), a view
  * whose last dim (once the dims every view allows are merged) is neither a run of memory nor
  * one value, an op outside +, -, *, /, neg, abs, relu, exp, log, tanh, sigmoid, silu, erf,
- * gelu, sqrt, rsqrt, comparisons and where, or more values live at once than registers. `shared`:
- * the code is generated once per process for every step that would get the same (pass jit_cache).
+ * gelu, sqrt, rsqrt, comparisons and where, or more values live at once than registers.
  */
-std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, bool shared);
+std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, const JitOptions& options);
+
+/** How many vectors `k`'s loop runs at a time (jit_interleave), for describe. */
+int jit_vectors(const JitKernel& k);
 
 /** Runs `s` through its kernel; false (nothing done) where it cannot this time: an output
  * that overlaps an input at another offset. The caller then interprets the step. */

@@ -11,9 +11,10 @@ namespace lazytrace::cpu::plan {
 // the interpreter writes every op's tile to memory and reads it back, where the native
 // kernel keeps the chain on vector registers and touches memory only to load and store.
 void jit_fused(Program& p, const Context& c) {
-  const bool shared = c.passes.on(runtime::Pass::JitCache);
+  const JitOptions options{.shared = c.passes.on(runtime::Pass::JitCache),
+                           .interleave = c.passes.on(runtime::Pass::JitInterleave)};
   for (Step& step : p.steps)
-    if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, shared);
+    if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, options);
 }
 
 }  // namespace lazytrace::cpu::plan
