@@ -606,78 +606,74 @@ class Gen : public Xbyak::CodeGenerator {
   void instr(size_t i, bool masked) {
     using namespace Xbyak;
     const FusedStep& st = *plan_.step;
-    {
-      const Instr& ins = st.program[i];
-      const Vec d = V(std::max((*regs_)[i], 0));
-      if (ins.op == OpKind::Data) {
-        const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
-        const Address a = ptr[p + r10 * 4 + disp_];
-        if (plan_.load[i] == Load::Vector) {
-          if (!masked)
-            vmovups(d, a);
-          else if constexpr (kWide)
-            vmovups(d | k1 | T_z, a);
-          else
-            vmaskmovps(d, tail_mask_, a);
-        } else if (plan_.load[i] == Load::Bool) {
-          load_bool(d, p, masked);
-        }
-        return;  // Single and Row values are in their registers or consts already
-      }
-      const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
-      if (ins.src[1] < 0) {
-        unary(ins.op, d, reg(s0));
-        return;
-      }
-      const size_t s1 = static_cast<size_t>(plan_.srcs[1][i]);
-      if (ins.op == OpKind::Where) {  // operand 1 where the condition holds, else operand 2
-        const size_t s2 = static_cast<size_t>(plan_.srcs[2][i]);
-        const Vec cond = V((*regs_)[s0]);  // a bool: always in a register
-        const Vec other = reg(s2);
-        if constexpr (kWide) {
-          vptestmd(k2, cond, cond);
-          with_operand(s1, [&](const Operand& b) { vblendmps(d | k2, other, b); });
-        } else {
-          vpslld(mask_, cond, 31);
-          with_operand(s1, [&](const Operand& b) { vblendvps(d, other, b, mask_); });
-        }
-      } else if (ir::is_compare(ins.op)) {
-        const Vec a = reg(s0);
-        with_operand(s1, [&](const Operand& b) { cmpmask(a, b, predicate(ins.op)); });
-        if constexpr (kWide)
-          vpbroadcastd(d | k2 | T_z, ptr[rdx + offset_of(1)]);
+    const Instr& ins = st.program[i];
+    const Vec d = V(std::max((*regs_)[i], 0));
+    if (ins.op == OpKind::Data) {
+      const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
+      const Address a = ptr[p + r10 * 4 + disp_];
+      if (plan_.load[i] == Load::Vector) {
+        if (!masked)
+          vmovups(d, a);
+        else if constexpr (kWide)
+          vmovups(d | k1 | T_z, a);
         else
-          vpsrld(d, mask_, 31);
-      } else {
-        const Vec a = reg(s0);
-        with_operand(s1, [&](const Operand& b) {
-          if (ins.op == OpKind::Add)
-            vaddps(d, a, b);
-          else if (ins.op == OpKind::Sub)
-            vsubps(d, a, b);
-          else if (ins.op == OpKind::Mul)
-            vmulps(d, a, b);
-          else if (ins.op == OpKind::Div)
-            vdivps(d, a, b);
-          else
-            throw Xbyak::Error(ERR_INTERNAL);
-        });
+          vmaskmovps(d, tail_mask_, a);
+      } else if (plan_.load[i] == Load::Bool) {
+        load_bool(d, p, masked);
       }
+      return;  // Single and Row values are in their registers or consts already
+    }
+    const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
+    if (ins.src[1] < 0) {
+      unary(ins.op, d, reg(s0));
+      return;
+    }
+    const size_t s1 = static_cast<size_t>(plan_.srcs[1][i]);
+    if (ins.op == OpKind::Where) {  // operand 1 where the condition holds, else operand 2
+      const size_t s2 = static_cast<size_t>(plan_.srcs[2][i]);
+      const Vec cond = V((*regs_)[s0]);  // a bool: always in a register
+      const Vec other = reg(s2);
+      if constexpr (kWide) {
+        vptestmd(k2, cond, cond);
+        with_operand(s1, [&](const Operand& b) { vblendmps(d | k2, other, b); });
+      } else {
+        vpslld(mask_, cond, 31);
+        with_operand(s1, [&](const Operand& b) { vblendvps(d, other, b, mask_); });
+      }
+    } else if (ir::is_compare(ins.op)) {
+      const Vec a = reg(s0);
+      with_operand(s1, [&](const Operand& b) { cmpmask(a, b, predicate(ins.op)); });
+      if constexpr (kWide)
+        vpbroadcastd(d | k2 | T_z, ptr[rdx + offset_of(1)]);
+      else
+        vpsrld(d, mask_, 31);
+    } else {
+      const Vec a = reg(s0);
+      with_operand(s1, [&](const Operand& b) {
+        if (ins.op == OpKind::Add)
+          vaddps(d, a, b);
+        else if (ins.op == OpKind::Sub)
+          vsubps(d, a, b);
+        else if (ins.op == OpKind::Mul)
+          vmulps(d, a, b);
+        else if (ins.op == OpKind::Div)
+          vdivps(d, a, b);
+        else
+          throw Xbyak::Error(ERR_INTERNAL);
+      });
     }
   }
 
   void store(size_t s, bool masked, bool stream) {
     using namespace Xbyak;
-    {
-      const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
-      const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
-      if (!masked)
-        stream ? vmovntps(a, v) : vmovups(a, v);
-      else if constexpr (kWide)
-        vmovups(a | k1, v);
-      else
-        vmaskmovps(a, tail_mask_, v);
-    }
+    const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
+    const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
+    if (!masked)
+      stream ? vmovntps(a, v) : vmovups(a, v);
+    else if constexpr (kWide)
+      vmovups(a | k1, v);
+    else
+      vmaskmovps(a, tail_mask_, v);
   }
 };
 
