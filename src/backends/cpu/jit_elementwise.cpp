@@ -78,8 +78,8 @@ uint32_t bits_of(float f) {
 }
 
 // vcmpps predicates: math::compare's C++ operators (ordered, but != true on NaN)
-constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kNle = 0x06,
-                  kGe = 0x0D, kGt = 0x0E;
+constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kGe = 0x0D,
+                  kGt = 0x0E;
 
 uint8_t predicate(OpKind op) {
   return op == OpKind::Eq   ? kEq
@@ -289,13 +289,11 @@ class Gen : public Xbyak::CodeGenerator {
     else
       vblendvps(d, d, x, mask_);
   }
-  void flip_sign_where(const Vec& d, const Vec& temp) {  // d = mask ? -d : d
-    if constexpr (kWide) {
-      vpxord(d | k2, d, cbits(0x80000000u));
-    } else {
-      vandps(temp, mask_, cbits(0x80000000u));
-      vxorps(d, d, temp);
-    }
+  void or_regs(const Vec& d, const Vec& a, const Vec& b) {
+    if constexpr (kWide)
+      vpord(d, a, b);
+    else
+      vorps(d, a, b);
   }
   void xor_bits(const Vec& d, const Vec& x, uint32_t b) {
     if constexpr (kWide)
@@ -396,13 +394,10 @@ class Gen : public Xbyak::CodeGenerator {
     const Vec big = d_is_x ? s : d;
     vbroadcastss(big, cscalar(1.0f));
     vsubps(big, big, e);
-    if constexpr (kWide) {  // big >= 0 takes x's sign: the same as -big where x < 0, but at -0
-      vpandd(fn, x, cbits(0x80000000u));  // big | (x & sign), where the polynomial is taken
-      vpord(big, big, fn);
-    } else {
-      cmpmask(x, c(0.0f), kLt);
-      flip_sign_where(big, fn);
-    }
+    // big >= 0 takes x's sign: math.h's -big where x < 0, but at -0, where the polynomial is
+    // taken
+    and_bits(fn, x, 0x80000000u);
+    or_regs(big, big, fn);
     vmulps(z, x, x);
     const Vec small = d_is_x ? e : s;
     vbroadcastss(small, cscalar(-5.70498872745e-3f));
@@ -439,10 +434,7 @@ class Gen : public Xbyak::CodeGenerator {
     cmpmask(a, c(1.0f), kLt);
     move_where(b, small);
     and_bits(small, x, 0x80000000u);  // x's sign on the result, which has none
-    if constexpr (kWide)
-      vpord(b, b, small);
-    else
-      vorps(b, b, small);
+    or_regs(b, b, small);
     keep_nan(b, x);
   }
 
@@ -490,14 +482,9 @@ class Gen : public Xbyak::CodeGenerator {
     } else if (op == OpKind::Abs) {
       and_bits(d, x, 0x7fffffffu);
     } else if (op == OpKind::Relu) {  // x where x > 0 or NaN, else +0
-      if constexpr (kWide) {          // max(+0, x), which is x where x is NaN, but -0 for -0: |.|
-        vpxord(T(0), T(0), T(0));
-        vmaxps(d, T(0), x);
-        and_bits(d, d, 0x7fffffffu);
-      } else {
-        cmpmask(x, c(0.0f), kNle);
-        vandps(d, x, mask_);
-      }
+      vxorps(T(0), T(0), T(0));       // max(+0, x), which is x where x is NaN, and -0 for -0: |.|
+      vmaxps(d, T(0), x);
+      and_bits(d, d, 0x7fffffffu);
     } else if (op == OpKind::Exp) {
       const Vec y = T(0);
       exp_clamped(y, x);
