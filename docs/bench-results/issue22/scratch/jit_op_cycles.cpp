@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
       {"relu", [](const lt::Tensor& x) { return lt::relu(x * 1.5f); }},
       {"gelu", [](const lt::Tensor& x) { return lt::gelu(x * 1.5f); }},
       {"silu", [](const lt::Tensor& x) { return lt::silu(x * 1.5f); }},
-      {"chain", [](const lt::Tensor& x) {
+      {"chain",
+       [](const lt::Tensor& x) {
          lt::Tensor v = lt::tanh(x * 1.5f + 0.25f);
          v = lt::sigmoid(v * 2.0f - 0.5f);
          return lt::relu(v * x);
@@ -40,9 +41,11 @@ int main(int argc, char** argv) {
         lt::Tensor y = c.f(x);
         lt::sync({y});
       }
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 50;
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 50;
       best = std::min(best, s);
     }
-    std::printf("%-16s %7.1f us  %6.1f cycles per 16 floats\n", c.name, best * 1e6, best * ghz * 1e9 / (n / 16));
+    std::printf("%-16s %7.1f us  %6.1f cycles per 16 floats\n", c.name, best * 1e6,
+                best * ghz * 1e9 / (n / 16));
   }
 }
