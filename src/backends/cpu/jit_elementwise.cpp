@@ -976,11 +976,14 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
     if (plan.reg_of[i] < 0) return nullptr;
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
-  if (options.interleave) {  // the registers of each further vector, while they last
+  if (options.interleave) {  // the registers of each further vector, while they last, and
+                             // no more vectors than a row (or a tile of one) holds
+    const int64_t most = std::min<int64_t>(
+        kMaxVectors, std::min<int64_t>(lay.shape.back(), kTileFloats) / Isa::kLanes);
     std::vector<char> used(kValueRegs, 0);
     for (size_t i = 0; i < n; ++i)
       if (plan.reg_of[i] >= 0) used[static_cast<size_t>(plan.reg_of[i])] = 1;
-    for (int j = 1; j < kMaxVectors; ++j) {
+    for (int j = 1; j < most; ++j) {
       std::vector<char> now_used = used;
       std::vector<int> other(kValueRegs, -1), regs(n, -1);
       bool fits = true;

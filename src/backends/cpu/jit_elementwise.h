@@ -18,8 +18,8 @@ struct JitOptions {
   /** The code is generated once per process for every step that would get the same (pass
    * jit_cache). */
   bool shared = true;
-  /** The loop runs up to 8 vectors at a time, op by op, as the registers allow (pass
-   * jit_interleave). */
+  /** The loop runs up to 8 vectors at a time, op by op, as the registers and the rows allow
+   * (pass jit_interleave). */
   bool interleave = true;
 };
 
