@@ -95,7 +95,8 @@ struct Plan {
   const FusedStep* step;
   std::vector<int> reg_of;  // per instruction: its value's register (-1: none, or in memory)
   // per instruction, the registers of the 2nd, 3rd ... vector run beside the first, as many
-  // as the registers allow (pass jit_interleave); a single or row value's are the first's
+  // as the registers and a row allow (pass jit_interleave); a single or row value's are the
+  // first's. The generator may run fewer, where their code would outgrow kInterleavedBytes.
   std::vector<std::vector<int>> reg_of_more;
   std::vector<int> const_of;  // per instruction: a single value's index in consts (-1: none)
   std::vector<Load> load;     // per instruction
