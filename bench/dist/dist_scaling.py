@@ -3,8 +3,9 @@
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads; two
 processes of one thread on half the batch each that never communicate (what 2 x 1 would
 take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB and 25 MiB
-gradient buckets, ZeRO-1, and each without the overlap_collectives pass). The rows run
-alternately, so that the machine's swings fall on every row alike. Prints a markdown
+gradient buckets, ZeRO-1, each without the overlap_collectives pass, and the all-reduces as
+MPI_Allreduce instead of lt::dist's pairwise exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi). The
+rows run alternately, so that the machine's swings fall on every row alike. Prints a markdown
 table: median step time, tokens/s of the global batch, time in collectives per step and its
 share, the part of it the step's thread waited for (what overlap did not hide), MB each
 rank hands to collectives per step, and each row's throughput against one rank of one
@@ -74,6 +75,7 @@ def main():
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpi = [mpirun, "-np", "2", "--oversubscribe", "-x", "LAZYTRACE_NUM_THREADS=1"]
     blocking = mpi + ["-x", "LAZYTRACE_DISABLE_PASSES=overlap_collectives"]
+    own = ["-x", "LAZYTRACE_MPI_ALL_REDUCE=mpi"]  # MPI_Allreduce, not the pairwise exchange
     rows = [
         ("1 rank x 1 thread", train, {"LAZYTRACE_NUM_THREADS": "1"}),
         ("1 rank x 2 threads", train, {"LAZYTRACE_NUM_THREADS": "2"}),
@@ -81,6 +83,8 @@ def main():
          {"LAZYTRACE_NUM_THREADS": "1"}),
         ("2 ranks x 1 thread", mpi + train, {}),
         ("2 ranks x 1 thread, no overlap", blocking + train, {}),
+        ("2 ranks x 1 thread, MPI_Allreduce", mpi + own + train, {}),
+        ("2 ranks x 1 thread, MPI_Allreduce, no overlap", blocking + own + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
         ("2 ranks x 1 thread, ZeRO-1, no overlap", blocking + train + ["--shard-optimizer"], {}),

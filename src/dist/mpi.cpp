@@ -99,71 +99,79 @@ class MpiWorld final : public runtime::Communicator {
              e, "'.");
       chunk_bytes_ = static_cast<int64_t>(mb * (1 << 20));
     }
+    if (const char* e = std::getenv("LAZYTRACE_MPI_ALL_REDUCE")) {
+      if (std::strcmp(e, "mpi") != 0 && std::strcmp(e, "pairwise") != 0)
+        fail("dist::init", "LAZYTRACE_MPI_ALL_REDUCE must be 'pairwise' (the default) or 'mpi' ",
+             "(MPI_Allreduce), got '", e, "'.");
+      pairwise_all_reduce_ = std::strcmp(e, "pairwise") == 0;
+    }
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return detail::cat("MPI rank ", rank_, " of ", size_); }
   bool can_overlap() const override { return threads_; }
 
-  void all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                  runtime::ReduceOp op) override {
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
+                  double scale) override {
     usable("all_reduce");
     if (runtime::is_16bit_float(dtype)) {
       std::vector<float> f = runtime::widen(in, count, dtype);
-      all_reduce(f.data(), f.data(), count, DType::float32, op);
+      all_reduce(f.data(), f.data(), count, DType::float32, op, scale);
       return runtime::narrow(f, out, dtype);
     }
     // in chunks that stay in the caches (one stacked weight's gradient is tens of MiB)
     const auto item = static_cast<int64_t>(itemsize(dtype));
     const int64_t step = chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / item, 1) : count;
-    for (int64_t at = 0; at < count; at += step)
-      check(MPI_Allreduce(in == out ? MPI_IN_PLACE : static_cast<const char*>(in) + at * item,
-                          static_cast<char*>(out) + at * item,
-                          as_count(std::min(step, count - at), "all_reduce"), mpi_type(dtype),
-                          mpi_op(op, dtype), MPI_COMM_WORLD),
-            "all_reduce", "MPI_Allreduce");
+    const auto* from = static_cast<const char*>(in);
+    auto* to = static_cast<char*>(out);
+    const MPI_Datatype type = mpi_type(dtype);
+    for (int64_t at = 0; at < count; at += step) {
+      const int64_t n = std::min(step, count - at);
+      if (!pairwise_all_reduce_) {
+        check(MPI_Allreduce(in == out ? MPI_IN_PLACE : from + at * item, to + at * item,
+                            as_count(n, "all_reduce"), type, mpi_op(op, dtype), MPI_COMM_WORLD),
+              "all_reduce", "MPI_Allreduce");
+        runtime::scale_in_place(to + at * item, n, dtype, scale);  // while in the caches
+        continue;
+      }
+      // the chunk in segments of whole cache lines, one per rank: each rank reduces its
+      // segment, then sends it to every other
+      const auto begin = [&](int r) { return r == size_ ? n : n * r / size_ / 16 * 16; };
+      const auto segment = [&](int r) {
+        return Part{from + (at + begin(r)) * item, begin(r + 1) - begin(r)};
+      };
+      char* mine = to + (at + begin(rank_)) * item;
+      reduce_rounds(segment, mine, dtype, op, scale, "all_reduce");
+      for (int k = 1; k < size_; ++k) {
+        const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
+        check(MPI_Sendrecv(mine, as_count(segment(rank_).count, "all_reduce"), type, dst, kTag,
+                           to + (at + begin(src)) * item,
+                           as_count(segment(src).count, "all_reduce"), type, src, kTag, comm_,
+                           MPI_STATUS_IGNORE),
+              "all_reduce", "MPI_Sendrecv");
+      }
+    }
   }
 
-  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
-                      runtime::ReduceOp op) override {
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
+                      double scale) override {
     usable("reduce_scatter");
     if (runtime::is_16bit_float(dtype)) {
       std::vector<float> f = runtime::widen(in, count * size_, dtype),
                          o(static_cast<size_t>(count));
-      reduce_scatter(f.data(), o.data(), count, DType::float32, op);
+      reduce_scatter(f.data(), o.data(), count, DType::float32, op, scale);
       return runtime::narrow(o, out, dtype);
     }
-    // Pairwise exchange over point-to-point messages, in chunks: with N ranks, N - 1 rounds
-    // in which each rank sends a peer its part of the peer's block and adds in what it
-    // receives. Open MPI 4.1's MPI_Reduce_scatter_block mallocs and first-touches fresh
-    // scratch on every call (docs/perf-log.md, issue 23); this keeps its scratch.
-    const int n_rounds = size_ - 1;
+    // in chunks of every block
     const auto item = static_cast<int64_t>(itemsize(dtype));
     const int64_t step =
         chunk_bytes_ > 0 ? std::max<int64_t>(chunk_bytes_ / (item * size_), 1) : count;
     const auto* from = static_cast<const char*>(in);
     auto* to = static_cast<char*>(out);
-    if (n_rounds == 0) {
-      if (to != from && count > 0) std::memcpy(to, from, static_cast<size_t>(count * item));
-      return;
-    }
-    if (n_rounds > 1) scratch_.resize(static_cast<size_t>(std::min(step, count) * item));
-    const MPI_Datatype type = mpi_type(dtype);
-    const MPI_Op reduce = mpi_op(op, dtype);
     for (int64_t at = 0; at < count; at += step) {
-      const int n = as_count(std::min(step, count - at), "reduce_scatter");
-      const auto block = [&](int r) { return from + (r * count + at) * item; };
-      for (int k = 1; k <= n_rounds; ++k) {
-        const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
-        // the first round receives into the output and adds this rank's own part
-        void* recv = k == 1 ? static_cast<void*>(to + at * item) : scratch_.data();
-        check(MPI_Sendrecv(block(dst), n, type, dst, kTag, recv, n, type, src, kTag, comm_,
-                           MPI_STATUS_IGNORE),
-              "reduce_scatter", "MPI_Sendrecv");
-        check(MPI_Reduce_local(k == 1 ? block(rank_) : scratch_.data(), to + at * item, n, type,
-                               reduce),
-              "reduce_scatter", "MPI_Reduce_local");
-      }
+      const int64_t n = std::min(step, count - at);
+      reduce_rounds([&](int r) { return Part{from + (r * count + at) * item, n}; },
+                    to + at * item, dtype, op, scale, "reduce_scatter");
     }
   }
 
@@ -202,6 +210,40 @@ class MpiWorld final : public runtime::Communicator {
   }
 
  private:
+  // This rank's part of rank r's segment of an exchange: `count` elements at `data`.
+  struct Part {
+    const char* data;
+    int64_t count;
+  };
+
+  // Reduces every rank's part of this rank's segment into `out` (which may be this rank's
+  // own part), scaled, by pairwise exchange over point-to-point messages: with N ranks, N - 1
+  // rounds in which each rank sends a peer its part of the peer's segment, `part(peer)`, and
+  // adds in what it receives. Open MPI 4.1's collectives malloc and first-touch fresh
+  // scratch on every call (docs/perf-log.md, issue 23); this keeps its scratch.
+  template <typename PartOf>
+  void reduce_rounds(PartOf part, char* out, DType dtype, runtime::ReduceOp op, double scale,
+                     const char* name) {
+    const Part own = part(rank_);
+    const auto bytes = static_cast<size_t>(own.count) * itemsize(dtype);
+    const bool in_place = own.data == out;
+    if (size_ == 1 && !in_place && bytes > 0) std::memcpy(out, own.data, bytes);
+    const MPI_Datatype type = mpi_type(dtype);
+    for (int k = 1; k < size_; ++k) {
+      const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
+      const Part theirs = part(dst);
+      // the first round receives into the output and adds this rank's own part
+      const bool direct = k == 1 && !in_place;
+      if (!direct) scratch_.resize(bytes);
+      void* recv = direct ? static_cast<void*>(out) : scratch_.data();
+      check(MPI_Sendrecv(theirs.data, as_count(theirs.count, name), type, dst, kTag, recv,
+                         as_count(own.count, name), type, src, kTag, comm_, MPI_STATUS_IGNORE),
+            name, "MPI_Sendrecv");
+      runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
+    }
+    runtime::scale_in_place(out, own.count, dtype, scale);  // while in the caches
+  }
+
   // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds (a
   // rank stopped, or the ranks issue different collectives). Only barriers and the check of
   // the ranks' collective signatures (an all_gather of one int64, before a graph's first
@@ -239,12 +281,15 @@ class MpiWorld final : public runtime::Communicator {
   bool threads_ = false;  // MPI may be called from a second thread (one at a time)
   bool failed_ = false;
   std::vector<int64_t> signatures_;
-  std::vector<char> scratch_;      // reduce_scatter's receive buffer after its first round
+  std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`
   MPI_Comm comm_ = MPI_COMM_NULL;  // reduce_scatter's messages, apart from any of the user's
   static constexpr int kTag = 1;
   // bytes of `in` per all_reduce call or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0:
   // no chunks)
   int64_t chunk_bytes_ = int64_t{4} << 20;
+  // all_reduce as a pairwise reduce-scatter and all-gather of each chunk, not
+  // MPI_Allreduce (LAZYTRACE_MPI_ALL_REDUCE=mpi)
+  bool pairwise_all_reduce_ = true;
 };
 
 }  // namespace

@@ -98,7 +98,7 @@ void ThreadRank::depart(const char* op) {
 }
 
 void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
-                        runtime::ReduceOp op, int block) {
+                        runtime::ReduceOp op, double scale, int block) {
   const size_t bytes = static_cast<size_t>(count) * itemsize(dtype);
   const size_t at = static_cast<size_t>(block) * bytes;
   // (made before arriving, the others may read only once all did; `out` may overlap `in`)
@@ -115,22 +115,24 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
       runtime::reduce_into(sum.data(), x.data(), count, DType::float32, op);
     }
     depart(name);
+    runtime::scale_in_place(sum.data(), count, DType::float32, scale);
     return runtime::narrow(sum, out, dtype);
   }
   std::memcpy(acc.data(), input(0), bytes);
   for (int r = 1; r < group_->n; ++r) runtime::reduce_into(acc.data(), input(r), count, dtype, op);
   depart(name);
+  runtime::scale_in_place(acc.data(), count, dtype, scale);
   std::memcpy(out, acc.data(), bytes);
 }
 
 void ThreadRank::all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                            runtime::ReduceOp op) {
-  reduce("all_reduce", in, out, count, dtype, op, 0);
+                            runtime::ReduceOp op, double scale) {
+  reduce("all_reduce", in, out, count, dtype, op, scale, 0);
 }
 
 void ThreadRank::reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
-                                runtime::ReduceOp op) {
-  reduce("reduce_scatter", in, out, count, dtype, op, rank_);
+                                runtime::ReduceOp op, double scale) {
+  reduce("reduce_scatter", in, out, count, dtype, op, scale, rank_);
 }
 
 void ThreadRank::all_gather(const void* in, void* out, int64_t count, DType dtype) {

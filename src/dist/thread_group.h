@@ -15,10 +15,10 @@ class ThreadRank final : public runtime::Communicator {
   ThreadRank(std::shared_ptr<GroupState> group, int rank);
   int rank() const override { return rank_; }
   int size() const override;
-  void all_reduce(const void* in, void* out, int64_t count, DType dtype,
-                  runtime::ReduceOp op) override;
-  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
-                      runtime::ReduceOp op) override;
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
+                  double scale) override;
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
+                      double scale) override;
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override;
   void broadcast(void* data, int64_t count, DType dtype, int root) override;
   void barrier() override;
@@ -33,9 +33,10 @@ class ThreadRank final : public runtime::Communicator {
   void arrive(const char* op, const void* in, void* out, int64_t count, DType dtype, int root);
   // Waits until every rank has finished reading the others' buffers.
   void depart(const char* op);
-  // Block `block` (of `count` elements) of the ranks' inputs, reduced in rank order, to `out`.
+  // Block `block` (of `count` elements) of the ranks' inputs, reduced in rank order and
+  // scaled, to `out`.
   void reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
-              runtime::ReduceOp op, int block);
+              runtime::ReduceOp op, double scale, int block);
 
   std::shared_ptr<GroupState> group_;
   int rank_;

@@ -16,26 +16,29 @@ std::mutex g_process_mu;
 std::shared_ptr<Communicator> g_process_owner;
 std::atomic<Communicator*> g_process{nullptr};  // null: the single process
 
-template <typename T, typename C = T>
-void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
+// (one loop per op, so that each vectorizes)
+template <typename T, typename C, typename F>
+void combine(void* acc, const void* in, int64_t count, F f) {
   T* a = static_cast<T*>(acc);
   const T* b = static_cast<const T*>(in);
-  for (int64_t i = 0; i < count; ++i) {
-    const C x = static_cast<C>(a[i]), y = static_cast<C>(b[i]);
-    // max and min propagate NaN, as torch.maximum does
-    C r = x;
-    switch (op) {
-      case ReduceOp::Sum:
-        r = x + y;
-        break;
-      case ReduceOp::Max:
-        r = (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x);
-        break;
-      case ReduceOp::Min:
-        r = (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x);
-        break;
-    }
-    a[i] = static_cast<T>(r);
+  for (int64_t i = 0; i < count; ++i)
+    a[i] = static_cast<T>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+}
+
+template <typename T, typename C = T>
+void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
+  // max and min propagate NaN, as torch.maximum does
+  switch (op) {
+    case ReduceOp::Sum:
+      return combine<T, C>(acc, in, count, [](C x, C y) { return x + y; });
+    case ReduceOp::Max:
+      return combine<T, C>(acc, in, count, [](C x, C y) {
+        return (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x);
+      });
+    case ReduceOp::Min:
+      return combine<T, C>(acc, in, count, [](C x, C y) {
+        return (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x);
+      });
   }
 }
 
@@ -74,6 +77,40 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
         a[i] = op == ReduceOp::Min ? (a[i] && b[i]) : (a[i] || b[i]);
       return;
     }
+  }
+}
+
+void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
+  if (scale == 1) return;
+  const auto s = static_cast<float>(scale);
+  switch (dtype) {
+    case DType::float32: {
+      auto* p = static_cast<float*>(data);
+      for (int64_t i = 0; i < count; ++i) p[i] *= s;
+      return;
+    }
+    case DType::float64: {
+      auto* p = static_cast<double*>(data);
+      for (int64_t i = 0; i < count; ++i) p[i] *= scale;
+      return;
+    }
+    case DType::float16:
+      for (int64_t i = 0; i < count; ++i) {
+        Half& h = static_cast<Half*>(data)[i];
+        h = Half(float(h) * s);
+      }
+      return;
+    case DType::bfloat16:
+      for (int64_t i = 0; i < count; ++i) {
+        BFloat16& h = static_cast<BFloat16*>(data)[i];
+        h = BFloat16(float(h) * s);
+      }
+      return;
+    case DType::int32:
+    case DType::int64:
+    case DType::bool_:
+      fail("scale_in_place", "a scale (", scale, ") needs a floating dtype, got ",
+           dtype_name(dtype), ".");
   }
 }
 

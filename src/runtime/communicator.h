@@ -25,6 +25,10 @@ enum class ReduceOp : uint8_t { Sum, Max, Min };
 /** "sum", "max", "min". */
 const char* reduce_op_name(ReduceOp op);
 
+/** `data[i] *= scale` over `count` elements of a floating dtype (in float32 for the 16-bit
+ * ones); nothing where scale is 1. */
+void scale_in_place(void* data, int64_t count, DType dtype, double scale);
+
 /**
  * A rank's collectives that run beside its computation (the CPU backend's
  * overlap_collectives pass): a thread of their own runs them one at a time, in the order
@@ -71,11 +75,17 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /** `in`: `count` elements on every rank; `out` (which may be `in`): their reduction. */
-  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) = 0;
-  /** `in`: size() blocks of `count` elements; `out`: block rank() of their reduction. */
-  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype,
-                              ReduceOp op) = 0;
+  /**
+   * `in`: `count` elements on every rank; `out` (which may be `in`): their reduction times
+   * `scale` (floating dtypes; 1 otherwise), scaled as each part is reduced rather than in a
+   * pass of its own (a mean's 1/N folded in).
+   */
+  virtual void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                          double scale) = 0;
+  /** `in`: size() blocks of `count` elements; `out`: block rank() of their reduction times
+   * `scale`, as all_reduce. */
+  virtual void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                              double scale) = 0;
   /** `in`: `count` elements; `out`: size() blocks, block r from rank r. */
   virtual void all_gather(const void* in, void* out, int64_t count, DType dtype) = 0;
   /** In place: every rank's `data` becomes rank `root`'s. */
@@ -131,11 +141,15 @@ class SingleProcess final : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override {
+  void all_reduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp,
+                  double scale) override {
     copy(in, out, count, dtype);
+    scale_in_place(out, count, dtype, scale);
   }
-  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp) override {
+  void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp,
+                      double scale) override {
     copy(in, out, count, dtype);
+    scale_in_place(out, count, dtype, scale);
   }
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
     copy(in, out, count, dtype);

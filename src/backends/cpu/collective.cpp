@@ -1,28 +1,13 @@
-// Collective steps: the run's communicator exchanges the buffers; the scale is applied here.
+// Collective steps: the run's communicator exchanges the buffers (and scales what it reduces).
 // A blocking step runs on the run's thread; a started one (plan/overlap_collectives.cpp) on
 // the communicator's queue, beside the steps up to its wait.
 #include <cstring>
 
-#include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
 #include "metrics/known.h"
 
 namespace lazytrace::cpu {
 namespace {
-
-void scale_in_place(char* data, int64_t count, DType dtype, double scale) {
-  dispatch(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, double>) {
-      auto* p = reinterpret_cast<double*>(data);
-      for (int64_t i = 0; i < count; ++i) p[i] *= scale;
-    } else if constexpr (!std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-      auto* p = reinterpret_cast<T*>(data);
-      const auto s = static_cast<float>(scale);
-      for (int64_t i = 0; i < count; ++i) p[i] = static_cast<T>(static_cast<float>(p[i]) * s);
-    }
-  });
-}
 
 // One exchange of `count` elements, whole or a part of a step's.
 struct Exchange {
@@ -43,19 +28,17 @@ void run_exchange(const Exchange& x, runtime::Communicator& comm) {
   metrics::ScopedTimer timer(metrics::collective_time);
   metrics::collective_count.add();
   metrics::collective_bytes.add(n * static_cast<int64_t>(item));
-  if (x.op == ir::OpKind::ReduceScatter) {
-    written = n / ranks;
-    comm.reduce_scatter(x.in, x.out, written, x.dtype, x.reduce);
-  } else if (x.op == ir::OpKind::AllGather) {
+  if (x.op == ir::OpKind::ReduceScatter)
+    return comm.reduce_scatter(x.in, x.out, n / ranks, x.dtype, x.reduce, x.scale);
+  if (x.op == ir::OpKind::AllReduce) return comm.all_reduce(x.in, x.out, n, x.dtype, x.reduce, x.scale);
+  if (x.op == ir::OpKind::AllGather) {
     comm.all_gather(x.in, x.out, n, x.dtype);
     written = n * ranks;
-  } else if (x.op == ir::OpKind::AllReduce) {
-    comm.all_reduce(x.in, x.out, n, x.dtype, x.reduce);
   } else {
     if (x.out != x.in) std::memcpy(x.out, x.in, static_cast<size_t>(n) * item);
     comm.broadcast(x.out, n, x.dtype, x.root);
   }
-  if (x.scale != 1) scale_in_place(x.out, written, x.dtype, x.scale);
+  runtime::scale_in_place(x.out, written, x.dtype, x.scale);
 }
 
 runtime::Communicator& communicator_of(const CollectiveStep& s, const RunContext& ctx) {
