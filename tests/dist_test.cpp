@@ -200,6 +200,11 @@ TEST(Dist, SingleProcessCollectivesAreIdentities) {
   EXPECT_EQ(lt::all_gather(x).to_vector<float>(), values(0, 6));
   EXPECT_EQ(lt::reduce_scatter(x).to_vector<float>(), values(0, 6));
   EXPECT_EQ(lt::broadcast(x).to_vector<float>(), values(0, 6));
+  // (a scale still applies: the single process's reduction of one term)
+  std::vector<float> scaled = values(0, 6);
+  for (float& v : scaled) v *= 0.3f;
+  EXPECT_EQ(lt::all_reduce(x, "sum", 0.3).to_vector<float>(), scaled);
+  EXPECT_EQ(lt::reduce_scatter(x, "sum", 0.3).to_vector<float>(), scaled);
 }
 
 TEST(Dist, RanksThatTraceDifferentCollectivesFailClearly) {
@@ -252,7 +257,8 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
 }
 
 // 16-bit floats are summed in float32 and rounded once (as the MPI ranks sum them), not
-// rounded after each rank's term: 1024 + 0.5 + 0.5 is 1025 in float16, not 1024.
+// rounded after each rank's term: 1024 + 0.5 + 0.5 is 1025 in float16, not 1024; a scale
+// applies before that rounding too.
 TEST(Dist, SixteenBitFloatsAreSummedInFloat32) {
   for (lt::DType dt : {lt::DType::float16, lt::DType::bfloat16})
     lt::dist::run_threads(3, [&](int r) {
@@ -261,6 +267,18 @@ TEST(Dist, SixteenBitFloatsAreSummedInFloat32) {
       for (float v : lt::astype(lt::all_reduce(x), lt::DType::float32).to_vector<float>())
         EXPECT_EQ(v, big + 1.f) << lt::dtype_name(dt);
     });
+  // and a mean's scale applies to the float32 sum before the one rounding: bfloat16's mean
+  // of 130, 0.25 and 0.25 is 130.5 / 3 = 43.5, where rounding the sum first (to 130) gives
+  // 43.25
+  lt::dist::run_threads(3, [&](int r) {
+    const lt::Tensor x = lt::astype(lt::full({2}, r == 0 ? 130.f : 0.25f), lt::DType::bfloat16);
+    for (const char* op : {"all_reduce", "reduce_scatter"}) {
+      const lt::Tensor y = op[0] == 'a' ? lt::all_reduce(x, "mean")
+                                        : lt::reduce_scatter(lt::concat({x, x, x}, 0), "mean");
+      for (float v : lt::astype(y, lt::DType::float32).to_vector<float>())
+        EXPECT_EQ(v, 43.5f) << op;
+    }
+  });
 }
 
 // The queue a rank's started collectives run on: in the order started, on a thread of its

@@ -58,14 +58,15 @@ void collectives() {
   // scaled as they are reduced: a mean, and a scale of 0.25
   std::vector<float> want_mean(static_cast<size_t>(n * m), 0.0f), want_quarter = want;
   for (int q = 0; q < n; ++q)
-    for (int64_t i = 0; i < n * m; ++i) want_mean[static_cast<size_t>(i)] += float((i * 7 + q) % 1000);
+    for (int64_t i = 0; i < n * m; ++i)
+      want_mean[static_cast<size_t>(i)] += float((i * 7 + q) % 1000);
   for (float& w : want_mean) w *= float(1.0 / n);
   for (float& w : want_quarter) w *= 0.25f;
   check(lt::all_reduce(lt::tensor(mine, {n * m}), "mean").to_vector<float>() == want_mean,
         "all_reduce mean");
-  check(lt::reduce_scatter(lt::tensor(mine, {n * m}), "sum", 0.25).to_vector<float>() ==
-            want_quarter,
-        "reduce_scatter, scale 0.25");
+  check(
+      lt::reduce_scatter(lt::tensor(mine, {n * m}), "sum", 0.25).to_vector<float>() == want_quarter,
+      "reduce_scatter, scale 0.25");
   std::vector<float> highest(static_cast<size_t>(m), 0.0f);  // every value is >= 0
   for (int q = 0; q < n; ++q)
     for (int64_t i = 0; i < m; ++i) {

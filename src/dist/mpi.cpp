@@ -144,11 +144,11 @@ class MpiWorld final : public runtime::Communicator {
       reduce_rounds(segment, mine, dtype, op, scale, "all_reduce");
       for (int k = 1; k < size_; ++k) {
         const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
-        check(MPI_Sendrecv(mine, as_count(segment(rank_).count, "all_reduce"), type, dst, kTag,
-                           to + (at + begin(src)) * item,
-                           as_count(segment(src).count, "all_reduce"), type, src, kTag, comm_,
-                           MPI_STATUS_IGNORE),
-              "all_reduce", "MPI_Sendrecv");
+        check(
+            MPI_Sendrecv(mine, as_count(segment(rank_).count, "all_reduce"), type, dst, kTag,
+                         to + (at + begin(src)) * item, as_count(segment(src).count, "all_reduce"),
+                         type, src, kTag, comm_, MPI_STATUS_IGNORE),
+            "all_reduce", "MPI_Sendrecv");
       }
     }
   }
@@ -170,8 +170,11 @@ class MpiWorld final : public runtime::Communicator {
     auto* to = static_cast<char*>(out);
     for (int64_t at = 0; at < count; at += step) {
       const int64_t n = std::min(step, count - at);
-      reduce_rounds([&](int r) { return Part{from + (r * count + at) * item, n}; },
-                    to + at * item, dtype, op, scale, "reduce_scatter");
+      reduce_rounds(
+          [&](int r) {
+            return Part{from + (r * count + at) * item, n};
+          },
+          to + at * item, dtype, op, scale, "reduce_scatter");
     }
   }
 

@@ -30,7 +30,8 @@ void run_exchange(const Exchange& x, runtime::Communicator& comm) {
   metrics::collective_bytes.add(n * static_cast<int64_t>(item));
   if (x.op == ir::OpKind::ReduceScatter)
     return comm.reduce_scatter(x.in, x.out, n / ranks, x.dtype, x.reduce, x.scale);
-  if (x.op == ir::OpKind::AllReduce) return comm.all_reduce(x.in, x.out, n, x.dtype, x.reduce, x.scale);
+  if (x.op == ir::OpKind::AllReduce)
+    return comm.all_reduce(x.in, x.out, n, x.dtype, x.reduce, x.scale);
   if (x.op == ir::OpKind::AllGather) {
     comm.all_gather(x.in, x.out, n, x.dtype);
     written = n * ranks;

@@ -5,7 +5,8 @@
 //   g++ -O2 -std=c++20 -Iinclude docs/bench-results/issue23/scratch/lt_collectives.cpp \
 //     build/src/liblazytrace.a $(mpicxx --showme:link) -lopenblas -lxsmm -ldnnl -lgomp \
 //     -lpthread -ldl -o /tmp/lt_collectives
-// Run: mpirun -np 2 -x LAZYTRACE_NUM_THREADS=1 [-x LAZYTRACE_MPI_ALL_REDUCE=mpi] /tmp/lt_collectives
+// Run: mpirun -np 2 -x LAZYTRACE_NUM_THREADS=1 [-x LAZYTRACE_MPI_ALL_REDUCE=mpi]
+// /tmp/lt_collectives
 #include <lazytrace/lazytrace.h>
 
 #include <algorithm>
@@ -35,7 +36,9 @@ int main() {
     std::sort(t.begin(), t.end());
     if (lt::dist::rank() == 0)
       std::printf("%s (LAZYTRACE_MPI_ALL_REDUCE=%s): %.1f ms median, %.1f fastest\n",
-                  which == 0 ? "all_reduce mean" : which == 1 ? "reduce_scatter mean" : "all_gather",
+                  which == 0   ? "all_reduce mean"
+                  : which == 1 ? "reduce_scatter mean"
+                               : "all_gather",
                   how ? how : "pairwise", t[t.size() / 2], t[0]);
   }
 }
