@@ -285,10 +285,10 @@ class MpiWorld final : public runtime::Communicator {
   bool failed_ = false;
   std::vector<int64_t> signatures_;
   std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`
-  MPI_Comm comm_ = MPI_COMM_NULL;  // reduce_scatter's messages, apart from any of the user's
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the exchanges' messages, apart from any of the user's
   static constexpr int kTag = 1;
-  // bytes of `in` per all_reduce call or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0:
-  // no chunks)
+  // bytes of `in` per all_reduce or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0: no
+  // chunks)
   int64_t chunk_bytes_ = int64_t{4} << 20;
   // all_reduce as a pairwise reduce-scatter and all-gather of each chunk, not
   // MPI_Allreduce (LAZYTRACE_MPI_ALL_REDUCE=mpi)
