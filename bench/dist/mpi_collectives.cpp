@@ -1,10 +1,11 @@
-// Open MPI's all-reduce on this machine, as lt::dist uses it: 64 MiB of float32 gradients
-// (the compute-heavy decoder's) all-reduced in buckets of 64 MiB down to 1 MiB, with the
-// blocking call (what MpiWorld runs) and with the non-blocking one polled to completion
-// (MPI_Iallreduce + MPI_Test), and reduce-scatter + all-gather (ZeRO-1's pair) per bucket:
+// Open MPI's all-reduce on this machine: 64 MiB of float32 gradients (the compute-heavy
+// decoder's) all-reduced in buckets of 64 MiB down to 1 MiB, with the blocking call (what
+// MpiWorld runs with LAZYTRACE_MPI_ALL_REDUCE=mpi) and with the non-blocking one polled to
+// completion (MPI_Iallreduce + MPI_Test), and reduce-scatter + all-gather per bucket:
 // MPI_Reduce_scatter_block, and the pairwise exchange over MPI_Sendrecv and MPI_Reduce_local
-// in 4 MiB chunks that lt::dist runs instead (src/dist/mpi.cpp; inside lazytrace Open MPI's
-// call was slower still, docs/perf-log.md).
+// in 4 MiB chunks, close to what lt::dist runs for ZeRO-1's reduce-scatter and, with its
+// all-gather also pairwise, for an all-reduce (src/dist/mpi.cpp; inside lazytrace Open MPI's
+// calls were slower still, docs/perf-log.md).
 // Medians of 5 after one warm-up, on rank 0. Run: mpirun -np 2 mpi_collectives
 // (make bench-dist builds it with mpicxx and runs it).
 #include <mpi.h>
