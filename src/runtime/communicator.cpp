@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "lazytrace/core/error.h"
@@ -83,29 +84,19 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
 void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
   if (scale == 1) return;
   const auto s = static_cast<float>(scale);
+  auto by = [&](auto c, auto* p) {  // p[i] = p[i] * c, computed in c's type
+    for (int64_t i = 0; i < count; ++i)
+      p[i] = static_cast<std::remove_reference_t<decltype(p[i])>>(decltype(c)(p[i]) * c);
+  };
   switch (dtype) {
-    case DType::float32: {
-      auto* p = static_cast<float*>(data);
-      for (int64_t i = 0; i < count; ++i) p[i] *= s;
-      return;
-    }
-    case DType::float64: {
-      auto* p = static_cast<double*>(data);
-      for (int64_t i = 0; i < count; ++i) p[i] *= scale;
-      return;
-    }
+    case DType::float32:
+      return by(s, static_cast<float*>(data));
+    case DType::float64:
+      return by(scale, static_cast<double*>(data));
     case DType::float16:
-      for (int64_t i = 0; i < count; ++i) {
-        Half& h = static_cast<Half*>(data)[i];
-        h = Half(float(h) * s);
-      }
-      return;
+      return by(s, static_cast<Half*>(data));
     case DType::bfloat16:
-      for (int64_t i = 0; i < count; ++i) {
-        BFloat16& h = static_cast<BFloat16*>(data)[i];
-        h = BFloat16(float(h) * s);
-      }
-      return;
+      return by(s, static_cast<BFloat16*>(data));
     case DType::int32:
     case DType::int64:
     case DType::bool_:
