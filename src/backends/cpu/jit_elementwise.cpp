@@ -330,24 +330,39 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  // d = exp_from_n(xc, fn): (expm1_reduced(xc, fn) + 1) * 2^fn. Uses T(5), T(6), T(7).
-  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn) {
+  // d = exp_from_n(xc, fn): (e^r - 1 + 1) * 2^fn for math.h's r, by ln2 in two parts or (tanh,
+  // math.h's tanh_denominator) in one. 2^fn by vscalefps, rounded once as math.h's two
+  // products are; AVX2's bits hold 2^fn for fn at most 127, and fn <= 128 where `top` is
+  // set (exp_clamped). Uses T(5), T(6), T(7).
+  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn, bool one_part = false,
+                  bool top = false) {
     const Vec r = T(5), p = T(6), rr = T(7);
     vmovaps(r, xc);
-    vfmadd231ps(r, fn, c(-0.693359375f));
-    vfmadd231ps(r, fn, c(2.12194440e-4f));
-    vbroadcastss(p, cscalar(1.9875691500e-4f));
-    for (float k :
-         {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-      vfmadd213ps(p, r, c(k));
+    if (one_part) {
+      vfmadd231ps(r, fn, c(-0.693147182f));
+    } else {
+      vfmadd231ps(r, fn, c(-0.693359375f));
+      vfmadd231ps(r, fn, c(2.12194440e-4f));
+    }
+    vbroadcastss(p, cscalar(math::kExpP[0]));
+    for (size_t i = 1; i < std::size(math::kExpP); ++i) vfmadd213ps(p, r, c(math::kExpP[i]));
     vmulps(rr, r, r);
     vfmadd213ps(p, rr, r);  // p * r^2 + r
     vaddps(p, p, c(1.0f));
     if constexpr (kWide) {
-      vscalefps(d, p, fn);  // p * 2^fn, rounded once as the product is
+      vscalefps(d, p, fn);  // p * 2^fn, rounded once as the products are
     } else {
-      vcvttps2dq(rr, fn);  // 2^fn by its exponent bits
-      vpaddd(rr, rr, cbits(127));
+      if (top) {  // math.h's (1 + top), top = fn > 127: 2 there, else 1
+        cmpmask(fn, c(127.0f), kGt);
+        vandps(rr, mask_, c(1.0f));
+        vaddps(rr, rr, c(1.0f));
+        vmulps(p, p, rr);
+        vminps(rr, fn, c(127.0f));
+        vcvttps2dq(rr, rr);
+      } else {
+        vcvttps2dq(rr, fn);
+      }
+      vpaddd(rr, rr, cbits(127));  // 2^fn by its exponent bits
       vpslld(rr, rr, 23);
       vmulps(d, p, rr);
     }
@@ -359,8 +374,7 @@ class Gen : public Xbyak::CodeGenerator {
     vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
     vminps(xc, xc, c(math::kExpHi));
     exp_n(fn, xc);
-    vminps(fn, fn, c(127.0f));
-    exp_from_n(d, xc, fn);
+    exp_from_n(d, xc, fn, false, true);
   }
 
   // d = sigmoid(x), math.h's float32 one. Uses T(1) .. T(7).
@@ -386,7 +400,7 @@ class Gen : public Xbyak::CodeGenerator {
     vaddps(e, ax, ax);       // 2|x|: an add, on the pipes FMAs leave free
     vminps(e, e, c(20.0f));  // a NaN: keep_nan below
     exp_n(fn, e);
-    exp_from_n(den, e, fn);
+    exp_from_n(den, e, fn, true);
     vaddps(den, den, c(1.0f));
     // tanh_from: 1 - 2 / den beyond, with x's sign, the polynomial near 0
     vbroadcastss(e, cscalar(2.0f));

@@ -49,17 +49,24 @@ LT_MATH_INLINE float exp_n(float x) {
   return (x * 1.44269504088896341f + kRound) - kRound;
 }
 
-// ... then e^r - 1 for r = x - n ln2 (Cody-Waite's two-part ln2, Cephes' polynomial) ...
-LT_MATH_INLINE float expm1_reduced(float xc, float fn) {
-  float r = fma(fn, -0.693359375f, xc);
-  r = fma(fn, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = fma(p, r, 1.3981999507e-3f);
-  p = fma(p, r, 8.3334519073e-3f);
-  p = fma(p, r, 4.1665795894e-2f);
-  p = fma(p, r, 1.6666665459e-1f);
-  p = fma(p, r, 5.0000001201e-1f);
+// exp's polynomial P, highest degree first: e^r - 1 = r + r^2 P(r) for |r| <= ln2 / 2
+// (fitted in float64: 3.1e-9 relative to e^r; docs/bench-results/issue22/scratch/fits.py
+// exp 4). The native code (jit_elementwise.cpp) reads it too.
+inline constexpr float kExpP[] = {0.0013814551057294011f, 0.00836869329214096f,
+                                  0.04166838526725769f, 0.1666652113199234f,
+                                  0.4999999403953552f};
+
+// ... then e^r - 1 from r = x - n ln2 ...
+LT_MATH_INLINE float expm1_of_r(float r) {
+  float p = kExpP[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < std::size(kExpP); ++i) p = fma(p, r, kExpP[i]);
   return fma(p, r * r, r);
+}
+
+// ... r by Cody-Waite's two-part ln2, exact in n ln2's first part for any n in range ...
+LT_MATH_INLINE float reduce(float xc, float fn) {
+  return fma(fn, 2.12194440e-4f, fma(fn, -0.693359375f, xc));
 }
 
 // ... 2^n by its exponent bits (n at most 127) ...
@@ -70,25 +77,27 @@ LT_MATH_INLINE float pow2_of(float fn) {
   return scale;
 }
 
-// ... and e^x from x and that n
+// ... and e^x from x and that n, for n at most 127
 LT_MATH_INLINE float exp_from_n(float xc, float fn) {
-  return (expm1_reduced(xc, fn) + 1.0f) * pow2_of(fn);
+  return (expm1_of_r(reduce(xc, fn)) + 1.0f) * pow2_of(fn);
 }
 
-// e^x for x clamped to exp_f32's range (NaN stays NaN)
+// e^x for x clamped to exp_f32's range (NaN stays NaN). At its top n reaches 128: (e^r) 2^n
+// then scales by 2^127, exact, and by 2 after, rounded once (AVX-512's vscalefps in one).
 LT_MATH_INLINE float exp_clamped(float x) {
   // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
   // well
   const float xc = select(x > kExpHi, kExpHi, select(x < kExpLo, kExpLo, x));
   const float fn = exp_n(xc);
-  return exp_from_n(xc, select(fn > 127.0f, 127.0f, fn));
+  const float top = select(fn > 127.0f, 1.0f, 0.0f);
+  return (expm1_of_r(reduce(xc, fn)) + 1.0f) * pow2_of(fn - top) * (1.0f + top);
 }
 
 /**
  * exp for float32 without a libm call, so loops over it vectorize: x = n ln2 + r with n the
- * nearest integer (|r| <= ln2 / 2; n at most 127, so r reaches ln2 only next to the overflow),
- * Cody-Waite's two-part ln2, Cephes' degree-6 polynomial in FMA (about 1 ulp; 5 at the top of
- * the range), 2^n by its exponent bits. Results below 2^-126 are 0.
+ * nearest integer (|r| <= ln2 / 2), Cody-Waite's two-part ln2, a degree-6 polynomial in FMA,
+ * 2^n by its exponent bits. Within 1.02 ulps of exp over every float of its range. Results
+ * below 2^-126 are 0.
  */
 LT_MATH_INLINE float exp_f32(float x) {
   float y = exp_clamped(x);
@@ -98,12 +107,14 @@ LT_MATH_INLINE float exp_f32(float x) {
 }
 
 // tanh_f32's steps (below): e^2|x| + 1, without exp's clamps: beyond 2|x| = 20,
-// 2 / (e^2|x| + 1) < 2^-27 and tanh rounds to 1 either way (the same bits as exp_f32 would
-// give, for every float but NaN) ...
+// 2 / (e^2|x| + 1) < 2^-27 and tanh rounds to 1 either way. With n at most 29, r by ln2 in
+// one part: e^2|x| then errs by at most 29 * 1.9e-9 of itself (ln2's rounding to float),
+// and tanh, which takes 2 / (e^2|x| + 1) of it, by less than 0.01 ulp ...
 LT_MATH_INLINE float tanh_denominator(float x) {
   const float ax2 = 2.0f * (x < 0 ? -x : x);
   const float e = select(ax2 > 20.0f, 20.0f, ax2);
-  return exp_from_n(e, exp_n(e)) + 1.0f;
+  const float fn = exp_n(e);
+  return (expm1_of_r(fma(fn, -0.693147182f, e)) + 1.0f) * pow2_of(fn) + 1.0f;
 }
 
 // ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond

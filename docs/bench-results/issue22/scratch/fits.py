@@ -8,6 +8,8 @@ squares, reweighted toward the minimax error, printed as float32 monomial coeffi
   fits.py erf-large DEG   Q in e^x^2 erfc(x) = Q((x - 2.5) / 1.5) on [1, 4], weighted by e^-x^2:
                           erfc's absolute error, what erf's ulps see (kept: 8; the error
                           relative to erfc needed 12)
+  fits.py exp DEG         P in e^r - 1 = r + r^2 P(r) on [-ln2 / 2, ln2 / 2], error relative
+                          to e^r (kept: 4, degree 6 in all; Cephes' expf has 5)
   fits.py log DEG         P in log(1 + f) = f - f^2 / 2 + f^3 P(f) on [sqrt(1/2) - 1,
                           sqrt(2) - 1], error relative to log(1 + f) (kept: 7)
 
@@ -51,6 +53,11 @@ def main():
         f = f[np.abs(f) > 1e-6]
         target = (np.log1p(f) - f + f * f / 2) / f**3
         coef, err = fit(f, target, np.abs(f**3 / np.log1p(f)), deg)
+    elif kind == "exp":
+        r = np.linspace(-math.log(2) / 2, math.log(2) / 2, 200001)
+        r = r[np.abs(r) > 1e-4]
+        target = (np.expm1(r) - r) / (r * r)
+        coef, err = fit(r, target, r * r / np.exp(r), deg)
     else:
         sys.exit(__doc__)
     print(f"{kind} degree {deg}: worst weighted error {err:.3g}")
