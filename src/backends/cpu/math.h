@@ -53,8 +53,7 @@ LT_MATH_INLINE float exp_n(float x) {
 // (fitted in float64: 3.1e-9 relative to e^r; docs/bench-results/issue22/scratch/fits.py
 // exp 4). The native code (jit_elementwise.cpp) reads it too.
 inline constexpr float kExpP[] = {0.0013814551057294011f, 0.00836869329214096f,
-                                  0.04166838526725769f, 0.1666652113199234f,
-                                  0.4999999403953552f};
+                                  0.04166838526725769f, 0.1666652113199234f, 0.4999999403953552f};
 
 // ... then e^r - 1 from r = x - n ln2 ...
 LT_MATH_INLINE float expm1_of_r(float r) {
