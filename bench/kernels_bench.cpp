@@ -6,7 +6,7 @@
 //                                              "Cheap" pair: arithmetic ops only; _44M: the
 //                                              fused chains at 44M floats; off:N a pass off
 //                                              (3: jit_fused, the chain interpreted;
-//                                              4: jit_interleave)
+//                                              4: jit_interleave; 5: jit_ranges)
 //   BM_Chain8Loop_*, BM_Chain8CheapLoop_*      the same chains as one plain compiled loop
 //   BM_AdamW_*                                 one AdamW step over 44M floats
 //   BM_Bandwidth_*                             the memory bandwidth they are held against
@@ -138,18 +138,20 @@ lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x, bool cheap)
 }
 
 // The fused chains' A/Bs: argument 0 runs with every pass, 1 without prefetch_tiles, 2
-// without stream_stores, 3 without jit_fused (the chain interpreted).
+// without stream_stores, 3 without jit_fused (the chain interpreted), 4 without
+// jit_interleave, 5 without jit_ranges.
 const std::vector<std::string> kChainPassOff[] = {
-    {}, {"prefetch_tiles"}, {"stream_stores"}, {"jit_fused"}, {"jit_interleave"}};
+    {}, {"prefetch_tiles"}, {"stream_stores"}, {"jit_fused"}, {"jit_interleave"}, {"jit_ranges"}};
 
 // A fused chain's registration: every pass on, then each of the first `Off` switched off,
-// then jit_fused off, then jit_interleave off.
+// then jit_fused, jit_interleave and jit_ranges off.
 template <int Off>
 void pass_switches(benchmark::internal::Benchmark* b) {
   b->ArgName("off")
       ->DenseRange(0, Off)
       ->Arg(3)
       ->Arg(4)
+      ->Arg(5)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
 }

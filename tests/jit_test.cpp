@@ -403,6 +403,59 @@ TEST(Jit, InterleavedVectorsGiveTheSameBitsAtEveryLength) {
   }
 }
 
+// An exp, tanh, sigmoid or silu whose operand stays where its clamps never act runs without
+// them (pass jit_ranges): decided from the step's scalars at each run, so that one compiled
+// graph gets code without the clamps for a scale that keeps the values in range and keeps
+// them for one that does not. Both give the interpreter's bits, NaN and infinities included.
+TEST(Jit, OpsWhoseValuesStayInRangeRunWithoutTheirClamps) {
+  SKIP_WITHOUT_JIT();
+  const std::vector<float> xs = all_kinds(1 << 14);
+  Tensor x = vec(xs);
+  lt::sync({x});
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor&)> f;  // of the scale
+    float in_range, out_of_range;            // scales
+  };
+  const std::vector<Case> cases = {
+      {"sigmoid(c tanh(x) - 0.5)",
+       [&](const Tensor& c) { return lt::sigmoid(c * lt::tanh(x) - 0.5f); }, 2.0f, 1000.0f},
+      {"exp(c tanh(x))", [&](const Tensor& c) { return lt::exp(c * lt::tanh(x)); }, 80.0f, 100.0f},
+      {"tanh(c sigmoid(x))", [&](const Tensor& c) { return lt::tanh(c * lt::sigmoid(x)); }, 9.0f,
+       100.0f},
+      {"silu(c tanh(x))", [&](const Tensor& c) { return lt::silu(c * lt::tanh(x)); }, 50.0f,
+       100.0f},
+      {"exp(tanh(x) / c)", [&](const Tensor& c) { return lt::exp(lt::tanh(x) / c); }, 0.25f,
+       0.001f},
+  };
+  for (const Case& k : cases) {
+    for (const bool in_range : {true, false}) {
+      const Tensor c = lt::scalar(in_range ? k.in_range : k.out_of_range);
+      const std::string what = k.name + (in_range ? " in range" : " out of range");
+      const int64_t ranged = lt::metrics::counter("JitRangedRuns");
+      auto [native, interpreted] = both([&] { return k.f(c); });
+      expect_same_bits(native, interpreted, xs, what);
+      EXPECT_EQ(lt::metrics::counter("JitRangedRuns") - ranged, in_range ? 1 : 0) << what;
+      PassesOff off({"jit_ranges"});
+      const int64_t before = lt::metrics::counter("JitRangedRuns");
+      expect_same_bits(k.f(c).to_vector<float>(), interpreted, xs, what + ", jit_ranges off");
+      EXPECT_EQ(lt::metrics::counter("JitRangedRuns"), before) << what;
+    }
+  }
+  // the code for a set of ops spared is made once; without scalars, ranges are known when
+  // the step compiles (tanh's values, in [-1, 1], never reach sigmoid's clamps)
+  const Tensor c = lt::scalar(2.0f);
+  auto f = [&] { return lt::sigmoid(c * lt::tanh(x) - 0.5f); };
+  f().to_vector<float>();
+  const int64_t made = lt::metrics::counter("JitKernelsMade");
+  f().to_vector<float>();
+  EXPECT_EQ(lt::metrics::counter("JitKernelsMade"), made);
+  const int64_t ranged = lt::metrics::counter("JitRangedRuns");
+  auto [native, interpreted] = both([&] { return lt::sigmoid(lt::tanh(x)); });
+  expect_same_bits(native, interpreted, xs, "sigmoid(tanh(x))");
+  EXPECT_EQ(lt::metrics::counter("JitRangedRuns") - ranged, 1);
+}
+
 // What the generator does not take is interpreted, with the same values as with the pass
 // off: a float64 chain, a load strided along its last dim (transposed), an op without
 // native code (sin), a comparison's bools stored.

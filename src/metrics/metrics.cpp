@@ -179,6 +179,7 @@ Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
 Counter jit_kernels_made("JitKernelsMade");
 Counter jit_fused_runs("JitFusedRuns");
+Counter jit_ranged_runs("JitRangedRuns");
 Counter collective_count("CollectiveCount");
 Counter collective_bytes("CollectiveBytes");
 Counter collectives_ahead("CollectivesAhead");

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +23,7 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/math.h"
+#include "backends/cpu/value_ranges.h"
 #include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
@@ -99,9 +101,12 @@ struct Plan {
   // first's. The generator may run fewer, where their code would outgrow kInterleavedBytes.
   std::vector<std::vector<int>> reg_of_more;
   std::vector<int> const_of;  // per instruction: a single value's index in consts (-1: none)
-  std::vector<Load> load;     // per instruction
-  std::vector<int> ptr_of;    // per instruction: a Vector, Bool or Row load's pointer
-  std::vector<int> srcs[3];   // per instruction: its operands' instructions
+  // per instruction: an exp, tanh, sigmoid or silu whose operand never leaves the range it
+  // needs no clamps for (pass jit_ranges, value_ranges.h): its clamps and fix-ups left out
+  std::vector<char> ranged;
+  std::vector<Load> load;    // per instruction
+  std::vector<int> ptr_of;   // per instruction: a Vector, Bool or Row load's pointer
+  std::vector<int> srcs[3];  // per instruction: its operands' instructions
   struct RowValue {
     int reg, ptr;
     bool boolean;
@@ -377,28 +382,35 @@ class Gen : public Xbyak::CodeGenerator {
     exp_from_n(d, xc, fn, false, true);
   }
 
-  // d = sigmoid(x), math.h's float32 one. Uses T(1) .. T(7).
-  void sigmoid(const Vec& d, const Vec& x) {
+  // d = sigmoid(x), math.h's float32 one; `ranged`: for -x in [kExpLo, 88], or NaN. Uses
+  // T(1) .. T(7).
+  void sigmoid(const Vec& d, const Vec& x, bool ranged) {
     const Vec nx = T(1), e = T(2);
     xor_bits(nx, x, 0x80000000u);
-    exp_clamped(e, nx);
+    if (ranged) {
+      exp_n(T(4), nx);
+      exp_from_n(e, nx, T(4));
+    } else {
+      exp_clamped(e, nx);
+    }
     vaddps(e, e, c(1.0f));
     vbroadcastss(d, cscalar(1.0f));
     vdivps(d, d, e);
+    if (ranged) return;
     cmpmask(nx, c(math::kExpHi), kGt);
     zero_where(d);  // 0 there
     keep_nan(d, x);
   }
 
-  // d = tanh_f32(x). Uses T(0) .. T(7). |x| by its bits gives math.h's x < 0 ? -x : x
-  // wherever the result depends on it (they differ at -0 and at NaN, where the polynomial
-  // and x itself are taken).
-  void tanh(const Vec& d, const Vec& x) {
+  // d = tanh_f32(x); `ranged`: for x in [-10, 10], or NaN. Uses T(0) .. T(7). |x| by its bits
+  // gives math.h's x < 0 ? -x : x wherever the result depends on it (they differ at -0 and at
+  // NaN, where the polynomial and x itself are taken).
+  void tanh(const Vec& d, const Vec& x, bool ranged) {
     const Vec ax = T(0), e = T(1), fn = T(2), den = T(3), s = T(4), z = T(5);
     and_bits(ax, x, 0x7fffffffu);
     // tanh_denominator: e^2|x| + 1, 2|x| at most 20
-    vaddps(e, ax, ax);       // 2|x|: an add, on the pipes FMAs leave free
-    vminps(e, e, c(20.0f));  // a NaN: keep_nan below
+    vaddps(e, ax, ax);                    // 2|x|: an add, on the pipes FMAs leave free
+    if (!ranged) vminps(e, e, c(20.0f));  // a NaN: keep_nan below
     exp_n(fn, e);
     exp_from_n(den, e, fn, true);
     vaddps(den, den, c(1.0f));
@@ -422,7 +434,7 @@ class Gen : public Xbyak::CodeGenerator {
     vfmadd213ps(small, x, x);  // small * z * x + x
     cmpmask(ax, c(0.625f), kLt);
     move_where(big, small);
-    keep_nan(big, x);
+    if (!ranged) keep_nan(big, x);
     if (d_is_x) vmovaps(d, big);
   }
 
@@ -491,7 +503,7 @@ class Gen : public Xbyak::CodeGenerator {
     vmovaps(d, r);
   }
 
-  void unary(OpKind op, const Vec& d, const Vec& x) {
+  void unary(OpKind op, const Vec& d, const Vec& x, bool ranged) {
     if (op == OpKind::Neg) {
       xor_bits(d, x, 0x80000000u);
     } else if (op == OpKind::Abs) {
@@ -500,6 +512,9 @@ class Gen : public Xbyak::CodeGenerator {
       vxorps(T(0), T(0), T(0));       // max(+0, x), which is x where x is NaN, and -0 for -0: |.|
       vmaxps(d, T(0), x);
       and_bits(d, d, 0x7fffffffu);
+    } else if (op == OpKind::Exp && ranged) {  // x in [kExpLo, 88], or NaN
+      exp_n(T(4), x);
+      exp_from_n(d, x, T(4));
     } else if (op == OpKind::Exp) {
       const Vec y = T(0);
       exp_clamped(y, x);
@@ -510,9 +525,9 @@ class Gen : public Xbyak::CodeGenerator {
       keep_nan(y, x);
       vmovaps(d, y);
     } else if (op == OpKind::Tanh) {
-      tanh(d, x);
+      tanh(d, x, ranged);
     } else if (op == OpKind::Sigmoid || op == OpKind::Silu) {
-      sigmoid(T(0), x);
+      sigmoid(T(0), x, ranged);
       if (op == OpKind::Silu)
         vmulps(d, x, T(0));
       else
@@ -627,7 +642,7 @@ class Gen : public Xbyak::CodeGenerator {
     }
     const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
     if (ins.src[1] < 0) {
-      unary(ins.op, d, reg(s0));
+      unary(ins.op, d, reg(s0), plan_.ranged[i] != 0);
       return;
     }
     const size_t s1 = static_cast<size_t>(plan_.srcs[1][i]);
@@ -756,6 +771,16 @@ class JitKernel {
   std::vector<int> single_loads;  // loads read as one value each, first in consts ...
   int copies = 1;                 // ... each this many floats wide
   std::shared_ptr<const JitCode> code;
+  // pass jit_ranges: where a single value that is known only at run time may spare an op its
+  // clamps, the plan, to make the code for the values of a run (at most kRangedCodes sets of
+  // ops spared, each made once)
+  bool check_ranges = false;
+  bool ranged = false;  // some op runs without its clamps in `code` already
+  Plan plan;
+  std::shared_ptr<const JitCode> (*make)(const Plan&, int, const Shape&, bool) = nullptr;
+  bool shared = true;
+  mutable std::mutex mu;
+  mutable std::vector<std::pair<std::vector<char>, std::shared_ptr<const JitCode>>> codes;
 };
 
 namespace {
@@ -791,7 +816,7 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
   for (size_t i = 0; i < plan.reg_of.size(); ++i)
     w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op), plan.reg_of[i],
                        plan.const_of[i], static_cast<int32_t>(plan.load[i]), plan.ptr_of[i],
-                       plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i]});
+                       plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i], plan.ranged[i]});
   for (const auto& m : plan.reg_of_more) {
     w.insert(w.end(), m.begin(), m.end());
     w.push_back(-1);
@@ -881,6 +906,7 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   plan.reg_of.assign(n, -1);
   plan.const_of.assign(n, -1);
   plan.load.assign(n, Load::None);
+  plan.ranged.assign(n, 0);
   plan.ptr_of.assign(n, -1);
   for (auto& v : plan.srcs) v.assign(n, -1);
   // One value per instruction, and whether it is a bool; the last instruction that reads
@@ -1022,6 +1048,29 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
       plan.reg_of_more.push_back(std::move(regs));
     }
   }
+  // the ops spared their clamps by literal values; the others may be by the single values
+  // of a run where, with those values 1, their operand is bounded (not where memory's values
+  // reach it)
+  if (options.ranges) {
+    std::vector<std::optional<double>> known(st.loads.size()), ones(st.loads.size());
+    for (size_t l = 0; l < st.loads.size(); ++l) {
+      const View& v = st.loads[l];
+      if (v.is_scalar() && v.scalar_slot < 0)
+        known[l] = ones[l] = static_cast<float>(v.value);
+      else if (v.is_single_value())
+        ones[l] = 1.0;
+    }
+    const std::vector<Interval> r = value_ranges(st, known), r1 = value_ranges(st, ones);
+    for (size_t i = 0; i < n; ++i) {
+      const OpKind op = st.program[i].op;
+      if (!has_clamps(op)) continue;
+      const auto x = static_cast<size_t>(plan.srcs[0][i]);
+      plan.ranged[i] = needs_no_clamps(op, r[x]);
+      k->ranged = k->ranged || plan.ranged[i];
+      k->check_ranges = k->check_ranges || (!plan.ranged[i] && known != ones &&
+                                            std::isfinite(r1[x].lo) && std::isfinite(r1[x].hi));
+    }
+  }
   try {
     k->copies = Gen<Isa>::kCopies;
     k->code =
@@ -1029,7 +1078,49 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   } catch (const Xbyak::Error&) {
     return nullptr;
   }
+  if (k->check_ranges) {
+    k->plan = std::move(plan);
+    k->plan.step = nullptr;  // the step run, each time
+    k->make = &code_for<Isa>;
+    k->shared = options.shared;
+  }
   return k;
+}
+
+// The code for this run's single values `values` (pass jit_ranges): where they keep an op's
+// operand in the range it needs no clamps for, code without them, made once per set of such
+// ops (at most kRangedCodes sets), else the kernel's own.
+std::shared_ptr<const JitCode> code_for_values(const JitKernel& k, const FusedStep& st,
+                                               const std::vector<float>& values, bool& ranged) {
+  constexpr size_t kRangedCodes = 4;
+  std::vector<std::optional<double>> known(st.loads.size());
+  for (size_t i = 0; i < k.single_loads.size(); ++i)
+    known[static_cast<size_t>(k.single_loads[i])] = values[i];
+  const std::vector<Interval> r = value_ranges(st, known);
+  std::vector<char> spared = k.plan.ranged;
+  ranged = false;
+  for (size_t i = 0; i < spared.size(); ++i) {
+    const OpKind op = st.program[i].op;
+    if (spared[i] || !has_clamps(op)) continue;
+    spared[i] = needs_no_clamps(op, r[static_cast<size_t>(k.plan.srcs[0][i])]);
+    ranged = ranged || spared[i];
+  }
+  if (!ranged) return k.code;
+  const std::lock_guard<std::mutex> lock(k.mu);
+  for (const auto& [ops, code] : k.codes)
+    if (ops == spared) return code;
+  ranged = false;
+  if (k.codes.size() >= kRangedCodes) return k.code;
+  Plan plan = k.plan;
+  plan.step = &st;
+  plan.ranged = spared;
+  try {
+    k.codes.emplace_back(spared, k.make(plan, static_cast<int>(values.size()), st.shape, k.shared));
+  } catch (const Xbyak::Error&) {
+    return k.code;
+  }
+  ranged = true;
+  return k.codes.back().second;
 }
 
 }  // namespace
@@ -1057,16 +1148,22 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
           (base[o] != base[i] || k.pointers[o].strides != k.pointers[i].strides ||
            k.pointers[o].size != k.pointers[i].size))
         return false;
-  const JitCode& code = *k.code;
-  thread_local std::vector<float> consts;
-  const size_t singles = k.single_loads.size() * static_cast<size_t>(k.copies);
-  consts.resize(singles + code.pool.size());
+  thread_local std::vector<float> values, consts;
+  values.resize(k.single_loads.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i) {
     const View& v = st.loads[static_cast<size_t>(k.single_loads[i])];
-    const float x = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
-                                  : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
-    std::fill_n(consts.begin() + static_cast<ptrdiff_t>(i) * k.copies, k.copies, x);
+    values[i] = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
+                              : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
   }
+  bool ranged = k.ranged;
+  const std::shared_ptr<const JitCode> chosen =
+      k.check_ranges ? code_for_values(k, st, values, ranged) : nullptr;
+  const JitCode& code = chosen ? *chosen : *k.code;
+  if (ranged || k.ranged) metrics::jit_ranged_runs.add();
+  const size_t singles = values.size() * static_cast<size_t>(k.copies);
+  consts.resize(singles + code.pool.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    std::fill_n(consts.begin() + static_cast<ptrdiff_t>(i) * k.copies, k.copies, values[i]);
   std::memcpy(consts.data() + singles, code.pool.data(), code.pool.size() * 4);
   const float* c = consts.data();
   // rows of `width` (the last dim), `block` of them (the dim before) a stride apart

@@ -21,6 +21,10 @@ struct JitOptions {
   /** The loop runs up to 8 vectors at a time, op by op, as the registers and the rows allow
    * (pass jit_interleave). */
   bool interleave = true;
+  /** An exp, tanh, sigmoid or silu whose operand never leaves the range it needs no clamps
+   * for, given the step's single values, runs without them: known at compile time, or at
+   * each run, with code made for those values (pass jit_ranges). */
+  bool ranges = true;
 };
 
 /**

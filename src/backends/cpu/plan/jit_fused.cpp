@@ -12,7 +12,8 @@ namespace lazytrace::cpu::plan {
 // kernel keeps the chain on vector registers and touches memory only to load and store.
 void jit_fused(Program& p, const Context& c) {
   const JitOptions options{.shared = c.passes.on(runtime::Pass::JitCache),
-                           .interleave = c.passes.on(runtime::Pass::JitInterleave)};
+                           .interleave = c.passes.on(runtime::Pass::JitInterleave),
+                           .ranges = c.passes.on(runtime::Pass::JitRanges)};
   for (Step& step : p.steps)
     if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, options);
 }
