@@ -335,12 +335,10 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  // d = exp_from_n(xc, fn): (e^r - 1 + 1) * 2^fn for math.h's r, by ln2 in two parts or (tanh,
-  // math.h's tanh_denominator) in one. 2^fn by vscalefps, rounded once as math.h's two
-  // products are; AVX2's bits hold 2^fn for fn at most 127, and fn <= 128 where `top` is
-  // set (exp_clamped). Uses T(5), T(6), T(7).
-  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn, bool one_part = false,
-                  bool top = false) {
+  // d = exp_from_n(xc, fn): e^r 2^fn for math.h's r, by ln2 in two parts or (tanh, math.h's
+  // tanh_denominator) in one; 2^fn by vscalefps, or fn added to the exponent bits, exact
+  // either way. Uses T(5), T(6), T(7).
+  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn, bool one_part = false) {
     const Vec r = T(5), p = T(6), rr = T(7);
     vmovaps(r, xc);
     if (one_part) {
@@ -355,21 +353,11 @@ class Gen : public Xbyak::CodeGenerator {
     vfmadd213ps(p, rr, r);  // p * r^2 + r
     vaddps(p, p, c(1.0f));
     if constexpr (kWide) {
-      vscalefps(d, p, fn);  // p * 2^fn, rounded once as the products are
+      vscalefps(d, p, fn);
     } else {
-      if (top) {  // math.h's (1 + top), top = fn > 127: 2 there, else 1
-        cmpmask(fn, c(127.0f), kGt);
-        vandps(rr, mask_, c(1.0f));
-        vaddps(rr, rr, c(1.0f));
-        vmulps(p, p, rr);
-        vminps(rr, fn, c(127.0f));
-        vcvttps2dq(rr, rr);
-      } else {
-        vcvttps2dq(rr, fn);
-      }
-      vpaddd(rr, rr, cbits(127));  // 2^fn by its exponent bits
+      vcvttps2dq(rr, fn);
       vpslld(rr, rr, 23);
-      vmulps(d, p, rr);
+      vpaddd(d, p, rr);
     }
   }
 
@@ -379,7 +367,7 @@ class Gen : public Xbyak::CodeGenerator {
     vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
     vminps(xc, xc, c(math::kExpHi));
     exp_n(fn, xc);
-    exp_from_n(d, xc, fn, false, true);
+    exp_from_n(d, xc, fn);
   }
 
   // d = sigmoid(x), math.h's float32 one; `ranged`: for -x in [kExpLo, 88], or NaN. Uses

@@ -68,34 +68,34 @@ LT_MATH_INLINE float reduce(float xc, float fn) {
   return fma(fn, 2.12194440e-4f, fma(fn, -0.693359375f, xc));
 }
 
-// ... 2^n by its exponent bits (n at most 127) ...
-LT_MATH_INLINE float pow2_of(float fn) {
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int>(fn) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return scale;
+// ... v 2^n, by n added to v's exponent bits: exact wherever v 2^n is a normal float, as it is
+// for e^r and every n from a clamped x (from -126, where e^r > 1, to 128, where e^r < 1) ...
+LT_MATH_INLINE float times_pow2(float v, float fn) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  bits += static_cast<uint32_t>(static_cast<int32_t>(fn)) << 23;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
 }
 
-// ... and e^x from x and that n, for n at most 127
+// ... and e^x from x and that n
 LT_MATH_INLINE float exp_from_n(float xc, float fn) {
-  return (expm1_of_r(reduce(xc, fn)) + 1.0f) * pow2_of(fn);
+  return times_pow2(expm1_of_r(reduce(xc, fn)) + 1.0f, fn);
 }
 
-// e^x for x clamped to exp_f32's range (NaN stays NaN). At its top n reaches 128: (e^r) 2^n
-// then scales by 2^127, exact, and by 2 after, rounded once (AVX-512's vscalefps in one).
+// e^x for x clamped to exp_f32's range (NaN stays NaN)
 LT_MATH_INLINE float exp_clamped(float x) {
   // every ?: as a mask (select) or an integer, not a float ?:, which GCC vectorizes less
   // well
   const float xc = select(x > kExpHi, kExpHi, select(x < kExpLo, kExpLo, x));
-  const float fn = exp_n(xc);
-  const float top = select(fn > 127.0f, 1.0f, 0.0f);
-  return (expm1_of_r(reduce(xc, fn)) + 1.0f) * pow2_of(fn - top) * (1.0f + top);
+  return exp_from_n(xc, exp_n(xc));
 }
 
 /**
  * exp for float32 without a libm call, so loops over it vectorize: x = n ln2 + r with n the
  * nearest integer (|r| <= ln2 / 2), Cody-Waite's two-part ln2, a degree-6 polynomial in FMA,
- * 2^n by its exponent bits. Within 1.02 ulps of exp over every float of its range. Results
+ * times 2^n by its exponent bits. Within 1.02 ulps of exp over every float of its range. Results
  * below 2^-126 are 0.
  */
 LT_MATH_INLINE float exp_f32(float x) {
@@ -113,7 +113,7 @@ LT_MATH_INLINE float tanh_denominator(float x) {
   const float ax2 = 2.0f * (x < 0 ? -x : x);
   const float e = select(ax2 > 20.0f, 20.0f, ax2);
   const float fn = exp_n(e);
-  return (expm1_of_r(fma(fn, -0.693147182f, e)) + 1.0f) * pow2_of(fn) + 1.0f;
+  return times_pow2(expm1_of_r(fma(fn, -0.693147182f, e)) + 1.0f, fn) + 1.0f;
 }
 
 // ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond
