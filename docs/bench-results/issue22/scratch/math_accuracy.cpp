@@ -7,7 +7,8 @@
 // 2026-12-05: erf 1.047 ulps at 1.00268567, 8 floats above 1 ulp (libm's erff 0.968); log
 // 0.923 ulps at 0.706430793, none above 1 ulp; log1p 1.437 ulps at -8.94069672e-08,
 // 6,108,344 above 1 ulp; none 2 float ulps from the rounded value in any. fits.py fitted
-// the polynomials.
+// the polynomials. With exp's degree-6 polynomial (7e5c23a): erf 1.047 ulps, 16 floats above
+// 1 ulp; log and log1p unchanged.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
