@@ -763,7 +763,7 @@ class JitKernel {
   // clamps, the plan, to make the code for the values of a run (at most kRangedCodes sets of
   // ops spared, each made once)
   bool check_ranges = false;
-  bool ranged = false;  // some op runs without its clamps in `code` already
+  bool spares_clamps = false;  // some op runs without its clamps in `code` already
   Plan plan;
   std::shared_ptr<const JitCode> (*make)(const Plan&, int, const Shape&, bool) = nullptr;
   bool shared = true;
@@ -1054,7 +1054,7 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
       if (!has_clamps(op)) continue;
       const auto x = static_cast<size_t>(plan.srcs[0][i]);
       plan.ranged[i] = needs_no_clamps(op, r[x]);
-      k->ranged = k->ranged || plan.ranged[i];
+      k->spares_clamps = k->spares_clamps || plan.ranged[i];
       k->check_ranges = k->check_ranges || (!plan.ranged[i] && known != ones &&
                                             std::isfinite(r1[x].lo) && std::isfinite(r1[x].hi));
     }
@@ -1077,7 +1077,7 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
 
 // The code for this run's single values `values` (pass jit_ranges): where they keep an op's
 // operand in the range it needs no clamps for, code without them, made once per set of such
-// ops (at most kRangedCodes sets), else the kernel's own.
+// ops (at most kRangedCodes sets), else the kernel's own; `ranged`: whether it is such code.
 std::shared_ptr<const JitCode> code_for_values(const JitKernel& k, const FusedStep& st,
                                                const std::vector<float>& values, bool& ranged) {
   constexpr size_t kRangedCodes = 4;
@@ -1143,11 +1143,11 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
     values[i] = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
                               : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
   }
-  bool ranged = k.ranged;
+  bool for_values = false;
   const std::shared_ptr<const JitCode> chosen =
-      k.check_ranges ? code_for_values(k, st, values, ranged) : nullptr;
+      k.check_ranges ? code_for_values(k, st, values, for_values) : nullptr;
   const JitCode& code = chosen ? *chosen : *k.code;
-  if (ranged || k.ranged) metrics::jit_ranged_runs.add();
+  if (for_values || k.spares_clamps) metrics::jit_ranged_runs.add();
   const size_t singles = values.size() * static_cast<size_t>(k.copies);
   consts.resize(singles + code.pool.size());
   for (size_t i = 0; i < values.size(); ++i)
