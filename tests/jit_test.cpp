@@ -450,10 +450,17 @@ TEST(Jit, OpsWhoseValuesStayInRangeRunWithoutTheirClamps) {
   const int64_t made = lt::metrics::counter("JitKernelsMade");
   f().to_vector<float>();
   EXPECT_EQ(lt::metrics::counter("JitKernelsMade"), made);
+  PassesOff none({});
+  EXPECT_NE(lt::debug::to_program({f()}).find("clamps checked at each run"), std::string::npos);
   const int64_t ranged = lt::metrics::counter("JitRangedRuns");
   auto [native, interpreted] = both([&] { return lt::sigmoid(lt::tanh(x)); });
   expect_same_bits(native, interpreted, xs, "sigmoid(tanh(x))");
   EXPECT_EQ(lt::metrics::counter("JitRangedRuns") - ranged, 1);
+  EXPECT_NE(lt::debug::to_program({lt::sigmoid(lt::tanh(x))}).find("clamps left out"),
+            std::string::npos);
+  // where memory's values reach an operand, no run checks (softmax's exp(x - max) * c)
+  EXPECT_EQ(lt::debug::to_program({lt::exp((x - lt::amax(x)) * c)}).find("clamps"),
+            std::string::npos);
 }
 
 // What the generator does not take is interpreted, with the same values as with the pass

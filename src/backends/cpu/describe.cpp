@@ -74,6 +74,7 @@ std::string describe(const Program& p) {
                        os << "; native code";
                        if (const int v = jit_vectors(*f.jit); v > 1)
                          os << ", " << v << " vectors at a time";
+                       os << jit_ranges_note(*f.jit);
                      }
                    },
                    [&](const ReduceStep& r) {

@@ -1117,6 +1117,12 @@ int jit_vectors(const JitKernel& k) {
   return k.code->vectors;
 }
 
+const char* jit_ranges_note(const JitKernel& k) {
+  return k.spares_clamps  ? "; clamps left out"
+         : k.check_ranges ? "; clamps checked at each run"
+                          : "";
+}
+
 bool run_jit(const FusedStep& st, const RunContext& ctx) {
   const JitKernel& k = *st.jit;
   const size_t n_ptr = k.pointers.size(), dims = k.shape.size();
@@ -1223,6 +1229,10 @@ bool run_jit(const FusedStep&, const RunContext&) {
 
 int jit_vectors(const JitKernel&) {
   return 1;
+}
+
+const char* jit_ranges_note(const JitKernel&) {
+  return "";
 }
 
 #endif

@@ -39,6 +39,10 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, const JitOption
 /** How many vectors `k`'s loop runs at a time (jit_interleave), for describe. */
 int jit_vectors(const JitKernel& k);
 
+/** What jit_ranges did for `k`, for describe: "" or "; clamps left out" (where the step's
+ * values never reach them) or "; clamps checked at each run" (against its scalars). */
+const char* jit_ranges_note(const JitKernel& k);
+
 /** Runs `s` through its kernel; false (nothing done) where it cannot this time: an output
  * that overlaps an input at another offset. The caller then interprets the step. */
 bool run_jit(const FusedStep& s, const RunContext& ctx);
