@@ -14,6 +14,8 @@
 
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/jit_elementwise.h"
+#include "backends/cpu/math.h"
+#include "backends/cpu/value_ranges.h"
 #include "isa.h"
 #include "passes_off.h"
 
@@ -461,6 +463,81 @@ TEST(Jit, OpsWhoseValuesStayInRangeRunWithoutTheirClamps) {
   // where memory's values reach an operand, no run checks (softmax's exp(x - max) * c)
   EXPECT_EQ(lt::debug::to_program({lt::exp((x - lt::amax(x)) * c)}).find("clamps"),
             std::string::npos);
+}
+
+// value_ranges' rules, each against the exact interval: a bound is never inside it by more
+// than float rounding, and an op without a rule, a division by an interval holding 0 or an
+// inf - inf gives everything. needs_no_clamps' limits, each side of them.
+TEST(Jit, ValueRangesHoldEveryValueAnOpCanTake) {
+  namespace cpu = lazytrace::cpu;
+  using K = lazytrace::ir::OpKind;
+  cpu::FusedStep st;
+  st.loads.resize(2);  // 0: memory, 1: one value
+  auto ins = [&](K op, int a = -1, int b = -1, int load = -1) {
+    cpu::Instr i{};
+    i.op = op;
+    i.dst = static_cast<int>(st.program.size());
+    i.src[0] = a;
+    i.src[1] = b;
+    i.load = load;
+    st.program.push_back(i);
+    return i.dst;
+  };
+  const int x = ins(K::Data, -1, -1, 0), c = ins(K::Data, -1, -1, 1);
+  const int t = ins(K::Tanh, x), ct = ins(K::Mul, c, t), shifted = ins(K::Sub, ct, c);
+  const int sg = ins(K::Sigmoid, shifted), e = ins(K::Exp, t), r = ins(K::Relu, x);
+  const int q = ins(K::Div, t, c), free_div = ins(K::Div, t, x), sin = ins(K::Sin, t);
+  const int inf_minus_inf = ins(K::Sub, r, r), ab = ins(K::Abs, shifted), sq = ins(K::Sqrt, r);
+  st.num_regs = static_cast<int>(st.program.size());
+  const double inf = std::numeric_limits<double>::infinity();
+  auto near = [](cpu::Interval got, double lo, double hi) {
+    const double slack = 1e-5;
+    return got.lo <= lo && got.hi >= hi && got.lo >= lo - slack * (1 + std::fabs(lo)) &&
+           got.hi <= hi + slack * (1 + std::fabs(hi));
+  };
+  auto everything = [&](cpu::Interval v) { return v.lo == -inf && v.hi == inf; };
+  {
+    const auto v = cpu::value_ranges(st, {std::nullopt, 2.0});
+    EXPECT_TRUE(everything(v[static_cast<size_t>(x)]));
+    EXPECT_TRUE(near(v[static_cast<size_t>(t)], -1, 1));
+    EXPECT_TRUE(near(v[static_cast<size_t>(ct)], -2, 2));
+    EXPECT_TRUE(near(v[static_cast<size_t>(shifted)], -4, 0));
+    EXPECT_TRUE(near(v[static_cast<size_t>(sg)], 1 / (1 + std::exp(4.0)), 0.5));
+    EXPECT_TRUE(near(v[static_cast<size_t>(e)], std::exp(-1.0), std::exp(1.0)));
+    EXPECT_EQ(v[static_cast<size_t>(r)].lo, 0);
+    EXPECT_EQ(v[static_cast<size_t>(r)].hi, inf);
+    EXPECT_TRUE(near(v[static_cast<size_t>(q)], -0.5, 0.5));
+    EXPECT_TRUE(everything(v[static_cast<size_t>(free_div)]));
+    EXPECT_TRUE(everything(v[static_cast<size_t>(sin)]));
+    EXPECT_TRUE(everything(v[static_cast<size_t>(inf_minus_inf)]));
+    EXPECT_TRUE(near(v[static_cast<size_t>(ab)], 0, 4));
+    EXPECT_TRUE(v[static_cast<size_t>(sq)].lo <= 0 && v[static_cast<size_t>(sq)].lo > -1e-30);
+    EXPECT_TRUE(cpu::needs_no_clamps(K::Sigmoid, v[static_cast<size_t>(shifted)]));
+    EXPECT_TRUE(cpu::needs_no_clamps(K::Exp, v[static_cast<size_t>(shifted)]));
+    EXPECT_FALSE(cpu::needs_no_clamps(K::Exp, v[static_cast<size_t>(x)]));
+  }
+  for (const double bad : {0.0, std::nan("")}) {  // t / 0, t / NaN, NaN * t
+    const auto v = cpu::value_ranges(st, {std::nullopt, bad});
+    EXPECT_TRUE(everything(v[static_cast<size_t>(q)])) << bad;
+    if (bad != 0) {
+      EXPECT_TRUE(everything(v[static_cast<size_t>(shifted)]));
+    }
+  }
+  {  // inf * t - inf: inf - inf; t / inf: 0
+    const auto v = cpu::value_ranges(st, {std::nullopt, inf});
+    EXPECT_TRUE(everything(v[static_cast<size_t>(shifted)]));
+    EXPECT_TRUE(near(v[static_cast<size_t>(q)], 0, 0));
+  }
+  EXPECT_TRUE(everything(cpu::value_ranges(st, {})[static_cast<size_t>(ct)]));  // c unknown
+  const double lo = lazytrace::cpu::math::kExpLo;                               // exp's lowest
+  EXPECT_TRUE(cpu::needs_no_clamps(K::Exp, {lo, 88.0}));
+  EXPECT_FALSE(cpu::needs_no_clamps(K::Exp, {lo - 1e-3, 0}));
+  EXPECT_FALSE(cpu::needs_no_clamps(K::Exp, {0, 88.01}));
+  EXPECT_TRUE(cpu::needs_no_clamps(K::Sigmoid, {-88.0, -lo}));
+  EXPECT_FALSE(cpu::needs_no_clamps(K::Silu, {-88.01, 0}));
+  EXPECT_TRUE(cpu::needs_no_clamps(K::Tanh, {-10, 10}));
+  EXPECT_FALSE(cpu::needs_no_clamps(K::Tanh, {-10.01, 0}));
+  EXPECT_FALSE(cpu::needs_no_clamps(K::Erf, {-1, 1}));  // erf keeps its clamp
 }
 
 // What the generator does not take is interpreted, with the same values as with the pass
