@@ -31,10 +31,10 @@ extern Counter body_compile_count;    // traced bodies compiled (calls and loops
 extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
 extern Counter jit_kernels_made;      // native kernels generated (jit_elementwise.h)
 extern Counter jit_fused_runs;        // fused steps run as native code (jit_elementwise.h)
-extern Counter jit_ranged_runs;    // ... with an op's clamps left out for its values (jit_ranges)
-extern Counter collective_count;   // exchanges run (all_reduce, ...; a loop's parts each)
-extern Counter collective_bytes;   // bytes they took in (each rank's own count)
-extern Counter collectives_ahead;  // collectives compiled to run beside later steps
+extern Counter jit_ranged_runs;       // ... some ops without their clamps (jit_ranges)
+extern Counter collective_count;      // exchanges run (all_reduce, ...; a loop's parts each)
+extern Counter collective_bytes;      // bytes they took in (each rank's own count)
+extern Counter collectives_ahead;     // collectives compiled to run beside later steps
 extern Counter collectives_in_loops;  // collectives compiled to start inside a scan
 
 /** A counter made on first use under `name` (per-name counts such as "ExecuteCount[step]"). */
