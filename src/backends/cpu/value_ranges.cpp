@@ -11,14 +11,16 @@ namespace {
 
 using ir::OpKind;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// [lo, hi] widened past float32's rounding of either bound; anything where a bound is NaN
-// (inf - inf, 0 * inf)
+// [lo, hi] widened past float32's rounding of either bound, and a bound beyond float32's
+// largest value infinite (float32 overflows there, where double went on); anything where a
+// bound is NaN (inf - inf, 0 * inf)
 Interval widened(double lo, double hi) {
   if (std::isnan(lo) || std::isnan(hi)) return {};
-  constexpr double kRel = 0x1p-20, kAbs = 1e-37;
-  return {lo - std::fabs(lo) * kRel - kAbs, hi + std::fabs(hi) * kRel + kAbs};
+  constexpr double kRel = 0x1p-20, kAbs = 1e-37, kMax = std::numeric_limits<float>::max();
+  Interval out{lo - std::fabs(lo) * kRel - kAbs, hi + std::fabs(hi) * kRel + kAbs};
+  if (out.lo < -kMax) out.lo = -std::numeric_limits<double>::infinity();
+  if (out.hi > kMax) out.hi = std::numeric_limits<double>::infinity();
+  return out;
 }
 
 // f over [x.lo, x.hi] for an f that never decreases
