@@ -862,6 +862,18 @@ std::shared_ptr<const JitCode> code_for(const Plan& plan, int singles, const Sha
   return c;
 }
 
+// Per instruction: an op with clamps whose operand (`operand[i]`, an instruction) never
+// reaches them, by the intervals `r` of the instructions' values (pass jit_ranges).
+std::vector<char> spared_ops(const FusedStep& st, const std::vector<int>& operand,
+                             const std::vector<Interval>& r) {
+  std::vector<char> out(st.program.size(), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const OpKind op = st.program[i].op;
+    out[i] = has_clamps(op) && needs_no_clamps(op, r[static_cast<size_t>(operand[i])]);
+  }
+  return out;
+}
+
 template <typename Isa>
 std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptions& options) {
   if (st.stores.empty()) return nullptr;
@@ -1048,15 +1060,14 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
       else if (v.is_single_value())
         ones[l] = 1.0;
     }
-    const std::vector<Interval> r = value_ranges(st, known), r1 = value_ranges(st, ones);
+    plan.ranged = spared_ops(st, plan.srcs[0], value_ranges(st, known));
+    const std::vector<Interval> r1 = value_ranges(st, ones);
+    const bool unknown = known != ones;
     for (size_t i = 0; i < n; ++i) {
-      const OpKind op = st.program[i].op;
-      if (!has_clamps(op)) continue;
-      const auto x = static_cast<size_t>(plan.srcs[0][i]);
-      plan.ranged[i] = needs_no_clamps(op, r[x]);
       k->spares_clamps = k->spares_clamps || plan.ranged[i];
-      k->check_ranges = k->check_ranges || (!plan.ranged[i] && known != ones &&
-                                            std::isfinite(r1[x].lo) && std::isfinite(r1[x].hi));
+      if (!has_clamps(st.program[i].op) || plan.ranged[i] || !unknown) continue;
+      const Interval x = r1[static_cast<size_t>(plan.srcs[0][i])];
+      k->check_ranges = k->check_ranges || (std::isfinite(x.lo) && std::isfinite(x.hi));
     }
   }
   try {
@@ -1084,15 +1095,9 @@ std::shared_ptr<const JitCode> code_for_values(const JitKernel& k, const FusedSt
   std::vector<std::optional<double>> known(st.loads.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i)
     known[static_cast<size_t>(k.single_loads[i])] = values[i];
-  const std::vector<Interval> r = value_ranges(st, known);
-  std::vector<char> spared = k.plan.ranged;
-  ranged = false;
-  for (size_t i = 0; i < spared.size(); ++i) {
-    const OpKind op = st.program[i].op;
-    if (spared[i] || !has_clamps(op)) continue;
-    spared[i] = needs_no_clamps(op, r[static_cast<size_t>(k.plan.srcs[0][i])]);
-    ranged = ranged || spared[i];
-  }
+  // the literal values the kernel's own code was made for are among the run's
+  const std::vector<char> spared = spared_ops(st, k.plan.srcs[0], value_ranges(st, known));
+  ranged = spared != k.plan.ranged;
   if (!ranged) return k.code;
   const std::lock_guard<std::mutex> lock(k.mu);
   for (const auto& [ops, code] : k.codes)

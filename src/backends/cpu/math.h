@@ -79,9 +79,12 @@ LT_MATH_INLINE float times_pow2(float v, float fn) {
   return out;
 }
 
-// ... and e^x from x and that n
+// ... and e^x from r and n, or from x and n
+LT_MATH_INLINE float exp_from_r(float r, float fn) {
+  return times_pow2(expm1_of_r(r) + 1.0f, fn);
+}
 LT_MATH_INLINE float exp_from_n(float xc, float fn) {
-  return times_pow2(expm1_of_r(reduce(xc, fn)) + 1.0f, fn);
+  return exp_from_r(reduce(xc, fn), fn);
 }
 
 // e^x for x clamped to exp_f32's range (NaN stays NaN)
@@ -113,7 +116,7 @@ LT_MATH_INLINE float tanh_denominator(float x) {
   const float ax2 = 2.0f * (x < 0 ? -x : x);
   const float e = select(ax2 > 20.0f, 20.0f, ax2);
   const float fn = exp_n(e);
-  return times_pow2(expm1_of_r(fma(fn, -0.693147182f, e)) + 1.0f, fn) + 1.0f;
+  return exp_from_r(fma(fn, -0.693147182f, e), fn) + 1.0f;
 }
 
 // ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond
