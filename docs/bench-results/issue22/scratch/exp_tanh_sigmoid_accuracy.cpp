@@ -4,6 +4,7 @@
 //       docs/bench-results/issue22/scratch/exp_tanh_sigmoid_accuracy.cpp -lpthread -o /tmp/acc &&
 //       /tmp/acc
 // 2026-12-05 (about 1 minute), with exp's degree-6 polynomial and tanh's one-part ln2 (7e5c23a):
+// ("before": exp_degree_compare.cpp)
 //   exp [80, 88.72]: 0.979 ulps at 80.7923355, none above 1 (5.276 before, 12,149 above 1)
 //   exp [-87.33, 80]: 1.014 ulps at 37.7786407, 10 of 2.24e9 above 1 (1.010, 22 before)
 //   tanh [0, 10]: 1.322 ulps at 0.629926145, 32,446 above 1 (1.330, 32,083 before)
