@@ -82,6 +82,7 @@ uint32_t bits_of(float f) {
 // vcmpps predicates: math::compare's C++ operators (ordered, but != true on NaN)
 constexpr uint8_t kEq = 0x00, kLt = 0x01, kLe = 0x02, kUnord = 0x03, kNe = 0x04, kGe = 0x0D,
                   kGt = 0x0E;
+constexpr uint8_t kNotGe = 0x19;  // math.h's !(a >= b): true on NaN
 
 uint8_t predicate(OpKind op) {
   return op == OpKind::Eq   ? kEq
@@ -398,7 +399,7 @@ class Gen : public Xbyak::CodeGenerator {
     and_bits(ax, x, 0x7fffffffu);
     // tanh_denominator: e^2|x| + 1, 2|x| at most 20
     vaddps(e, ax, ax);                    // 2|x|: an add, on the pipes FMAs leave free
-    if (!ranged) vminps(e, e, c(20.0f));  // a NaN: keep_nan below
+    if (!ranged) vminps(e, e, c(20.0f));  // a NaN takes the polynomial below
     exp_n(fn, e);
     exp_from_n(den, e, fn, true);
     vaddps(den, den, c(1.0f));
@@ -420,9 +421,8 @@ class Gen : public Xbyak::CodeGenerator {
       vfmadd213ps(small, z, c(k));
     vmulps(small, small, z);
     vfmadd213ps(small, x, x);  // small * z * x + x
-    cmpmask(ax, c(0.625f), kLt);
+    cmpmask(ax, c(0.625f), kNotGe);  // a NaN's polynomial is NaN
     move_where(big, small);
-    if (!ranged) keep_nan(big, x);
     if (d_is_x) vmovaps(d, big);
   }
 
@@ -446,11 +446,10 @@ class Gen : public Xbyak::CodeGenerator {
     exp_n(b, e);
     exp_from_n(b, e, b);
     vfnmadd213ps(b, q, c(1.0f));  // 1 - e^-b^2 q
-    cmpmask(a, c(1.0f), kLt);
+    cmpmask(a, c(1.0f), kNotGe);  // a NaN's polynomial is NaN
     move_where(b, small);
     and_bits(small, x, 0x80000000u);  // x's sign on the result, which has none
     or_regs(b, b, small);
-    keep_nan(b, x);
   }
 
   // d = log_f32(x). Uses T(0) .. T(3).

@@ -119,7 +119,8 @@ LT_MATH_INLINE float tanh_denominator(float x) {
   return exp_from_r(fma(fn, -0.693147182f, e), fn) + 1.0f;
 }
 
-// ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond
+// ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond (a
+// NaN takes the polynomial, which keeps it)
 LT_MATH_INLINE float tanh_from(float x, float denominator) {
   const float ax = x < 0 ? -x : x;
   const float z = x * x;
@@ -131,7 +132,7 @@ LT_MATH_INLINE float tanh_from(float x, float denominator) {
   small = fma(small * z, x, x);
   float big = 1.0f - 2.0f / denominator;
   big = select(x < 0, -big, big);
-  return select(x != x, x, select(ax < 0.625f, small, big));
+  return select(!(ax >= 0.625f), small, big);
 }
 
 /** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
@@ -171,7 +172,7 @@ LT_MATH_INLINE float erf_f32(float x) {
   for (size_t i = 1; i < std::size(kErfQ); ++i) q = fma(q, y, kErfQ[i]);
   const float e = -(b * b);
   const float big = fma(-exp_from_n(e, exp_n(e)), q, 1.0f);
-  return select(x != x, x, std::copysign(select(a < 1.0f, small, big), x));
+  return std::copysign(select(!(a >= 1.0f), small, big), x);  // a NaN: small, NaN
 }
 
 // log_f32's polynomial P, highest degree first: log(1 + f) = f - f^2 / 2 + f^3 P(f) for f in
