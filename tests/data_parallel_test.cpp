@@ -192,7 +192,7 @@ TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
   small.bucket_bytes = 64;   // most parameters alone
   mixed.bucket_bytes = 600;  // buckets that concatenate several gradients
   zero1.shard_optimizer = true;
-  zero1.bucket_bytes = 32;  // 8 floats: each reduce-scatter within one layer's slice
+  zero1.bucket_bytes = 32;  // 8 floats: every parameter alone
   for (const auto& options : {one, small, mixed, zero1})
     for (bool compiled : {false, true}) {
       const Trained overlapped = data_parallel(2, compiled, options, true);
@@ -289,12 +289,12 @@ TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {
   lt::dist::DataParallelOptions zero1;
   zero1.shard_optimizer = true;
   zero1.bucket_bytes = 1024;  // several buckets, some with padding
-  lt::dist::DataParallelOptions split = zero1;
-  split.bucket_bytes = 100;  // 25 floats: most parameters span several buckets
+  lt::dist::DataParallelOptions alone = zero1;
+  alone.bucket_bytes = 100;  // 25 floats: most parameters alone
   for (int n : {1, 2, 4}) {
     const Trained replicated = data_parallel(n, false);
     expect_equal(data_parallel(n, false, zero1), replicated);
-    expect_equal(data_parallel(n, false, split), replicated);
+    expect_equal(data_parallel(n, false, alone), replicated);
     expect_equal(data_parallel(n, true, zero1), data_parallel(n, true));
   }
 }
@@ -316,13 +316,18 @@ TEST(DataParallel, ShardsHoldOneRanksPartOfEveryBucket) {
   });
 }
 
+// ZeRO-1's shards are made of the same buckets, so that a parameter of bucket_bytes or more
+// is reduce-scattered where its gradient lies and all-gathered into itself.
 TEST(DataParallel, BucketsFollowReverseParameterOrderUpToTheirSize) {
   lt::dist::run_threads(2, [](int) {
     auto model = fresh_model();
     lt::dist::DataParallel dp(*model, {.bucket_bytes = 1024});
+    lt::dist::DataParallel zero1(*model, {.bucket_bytes = 1024, .shard_optimizer = true});
     auto [x, y] = rows(global_batch(0), 0, 4);
     lt::nn::cross_entropy((*model)(x), y).backward();
     dp.all_reduce_gradients();
+    zero1.reduce_gradients();
+    EXPECT_EQ(zero1.buckets(), dp.buckets());
     const lt::nn::ParamMap params = model->named_parameters();
     std::vector<std::string> names = params.keys(), seen;
     std::map<std::string, int64_t> bytes;

@@ -172,8 +172,8 @@ int main(int argc, char** argv) {
       for (auto [stacked, zero1] : {std::pair{false, false}, {true, false}, {true, true}}) {
         const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
         const std::vector<float> dp = train(true, stacked, zero1);
-        // (ZeRO-1's shards line up with the layers' slices at 2 ranks; at 3 they are padded;
-        // one rank exchanges nothing)
+        // (ZeRO-1 reduce-scatters a stacked gradient where the loop writes it where its size
+        // is a multiple of the ranks: at 2; at 3 it is padded; one rank exchanges nothing)
         const int ranks = lt::dist::world_size();
         if (stacked && ranks > 1 && (!zero1 || ranks == 2))
           check(lt::metrics::counter("CollectivesInLoops") > in_loops, "collectives in the loop");

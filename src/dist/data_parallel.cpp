@@ -63,32 +63,24 @@ void DataParallel::broadcast_parameters() {
 void DataParallel::make_shards() {
   const int64_t n = world_size(), r = rank();
   NoGradGuard no_grad;
-  // buckets of at most bucket_bytes (reduce-scatters and all-gathers that stay in the
-  // caches), a large parameter split over several
-  for (const auto& [name, p] : reversed_parameters(module_)) {
-    const int64_t cap =
-        std::max<int64_t>(options_.bucket_bytes / static_cast<int64_t>(itemsize(p.dtype())), 1);
-    for (int64_t at = 0; at < p.numel();) {
-      if (shards_.empty() || shards_.back().numel == cap ||
-          shards_.back().pieces[0].param.dtype() != p.dtype())
-        shards_.emplace_back();
-      Shard& s = shards_.back();
-      const int64_t take = std::min(cap - s.numel, p.numel() - at);
-      if (s.names.empty() || s.names.back() != name) s.names.push_back(name);
-      s.pieces.push_back({p, at, at + take});
-      s.numel += take;
-      at += take;
-    }
-  }
+  // the all-reduce's buckets: a parameter of bucket_bytes or more alone, so that (its size
+  // a multiple of the ranks) its reduce-scatter reads the gradient where it lies and the
+  // all-gather's result becomes the parameter, with no copy either way
   std::vector<Tensor> made;
-  for (Shard& s : shards_) {
+  for (const std::vector<Named>& bucket :
+       buckets_of(reversed_parameters(module_), options_.bucket_bytes)) {
+    Shard& s = shards_.emplace_back();
     std::vector<Tensor> parts;
-    for (const Piece& piece : s.pieces)
-      parts.push_back(slice(flat(piece.param.detach()), 0, piece.begin, piece.end));
+    for (const auto& [name, p] : bucket) {
+      s.names.push_back(name);
+      s.params.push_back(p);
+      parts.push_back(flat(p.detach()));
+      s.numel += p.numel();
+    }
     s.padded = (s.numel + n - 1) / n * n;
     if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
     const int64_t per = s.padded / n;
-    s.shard = slice(concat(parts, 0), 0, r * per, (r + 1) * per);
+    s.shard = slice(parts.size() == 1 ? parts[0] : concat(parts, 0), 0, r * per, (r + 1) * per);
     made.push_back(s.shard);
   }
   sync(made);
@@ -109,13 +101,12 @@ void DataParallel::reduce_gradients() {
   if (options_.shard_optimizer) {
     for (Shard& s : shards_) {
       std::vector<Tensor> parts;
-      for (const Piece& piece : s.pieces) {
-        const Tensor g = piece.param.grad();
-        parts.push_back(g.defined() ? slice(flat(g), 0, piece.begin, piece.end)
-                                    : zeros({piece.end - piece.begin}, piece.param.dtype()));
+      for (const Tensor& p : s.params) {
+        const Tensor g = p.grad();
+        parts.push_back(g.defined() ? flat(g) : zeros({p.numel()}, p.dtype()));
       }
       if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
-      s.shard.set_grad(reduce_scatter(concat(parts, 0), op));
+      s.shard.set_grad(reduce_scatter(parts.size() == 1 ? parts[0] : concat(parts, 0), op));
       buckets_.push_back(s.names);
     }
     for (Tensor& p : module_.parameters()) p.set_grad(Tensor());
@@ -148,18 +139,13 @@ void DataParallel::reduce_gradients() {
 void DataParallel::gather_parameters() {
   if (!options_.shard_optimizer) return;
   NoGradGuard no_grad;
-  // a parameter's pieces come in order, over consecutive buckets
-  std::vector<Tensor> pieces;
   for (Shard& s : shards_) {
     const Tensor full = all_gather(s.shard.detach());
     int64_t at = 0;
-    for (const Piece& piece : s.pieces) {
-      pieces.push_back(slice(full, 0, at, at + piece.end - piece.begin));
-      at += piece.end - piece.begin;
-      if (piece.end < piece.param.numel()) continue;
-      Tensor p = piece.param;
-      p.copy_(reshape(pieces.size() == 1 ? pieces[0] : concat(pieces, 0), p.shape()));
-      pieces.clear();
+    for (const Tensor& param : s.params) {
+      Tensor p = param;
+      p.copy_(reshape(slice(full, 0, at, at + p.numel()), p.shape()));
+      at += p.numel();
     }
   }
 }

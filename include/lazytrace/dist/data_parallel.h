@@ -34,8 +34,9 @@ namespace lazytrace::dist {
 
 struct DataParallelOptions {
   /** Gradients all-reduced together, in reverse parameter order (the order backward makes
-   * them), up to this many bytes per all-reduce. 4 MiB: on a CPU, buckets that stay in the
-   * caches reduce faster than PyTorch DDP's 25 MiB (docs/benchmarks.md, bench-dist). */
+   * them), up to this many bytes per all-reduce (a larger parameter alone). 4 MiB: on a CPU,
+   * buckets that stay in the caches reduce faster than PyTorch DDP's 25 MiB (docs/benchmarks.md,
+   * bench-dist). */
   int64_t bucket_bytes = int64_t{4} << 20;
   /** Gradients averaged over the ranks (the 1/N scale folded into the reduction), so a step
    * on N ranks is the step on their N batches together; false: summed. */
@@ -72,15 +73,11 @@ class DataParallel {
   nn::Module& module() { return module_; }
 
  private:
-  // ZeRO-1: a bucket is a run of the parameters' elements, flattened in reverse order (a
-  // parameter larger than a bucket spans several), padded to a multiple of the ranks
-  struct Piece {
-    Tensor param;
-    int64_t begin, end;  // elements of the flattened parameter
-  };
+  // ZeRO-1: one of the all-reduce's buckets (a parameter of bucket_bytes or more alone), its
+  // parameters flattened one after another, padded to a multiple of the ranks
   struct Shard {
     std::vector<std::string> names;
-    std::vector<Piece> pieces;
+    std::vector<Tensor> params;
     int64_t numel = 0, padded = 0;
     Tensor shard;  // this rank's [rank * padded / N, (rank + 1) * padded / N)
   };
