@@ -120,29 +120,21 @@ class DataParallel:
         return out
 
     def _make_shards(self):
-        """Buckets as runs of the parameters' elements, flattened in reverse order (a large
-        parameter spans several): [(pieces (name, param, begin, end), numel, padded, shard)]."""
+        """The all-reduce's buckets (a parameter of bucket_bytes or more alone, so that its
+        reduce-scatter reads the gradient where it lies and the all-gather's result becomes
+        the parameter), flattened and padded: [(params [(name, param)], numel, padded, shard)]."""
         n, r = world_size(), rank()
-        buckets = []  # [pieces, numel]
-        for name, p in reversed(list(self.module.named_parameters())):
-            cap = max(self.bucket_bytes // p.element_size(), 1)
-            at = 0
-            while at < p.numel():
-                if not buckets or buckets[-1][1] == cap or buckets[-1][0][0][1].dtype != p.dtype:
-                    buckets.append([[], 0])
-                take = min(cap - buckets[-1][1], p.numel() - at)
-                buckets[-1][0].append((name, p, at, at + take))
-                buckets[-1][1] += take
-                at += take
         shards = []
         with no_grad():
-            for pieces, numel in buckets:
+            for bucket in self._buckets_of(reversed(list(self.module.named_parameters()))):
+                numel = sum(p.numel() for _, p in bucket)
                 padded = -(-numel // n) * n
-                parts = [p.detach().reshape(-1)[b:e] for _, p, b, e in pieces]
+                parts = [p.detach().reshape(-1) for _, p in bucket]
                 if padded > numel:
-                    parts.append(_C.zeros([padded - numel], pieces[0][1].dtype))
+                    parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
                 per = padded // n
-                shards.append((pieces, numel, padded, _C.concat(parts, 0)[r * per:(r + 1) * per]))
+                flat = parts[0] if len(parts) == 1 else _C.concat(parts, 0)
+                shards.append((bucket, numel, padded, flat[r * per:(r + 1) * per]))
         _C.sync([s[3] for s in shards])
         return [(b, numel, padded, s.detach().requires_grad_()) for b, numel, padded, s in shards]
 
@@ -156,16 +148,14 @@ class DataParallel:
         self.buckets = []
         with no_grad():
             if self._shards is not None:
-                for pieces, numel, padded, shard in self._shards:
-                    parts = []
-                    for _, p, b, e in pieces:
-                        g = p.grad
-                        parts.append(g.reshape(-1)[b:e] if g is not None else
-                                     _C.zeros([e - b], p.dtype))
+                for bucket, numel, padded, shard in self._shards:
+                    parts = [p.grad.reshape(-1) if p.grad is not None else
+                             _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:
-                        parts.append(_C.zeros([padded - numel], pieces[0][1].dtype))
-                    shard.grad = reduce_scatter(_C.concat(parts, 0), self.op)
-                    self.buckets.append(list(dict.fromkeys(name for name, *_ in pieces)))
+                        parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
+                    flat = parts[0] if len(parts) == 1 else _C.concat(parts, 0)
+                    shard.grad = reduce_scatter(flat, self.op)
+                    self.buckets.append([name for name, _ in bucket])
                 for p in self.module.parameters():
                     p.grad = None
                 return
@@ -183,16 +173,12 @@ class DataParallel:
         if self._shards is None:
             return
         with no_grad():
-            done = []  # a parameter's pieces come in order, over consecutive buckets
-            for pieces, _, _, shard in self._shards:
+            for bucket, _, _, shard in self._shards:
                 full = all_gather(shard.detach())
                 at = 0
-                for _, p, b, e in pieces:
-                    done.append(full[at:at + e - b])
-                    at += e - b
-                    if e == p.numel():
-                        p.copy_((done[0] if len(done) == 1 else _C.concat(done, 0)).reshape(p.shape))
-                        done = []
+                for _, p in bucket:
+                    p.copy_(full[at:at + p.numel()].reshape(p.shape))
+                    at += p.numel()
 
     def average(self, tensor):
         """The mean over ranks of a value (e.g. the loss, for the log)."""
