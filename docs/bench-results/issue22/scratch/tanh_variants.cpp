@@ -9,7 +9,8 @@
 #include <cstring>
 #include "backends/cpu/math.h"
 namespace m = lazytrace::cpu::math;
-static const float P3[] = {0.008312470279633999f, 0.0418899804353714f, 0.16667114198207855f, 0.49999234080314636f};
+static const float P3[] = {0.008312470279633999f, 0.0418899804353714f, 0.16667114198207855f,
+                           0.49999234080314636f};
 template <bool kP3>
 float den_of(float x) {
   const float ax2 = 2.0f * std::fabs(x);
@@ -48,5 +49,6 @@ int main() {
   }
   const char* names[4] = {"P4, 1 - 2/d (now)", "P4, (d - 2)/d", "P3, 1 - 2/d", "P3, (d - 2)/d"};
   for (int k = 0; k < 4; ++k)
-    std::printf("%-20s worst %.3f ulps at %.9g, %ld floats above 1 ulp\n", names[k], worst[k], at[k], above[k]);
+    std::printf("%-20s worst %.3f ulps at %.9g, %ld floats above 1 ulp\n", names[k], worst[k],
+                at[k], above[k]);
 }
