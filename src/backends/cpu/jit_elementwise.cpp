@@ -420,7 +420,7 @@ class Gen : public Xbyak::CodeGenerator {
     for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f})
       vfmadd213ps(small, z, c(k));
     vmulps(small, small, z);
-    vfmadd213ps(small, x, x);  // small * z * x + x
+    vfmadd213ps(small, x, x);        // small * z * x + x
     cmpmask(ax, c(0.625f), kNotGe);  // a NaN's polynomial is NaN
     move_where(big, small);
     if (d_is_x) vmovaps(d, big);
