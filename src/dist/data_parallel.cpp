@@ -40,6 +40,11 @@ Tensor flat(const Tensor& t) {
   return reshape(t, Shape{t.numel()});
 }
 
+// the parts one after another: a copy, unless there is one
+Tensor joined(const std::vector<Tensor>& parts) {
+  return parts.size() == 1 ? parts[0] : concat(parts, 0);
+}
+
 }  // namespace
 
 DataParallel::DataParallel(nn::Module& module, DataParallelOptions options)
@@ -80,7 +85,7 @@ void DataParallel::make_shards() {
     s.padded = (s.numel + n - 1) / n * n;
     if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
     const int64_t per = s.padded / n;
-    s.shard = slice(parts.size() == 1 ? parts[0] : concat(parts, 0), 0, r * per, (r + 1) * per);
+    s.shard = slice(joined(parts), 0, r * per, (r + 1) * per);
     made.push_back(s.shard);
   }
   sync(made);
@@ -106,7 +111,7 @@ void DataParallel::reduce_gradients() {
         parts.push_back(g.defined() ? flat(g) : zeros({p.numel()}, p.dtype()));
       }
       if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
-      s.shard.set_grad(reduce_scatter(parts.size() == 1 ? parts[0] : concat(parts, 0), op));
+      s.shard.set_grad(reduce_scatter(joined(parts), op));
       buckets_.push_back(s.names);
     }
     for (Tensor& p : module_.parameters()) p.set_grad(Tensor());
