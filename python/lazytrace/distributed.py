@@ -72,6 +72,11 @@ def broadcast(tensor, src=0):
     return _d.broadcast(tensor, src)
 
 
+def _joined(parts):
+    """The parts one after another: a copy, unless there is one."""
+    return parts[0] if len(parts) == 1 else _C.concat(parts, 0)
+
+
 class DataParallel:
     """Averages (or sums) a module's gradients over the ranks, like PyTorch's
     DistributedDataParallel: reduce_gradients() after backward all-reduces them in buckets
@@ -133,8 +138,7 @@ class DataParallel:
                 if padded > numel:
                     parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
                 per = padded // n
-                flat = parts[0] if len(parts) == 1 else _C.concat(parts, 0)
-                shards.append((bucket, numel, padded, flat[r * per:(r + 1) * per]))
+                shards.append((bucket, numel, padded, _joined(parts)[r * per:(r + 1) * per]))
         _C.sync([s[3] for s in shards])
         return [(b, numel, padded, s.detach().requires_grad_()) for b, numel, padded, s in shards]
 
@@ -153,8 +157,7 @@ class DataParallel:
                              _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:
                         parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
-                    flat = parts[0] if len(parts) == 1 else _C.concat(parts, 0)
-                    shard.grad = reduce_scatter(flat, self.op)
+                    shard.grad = reduce_scatter(_joined(parts), self.op)
                     self.buckets.append([name for name, _ in bucket])
                 for p in self.module.parameters():
                     p.grad = None
