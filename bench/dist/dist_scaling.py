@@ -6,7 +6,8 @@ take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB
 gradient buckets, ZeRO-1, each without the overlap_collectives pass, and the all-reduces as
 MPI_Allreduce instead of lt::dist's pairwise exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi). The
 rows run alternately, so that the machine's swings fall on every row alike. Prints a markdown
-table: median step time, tokens/s of the global batch, time in collectives per step and its
+table: median step time, tokens/s of the global batch, each run's throughput against the
+run of one rank of two threads in the same round, time in collectives per step and its
 share, the part of it the step's thread waited for (what overlap did not hide), MB each
 rank hands to collectives per step, and each row's throughput against one rank of one
 thread.
@@ -97,11 +98,12 @@ def main():
             print(f"rep {rep + 1}/{a.reps} {name}: {results[name][-1][0]:.1f} ms/step",
                   file=sys.stderr)
     base = statistics.median(r[1] for r in results[rows[0][0]])
+    two = results[rows[1][0]]  # one rank of two threads, the target's yardstick
     print(f"global batch {a.batch} x 256 tokens, {a.steps} steps per run (the first not "
           f"timed), median of {a.reps} alternated runs\n")
-    print("| ranks x threads | step ms | tokens/s | vs 1 x 1 | collectives ms/step | share | "
-          "waited ms/step | MB/step per rank |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| ranks x threads | step ms | tokens/s | vs 1 x 1 | vs 1 x 2 threads, run by run | "
+          "collectives ms/step | share | waited ms/step | MB/step per rank |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, _, _ in rows:
         rs = results[name]
         ms = statistics.median(r[0] for r in rs)
@@ -112,7 +114,10 @@ def main():
             f"{statistics.median(x[1] for x in red):.0f}%",
             f"{statistics.median(x[2] for x in red):.1f}",
             f"{statistics.median(x[3] for x in red):.1f}"]
-        print(f"| {name} | {ms:.1f} | {tps:.0f} | {tps / base:.2f}x | " + " | ".join(cells) + " |")
+        # each run against the two threads' run beside it: the rounds' swings cancel
+        ratios = " ".join(f"{r[1] / t[1]:.3f}" for r, t in zip(rs, two))
+        print(f"| {name} | {ms:.1f} | {tps:.0f} | {tps / base:.2f}x | {ratios} | "
+              + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
