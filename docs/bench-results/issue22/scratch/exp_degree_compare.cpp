@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include "backends/cpu/math.h"
+#include "ulps_sweep.h"
 namespace m = lazytrace::cpu::math;
 // 2^n by its exponent bits, n at most 127 (math.h before 7e5c23a)
 static float pow2_of(float fn) {
@@ -57,31 +58,6 @@ inline float tanhf_(float x, const float* P, bool one) {
 template <int N>
 inline float sigm_(float x, const float* P) {
   return -x > m::kExpHi ? 0.f : 1.f / (1.f + expf_<N>(-x, P));
-}
-double ulps(float got, double want) {
-  const float w = (float)want;
-  if (got == w) return 0;
-  if (std::isnan(got) || std::isnan(w)) return 1e9;
-  float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
-  if (ulp == 0 || !std::isfinite(ulp)) ulp = 1e-45f;
-  return std::fabs((double)got - want) / ulp;
-}
-template <class F, class R>
-void run(const char* name, float lo, float hi, F f, R ref) {
-  double worst = 0;
-  float at = 0;
-  long above1 = 0, n = 0;
-  for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) {
-    double u = ulps(f(x), ref(x));
-    ++n;
-    if (u > 1) ++above1;
-    if (u > worst) {
-      worst = u;
-      at = x;
-    }
-  }
-  std::printf("%-28s [%g, %g]: worst %.3f ulps at %.9g, %ld of %ld above 1\n", name, lo, hi, worst,
-              at, above1, n);
 }
 int main() {
   auto de = [](float x) { return std::exp((double)x); };

@@ -13,31 +13,8 @@
 #include <cstdio>
 #include <thread>
 #include "backends/cpu/math.h"
+#include "ulps_sweep.h"
 namespace m = lazytrace::cpu::math;
-double ulps(float got, double want) {
-  const float w = (float)want;
-  if (got == w) return 0;
-  if (std::isnan(got) || std::isnan(w)) return 1e9;
-  float ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
-  return std::fabs((double)got - want) / ulp;
-}
-template <class F, class R>
-void run(const char* name, float lo, float hi, F f, R ref) {
-  double worst = 0;
-  float at = 0;
-  long above1 = 0, n = 0;
-  for (float x = lo; x <= hi; x = std::nextafter(x, INFINITY)) {
-    double u = ulps(f(x), ref(x));
-    ++n;
-    if (u > 1) ++above1;
-    if (u > worst) {
-      worst = u;
-      at = x;
-    }
-  }
-  std::printf("%-10s [%g, %g]: worst %.3f ulps at %.9g, %ld of %ld above 1\n", name, lo, hi, worst,
-              at, above1, n);
-}
 int main() {
   auto de = [](float x) { return std::exp((double)x); };
   auto dt = [](float x) { return std::tanh((double)x); };
