@@ -405,6 +405,68 @@ TEST(Jit, InterleavedVectorsGiveTheSameBitsAtEveryLength) {
   }
 }
 
+// The constants the ops' code loads whole (a polynomial's first coefficient, a division's
+// numerator) stay in registers the step's values leave free (jit_constants, AVX-512): the
+// same bits as broadcasting them at each use, and as the interpreter; the program says how
+// many. A step whose values take every register keeps none there.
+TEST(Jit, OpsConstantsInRegistersGiveTheSameBits) {
+  SKIP_WITHOUT_JIT();
+  const std::vector<float> xs = all_kinds(1 << 14);
+  Tensor x = vec(xs);
+  lt::sync({x});
+  struct Case {
+    std::string name;
+    std::function<Tensor()> f;
+    int constants;  // on AVX-512
+  };
+  const std::vector<Case> cases = {
+      {"tanh", [&] { return lt::tanh(x); }, 3},
+      {"sigmoid", [&] { return lt::sigmoid(x); }, 2},
+      {"erf", [&] { return lt::erf(x); }, 4},
+      {"log of rsqrt", [&] { return lt::log(lt::rsqrt(x)); }, 2},
+      {"chain",
+       [&] {
+         Tensor v = lt::tanh(x * 1.5f + 0.25f);
+         v = lt::sigmoid(v * 2.0f - 0.5f);
+         return lt::relu(v * x);
+       },
+       4},
+  };
+  for (const Case& c : cases) {
+    auto [native, interpreted] = both(c.f);
+    expect_same_bits(native, interpreted, xs, c.name + " against the interpreter");
+    {
+      PassesOff none({});
+      const std::string program = lt::debug::to_program({c.f()});
+      if (lazytrace::cpu::has_avx512()) {
+        EXPECT_NE(program.find(std::to_string(c.constants) + " constants in registers"),
+                  std::string::npos)
+            << c.name << ": " << program;
+      }
+    }
+    PassesOff off({"jit_constants"});
+    Tensor y = c.f();
+    const std::string program = lt::debug::to_program({y});
+    EXPECT_NE(program.find("native code"), std::string::npos) << program;
+    EXPECT_EQ(program.find("constants in registers"), std::string::npos) << program;
+    expect_same_bits(native, y.to_vector<float>(), xs, c.name + " against broadcasts");
+  }
+  // 22 single values, each in a register for the whole kernel, and the values live at
+  // once take every register: no constant kept
+  std::vector<Tensor> parts;
+  for (int i = 0; i < 22; ++i) parts.push_back(x * static_cast<float>(i + 2));
+  auto many = [&] {
+    Tensor sum = lt::tanh(parts[0]);
+    for (size_t i = 1; i < parts.size(); ++i) sum = sum + lt::tanh(parts[i]);
+    return sum;
+  };
+  auto [native, interpreted] = both(many);
+  expect_same_bits(native, interpreted, xs, "22 single values against the interpreter");
+  PassesOff none({});
+  const std::string program = lt::debug::to_program({many()});
+  EXPECT_EQ(program.find("constants in registers"), std::string::npos) << program;
+}
+
 // An exp, tanh, sigmoid or silu whose operand stays where its clamps never act runs without
 // them (pass jit_ranges): decided from the step's scalars at each run, so that one compiled
 // graph gets code without the clamps for a scale that keeps the values in range and keeps

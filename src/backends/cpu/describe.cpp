@@ -74,6 +74,8 @@ std::string describe(const Program& p) {
                        os << "; native code";
                        if (const int v = jit_vectors(*f.jit); v > 1)
                          os << ", " << v << " vectors at a time";
+                       if (const int c = jit_constants(*f.jit); c > 0)
+                         os << ", " << c << " constants in registers";
                        os << jit_ranges_note(*f.jit);
                      }
                    },

@@ -112,7 +112,9 @@ struct Plan {
     int reg, ptr;
     bool boolean;
   };
-  std::vector<RowValue> rows;             // loaded at each row's start
+  std::vector<RowValue> rows;  // loaded at each row's start
+  // the ops' constants kept in registers of their own (pass jit_constants): bits, register
+  std::vector<std::pair<uint32_t, int>> pinned;
   std::vector<int> store_ptr, store_val;  // per store: its pointer, the instruction it writes
   int n_ptr = 0;
 };
@@ -172,6 +174,7 @@ class Gen : public Xbyak::CodeGenerator {
     if constexpr (Isa::kSinglesInRegs)
       for (size_t i = 0; i < plan.const_of.size(); ++i)
         if (plan.const_of[i] >= 0) vbroadcastss(V(plan.reg_of[i]), single(i));
+    for (const auto& [bits, reg] : plan.pinned) vbroadcastss(V(reg), ptr[rdx + offset_of(bits)]);
     Label row, loop, tail, row_end;
     L(row);
     for (const Plan::RowValue& v : plan.rows) {
@@ -225,6 +228,22 @@ class Gen : public Xbyak::CodeGenerator {
     readyRE();
   }
 
+  // The constants unary(op) loads whole into a register (load_const): a polynomial's first
+  // coefficient, a division's numerator. Where the plan keeps them in registers of their own
+  // (jit_constants), a move replaces each broadcast, and the broadcasts' share of the pipes
+  // goes to the ops.
+  static std::vector<float> constants_of(OpKind op) {
+    using K = OpKind;
+    if (op == K::Exp) return {math::kExpP[0]};
+    if (op == K::Tanh) return {math::kExpP[0], 2.0f, math::kTanhP[0]};
+    if (op == K::Sigmoid || op == K::Silu) return {math::kExpP[0], 1.0f};
+    if (op == K::Erf || op == K::Gelu)
+      return {math::kErfP[0], 0.6666666666666666f, math::kErfQ[0], math::kExpP[0]};
+    if (op == K::Log) return {math::kLogP[0]};
+    if (op == K::Rsqrt) return {1.0f};
+    return {};
+  }
+
   /** Vectors of 16 or 8 floats in each pass of the loop's first part. */
   int vectors() const { return vectors_; }
 
@@ -270,6 +289,13 @@ class Gen : public Xbyak::CodeGenerator {
   Xbyak::Address c(float v) { return cbits(bits_of(v)); }
   Xbyak::Address cscalar(float v) { return ptr[rdx + offset_of(bits_of(v))]; }
   Xbyak::Address single(size_t i) { return ptr[rdx + 4 * kCopies * plan_.const_of[i]]; }
+
+  // d = v, from its register where the plan keeps it in one (jit_constants), else broadcast
+  void load_const(const Vec& d, float v) {
+    for (const auto& [bits, reg] : plan_.pinned)
+      if (bits == bits_of(v)) return vmovaps(d, V(reg));
+    vbroadcastss(d, cscalar(v));
+  }
 
   // The masks of math.h's selects: cmp sets the mask, the others use it.
   void cmpmask(const Vec& a, const Xbyak::Operand& b, uint8_t pred) {
@@ -348,7 +374,7 @@ class Gen : public Xbyak::CodeGenerator {
       vfmadd231ps(r, fn, c(-0.693359375f));
       vfmadd231ps(r, fn, c(2.12194440e-4f));
     }
-    vbroadcastss(p, cscalar(math::kExpP[0]));
+    load_const(p, math::kExpP[0]);
     for (size_t i = 1; i < std::size(math::kExpP); ++i) vfmadd213ps(p, r, c(math::kExpP[i]));
     vmulps(rr, r, r);
     vfmadd213ps(p, rr, r);  // p * r^2 + r
@@ -383,7 +409,7 @@ class Gen : public Xbyak::CodeGenerator {
       exp_clamped(e, nx);
     }
     vaddps(e, e, c(1.0f));
-    vbroadcastss(d, cscalar(1.0f));
+    load_const(d, 1.0f);
     vdivps(d, d, e);
     if (ranged) return;
     cmpmask(nx, c(math::kExpHi), kGt);
@@ -404,21 +430,23 @@ class Gen : public Xbyak::CodeGenerator {
     exp_from_n(den, e, fn, true);
     vaddps(den, den, c(1.0f));
     // tanh_from: 1 - 2 / den beyond, with x's sign, the polynomial near 0
-    vbroadcastss(e, cscalar(2.0f));
+    load_const(e, 2.0f);
     vdivps(e, e, den);
     const bool d_is_x = d.getIdx() == x.getIdx();  // then d is written last
     const Vec big = d_is_x ? s : d;
-    vbroadcastss(big, cscalar(1.0f));
-    vsubps(big, big, e);
-    // big >= 0 takes x's sign: math.h's -big where x < 0, but at -0, where the polynomial is
-    // taken
-    and_bits(fn, x, 0x80000000u);
-    or_regs(big, big, fn);
+    // -(1 - 2 / den), exactly, below 0 (|x| >= 0.625 here), its sign flipped where x's is
+    // clear: math.h's 1 - 2 / den with x's sign (at -0 the polynomial is taken)
+    vsubps(big, e, c(1.0f));
+    if constexpr (kWide) {
+      vpternlogd(big, x, cbits(0x80000000u), 0xd2);  // big ^ (~x & sign)
+    } else {
+      vandnps(fn, x, cbits(0x80000000u));
+      vxorps(big, big, fn);
+    }
     vmulps(z, x, x);
     const Vec small = d_is_x ? e : s;
-    vbroadcastss(small, cscalar(-5.70498872745e-3f));
-    for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f})
-      vfmadd213ps(small, z, c(k));
+    load_const(small, math::kTanhP[0]);
+    for (size_t i = 1; i < std::size(math::kTanhP); ++i) vfmadd213ps(small, z, c(math::kTanhP[i]));
     vmulps(small, small, z);
     vfmadd213ps(small, x, x);        // small * z * x + x
     cmpmask(ax, c(0.625f), kNotGe);  // a NaN's polynomial is NaN
@@ -431,15 +459,15 @@ class Gen : public Xbyak::CodeGenerator {
   void erf_of_abs(const Vec& x) {
     const Vec a = T(0), p = T(1), small = T(2), b = T(3), y = T(4), q = T(1), e = T(4);
     vmulps(small, a, a);  // z, until the polynomial in it is done
-    vbroadcastss(p, cscalar(math::kErfP[0]));
+    load_const(p, math::kErfP[0]);
     for (size_t i = 1; i < std::size(math::kErfP); ++i)
       vfmadd213ps(p, small, c(math::kErfP[i]));  // p * z + k
     vmovaps(small, p);
     vfmadd213ps(small, a, a);  // p * a + a
     vminps(b, a, c(4.0f));     // a < 4 ? a : 4
-    vbroadcastss(y, cscalar(0.6666666666666666f));
+    load_const(y, 0.6666666666666666f);
     vfmadd213ps(y, b, c(-1.6666666666666667f));
-    vbroadcastss(q, cscalar(math::kErfQ[0]));
+    load_const(q, math::kErfQ[0]);
     for (size_t i = 1; i < std::size(math::kErfQ); ++i) vfmadd213ps(q, y, c(math::kErfQ[i]));
     vmulps(e, b, b);
     xor_bits(e, e, 0x80000000u);  // -(b * b)
@@ -472,7 +500,7 @@ class Gen : public Xbyak::CodeGenerator {
     and_bits(m, m, 0x007fffffu);
     vpaddd(m, m, cbits(0x3f3504f3u));
     vsubps(m, m, c(1.0f));  // f
-    vbroadcastss(p, cscalar(math::kLogP[0]));
+    load_const(p, math::kLogP[0]);
     for (size_t i = 1; i < std::size(math::kLogP); ++i) vfmadd213ps(p, m, c(math::kLogP[i]));
     vfmadd213ps(p, m, c(-0.5f));  // f p - 0.5
     vmulps(r, m, m);
@@ -536,7 +564,7 @@ class Gen : public Xbyak::CodeGenerator {
       vsqrtps(d, x);
     } else if (op == OpKind::Rsqrt) {
       vsqrtps(T(0), x);
-      vbroadcastss(d, cscalar(1.0f));
+      load_const(d, 1.0f);
       vdivps(d, d, T(0));
     } else {
       throw Xbyak::Error(Xbyak::ERR_INTERNAL);
@@ -741,7 +769,8 @@ struct JitCode {
   std::vector<uint32_t> pool;
   std::unique_ptr<Xbyak::CodeGenerator> code, code_stream;
   Fn fn = nullptr, fn_stream = nullptr;
-  int vectors = 1;  // at a time, in the loop's first part
+  int vectors = 1;    // at a time, in the loop's first part
+  int constants = 0;  // the ops' constants kept in registers (jit_constants)
 };
 
 class JitKernel {
@@ -809,6 +838,7 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
     w.push_back(-1);
   }
   for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean});
+  for (const auto& [bits, reg] : plan.pinned) w.insert(w.end(), {static_cast<int32_t>(bits), reg});
   w.insert(w.end(), plan.store_ptr.begin(), plan.store_ptr.end());
   w.insert(w.end(), plan.store_val.begin(), plan.store_val.end());
   return std::string(reinterpret_cast<const char*>(w.data()), w.size() * sizeof(int32_t));
@@ -831,6 +861,7 @@ std::shared_ptr<const JitCode> generate(const Plan& plan, int singles, const Sha
   auto code = std::make_unique<Gen<Isa>>(plan, c->pool, singles, false);
   c->fn = code->template getCode<Fn>();
   c->vectors = code->vectors();
+  c->constants = static_cast<int>(plan.pinned.size());
   name_for_perf(*code, shape);
   c->code = std::move(code);
   if (plan.step->stream_stores) {
@@ -1016,13 +1047,26 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
     if (plan.reg_of[i] < 0) return nullptr;
     if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
   }
+  std::vector<char> used(kValueRegs, 0);
+  for (size_t i = 0; i < n; ++i)
+    if (plan.reg_of[i] >= 0) used[static_cast<size_t>(plan.reg_of[i])] = 1;
+  if (options.pin_constants && Isa::kSinglesInRegs) {  // the ops' constants, in the
+                                                       // registers the values leave
+    for (size_t i = 0; i < n; ++i)
+      for (float v : Gen<Isa>::constants_of(st.program[i].op)) {
+        const uint32_t b = bits_of(v);
+        if (std::ranges::any_of(plan.pinned, [&](const auto& p) { return p.first == b; })) continue;
+        int r = kValueRegs - 1;
+        while (r >= 0 && used[static_cast<size_t>(r)]) --r;
+        if (r < 0) break;
+        used[static_cast<size_t>(r)] = 1;
+        plan.pinned.emplace_back(b, r);
+      }
+  }
   if (options.interleave) {  // the registers of each further vector, while they last, and
                              // no more vectors than a row (or a tile of one) holds
     const int64_t most = std::min<int64_t>(
         kMaxVectors, std::min<int64_t>(lay.shape.back(), kTileFloats) / Isa::kLanes);
-    std::vector<char> used(kValueRegs, 0);
-    for (size_t i = 0; i < n; ++i)
-      if (plan.reg_of[i] >= 0) used[static_cast<size_t>(plan.reg_of[i])] = 1;
     for (int j = 1; j < most; ++j) {
       std::vector<char> now_used = used;
       std::vector<int> other(kValueRegs, -1), regs(n, -1);
@@ -1119,6 +1163,10 @@ std::shared_ptr<const JitCode> code_for_values(const JitKernel& k, const FusedSt
 
 int jit_vectors(const JitKernel& k) {
   return k.code->vectors;
+}
+
+int jit_constants(const JitKernel& k) {
+  return k.code->constants;
 }
 
 const char* jit_ranges_note(const JitKernel& k) {
@@ -1233,6 +1281,10 @@ bool run_jit(const FusedStep&, const RunContext&) {
 
 int jit_vectors(const JitKernel&) {
   return 1;
+}
+
+int jit_constants(const JitKernel&) {
+  return 0;
 }
 
 const char* jit_ranges_note(const JitKernel&) {

@@ -21,6 +21,10 @@ struct JitOptions {
   /** The loop runs up to 8 vectors at a time, op by op, as the registers and the rows allow
    * (pass jit_interleave). */
   bool interleave = true;
+  /** The constants the ops' code loads whole (a polynomial's first coefficient, a
+   * division's numerator) stay in registers the step's values leave free, not broadcast at
+   * each use (pass jit_constants; AVX-512). */
+  bool pin_constants = true;
   /** An exp, tanh, sigmoid or silu whose operand never leaves the range it needs no clamps
    * for, given the step's single values, runs without them: known at compile time, or at
    * each run, with code made for those values (pass jit_ranges). */
@@ -38,6 +42,9 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, const JitOption
 
 /** How many vectors `k`'s loop runs at a time (jit_interleave), for describe. */
 int jit_vectors(const JitKernel& k);
+
+/** How many of its ops' constants `k` keeps in registers (jit_constants), for describe. */
+int jit_constants(const JitKernel& k);
 
 /** What jit_ranges did for `k`, for describe: "" or "; clamps left out" (where the step's
  * values never reach them) or "; clamps checked at each run" (against its scalars). */

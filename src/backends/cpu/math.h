@@ -119,16 +119,19 @@ LT_MATH_INLINE float tanh_denominator(float x) {
   return exp_from_r(fma(fn, -0.693147182f, e), fn) + 1.0f;
 }
 
+// tanh's polynomial P near 0, highest degree first: tanh(x) = x + x z P(z), z = x^2, for
+// |x| < 0.625. The native code (jit_elementwise.cpp) reads it too.
+inline constexpr float kTanhP[] = {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
+                                   1.33314422036e-1f, -3.33332819422e-1f};
+
 // ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond (a
 // NaN takes the polynomial, which keeps it)
 LT_MATH_INLINE float tanh_from(float x, float denominator) {
   const float ax = x < 0 ? -x : x;
   const float z = x * x;
-  float small = -5.70498872745e-3f;
-  small = fma(small, z, 2.06390887954e-2f);
-  small = fma(small, z, -5.37397155531e-2f);
-  small = fma(small, z, 1.33314422036e-1f);
-  small = fma(small, z, -3.33332819422e-1f);
+  float small = kTanhP[0];
+#pragma GCC unroll 16
+  for (size_t i = 1; i < std::size(kTanhP); ++i) small = fma(small, z, kTanhP[i]);
   small = fma(small * z, x, x);
   float big = 1.0f - 2.0f / denominator;
   big = select(x < 0, -big, big);

@@ -13,6 +13,7 @@ namespace lazytrace::cpu::plan {
 void jit_fused(Program& p, const Context& c) {
   const JitOptions options{.shared = c.passes.on(runtime::Pass::JitCache),
                            .interleave = c.passes.on(runtime::Pass::JitInterleave),
+                           .pin_constants = c.passes.on(runtime::Pass::JitConstants),
                            .ranges = c.passes.on(runtime::Pass::JitRanges)};
   for (Step& step : p.steps)
     if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, options);
