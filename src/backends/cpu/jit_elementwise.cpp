@@ -342,10 +342,11 @@ class Gen : public Xbyak::CodeGenerator {
   }
 
   // exp_n: the nearest integer to x / ln2, ties to even, as math.h's adding and subtracting
-  // 1.5 * 2^23 rounds it (the two differ only in the sign of a zero, which no result keeps)
-  void exp_n(const Vec& fn, const Vec& x) {
+  // 1.5 * 2^23 rounds it (the two differ only in the sign of a zero, which no result keeps);
+  // `negated`: of -x, from x (rounding to nearest is symmetric: the same bits)
+  void exp_n(const Vec& fn, const Vec& x, bool negated = false) {
     constexpr uint8_t kNearest = 0x08;  // to nearest even, no inexact exception
-    vmulps(fn, x, c(1.44269504088896341f));
+    vmulps(fn, x, c(negated ? -1.44269504088896341f : 1.44269504088896341f));
     if constexpr (kWide)
       vrndscaleps(fn, fn, kNearest);
     else
@@ -364,20 +365,30 @@ class Gen : public Xbyak::CodeGenerator {
 
   // d = exp_from_n(xc, fn): e^r 2^fn for math.h's r, by ln2 in two parts or (tanh, math.h's
   // tanh_denominator) in one; 2^fn by vscalefps, or fn added to the exponent bits, exact
-  // either way. Uses T(5), T(6), T(7).
-  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn, bool one_part = false) {
+  // either way. `negated`: e^-xc from xc and exp_n's fn of -xc, without -xc: the register
+  // r holds -r, and the polynomial's steps in it give math.h's values times -1 or 1 (rounding
+  // to nearest is symmetric), the last one math.h's own: the same bits. Uses T(5), T(6), T(7).
+  void exp_from_n(const Vec& d, const Vec& xc, const Vec& fn, bool one_part = false,
+                  bool negated = false) {
     const Vec r = T(5), p = T(6), rr = T(7);
+    const float s = negated ? -1.0f : 1.0f;
     vmovaps(r, xc);
     if (one_part) {
-      vfmadd231ps(r, fn, c(-0.693147182f));
+      vfmadd231ps(r, fn, c(s * -0.693147182f));
     } else {
-      vfmadd231ps(r, fn, c(-0.693359375f));
-      vfmadd231ps(r, fn, c(2.12194440e-4f));
+      vfmadd231ps(r, fn, c(s * -0.693359375f));
+      vfmadd231ps(r, fn, c(s * 2.12194440e-4f));
     }
-    load_const(p, math::kExpP[0]);
-    for (size_t i = 1; i < std::size(math::kExpP); ++i) vfmadd213ps(p, r, c(math::kExpP[i]));
+    // the step that adds coefficient i gives (-1)^(n - 1 - i) times math.h's where negated
+    constexpr size_t n = std::size(math::kExpP);
+    auto sign = [&](size_t i) { return negated && (n - 1 - i) % 2 == 1 ? -1.0f : 1.0f; };
+    load_const(p, sign(0) * math::kExpP[0]);
+    for (size_t i = 1; i < n; ++i) vfmadd213ps(p, r, c(sign(i) * math::kExpP[i]));
     vmulps(rr, r, r);
-    vfmadd213ps(p, rr, r);  // p * r^2 + r
+    if (negated)
+      vfmsub213ps(p, rr, r);  // p * r^2 - (-r)
+    else
+      vfmadd213ps(p, rr, r);  // p * r^2 + r
     vaddps(p, p, c(1.0f));
     if constexpr (kWide) {
       vscalefps(d, p, fn);
@@ -388,32 +399,36 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
-  // d = exp_clamped(x), but for a NaN x. Uses T(3) .. T(7).
-  void exp_clamped(const Vec& d, const Vec& x) {
+  // d = exp_clamped(x) (`negated`: of -x, from x), but for a NaN x. Uses T(3) .. T(7).
+  void exp_clamped(const Vec& d, const Vec& x, bool negated = false) {
     const Vec xc = T(3), fn = T(4);
-    vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
-    vminps(xc, xc, c(math::kExpHi));
-    exp_n(fn, xc);
-    exp_from_n(d, xc, fn);
+    if (negated) {                      // -(-x clamped): x clamped to the range negated
+      vminps(xc, x, c(-math::kExpLo));  // a NaN x becomes -kExpLo: the caller's keep_nan
+      vmaxps(xc, xc, c(-math::kExpHi));
+    } else {
+      vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
+      vminps(xc, xc, c(math::kExpHi));
+    }
+    exp_n(fn, xc, negated);
+    exp_from_n(d, xc, fn, false, negated);
   }
 
-  // d = sigmoid(x), math.h's float32 one; `ranged`: for -x in [kExpLo, 88], or NaN. Uses
-  // T(1) .. T(7).
+  // d = sigmoid(x), math.h's float32 one; `ranged`: for -x in [kExpLo, 88], or NaN. e^-x
+  // by exp's steps negated, from x. Uses T(2) .. T(7).
   void sigmoid(const Vec& d, const Vec& x, bool ranged) {
-    const Vec nx = T(1), e = T(2);
-    xor_bits(nx, x, 0x80000000u);
+    const Vec e = T(2);
     if (ranged) {
-      exp_n(T(4), nx);
-      exp_from_n(e, nx, T(4));
+      exp_n(T(4), x, true);
+      exp_from_n(e, x, T(4), false, true);
     } else {
-      exp_clamped(e, nx);
+      exp_clamped(e, x, true);
     }
     vaddps(e, e, c(1.0f));
     load_const(d, 1.0f);
     vdivps(d, d, e);
     if (ranged) return;
-    cmpmask(nx, c(math::kExpHi), kGt);
-    zero_where(d);  // 0 there
+    cmpmask(x, c(-math::kExpHi), kLt);  // -x > kExpHi
+    zero_where(d);                      // 0 there
     keep_nan(d, x);
   }
 
@@ -469,10 +484,9 @@ class Gen : public Xbyak::CodeGenerator {
     vfmadd213ps(y, b, c(-1.6666666666666667f));
     load_const(q, math::kErfQ[0]);
     for (size_t i = 1; i < std::size(math::kErfQ); ++i) vfmadd213ps(q, y, c(math::kErfQ[i]));
-    vmulps(e, b, b);
-    xor_bits(e, e, 0x80000000u);  // -(b * b)
-    exp_n(b, e);
-    exp_from_n(b, e, b);
+    vmulps(e, b, b);  // e^-(b * b), by exp's steps negated
+    exp_n(b, e, true);
+    exp_from_n(b, e, b, false, true);
     vfnmadd213ps(b, q, c(1.0f));  // 1 - e^-b^2 q
     cmpmask(a, c(1.0f), kNotGe);  // a NaN's polynomial is NaN
     move_where(b, small);
