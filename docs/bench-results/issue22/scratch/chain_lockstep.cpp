@@ -5,20 +5,16 @@
 // vectors in lockstep groups of G (each instruction of an op for the G vectors of a group,
 // each with scratch registers of its own). Cycles per 16 floats (argv[1]: the clock in GHz);
 // every variant's bits against math.h's scalar chain (build with -ffp-contract=off -Isrc
-// -Iinclude).
-#include <xbyak/xbyak.h>
-
-#include "backends/cpu/math.h"
-
-#include <bit>
-#include <chrono>
-#include <cmath>
+// -Iinclude). With argv[2] = "variants": the instructions changed four ways (Variant), 8
+// vectors op by op, each beside the unchanged code, three rounds.
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "backends/cpu/math.h"
+#include "xbyak_tile.h"
 
 using namespace Xbyak;
 
@@ -29,40 +25,32 @@ constexpr float kP[] = {0.0013814551057294011f, 0.00836869329214096f, 0.04166838
 constexpr float kT[] = {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
                         1.33314422036e-1f, -3.33332819422e-1f};
 
-uint32_t bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-
 struct Regs {  // one vector's: x, its running value v, scratch t[0..7], mask k
   int x, v, t[8], k;
 };
 using Seq = std::vector<std::function<void(const Regs&)>>;
 
-// registers kept for the whole loop: the ops' constants and the step's single values
-enum Pin { kP0, kTwo, kT0, kOne, kA, kB, kMinusHalf, kPins };
-constexpr float kPinValue[kPins] = {kP[0], 2.0f, kT[0], 1.0f, 1.5f, 0.25f, -0.5f};
+// registers kept for the whole loop: the ops' constants and the step's single values (and
+// 32 kP[0] for Variant::kTanhHalf)
+enum Pin { kP0, kTwo, kT0, kOne, kA, kB, kMinusHalf, kP0x32, kPins };
+constexpr float kPinValue[kPins] = {kP[0], 2.0f, kT[0], 1.0f, 1.5f, 0.25f, -0.5f, 32 * kP[0]};
 
-struct Gen : CodeGenerator {
-  std::vector<uint32_t> pool;
-  Address c(float f) {
-    const uint32_t b = bits(f);
-    size_t i = 0;
-    while (i < pool.size() && pool[i] != b) ++i;
-    if (i == pool.size()) pool.push_back(b);
-    return ptr_b[rdx + 4 * static_cast<int>(i)];
-  }
-  Address cs(float f) {
-    c(f);
-    size_t i = 0;
-    while (pool[i] != bits(f)) ++i;
-    return ptr[rdx + 4 * static_cast<int>(i)];
-  }
+enum class Variant {
+  kNone,
+  kReluFixup,  // relu by one vfixupimmps (NaN kept, zeros and negatives +0), not max and and
+  kTanhHalf,   // tanh's reduction and polynomial in |x| with their constants scaled by
+               // powers of 2 (exactly), not in 2|x|: no add for 2|x|, an FMA for 1 + q
+  kSignAndn,   // tanh's sign by and-not and xor, not vpternlogd
+  kRInPlace,   // exp's r (tanh's) written over 2|x|, not over a copy of it
+};
+
+struct Gen : tile::PoolGen {
   bool pins = true;  // else the single values as broadcast memory operands, the ops'
                      // constants broadcast at each use
+  Variant variant = Variant::kNone;
   static Zmm P(Pin p) { return Zmm(31 - p); }
-  // d = a op b for a pinned value b: its register, or a broadcast from memory
+  static Zmm Z(int i) { return Zmm(i); }
+  // f(pinned value p as an operand: its register, or a broadcast from memory)
   template <typename F>
   void with(Pin p, F f) {
     if (pins)
@@ -77,41 +65,60 @@ struct Gen : CodeGenerator {
     else
       vbroadcastss(d, cs(kPinValue[p]));
   }
-  static Zmm Z(int i) { return Zmm(i); }
+
+  // exp's polynomial: t[p] = 1 + r + r^2 P(r) from r in t[r], math.h's steps, with the
+  // coefficients times 2^(5 - i) where `halved` (r / 2 in t[r], 2 P's steps' scale, and 1 + q
+  // by an FMA); t[rr] scratch
+  void exp_poly(Seq& s, int r, int p, int rr, bool halved = false) {
+    s.push_back([=, this](const Regs& g) { load(Z(g.t[p]), halved ? kP0x32 : kP0); });
+    for (int i = 1; i < 5; ++i)
+      s.push_back([=, this](const Regs& g) {
+        vfmadd213ps(Z(g.t[p]), Z(g.t[r]), c(halved ? std::ldexp(kP[i], 5 - i) : kP[i]));
+      });
+    s.push_back([=, this](const Regs& g) { vmulps(Z(g.t[rr]), Z(g.t[r]), Z(g.t[r])); });
+    s.push_back([=, this](const Regs& g) { vfmadd213ps(Z(g.t[p]), Z(g.t[rr]), Z(g.t[r])); });
+    if (halved)
+      s.push_back([=, this](const Regs& g) { vfmadd213ps(Z(g.t[p]), P(kTwo), c(1.0f)); });
+    else
+      s.push_back([=, this](const Regs& g) { vaddps(Z(g.t[p]), Z(g.t[p]), c(1.0f)); });
+  }
 
   // the chain's ops, each a list of instructions
   std::vector<Seq> ops() {
     std::vector<Seq> out;
-    Seq s;
+    auto op = [&](Seq s) { out.push_back(std::move(s)); };
     // v = x * 1.5, + 0.25
-    s.push_back([this](const Regs& r) { with(kA, [&](const auto& o) { vmulps(Z(r.v), Z(r.x), o); }); });
-    out.push_back(std::move(s));
-    s.clear();
-    s.push_back([this](const Regs& r) { with(kB, [&](const auto& o) { vaddps(Z(r.v), Z(r.v), o); }); });
-    out.push_back(std::move(s));
-    s.clear();
+    op({[this](const Regs& r) { with(kA, [&](const auto& o) { vmulps(Z(r.v), Z(r.x), o); }); }});
+    op({[this](const Regs& r) { with(kB, [&](const auto& o) { vaddps(Z(r.v), Z(r.v), o); }); }});
     // tanh(v) into v: ax=t0 e=t1 fn=t2 den=t3 s=t4 z=t5 (exp: r=t5 p=t6 rr=t7)
-    s.push_back([this](const Regs& r) { vpandd(Z(r.t[0]), Z(r.v), c(std::bit_cast<float>(0x7fffffffu))); });
-    s.push_back([this](const Regs& r) { vaddps(Z(r.t[1]), Z(r.t[0]), Z(r.t[0])); });
-    s.push_back([this](const Regs& r) { vminps(Z(r.t[1]), Z(r.t[1]), c(20.0f)); });
-    s.push_back([this](const Regs& r) { vmulps(Z(r.t[2]), Z(r.t[1]), c(1.44269504088896341f)); });
+    Seq s;
+    s.push_back([this](const Regs& r) { vpandd(Z(r.t[0]), Z(r.v), cb(0x7fffffffu)); });
+    if (variant == Variant::kTanhHalf) {
+      s.push_back([this](const Regs& r) { vminps(Z(r.t[1]), Z(r.t[0]), c(10.0f)); });
+      s.push_back(
+          [this](const Regs& r) { vmulps(Z(r.t[2]), Z(r.t[1]), c(2 * 1.44269504088896341f)); });
+    } else {
+      s.push_back([this](const Regs& r) { vaddps(Z(r.t[1]), Z(r.t[0]), Z(r.t[0])); });
+      s.push_back([this](const Regs& r) { vminps(Z(r.t[1]), Z(r.t[1]), c(20.0f)); });
+      s.push_back([this](const Regs& r) { vmulps(Z(r.t[2]), Z(r.t[1]), c(1.44269504088896341f)); });
+    }
     s.push_back([this](const Regs& r) { vrndscaleps(Z(r.t[2]), Z(r.t[2]), 0x08); });
-    s.push_back([this](const Regs& r) { vmovaps(Z(r.t[5]), Z(r.t[1])); });
-    s.push_back([this](const Regs& r) { vfmadd231ps(Z(r.t[5]), Z(r.t[2]), c(-0.693147182f)); });
-    s.push_back([this](const Regs& r) { load(Z(r.t[6]), kP0); });
-    for (int i = 1; i < 5; ++i)
-      s.push_back([this, i](const Regs& r) { vfmadd213ps(Z(r.t[6]), Z(r.t[5]), c(kP[i])); });
-    s.push_back([this](const Regs& r) { vmulps(Z(r.t[7]), Z(r.t[5]), Z(r.t[5])); });
-    s.push_back([this](const Regs& r) { vfmadd213ps(Z(r.t[6]), Z(r.t[7]), Z(r.t[5])); });
-    s.push_back([this](const Regs& r) { vaddps(Z(r.t[6]), Z(r.t[6]), c(1.0f)); });
+    const float ln2 = variant == Variant::kTanhHalf ? -0.693147182f / 2 : -0.693147182f;
+    const int er = variant == Variant::kRInPlace ? 1 : 5;  // exp's r
+    if (er != 1) s.push_back([this](const Regs& r) { vmovaps(Z(r.t[5]), Z(r.t[1])); });
+    s.push_back([=, this](const Regs& r) { vfmadd231ps(Z(r.t[er]), Z(r.t[2]), c(ln2)); });
+    exp_poly(s, er, 6, 7, variant == Variant::kTanhHalf);
     s.push_back([this](const Regs& r) { vscalefps(Z(r.t[3]), Z(r.t[6]), Z(r.t[2])); });
     s.push_back([this](const Regs& r) { vaddps(Z(r.t[3]), Z(r.t[3]), c(1.0f)); });
     s.push_back([this](const Regs& r) { load(Z(r.t[1]), kTwo); });
     s.push_back([this](const Regs& r) { vdivps(Z(r.t[1]), Z(r.t[1]), Z(r.t[3])); });
     s.push_back([this](const Regs& r) { vsubps(Z(r.t[4]), Z(r.t[1]), c(1.0f)); });
-    s.push_back([this](const Regs& r) {
-      vpternlogd(Z(r.t[4]), Z(r.v), c(std::bit_cast<float>(0x80000000u)), 0xd2);
-    });
+    if (variant == Variant::kSignAndn) {
+      s.push_back([this](const Regs& r) { vpandnd(Z(r.t[2]), Z(r.v), cb(0x80000000u)); });
+      s.push_back([this](const Regs& r) { vpxord(Z(r.t[4]), Z(r.t[4]), Z(r.t[2])); });
+    } else {
+      s.push_back([this](const Regs& r) { vpternlogd(Z(r.t[4]), Z(r.v), cb(0x80000000u), 0xd2); });
+    }
     s.push_back([this](const Regs& r) { vmulps(Z(r.t[5]), Z(r.v), Z(r.v)); });
     s.push_back([this](const Regs& r) { load(Z(r.t[1]), kT0); });
     for (int i = 1; i < 5; ++i)
@@ -121,54 +128,44 @@ struct Gen : CodeGenerator {
     s.push_back([this](const Regs& r) { vcmpps(Opmask(r.k), Z(r.t[0]), c(0.625f), 0x19); });
     s.push_back([this](const Regs& r) { vmovaps(Z(r.t[4]) | Opmask(r.k), Z(r.t[1])); });
     s.push_back([this](const Regs& r) { vmovaps(Z(r.v), Z(r.t[4])); });
-    out.push_back(std::move(s));
-    s.clear();
+    op(std::move(s));
     // v = v * 2, + -0.5
-    s.push_back([this](const Regs& r) { with(kTwo, [&](const auto& o) { vmulps(Z(r.v), Z(r.v), o); }); });
-    out.push_back(std::move(s));
-    s.clear();
-    s.push_back([this](const Regs& r) { with(kMinusHalf, [&](const auto& o) { vaddps(Z(r.v), Z(r.v), o); }); });
-    out.push_back(std::move(s));
-    s.clear();
+    op({[this](const Regs& r) { with(kTwo, [&](const auto& o) { vmulps(Z(r.v), Z(r.v), o); }); }});
+    op({[this](const Regs& r) {
+      with(kMinusHalf, [&](const auto& o) { vaddps(Z(r.v), Z(r.v), o); });
+    }});
     // sigmoid(v) into v, without clamps: nx=t1 e=t2 fn=t4 (exp: r=t5 p=t6 rr=t7)
-    s.push_back([this](const Regs& r) { vpxord(Z(r.t[1]), Z(r.v), c(std::bit_cast<float>(0x80000000u))); });
+    s.clear();
+    s.push_back([this](const Regs& r) { vpxord(Z(r.t[1]), Z(r.v), cb(0x80000000u)); });
     s.push_back([this](const Regs& r) { vmulps(Z(r.t[4]), Z(r.t[1]), c(1.44269504088896341f)); });
     s.push_back([this](const Regs& r) { vrndscaleps(Z(r.t[4]), Z(r.t[4]), 0x08); });
     s.push_back([this](const Regs& r) { vmovaps(Z(r.t[5]), Z(r.t[1])); });
     s.push_back([this](const Regs& r) { vfmadd231ps(Z(r.t[5]), Z(r.t[4]), c(-0.693359375f)); });
     s.push_back([this](const Regs& r) { vfmadd231ps(Z(r.t[5]), Z(r.t[4]), c(2.12194440e-4f)); });
-    s.push_back([this](const Regs& r) { load(Z(r.t[6]), kP0); });
-    for (int i = 1; i < 5; ++i)
-      s.push_back([this, i](const Regs& r) { vfmadd213ps(Z(r.t[6]), Z(r.t[5]), c(kP[i])); });
-    s.push_back([this](const Regs& r) { vmulps(Z(r.t[7]), Z(r.t[5]), Z(r.t[5])); });
-    s.push_back([this](const Regs& r) { vfmadd213ps(Z(r.t[6]), Z(r.t[7]), Z(r.t[5])); });
-    s.push_back([this](const Regs& r) { vaddps(Z(r.t[6]), Z(r.t[6]), c(1.0f)); });
+    exp_poly(s, 5, 6, 7);
     s.push_back([this](const Regs& r) { vscalefps(Z(r.t[2]), Z(r.t[6]), Z(r.t[4])); });
     s.push_back([this](const Regs& r) { vaddps(Z(r.t[2]), Z(r.t[2]), c(1.0f)); });
     s.push_back([this](const Regs& r) { load(Z(r.v), kOne); });
     s.push_back([this](const Regs& r) { vdivps(Z(r.v), Z(r.v), Z(r.t[2])); });
-    out.push_back(std::move(s));
-    s.clear();
+    op(std::move(s));
     // relu(v * x)
-    s.push_back([this](const Regs& r) { vmulps(Z(r.v), Z(r.v), Z(r.x)); });
-    out.push_back(std::move(s));
-    s.clear();
-    s.push_back([this](const Regs& r) { vxorps(Z(r.t[0]), Z(r.t[0]), Z(r.t[0])); });
-    s.push_back([this](const Regs& r) { vmaxps(Z(r.v), Z(r.t[0]), Z(r.v)); });
-    s.push_back([this](const Regs& r) { vpandd(Z(r.v), Z(r.v), c(std::bit_cast<float>(0x7fffffffu))); });
-    out.push_back(std::move(s));
+    op({[this](const Regs& r) { vmulps(Z(r.v), Z(r.v), Z(r.x)); }});
+    if (variant == Variant::kReluFixup) {
+      op({[this](const Regs& r) { vfixupimmps(Z(r.v), Z(r.v), cb(0x18181821u), 0); }});
+    } else {
+      op({[this](const Regs& r) { vxorps(Z(r.t[0]), Z(r.t[0]), Z(r.t[0])); },
+          [this](const Regs& r) { vmaxps(Z(r.v), Z(r.t[0]), Z(r.v)); },
+          [this](const Regs& r) { vpandd(Z(r.v), Z(r.v), cb(0x7fffffffu)); }});
+    }
     return out;
   }
 
-  // void f(const float* x, float* y, int64_t n, const uint32_t* consts)
-  Gen(int vectors, int group, bool pin) : CodeGenerator(1 << 16), pins(pin) {
-    mov(r8, rdx);
-    mov(rdx, rcx);
-    xor_(r10, r10);
+  Gen(int vectors, int group, bool pin, Variant v) : pins(pin), variant(v) {
+    begin();
     if (pins)
       for (int p = 0; p < kPins; ++p) vbroadcastss(P(static_cast<Pin>(p)), cs(kPinValue[p]));
     const int top = pins ? 31 - kPins : 31;
-    // scratch: 8 per group member from zmm(31 - kPins) down; values from zmm0 up
+    // scratch: 8 per group member below the pinned values; values from zmm0 up
     std::vector<Regs> regs(static_cast<size_t>(vectors));
     for (int j = 0; j < vectors; ++j) {
       Regs& r = regs[static_cast<size_t>(j)];
@@ -188,11 +185,7 @@ struct Gen : CodeGenerator {
         for (const auto& f : op)
           for (int m = 0; m < group; ++m) f(regs[static_cast<size_t>(g + m)]);
     for (int j = 0; j < vectors; ++j) vmovups(ptr[rsi + r10 * 4 + 64 * j], Zmm(regs[j].v));
-    add(r10, 16 * vectors);
-    cmp(r10, r8);
-    jl(loop);
-    vzeroupper();
-    ret();
+    end(loop, vectors);
   }
 };
 
@@ -200,43 +193,53 @@ struct Gen : CodeGenerator {
 
 int main(int argc, char** argv) {
   const double ghz = argc > 1 ? std::stod(argv[1]) : 3.58;
-  const int64_t n = 16 * 120;  // a multiple of 16 * 1, 2, 4, 8, 10, 12 vectors, in L1
-  std::vector<float> x(n), y(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = std::ldexp(std::sin(i * 0.37) * 3, (i % 7) - 3);
+  const bool variants = argc > 2 && std::string(argv[2]) == "variants";
+  // 16 floats times 1, 2, 4, 8, 10, 12 vectors
+  const std::vector<float> x = tile::input(16 * 120);
   // math.h's scalar chain, as the interpreter computes it
-  std::vector<uint32_t> ref(n);
-  for (int64_t i = 0; i < n; ++i) {
+  std::vector<uint32_t> ref(x.size()), out;
+  for (size_t i = 0; i < x.size(); ++i) {
     namespace m = lazytrace::cpu::math;
     using K = lazytrace::ir::OpKind;
     float v = m::unary(K::Tanh, x[i] * 1.5f + 0.25f);
     v = m::unary(K::Sigmoid, v * 2.0f - 0.5f);
-    ref[i] = bits(m::unary(K::Relu, v * x[i]));
+    ref[i] = tile::bits(m::unary(K::Relu, v * x[i]));
   }
   struct Config {
     int vectors, group;
     bool pins;
+    Variant variant;
+    const char* name;
   };
-  for (const Config& cf :
-       {Config{8, 1, true}, Config{4, 1, true}, Config{2, 1, true}, Config{1, 1, true},
-        Config{2, 2, true}, Config{4, 2, true}, Config{8, 1, false}, Config{10, 1, false},
-        Config{12, 1, false}}) {
-    Gen g(cf.vectors, cf.group, cf.pins);
-    g.ready();
-    const std::vector<uint32_t> pool = g.pool;
-    auto f = g.getCode<void (*)(const float*, float*, int64_t, const uint32_t*)>();
-    f(x.data(), y.data(), n, pool.data());
-    std::vector<uint32_t> out(n);
-    std::memcpy(out.data(), y.data(), n * 4);
-    double best = 1e30;
-    for (int rep = 0; rep < 20; ++rep) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (int it = 0; it < 4000; ++it) f(x.data(), y.data(), n, pool.data());
-      best = std::min(
-          best,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 4000);
-    }
-    std::printf("chain, %2d vector(s), lockstep groups of %d, %-26s %6.2f cycles per 16 floats%s\n",
-                cf.vectors, cf.group, cf.pins ? "constants in registers:" : "constants from memory:", best * ghz * 1e9 / (n / 16.0),
-                out == ref ? "" : "  DIFFERENT BITS");
+  std::vector<Config> configs;
+  if (variants) {
+    for (int round = 0; round < 3; ++round)
+      for (auto [v, name] : {std::pair{Variant::kReluFixup, "relu by vfixupimmps"},
+                             std::pair{Variant::kTanhHalf, "tanh from |x|, no 2|x|"},
+                             std::pair{Variant::kSignAndn, "tanh's sign by andn, xor"},
+                             std::pair{Variant::kRInPlace, "exp's r in place of 2|x|"}}) {
+        configs.push_back({8, 1, true, Variant::kNone, "as the library"});
+        configs.push_back({8, 1, true, v, name});
+      }
+  } else {
+    for (auto [vectors, group, pins] : {std::tuple{8, 1, true},
+                                        {4, 1, true},
+                                        {2, 1, true},
+                                        {1, 1, true},
+                                        {2, 2, true},
+                                        {4, 2, true},
+                                        {8, 1, false},
+                                        {10, 1, false},
+                                        {12, 1, false}})
+      configs.push_back({vectors, group, pins, Variant::kNone, ""});
+  }
+  for (const Config& cf : configs) {
+    Gen g(cf.vectors, cf.group, cf.pins, cf.variant);
+    const double cycles = tile::cycles(g, x, out, ghz);
+    std::printf(
+        "chain, %2d vector(s), lockstep groups of %d, %-26s %6.2f cycles per 16 floats%s  %s\n",
+        cf.vectors, cf.group,
+        cf.pins ? "constants in registers:" : "constants from memory:", cycles,
+        out == ref ? "" : "  DIFFERENT BITS", cf.name);
   }
 }
