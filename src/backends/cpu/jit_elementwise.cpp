@@ -399,6 +399,12 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
+  // d = e^x (`negated`: e^-x, from x) for x (-x) in exp's range, n in fn. Uses T(5) .. T(7).
+  void exp_of(const Vec& d, const Vec& x, const Vec& fn, bool negated = false) {
+    exp_n(fn, x, negated);
+    exp_from_n(d, x, fn, false, negated);
+  }
+
   // d = exp_clamped(x) (`negated`: of -x, from x), but for a NaN x. Uses T(3) .. T(7).
   void exp_clamped(const Vec& d, const Vec& x, bool negated = false) {
     const Vec xc = T(3), fn = T(4);
@@ -409,8 +415,7 @@ class Gen : public Xbyak::CodeGenerator {
       vmaxps(xc, x, c(math::kExpLo));  // a NaN x becomes kExpLo: the caller's keep_nan
       vminps(xc, xc, c(math::kExpHi));
     }
-    exp_n(fn, xc, negated);
-    exp_from_n(d, xc, fn, false, negated);
+    exp_of(d, xc, fn, negated);
   }
 
   // d = sigmoid(x), math.h's float32 one; `ranged`: for -x in [kExpLo, 88], or NaN. e^-x
@@ -418,8 +423,7 @@ class Gen : public Xbyak::CodeGenerator {
   void sigmoid(const Vec& d, const Vec& x, bool ranged) {
     const Vec e = T(2);
     if (ranged) {
-      exp_n(T(4), x, true);
-      exp_from_n(e, x, T(4), false, true);
+      exp_of(e, x, T(4), true);
     } else {
       exp_clamped(e, x, true);
     }
@@ -485,8 +489,7 @@ class Gen : public Xbyak::CodeGenerator {
     load_const(q, math::kErfQ[0]);
     for (size_t i = 1; i < std::size(math::kErfQ); ++i) vfmadd213ps(q, y, c(math::kErfQ[i]));
     vmulps(e, b, b);  // e^-(b * b), by exp's steps negated
-    exp_n(b, e, true);
-    exp_from_n(b, e, b, false, true);
+    exp_of(b, e, b, true);
     vfnmadd213ps(b, q, c(1.0f));  // 1 - e^-b^2 q
     cmpmask(a, c(1.0f), kNotGe);  // a NaN's polynomial is NaN
     move_where(b, small);
@@ -542,8 +545,7 @@ class Gen : public Xbyak::CodeGenerator {
       vmaxps(d, T(0), x);
       and_bits(d, d, 0x7fffffffu);
     } else if (op == OpKind::Exp && ranged) {  // x in [kExpLo, 88], or NaN
-      exp_n(T(4), x);
-      exp_from_n(d, x, T(4));
+      exp_of(d, x, T(4));
     } else if (op == OpKind::Exp) {
       const Vec y = T(0);
       exp_clamped(y, x);
