@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -97,10 +98,12 @@ uint8_t predicate(OpKind op) {
 struct Plan {
   const FusedStep* step;
   std::vector<int> reg_of;  // per instruction: its value's register (-1: none, or in memory)
-  // per instruction, the registers of the 2nd, 3rd ... vector run beside the first, as many
-  // as the registers and a row allow (pass jit_interleave); a single or row value's are the
-  // first's. The generator may run fewer, where their code would outgrow kInterleavedBytes.
-  std::vector<std::vector<int>> reg_of_more;
+  // the loop's first part, several vectors at a time (pass jit_interleave): per vector, per
+  // instruction, its value's register, as many vectors as the registers and a row allow (a
+  // single or row value's register is reg_of's; on AVX2, kLoadsInPlace, a float load has
+  // none: it is read where it is used). The generator may run fewer, where their code would
+  // outgrow kInterleavedBytes.
+  std::vector<std::vector<int>> reg_of_vectors;
   std::vector<int> const_of;  // per instruction: a single value's index in consts (-1: none)
   // per instruction: an exp, tanh, sigmoid or silu whose operand never leaves the range it
   // needs no clamps for (pass jit_ranges, value_ranges.h): its clamps and fix-ups left out
@@ -127,6 +130,7 @@ struct Avx512 {
   static constexpr int kLanes = 16;
   static constexpr int kValueRegs = 24;  // zmm0..23 hold values, zmm24..31 are the ops' scratch
   static constexpr bool kSinglesInRegs = true;  // single values loaded once, into registers
+  static constexpr bool kLoadsInPlace = false;  // the interleaved vectors' loads: registers
 };
 struct Avx2 {
   using Vec = Xbyak::Ymm;
@@ -135,6 +139,8 @@ struct Avx2 {
   // read from memory, ymm15 the tail's lanes
   static constexpr int kValueRegs = 5;
   static constexpr bool kSinglesInRegs = false;  // read from memory where an op uses them
+  // the interleaved vectors' loads too, so that each vector needs fewer of the 5 registers
+  static constexpr bool kLoadsInPlace = true;
 };
 
 // The generator: one kernel, its rows, each with a full-vector body and a masked tail.
@@ -188,7 +194,7 @@ class Gen : public Xbyak::CodeGenerator {
     }
     mov(r10, arg(offsetof(Args, begin)));
     Label interleaved;  // first, while they remain, several vectors at a time (below)
-    if (!plan.reg_of_more.empty()) jmp(interleaved, T_NEAR);
+    if (plan.reg_of_vectors.size() > 1) jmp(interleaved, T_NEAR);
     L(loop);
     lea(r8, ptr[r10 + kLanes]);
     cmp(r8, arg(offsetof(Args, end)));
@@ -210,8 +216,8 @@ class Gen : public Xbyak::CodeGenerator {
     vzeroupper();
     for (const Reg64& r : {r15, r14, r13, r12, rbp, rbx}) pop(r);
     ret();
-    if (!plan.reg_of_more.empty()) {
-      vectors_ = static_cast<int>(std::min(plan.reg_of_more.size() + 1,
+    if (plan.reg_of_vectors.size() > 1) {
+      vectors_ = static_cast<int>(std::min(plan.reg_of_vectors.size(),
                                            std::max<size_t>(1, kInterleavedBytes / body_bytes)));
       L(interleaved);
       if (vectors_ > 1) {
@@ -594,13 +600,19 @@ class Gen : public Xbyak::CodeGenerator {
     if ((*regs_)[i] >= 0)
       f(V((*regs_)[i]));
     else
-      f(single(i));
+      f(in_memory(i));
   }
-  // ... or always a register: such a single copied into the staging register.
+  // ... or always a register: such a value copied into the staging register.
   Vec reg(size_t i) {
     if ((*regs_)[i] >= 0) return V((*regs_)[i]);
-    vmovups(staged_, single(i));
+    vmovups(staged_, in_memory(i));
     return Vec(staged_.getIdx());
+  }
+  // a value without a register: a single value in consts, or a load in place (AVX2's
+  // interleaved vectors: whole vectors, never the masked tail's)
+  Xbyak::Address in_memory(size_t i) {
+    if (plan_.load[i] == Load::Vector) return ptr[ptr_[plan_.ptr_of[i]] + r10 * 4 + disp_];
+    return single(i);
   }
 
   void load_bool(const Vec& d, const Xbyak::Reg64& p, bool masked) {
@@ -639,7 +651,7 @@ class Gen : public Xbyak::CodeGenerator {
   void body_interleaved(bool stream) {
     auto each = [&](auto&& f) {
       for (int j = 0; j < vectors_; ++j) {
-        regs_ = j == 0 ? &plan_.reg_of : &plan_.reg_of_more[static_cast<size_t>(j - 1)];
+        regs_ = &plan_.reg_of_vectors[static_cast<size_t>(j)];
         disp_ = 4 * kLanes * j;
         f();
       }
@@ -657,6 +669,7 @@ class Gen : public Xbyak::CodeGenerator {
     const Instr& ins = st.program[i];
     const Vec d = V(std::max((*regs_)[i], 0));
     if (ins.op == OpKind::Data) {
+      if ((*regs_)[i] < 0) return;  // a single value, or a load read where it is used
       const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
       const Address a = ptr[p + r10 * 4 + disp_];
       if (plan_.load[i] == Load::Vector) {
@@ -849,7 +862,7 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
     w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op), plan.reg_of[i],
                        plan.const_of[i], static_cast<int32_t>(plan.load[i]), plan.ptr_of[i],
                        plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i], plan.ranged[i]});
-  for (const auto& m : plan.reg_of_more) {
+  for (const auto& m : plan.reg_of_vectors) {
     w.insert(w.end(), m.begin(), m.end());
     w.push_back(-1);
   }
@@ -1049,21 +1062,35 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
     if (plan.load[i] == Load::Row)
       plan.rows.push_back({plan.reg_of[i], plan.ptr_of[i], is_bool[i] != 0});
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (kept[i]) continue;
-    for (int j = 0; j < 3; ++j) {  // operands read for the last time free their registers
-      const int v = src_val[j][i];
-      if (v < 0) continue;
-      plan.srcs[j][i] = v;
-      if (last_use[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
-          !kept[static_cast<size_t>(v)])
-        free_reg[static_cast<size_t>(plan.reg_of[static_cast<size_t>(v)])] = 1;
+  for (int j = 0; j < 3; ++j)
+    for (size_t i = 0; i < n; ++i)
+      if (!kept[i]) plan.srcs[j][i] = src_val[j][i];
+  // one vector's registers among the free ones (kept values keep theirs), each value's from
+  // its instruction to its last reader; `loads_in_memory`: float loads get none
+  auto allocate = [&](bool loads_in_memory) -> std::optional<std::vector<int>> {
+    std::vector<int> regs(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      if (kept[i]) {
+        regs[i] = plan.reg_of[i];
+        continue;
+      }
+      for (int j = 0; j < 3; ++j) {  // operands read for the last time free their registers
+        const int v = plan.srcs[j][i];
+        if (v >= 0 && last_use[static_cast<size_t>(v)] == static_cast<int64_t>(i) &&
+            !kept[static_cast<size_t>(v)] && regs[static_cast<size_t>(v)] >= 0)
+          free_reg[static_cast<size_t>(regs[static_cast<size_t>(v)])] = 1;
+      }
+      if (loads_in_memory && plan.load[i] == Load::Vector) continue;
+      regs[i] = take();
+      if (regs[i] < 0) return std::nullopt;
+      if (last_use[i] < 0) free_reg[static_cast<size_t>(regs[i])] = 1;  // read by no one
     }
-    plan.reg_of[i] = take();
-    if (plan.reg_of[i] < 0) return nullptr;
-    if (last_use[i] < 0) free_reg[static_cast<size_t>(plan.reg_of[i])] = 1;  // read by no one
-  }
-  std::vector<char> used(kValueRegs, 0);
+    return regs;
+  };
+  std::optional<std::vector<int>> first = allocate(false);
+  if (!first) return nullptr;
+  plan.reg_of = std::move(*first);
+  std::vector<char> used(kValueRegs, 0);  // by kept values, the first vector's, and pins
   for (size_t i = 0; i < n; ++i)
     if (plan.reg_of[i] >= 0) used[static_cast<size_t>(plan.reg_of[i])] = 1;
   if (options.pin_constants && Isa::kSinglesInRegs) {  // the ops' constants, in the
@@ -1079,32 +1106,27 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
         plan.pinned.emplace_back(b, r);
       }
   }
-  if (options.interleave) {  // the registers of each further vector, while they last, and
-                             // no more vectors than a row (or a tile of one) holds
+  if (options.interleave) {  // the registers of each vector, while they last, and no more
+                             // vectors than a row (or a tile of one) holds
     const int64_t most = std::min<int64_t>(
         kMaxVectors, std::min<int64_t>(lay.shape.back(), kTileFloats) / Isa::kLanes);
-    for (int j = 1; j < most; ++j) {
-      std::vector<char> now_used = used;
-      std::vector<int> other(kValueRegs, -1), regs(n, -1);
-      bool fits = true;
-      for (size_t i = 0; i < n && fits; ++i) {
-        const int r = plan.reg_of[i];
-        if (r < 0 || kept[i]) {
-          regs[i] = r;
-          continue;
-        }
-        int& o = other[static_cast<size_t>(r)];
-        for (int q = 0; o < 0 && q < kValueRegs; ++q)
-          if (!now_used[static_cast<size_t>(q)]) {
-            o = q;
-            now_used[static_cast<size_t>(q)] = 1;
-          }
-        fits = o >= 0;
-        regs[i] = o;
-      }
-      if (!fits) break;
-      used = std::move(now_used);
-      plan.reg_of_more.push_back(std::move(regs));
+    // AVX-512: the first vector is the one-vector loop's, the others in the registers it
+    // leaves; AVX2: every vector afresh, its loads read in place, beside the kept values
+    std::vector<char> taken = used;
+    if (Isa::kLoadsInPlace) {
+      for (size_t i = 0; i < n; ++i)
+        if (!kept[i] && plan.reg_of[i] >= 0) taken[static_cast<size_t>(plan.reg_of[i])] = 0;
+    } else {
+      plan.reg_of_vectors.push_back(plan.reg_of);
+    }
+    while (static_cast<int64_t>(plan.reg_of_vectors.size()) < most) {
+      for (int r = 0; r < kValueRegs; ++r)
+        free_reg[static_cast<size_t>(r)] = !taken[static_cast<size_t>(r)];
+      std::optional<std::vector<int>> regs = allocate(Isa::kLoadsInPlace);
+      if (!regs) break;
+      for (int r : *regs)
+        if (r >= 0) taken[static_cast<size_t>(r)] = 1;
+      plan.reg_of_vectors.push_back(std::move(*regs));
     }
   }
   // the ops spared their clamps by literal values; the others may be by the single values
