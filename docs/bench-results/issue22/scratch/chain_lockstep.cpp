@@ -6,7 +6,8 @@
 // each with scratch registers of its own). Cycles per 16 floats (argv[1]: the clock in GHz);
 // every variant's bits against math.h's scalar chain (build with -ffp-contract=off -Isrc
 // -Iinclude). With argv[2] = "variants": the instructions changed four ways (Variant), 8
-// vectors op by op, each beside the unchanged code, three rounds.
+// vectors op by op, each beside the unchanged code, three rounds; "timing": the same for
+// an instruction replaced by a cheaper one with other bits, to see what it costs.
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -42,6 +43,12 @@ enum class Variant {
                // powers of 2 (exactly), not in 2|x|: no add for 2|x|, an FMA for 1 + q
   kSignAndn,   // tanh's sign by and-not and xor, not vpternlogd
   kRInPlace,   // exp's r (tanh's) written over 2|x|, not over a copy of it
+  // timing only (other bits): what an instruction costs the chain, by a cheaper one in its
+  // place
+  kDivsAsMul,     // both divisions as multiplies
+  kTanhDivAsMul,  // tanh's division as a multiply
+  kSigDivAsMul,   // sigmoid's
+  kScalefAsAdd,   // both vscalefps as adds
 };
 
 struct Gen : tile::PoolGen {
@@ -83,6 +90,14 @@ struct Gen : tile::PoolGen {
       s.push_back([=, this](const Regs& g) { vaddps(Z(g.t[p]), Z(g.t[p]), c(1.0f)); });
   }
 
+  // t[d] = t[p] 2^t[n] (kScalefAsAdd: t[p] + t[n])
+  void scalef(Seq& s, int d, int p, int n) {
+    if (variant == Variant::kScalefAsAdd)
+      s.push_back([=, this](const Regs& r) { vaddps(Z(r.t[d]), Z(r.t[p]), Z(r.t[n])); });
+    else
+      s.push_back([=, this](const Regs& r) { vscalefps(Z(r.t[d]), Z(r.t[p]), Z(r.t[n])); });
+  }
+
   // the chain's ops, each a list of instructions
   std::vector<Seq> ops() {
     std::vector<Seq> out;
@@ -108,10 +123,13 @@ struct Gen : tile::PoolGen {
     if (er != 1) s.push_back([this](const Regs& r) { vmovaps(Z(r.t[5]), Z(r.t[1])); });
     s.push_back([=, this](const Regs& r) { vfmadd231ps(Z(r.t[er]), Z(r.t[2]), c(ln2)); });
     exp_poly(s, er, 6, 7, variant == Variant::kTanhHalf);
-    s.push_back([this](const Regs& r) { vscalefps(Z(r.t[3]), Z(r.t[6]), Z(r.t[2])); });
+    scalef(s, 3, 6, 2);
     s.push_back([this](const Regs& r) { vaddps(Z(r.t[3]), Z(r.t[3]), c(1.0f)); });
     s.push_back([this](const Regs& r) { load(Z(r.t[1]), kTwo); });
-    s.push_back([this](const Regs& r) { vdivps(Z(r.t[1]), Z(r.t[1]), Z(r.t[3])); });
+    if (variant == Variant::kDivsAsMul || variant == Variant::kTanhDivAsMul)
+      s.push_back([this](const Regs& r) { vmulps(Z(r.t[1]), Z(r.t[1]), Z(r.t[3])); });
+    else
+      s.push_back([this](const Regs& r) { vdivps(Z(r.t[1]), Z(r.t[1]), Z(r.t[3])); });
     s.push_back([this](const Regs& r) { vsubps(Z(r.t[4]), Z(r.t[1]), c(1.0f)); });
     if (variant == Variant::kSignAndn) {
       s.push_back([this](const Regs& r) { vpandnd(Z(r.t[2]), Z(r.v), cb(0x80000000u)); });
@@ -143,10 +161,13 @@ struct Gen : tile::PoolGen {
     s.push_back([this](const Regs& r) { vfmadd231ps(Z(r.t[5]), Z(r.t[4]), c(-0.693359375f)); });
     s.push_back([this](const Regs& r) { vfmadd231ps(Z(r.t[5]), Z(r.t[4]), c(2.12194440e-4f)); });
     exp_poly(s, 5, 6, 7);
-    s.push_back([this](const Regs& r) { vscalefps(Z(r.t[2]), Z(r.t[6]), Z(r.t[4])); });
+    scalef(s, 2, 6, 4);
     s.push_back([this](const Regs& r) { vaddps(Z(r.t[2]), Z(r.t[2]), c(1.0f)); });
     s.push_back([this](const Regs& r) { load(Z(r.v), kOne); });
-    s.push_back([this](const Regs& r) { vdivps(Z(r.v), Z(r.v), Z(r.t[2])); });
+    if (variant == Variant::kDivsAsMul || variant == Variant::kSigDivAsMul)
+      s.push_back([this](const Regs& r) { vmulps(Z(r.v), Z(r.v), Z(r.t[2])); });
+    else
+      s.push_back([this](const Regs& r) { vdivps(Z(r.v), Z(r.v), Z(r.t[2])); });
     op(std::move(s));
     // relu(v * x)
     op({[this](const Regs& r) { vmulps(Z(r.v), Z(r.v), Z(r.x)); }});
@@ -193,7 +214,7 @@ struct Gen : tile::PoolGen {
 
 int main(int argc, char** argv) {
   const double ghz = argc > 1 ? std::stod(argv[1]) : 3.58;
-  const bool variants = argc > 2 && std::string(argv[2]) == "variants";
+  const std::string mode = argc > 2 ? argv[2] : "";
   // 16 floats times 1, 2, 4, 8, 10, 12 vectors
   const std::vector<float> x = tile::input(16 * 120);
   // math.h's scalar chain, as the interpreter computes it
@@ -212,12 +233,18 @@ int main(int argc, char** argv) {
     const char* name;
   };
   std::vector<Config> configs;
-  if (variants) {
+  using V = std::pair<Variant, const char*>;
+  const std::vector<V> kept = {{Variant::kReluFixup, "relu by vfixupimmps"},
+                               {Variant::kTanhHalf, "tanh from |x|, no 2|x|"},
+                               {Variant::kSignAndn, "tanh's sign by andn, xor"},
+                               {Variant::kRInPlace, "exp's r in place of 2|x|"}};
+  const std::vector<V> timing = {{Variant::kDivsAsMul, "divisions as multiplies"},
+                                 {Variant::kTanhDivAsMul, "tanh's division as a multiply"},
+                                 {Variant::kSigDivAsMul, "sigmoid's division as a multiply"},
+                                 {Variant::kScalefAsAdd, "vscalefps as adds"}};
+  if (mode == "variants" || mode == "timing") {
     for (int round = 0; round < 3; ++round)
-      for (auto [v, name] : {std::pair{Variant::kReluFixup, "relu by vfixupimmps"},
-                             std::pair{Variant::kTanhHalf, "tanh from |x|, no 2|x|"},
-                             std::pair{Variant::kSignAndn, "tanh's sign by andn, xor"},
-                             std::pair{Variant::kRInPlace, "exp's r in place of 2|x|"}}) {
+      for (auto [v, name] : mode == "variants" ? kept : timing) {
         configs.push_back({8, 1, true, Variant::kNone, "as the library"});
         configs.push_back({8, 1, true, v, name});
       }
