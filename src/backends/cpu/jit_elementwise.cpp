@@ -454,20 +454,12 @@ class Gen : public Xbyak::CodeGenerator {
     exp_n(fn, e);
     exp_from_n(den, e, fn, true);
     vaddps(den, den, c(1.0f));
-    // tanh_from: 1 - 2 / den beyond, with x's sign, the polynomial near 0
+    // tanh_from: 1 - 2 / den beyond, the polynomial near 0, with x's sign
     load_const(e, 2.0f);
     vdivps(e, e, den);
     const bool d_is_x = d.getIdx() == x.getIdx();  // then d is written last
-    const Vec big = d_is_x ? s : d;
-    // -(1 - 2 / den), exactly, below 0 (|x| >= 0.625 here), its sign flipped where x's is
-    // clear: math.h's 1 - 2 / den with x's sign (at -0 the polynomial is taken)
-    vsubps(big, e, c(1.0f));
-    if constexpr (kWide) {
-      vpternlogd(big, x, cbits(0x80000000u), 0xd2);  // big ^ (~x & sign)
-    } else {
-      vandnps(fn, x, cbits(0x80000000u));
-      vxorps(big, big, fn);
-    }
+    const Vec r = d_is_x ? s : d;
+    vsubps(r, e, c(1.0f));  // -(1 - 2 / den), exactly: x's sign is put on below
     vmulps(z, x, x);
     const Vec small = d_is_x ? e : s;
     load_const(small, math::kTanhP[0]);
@@ -475,8 +467,16 @@ class Gen : public Xbyak::CodeGenerator {
     vmulps(small, small, z);
     vfmadd213ps(small, x, x);        // small * z * x + x
     cmpmask(ax, c(0.625f), kNotGe);  // a NaN's polynomial is NaN
-    move_where(big, small);
-    if (d_is_x) vmovaps(d, big);
+    move_where(r, small);
+    // math.h's copysign(r, x): the big branch's sign, and -0's (the polynomial gives +0)
+    if constexpr (kWide) {
+      vpternlogd(r, x, cbits(0x80000000u), 0xd8);  // sign ? x : r, bit by bit
+    } else {
+      vxorps(fn, r, x);
+      and_bits(fn, fn, 0x80000000u);
+      vxorps(r, r, fn);
+    }
+    if (d_is_x) vmovaps(d, r);
   }
 
   // T(3) = erf_f32 of a value whose |.| is in T(0), with the sign and NaN of x (erf's own

@@ -124,8 +124,9 @@ LT_MATH_INLINE float tanh_denominator(float x) {
 inline constexpr float kTanhP[] = {-5.70498872745e-3f, 2.06390887954e-2f, -5.37397155531e-2f,
                                    1.33314422036e-1f, -3.33332819422e-1f};
 
-// ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond (a
-// NaN takes the polynomial, which keeps it)
+// ... then tanh from x and that: an odd polynomial for |x| < 0.625, 1 - 2 / it beyond, with
+// x's sign (the polynomial's is x's but at -0, where it gives +0; a NaN takes the
+// polynomial, which keeps it)
 LT_MATH_INLINE float tanh_from(float x, float denominator) {
   const float ax = x < 0 ? -x : x;
   const float z = x * x;
@@ -133,9 +134,8 @@ LT_MATH_INLINE float tanh_from(float x, float denominator) {
 #pragma GCC unroll 16
   for (size_t i = 1; i < std::size(kTanhP); ++i) small = fma(small, z, kTanhP[i]);
   small = fma(small * z, x, x);
-  float big = 1.0f - 2.0f / denominator;
-  big = select(x < 0, -big, big);
-  return select(!(ax >= 0.625f), small, big);
+  const float big = 1.0f - 2.0f / denominator;
+  return std::copysign(select(!(ax >= 0.625f), small, big), x);
 }
 
 /** tanh for float32, vectorizable: an odd polynomial near 0, 1 - 2/(e^2|x| + 1) beyond. */
