@@ -13,6 +13,12 @@ namespace bench {
 void chain_loop_avx2(const float* x, float* y, int64_t begin, int64_t end, bool cheap);
 void chain_loop_avx512(const float* x, float* y, int64_t begin, int64_t end, bool cheap);
 
+// y = x with non-temporal stores of whole vectors, as the fused kernels write large results
+// (stream_stores): the memory bandwidth they are held against. x and y 64-byte aligned,
+// begin a multiple of 16 floats.
+void stream_copy_avx2(const float* x, float* y, int64_t begin, int64_t end);
+void stream_copy_avx512(const float* x, float* y, int64_t begin, int64_t end);
+
 // kernels_bench's chain_op, op for op
 [[gnu::always_inline]] inline void chain_loop(const float* x, float* y, int64_t begin, int64_t end,
                                               bool cheap) {

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <sys/mman.h>
+
 namespace bench {
 
 struct Gemm {
@@ -73,10 +75,20 @@ struct FreeDeleter {
 };
 using AlignedFloats = std::unique_ptr<float[], FreeDeleter>;
 
-/** 64-byte aligned like lazytrace's buffers, filled with N(0, 1) values. */
+/**
+ * Aligned like lazytrace's buffers (runtime/buffer.cpp): 64 bytes, and from 4 MiB on, 2 MiB
+ * pages asked of the kernel (transparent huge pages, where it gives them), so that copies
+ * timed over them see the TLB lazytrace's own large buffers see. Filled with N(0, 1) values.
+ */
 inline AlignedFloats random_floats(int64_t n, uint32_t seed) {
-  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + 63) / 64 * 64;
-  AlignedFloats p(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = static_cast<size_t>(n) * sizeof(float) >= size_t{4} << 20;
+  const size_t align = huge ? kHugePage : 64;
+  const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + align - 1) / align * align;
+  AlignedFloats p(static_cast<float*>(std::aligned_alloc(align, bytes)));
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p.get(), bytes, MADV_HUGEPAGE);
+#endif
   std::mt19937 gen(seed);
   std::normal_distribution<float> dist;
   for (int64_t i = 0; i < n; ++i) p[i] = dist(gen);

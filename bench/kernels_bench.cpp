@@ -331,20 +331,33 @@ BENCHMARK(BM_WeightGradAdamW_ThroughMemory_44M)->Unit(benchmark::kMillisecond)->
 // The machine's memory bandwidth, the yardstick of the fused chain and the fused AdamW
 // update (their bytes_per_second against these): n floats read and n written per
 // iteration, split over lazytrace's threads as its kernels are, at the chain's footprint
-// (4M floats: 16 MiB each way) and at AdamW's parameter size (44M floats). Two ways, the
-// faster being the machine's figure: memcpy (glibc picks non-temporal stores for large
-// copies) and a scaled copy y = 2x, the loop the compiler vectorizes with plain stores.
-void bandwidth_bench(benchmark::State& state, bool scale) {
+// (4M floats: 16 MiB each way) and at AdamW's parameter size (44M floats). Three ways, the
+// fastest being the machine's figure: memcpy and a scaled copy y = 2x (the loop the
+// compiler vectorizes), both with plain stores (each thread's piece, 256 KiB, is below
+// where glibc's memcpy turns to non-temporal ones), which read each destination line before
+// writing it; and a copy with non-temporal stores, as the fused kernels write (stream_stores),
+// which moves only the bytes counted.
+enum class Copy { kMemcpy, kScale, kStream };
+void bandwidth_bench(benchmark::State& state, Copy how) {
   const int64_t n = state.range(0);
   AlignedFloats x = random_floats(n, 1), y = random_floats(n, 2);  // both pages touched
   float* xs = x.get();
   float* ys = y.get();
+  const bool avx512 = lt::cpu::has_avx512();
+  if (how == Copy::kStream && !avx512 && !lt::cpu::has_avx2_fma()) {
+    state.SkipWithError("the streaming copy needs AVX2 or AVX-512");
+    return;
+  }
   auto run = [&] {
     lt::runtime::parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
-      if (scale) {
+      if (how == Copy::kScale) {
         for (int64_t i = b; i < e; ++i) ys[i] = 2.0f * xs[i];
-      } else {
+      } else if (how == Copy::kMemcpy) {
         std::memcpy(ys + b, xs + b, static_cast<size_t>(e - b) * sizeof(float));
+      } else if (avx512) {
+        bench::stream_copy_avx512(xs, ys, b, e);
+      } else {
+        bench::stream_copy_avx2(xs, ys, b, e);
       }
     });
   };
@@ -358,10 +371,13 @@ void bandwidth_bench(benchmark::State& state, bool scale) {
   state.SetBytesProcessed(state.iterations() * n * 2 * int64_t{sizeof(float)});
 }
 void BM_Bandwidth_Memcpy(benchmark::State& state) {
-  bandwidth_bench(state, false);
+  bandwidth_bench(state, Copy::kMemcpy);
 }
 void BM_Bandwidth_Scale(benchmark::State& state) {
-  bandwidth_bench(state, true);
+  bandwidth_bench(state, Copy::kScale);
+}
+void BM_Bandwidth_Stream(benchmark::State& state) {
+  bandwidth_bench(state, Copy::kStream);
 }
 BENCHMARK(BM_Bandwidth_Memcpy)
     ->Arg(kElems)
@@ -369,6 +385,11 @@ BENCHMARK(BM_Bandwidth_Memcpy)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Bandwidth_Scale)
+    ->Arg(kElems)
+    ->Arg(kElemsBig)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Bandwidth_Stream)
     ->Arg(kElems)
     ->Arg(kElemsBig)
     ->UseRealTime()
