@@ -314,8 +314,12 @@ class Eval {
           r = 0.5 * v * (1 + std::erf(v * std::numbers::sqrt2 / 2));
           der = 1.13;
           imp = 0;
-          fin(t, i, r, der * e, 0);
-          if (c_.round) t.e[i] += 6 * ulp_of(compute_of(d)) * (std::abs(v) + std::abs(r));
+          // lazytrace's float32 gelu errs by ulps of |x| + |r| (near its zero, of x), carried
+          // in as the operand's error is, so that a 16-bit result near a rounding boundary
+          // may round either way
+          fin(t, i, r,
+              der * e + (c_.round ? 6 * ulp_of(compute_of(d)) * (std::abs(v) + std::abs(r)) : 0),
+              0);
           return;
         }
         case UK::Silu:
