@@ -78,11 +78,12 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
     spent += seconds_now() - round_start;
     if (spent >= kBudgetSeconds) break;
   }
+  // The fastest other candidate runs against the fixed rule again, alternately, and is kept
+  // only if it then beats it by the margin: a burst of noise in the first rounds decides
+  // neither way (a long product's one round times each kernel once).
   int pick = 0;
   for (int c = 1; c < kCandidates; ++c)
-    if (takes[c] && best[c] * kMargin < best[0] && (pick == 0 || best[c] < best[pick])) pick = c;
-  // A candidate that beat the fixed rule runs against it again, alternately, and is kept
-  // only if it still does: a burst of noise in the first rounds does not decide.
+    if (takes[c] && (pick == 0 || best[c] < best[pick])) pick = c;
   if (pick != 0) {
     for (int r = 0; r < kConfirmRounds; ++r)
       for (int c : {0, pick}) {
