@@ -6,6 +6,43 @@ from . import _lazytrace as _C
 from ._lazytrace import Tensor
 
 
+class _ParamGroup(dict):
+    """One of param_groups: a dict whose "lr" reaches the optimizer as soon as it is set, so
+    that a step traced once by compile (which replays without running step() in Python) reads
+    each new rate, as a scheduler's group["lr"] = ... expects."""
+
+    def __init__(self, group, impl, name):
+        super().__init__(group)
+        self._impl = impl
+        self._name = name
+
+    def __setitem__(self, key, value):
+        if key == "lr":
+            self._set_lr(value)
+        super().__setitem__(key, value)
+
+    def update(self, *args, **kwargs):
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def _set_lr(self, lr):
+        try:
+            value = float(lr)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"[{self._name}] param_groups[...]['lr'] must be a number, got {type(lr).__name__}"
+            ) from None
+        if not value >= 0:
+            raise ValueError(f"[{self._name}] param_groups[...]['lr'] must be >= 0, got {lr}")
+        if value != self._impl.lr:
+            self._impl.lr = value
+
+
 class Optimizer:
     _fixed = ()  # hyperparameters the C++ optimizer was made with; only lr may change later
 
@@ -27,9 +64,11 @@ class Optimizer:
             for p in group["params"]:
                 if not isinstance(p, Tensor):
                     raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
-            self.param_groups.append(group)
-            self._impls.append(self._make(group))
+            impl = self._make(group)
+            group = _ParamGroup(group, impl, type(self).__name__)
             group["_made_with"] = {k: group[k] for k in self._fixed}
+            self.param_groups.append(group)
+            self._impls.append(impl)
 
     def _make(self, group):
         raise NotImplementedError
@@ -44,8 +83,7 @@ class Optimizer:
                         f"{group[k]}; only 'lr' can change after the optimizer is made "
                         "(make a new optimizer for other changes)"
                     )
-            if group["lr"] != impl.lr:
-                impl.lr = float(group["lr"])
+            group._set_lr(group["lr"])  # where dict methods bypassed __setitem__
             impl.step()
         return loss
 

@@ -307,8 +307,10 @@ def test_training_step_sgd_matches_numpy_gradient_descent():
 
 
 def test_lr_change_does_not_retrace():
+    """A new rate reaches every later call of a step traced once, by SGD and AdamW alike
+    (the replayed step never runs Optimizer.step in Python); a rate of 0 leaves p as it is."""
     p = lt.nn.Parameter(lt.tensor([1.0, -2.0]))
-    opt = lt.optim.SGD([p], lr=0.5)
+    opt = lt.optim.SGD([p], lr=0.1)
     calls = 0
 
     @lt.compile(name="tc_lr_change", max_different_graphs=1)
@@ -320,12 +322,50 @@ def test_lr_change_does_not_retrace():
         opt.step()
 
     expected = np.array([1.0, -2.0])
-    for lr in (0.5, 0.25, 0.1):
+    for lr in (0.1, 0.25, 0.4, 0.0):
         opt.param_groups[0]["lr"] = lr
         step()
         expected = expected - lr * 2 * expected
         np.testing.assert_allclose(np64(p), expected, rtol=1e-6)
     assert calls == 1
+
+
+def test_adamw_lr_schedule_inside_compile_matches_numpy():
+    """AdamW under compile with the rate changed before each call (a scheduler's
+    group["lr"] = ..., and update()) against NumPy's AdamW with the same rates."""
+    w0 = np.array([0.5, -1.5, 2.0])
+    p = lt.nn.Parameter(lt.tensor(w0.astype(np.float32)))
+    opt = lt.optim.AdamW([p], lr=0.1, weight_decay=0.01)
+
+    @lt.compile(name="tc_adamw_schedule", max_different_graphs=1)
+    def step():
+        opt.zero_grad()
+        (p * p * p).sum().backward()
+        opt.step()
+
+    w, m, v = w0.copy(), np.zeros(3), np.zeros(3)
+    b1, b2, eps, wd = 0.9, 0.999, 1e-8, 0.01
+    for t, lr in enumerate((0.1, 0.05, 0.2, 0.01), start=1):
+        if t % 2:
+            opt.param_groups[0]["lr"] = lr
+        else:
+            opt.param_groups[0].update(lr=lr)
+        step()
+        g = 3 * w * w
+        w = w * (1 - lr * wd)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * (m / (1 - b1**t)) / (np.sqrt(v / (1 - b2**t)) + eps)
+        np.testing.assert_allclose(np64(p), w, rtol=1e-5, atol=1e-6)
+
+
+def test_lr_must_be_a_non_negative_number():
+    opt = lt.optim.SGD([lt.nn.Parameter(lt.ones(2))], lr=0.1)
+    with pytest.raises(ValueError, match=r"\[SGD\].*'lr'\] must be >= 0"):
+        opt.param_groups[0]["lr"] = -1.0
+    with pytest.raises(TypeError, match=r"\[SGD\].*'lr'\] must be a number"):
+        opt.param_groups[0]["lr"] = "fast"
+    assert opt.param_groups[0]["lr"] == 0.1
 
 
 # ---------------------------------------------------------------- full_graph
