@@ -7,6 +7,7 @@ import inspect
 import types
 
 from . import _lazytrace as _C
+from . import _modes
 from ._tensor import Tensor, arange
 
 _EMPTY = inspect.Parameter.empty
@@ -42,7 +43,9 @@ class _Binder:
 
 
 class _Traced:
-    """A function called through a C++ trace cache (assume_pure, compile)."""
+    """A function called through a C++ trace cache (assume_pure, compile). Its traces are
+    keyed also on the train()/eval() flags it read (_modes): where one has flipped since,
+    the flipped ones go to the cache as one more keyword argument, which _keyed drops."""
 
     def __init__(self, fn, cache, call):
         functools.update_wrapper(self, fn)
@@ -50,10 +53,24 @@ class _Traced:
         self._binder = _Binder(fn)
         self._cache = cache
         self._call = call
+        self._modes = _modes.Guard()
+
+        def keyed(*args, train_eval_flipped, **kwargs):
+            return fn(*args, **kwargs)
+
+        # held here: the cache holds the function it traces weakly
+        self._traced = self._modes.recording(fn)
+        self._keyed = self._modes.recording(keyed)
 
     def __call__(self, *args, **kwargs):
         args, kwargs = self._binder.bind(args, kwargs)
-        return self._call(self._fn, args, kwargs)
+        modes = self._modes
+        if modes.modules:
+            modes.tell_enclosing()
+            flipped = modes.key()
+            if flipped:
+                return self._call(self._keyed, args, dict(kwargs, train_eval_flipped=flipped))
+        return self._call(self._traced, args, kwargs)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -122,7 +139,23 @@ def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
     are lifted and get gradients. is_fn_pure: reuse the traced body across calls with the
     same signature. remat: "save" keeps what the backward needs, "recompute" only the
     carries (recomputing each iteration in backward)."""
-    return _C.scan(fn, init, xs, is_fn_pure, reverse, remat, "scan")
+    if not is_fn_pure:  # traced at each call, with the flags of that call
+        return _C.scan(fn, init, xs, False, reverse, remat, "scan")
+    state = getattr(fn, "_lazytrace_flags", None)
+    if state is None:
+        state = (_modes.Guard(), {})
+        try:  # on the function: gone with it (the cache below holds it, as before)
+            fn._lazytrace_flags = state
+        except AttributeError:  # a callable without attributes: as before, no guard
+            return _C.scan(fn, init, xs, True, reverse, remat, "scan")
+    guard, bodies = state
+    if guard.modules:
+        guard.tell_enclosing()
+    flipped = guard.key()
+    body = bodies.get(flipped)
+    if body is None:  # the C++ cache keys a pure body on its identity: one per combination
+        body = bodies[flipped] = guard.recording(fn)
+    return _C.scan(body, init, xs, True, reverse, remat, "scan")
 
 
 def while_loop(cond_fn, body_fn, carried_inputs):

@@ -718,3 +718,79 @@ def test_kernel_choices_list_each_timed_product_and_none_with_the_pass_off():
         assert lt.debug.kernel_choices() == choices  # nothing timed with the pass off
     finally:
         lt.debug.set_disabled_passes(before)
+
+
+# ---------------------------------------------------------------- train() and eval()
+
+
+class _Branchy(lt.nn.Module):
+    """forward reads self.training: x * 2 in training, x * 3 in evaluation."""
+
+    def forward(self, x):
+        return x * (2.0 if self.training else 3.0)
+
+
+def test_compile_traces_again_when_a_module_it_read_flips_train_eval():
+    m = _Branchy()
+    calls = 0
+
+    @lt.compile(name="tc_train_eval")
+    def f(x):
+        nonlocal calls
+        calls += 1
+        return m(x)
+
+    x = lt.ones(2)
+    for mode, factor, traces in ((True, 2, 1), (True, 2, 1), (False, 3, 2), (False, 3, 2),
+                                 (True, 2, 2), (False, 3, 2)):
+        m.train(mode)
+        np.testing.assert_allclose(np64(f(x)), [factor, factor])
+        assert calls == traces
+
+
+def test_compile_and_assume_pure_dropout_stops_in_eval():
+    """Dropout traced in training mode: about half the values zeroed; after eval(), none
+    (the same compiled function, then assume_pure through functional_call)."""
+    lt.manual_seed(0)
+    drop = lt.nn.Sequential(lt.nn.Dropout(0.5))
+    x = lt.ones(4000)
+    compiled = lt.compile(lambda t: drop(t), name="tc_dropout_eval")
+    pure = lt.assume_pure(lambda t: lt.func.functional_call(drop, {}, (t,)))
+    for f in (compiled, pure):
+        drop.train()
+        y = np64(f(x))
+        assert 0.4 < (y == 0).mean() < 0.6
+        np.testing.assert_allclose(y[y != 0], 2.0)
+        drop.eval()
+        np.testing.assert_array_equal(np64(f(x)), np.ones(4000))
+
+
+def test_a_flag_read_inside_a_nested_pure_function_guards_the_outer_one():
+    """The inner assume_pure is a cache hit when the outer compile traces again, yet the
+    outer still learns that it depends on the inner module's flag."""
+    m = _Branchy()
+    inner = lt.assume_pure(lambda t: m(t))
+    inner(lt.ones(1))  # traced here, before the outer function exists
+    outer = lt.compile(lambda t: inner(t) + 1, name="tc_nested_flags")
+    np.testing.assert_allclose(np64(outer(lt.ones(1))), [3.0])
+    m.eval()
+    np.testing.assert_allclose(np64(outer(lt.ones(1))), [4.0])
+
+
+def test_scan_with_a_pure_body_traces_again_when_a_flag_flips():
+    m = _Branchy()
+    calls = 0
+
+    def body(c, x):
+        nonlocal calls
+        calls += 1
+        y = m(x)
+        return c + y, y
+
+    xs = lt.tensor([[1.0], [2.0]])
+    for mode, factor, traces in ((True, 2, 1), (True, 2, 1), (False, 3, 2), (True, 2, 2)):
+        m.train(mode)
+        final, ys = lt.scan(body, lt.zeros(1), xs, is_fn_pure=True)
+        np.testing.assert_allclose(np64(ys), [[factor], [2 * factor]])
+        np.testing.assert_allclose(np64(final), [3 * factor])
+        assert calls == traces

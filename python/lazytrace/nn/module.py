@@ -4,6 +4,7 @@ dicts, train/eval and dtype conversion."""
 
 from collections import OrderedDict
 
+from .. import _modes
 from .._lazytrace import Tensor
 from .._tensor import _check_device, _check_dtype, dtype
 from .parameter import Buffer, Parameter
@@ -97,14 +98,24 @@ class Module:
     """The base of every layer: subclass it, assign Parameters, buffers (register_buffer)
     and Modules in __init__, write forward(), and call the module."""
 
-    training: bool
-
     def __init__(self, *args, **kwargs):
         object.__setattr__(self, "_parameters", _Registry(self))
         object.__setattr__(self, "_buffers", _Registry(self))
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", _Registry(self))
         object.__setattr__(self, "training", True)
+
+    @property
+    def training(self):
+        """Whether the module is in training mode (train()) or evaluation mode (eval()). A
+        function traced once by compile, assume_pure or scan that reads it is traced again
+        when it flips."""
+        _modes.read(self)
+        return self.__dict__["_training"]
+
+    @training.setter
+    def training(self, mode):
+        self.__dict__["_training"] = bool(mode)
 
     # ---- registration
     def __setattr__(self, name, value):

@@ -1,0 +1,76 @@
+"""The train()/eval() flags a traced function reads, as guards: a function traced once
+(compile, assume_pure, scan with is_fn_pure) has the flags of its trace built in (dropout on
+or off), so each tool keys its traces also on the flags it saw read, as torch.compile guards
+on module.training. A call that traces nothing pays one attribute test."""
+
+import threading
+import weakref
+
+_local = threading.local()
+
+
+def _recorders():
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def read(module):
+    """Module.training's getter: the module, to every guard tracing now."""
+    stack = getattr(_local, "stack", None)
+    if stack:
+        for guard in stack:
+            guard.add(module)
+
+
+class Guard:
+    """The modules one traced function was seen to read, each with its flag when first read.
+    key() is () while every flag is as first read (the traces made before any flipped keep
+    their key), else the positions of the flipped ones: a trace per combination met."""
+
+    __slots__ = ("modules", "_seen")
+
+    def __init__(self):
+        self.modules = []  # (weakref to the module, its flag when first read)
+        self._seen = weakref.WeakSet()
+
+    def add(self, module):
+        if module in self._seen:
+            return
+        self._seen.add(module)
+        self.modules.append((weakref.ref(module), module.__dict__["_training"]))
+
+    def key(self):
+        if not self.modules:
+            return ()
+        flipped = []
+        for i, (ref, first) in enumerate(self.modules):
+            m = ref()
+            if m is not None and m.__dict__["_training"] != first:
+                flipped.append(i)
+        return tuple(flipped)
+
+    def recording(self, fn):
+        """fn, reporting to this guard the flags it reads while it runs (while it is traced:
+        a cache hit does not run it)."""
+
+        def run(*args, **kwargs):
+            stack = _recorders()
+            stack.append(self)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                stack.pop()
+
+        return run
+
+    def tell_enclosing(self):
+        """An enclosing trace depends on the flags this function reads, traced now or before."""
+        stack = getattr(_local, "stack", None)
+        if stack:
+            for outer in stack:
+                for ref, _ in self.modules:
+                    m = ref()
+                    if m is not None:
+                        outer.add(m)
