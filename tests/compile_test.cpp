@@ -193,4 +193,29 @@ TEST(Compile, AdamWCountsEachParametersUpdatesAcrossCompiledCalls) {
               1e-12);
 }
 
+// Gradients computed inside a compiled function stay on the parameters' stand-ins: one that
+// runs backward() and leaves them unused is an error naming the way out, not a function
+// whose grad() silently never changes; returning them, or using them in an update, is fine.
+TEST(Compile, GradientsComputedAndDiscardedInsideAreAnError) {
+  Tensor w = lt::ones({2}).requires_grad_();
+  auto backward_only = lt::compile(
+      [&](const Tensor& x) {
+        lt::sum(w * x).backward();
+        return x;
+      },
+      {.name = "backward_only"});
+  expect_error([&] { backward_only(lt::full({2}, 3.0f)); },
+               {"[compile] 'backward_only' runs backward()", "1 tensor(s)", "f32[2]",
+                "optimizer step inside", "return the gradients"});
+  EXPECT_FALSE(w.grad().defined());
+  auto returns_grad = lt::compile(
+      [&](const Tensor& x) {
+        lt::sum(w * x).backward();
+        return w.grad();
+      },
+      {.name = "returns_grad"});
+  EXPECT_EQ(returns_grad(lt::full({2}, 3.0f)).to_vector<float>(), (std::vector<float>{3, 3}));
+  EXPECT_EQ(returns_grad(lt::full({2}, 5.0f)).to_vector<float>(), (std::vector<float>{5, 5}));
+}
+
 }  // namespace

@@ -122,6 +122,8 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
     training step with backward and an optimizer step is fine) and its results are synced.
     full_graph: a read of a value inside fn is an error (else such a fn runs as plain code).
     max_different_graphs=N: an (N+1)th signature is an error saying what differed.
+    Gradients computed inside stay inside: a fn that runs backward() and neither updates
+    the parameters nor returns their .grad raises (run the optimizer step inside too).
     Also a decorator (@compile(name=...)) and a context manager (with compile(): ...)."""
     if fn is None:
         return _Compile(full_graph, name, max_different_graphs)

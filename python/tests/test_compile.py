@@ -794,3 +794,27 @@ def test_scan_with_a_pure_body_traces_again_when_a_flag_flips():
         np.testing.assert_allclose(np64(ys), [[factor], [2 * factor]])
         np.testing.assert_allclose(np64(final), [3 * factor])
         assert calls == traces
+
+
+def test_backward_inside_with_gradients_left_unused_raises():
+    """Gradients computed inside a compiled function stay inside: backward() alone (the
+    step outside) would never set .grad, so it raises; the whole step inside trains."""
+    w = lt.nn.Parameter(lt.ones(2))
+
+    @lt.compile(name="tc_backward_only")
+    def backward_only(x):
+        (w * x).sum().backward()
+
+    with pytest.raises(RuntimeError, match=r"\[compile\] 'tc_backward_only' runs backward\(\)"):
+        backward_only(lt.ones(2) * 3)
+    assert w.grad is None
+    opt = lt.optim.SGD([w], lr=0.1)
+
+    @lt.compile(name="tc_whole_step")
+    def step(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.step()
+
+    step(lt.ones(2) * 3)
+    np.testing.assert_allclose(np64(w), [0.7, 0.7], rtol=1e-6)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <unordered_set>
 
 #include "autograd/tape.h"
 #include "core/lru_cache.h"
@@ -22,6 +23,46 @@
 namespace lazytrace::tools {
 namespace {
 std::atomic<int64_t> g_live_traces{0};
+// compile: a function that computes gradients of outer tensors (backward() inside) and
+// neither uses nor returns them has thrown them away: they live on the tensors' stand-ins,
+// which end with the trace, so the outer tensors' grad() never sees them. An error, not a
+// step that silently trains nothing.
+void check_no_discarded_grads(const trace::TraceScope& scope, const ir::Body& body,
+                              const std::string& tool, const std::string& name) {
+  std::vector<const Tensor*> discarded;
+  std::vector<const ir::Node*> grads;
+  const std::vector<Tensor>& outer = scope.lifted();
+  const std::vector<Tensor>& ph = scope.lifted_placeholders();
+  for (size_t i = 0; i < ph.size(); ++i) {
+    const Tensor g = ph[i].grad();
+    if (g.defined() && g.impl()->node) {
+      discarded.push_back(&outer[i]);
+      grads.push_back(g.impl()->node.get());
+    }
+  }
+  if (grads.empty()) return;
+  std::unordered_set<const ir::Node*> seen;
+  std::vector<const ir::Node*> todo;
+  for (const ir::NodePtr& r : body.results) todo.push_back(r.get());
+  while (!todo.empty()) {
+    const ir::Node* n = todo.back();
+    todo.pop_back();
+    if (!n || !seen.insert(n).second) continue;
+    for (int k = 0; k < n->num_operands(); ++k) todo.push_back(n->operand(k).get());
+  }
+  size_t lost = 0;
+  std::string example;
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!seen.count(grads[i]) && lost++ == 0) example = discarded[i]->type_str();
+  if (lost == 0) return;
+  fail(tool, "'", name, "' runs backward() and leaves gradients of ", lost,
+       " tensor(s) from outside it (the first ", example,
+       ") that nothing inside uses or returns: gradients computed inside a compiled function "
+       "stay inside it, so their grad() would never change. Run the optimizer step inside the "
+       "function too (the whole training step), return the gradients, or call backward() "
+       "outside it.");
+}
+
 }  // namespace
 
 struct Entry {
@@ -378,6 +419,8 @@ void CachedCall::trace(TraceFn fn) {
       ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
     Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
+    if (c.options.functional_writes)
+      check_no_discarded_grads(scope, *e->body, c.tool(), c.options.name);
     e->inputs = direct_inputs(scope.inputs(), e->pack_pos);
     e->explicit_operand.assign(flat_.leaves.size(), -1);
     for (size_t k = 0; k < e->inputs.size(); ++k)
