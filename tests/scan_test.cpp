@@ -516,6 +516,75 @@ TEST(Scan, IsFnPureReadsEachCallsXsAndGradients) {
   }
 }
 
+// is_fn_pure keys on the function, captures included: the same lambda expression capturing
+// another tensor or another number is another function (as another Python closure is), so
+// each call computes with its own and its gradient reaches its own tensor. c_{k+1} = c_k + w
+// (or + k) over 3 iterations from 0: c = 3w, dc/dw = 3.
+TEST(Scan, IsFnPureTellsClosuresByWhatTheyCapture) {
+  const int64_t traced = counter("LoopTrace");
+  for (double v : {2.0, 5.0, 2.0}) {
+    Tensor w = lt::tensor({v}).requires_grad_();
+    auto [c, ys] = lt::scan(
+        [w](const Tensor& c, const Tensor& x) {
+          return std::pair{c + x * w, c};
+        },
+        lt::tensor({0.0}), lt::ones({3, 1}, lt::float64), {.is_fn_pure = true});
+    EXPECT_DOUBLE_EQ(c.item<double>(), 3 * v);
+    lt::sum(c).backward();
+    EXPECT_DOUBLE_EQ(w.grad().item<double>(), 3.0) << "w = " << v;
+  }
+  EXPECT_EQ(counter("LoopTrace") - traced, 3) << "a trace per captured tensor";
+  for (double k : {2.0, 5.0}) {
+    auto [c, ys] = lt::scan(
+        [k](const Tensor& c, const Tensor& x) {
+          return std::pair{c + x * k, c};
+        },
+        lt::tensor({0.0}), lt::ones({3, 1}, lt::float64), {.is_fn_pure = true});
+    EXPECT_DOUBLE_EQ(c.item<double>(), 3 * k);
+  }
+  // the same captures: the body is reused
+  Tensor w = lt::tensor({1.5}).requires_grad_();
+  auto fn = [w](const Tensor& c, const Tensor& x) { return std::pair{c + x * w, c}; };
+  const int64_t before = counter("LoopTrace");
+  for (int i = 0; i < 3; ++i) {
+    auto [c, ys] =
+        lt::scan(fn, lt::tensor({0.0}), lt::ones({3, 1}, lt::float64), {.is_fn_pure = true});
+    EXPECT_DOUBLE_EQ(c.item<double>(), 4.5);
+  }
+  EXPECT_EQ(counter("LoopTrace") - before, 1);
+}
+
+// A loop's backward reads a captured tensor as its forward did, as plain ops' backward
+// does: c_{k+1} = c_k * w over 2 iterations from x: c = x w^2, dc/dx = w^2 = 4 with the
+// forward's w = 2, whatever w holds by the time backward runs.
+TEST(Scan, BackwardReadsCapturedTensorsAsTheForwardDid) {
+  for (lt::Remat remat : {lt::Remat::save, lt::Remat::recompute}) {
+    Tensor w = lt::tensor({2.0});
+    Tensor x = lt::tensor({3.0}).requires_grad_();
+    auto [c, ys] = lt::scan(
+        [w](const Tensor& c, const Tensor&) {
+          return std::pair{c * w, c};
+        },
+        x, lt::zeros({2, 1}, lt::float64), {.remat = remat});
+    {
+      lt::NoGradGuard g;
+      w.copy_(lt::tensor({100.0}));
+    }
+    lt::sum(c).backward();
+    EXPECT_DOUBLE_EQ(x.grad().item<double>(), 4.0);
+  }
+  Tensor w = lt::tensor({2.0});
+  Tensor x = lt::tensor({3.0}).requires_grad_();
+  Tensor c = lt::fori_loop(
+      0, 2, [w](const Tensor&, const Tensor& c) { return c * w; }, x);
+  {
+    lt::NoGradGuard g;
+    w.copy_(lt::tensor({100.0}));
+  }
+  lt::sum(c).backward();
+  EXPECT_DOUBLE_EQ(x.grad().item<double>(), 4.0);
+}
+
 TEST(Scan, NestedScanAndScanInsideCompileAndAssumePure) {
   Tensor w = random_tensor({3}, 21);
   // an inner scan over each row of x, inside an outer scan over rows

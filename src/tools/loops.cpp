@@ -42,13 +42,22 @@ void assign_roles(ir::Loop& loop, const std::vector<trace::BodyInput>& inputs, i
 
 std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inputs,
                                        const std::vector<ir::NodePtr>& explicit_nodes,
-                                       const std::vector<Tensor>& lifted,
+                                       const std::vector<ir::NodePtr>& lifted_nodes,
                                        const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
   return body_operands(
       inputs, [&](size_t i) { return explicit_nodes[i]; },
-      [&](size_t i) { return trace::node_of(lifted[i]); },
+      [&](size_t i) { return lifted_nodes[i]; },
       [](size_t) { return ir::make_scalar(0, 0, DType::int64); },  // never read
       rng);
+}
+
+std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inputs,
+                                       const std::vector<ir::NodePtr>& explicit_nodes,
+                                       const std::vector<Tensor>& lifted,
+                                       const std::pair<ir::NodePtr, ir::NodePtr>& rng) {
+  std::vector<ir::NodePtr> nodes;
+  for (const Tensor& t : lifted) nodes.push_back(trace::node_of(t));
+  return loop_operands(inputs, explicit_nodes, nodes, rng);
 }
 
 }  // namespace lazytrace::tools

@@ -28,5 +28,11 @@ std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inpu
                                        const std::vector<ir::NodePtr>& explicit_nodes,
                                        const std::vector<Tensor>& lifted,
                                        const std::pair<ir::NodePtr, ir::NodePtr>& rng);
+/** The same with the lifted tensors' nodes as read earlier (a loop's backward reads them as
+ * its forward did). */
+std::vector<ir::NodePtr> loop_operands(const std::vector<trace::BodyInput>& inputs,
+                                       const std::vector<ir::NodePtr>& explicit_nodes,
+                                       const std::vector<ir::NodePtr>& lifted_nodes,
+                                       const std::pair<ir::NodePtr, ir::NodePtr>& rng);
 
 }  // namespace lazytrace::tools

@@ -488,13 +488,15 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   inputs.insert(inputs.end(), a.xs.begin(), a.xs.end());
   inputs.insert(inputs.end(), a.consts.begin(), a.consts.end());
   for (const Tensor& t : e->lifted) inputs.push_back(&t);
-  // xs and consts as the forward read them: a later copy_ into one does not reach the backward
-  std::vector<ir::NodePtr> xs, consts;
+  // xs, consts and lifted tensors as the forward read them: a later copy_ into one does not
+  // reach the backward
+  std::vector<ir::NodePtr> xs, consts, lifted;
   for (const Tensor* t : a.xs) xs.push_back(trace::node_of(*t));
   for (const Tensor* t : a.consts) consts.push_back(trace::node_of(*t));
+  for (const Tensor& t : d->backward_lifted) lifted.push_back(trace::node_of(t));
   autograd::record_multi(
       outs, tool, inputs,
-      [e, d, n, reverse, saved, xs, consts, rng, tool](const std::vector<Tensor>& grads) {
+      [e, d, n, reverse, saved, xs, consts, lifted, rng, tool](const std::vector<Tensor>& grads) {
         if (autograd::grad_enabled())  // the engine enables grad for create_graph only
           fail(tool,
                "higher-order gradients (create_graph) through a loop are not supported: "
@@ -532,8 +534,8 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
         ex.insert(ex.end(), consts.begin(), consts.end());
         ir::Loop l = scan_loop(d->backward, n, !reverse, d->backward_carries);
         assign_roles(l, d->backward_inputs, d->backward_carries, d->backward_xs, e->rng_count);
-        std::vector<Tensor> r = record_loop(
-            std::move(l), loop_operands(d->backward_inputs, ex, d->backward_lifted, rng));
+        std::vector<Tensor> r =
+            record_loop(std::move(l), loop_operands(d->backward_inputs, ex, lifted, rng));
         // r: gradients of floating carries, consts, lifted; then of floating xs (stacked)
         std::vector<Tensor> g(nc + xs.size() + consts.size() + e->lifted.size());
         size_t at = 0;

@@ -19,6 +19,7 @@
  */
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -38,7 +39,7 @@ enum class Remat { save, recompute };
 
 struct ScanOptions {
   bool reverse = false;     // iterate from the last slice of xs to the first
-  bool is_fn_pure = false;  // trace fn once per fn type and signature, then reuse the body
+  bool is_fn_pure = false;  // trace fn once per fn (type and captures) and signature, then reuse
   Remat remat = Remat::save;
 };
 
@@ -57,7 +58,7 @@ using LoopTraceFn =
 struct ScanArgs {
   std::vector<const Tensor*> init, xs, consts;  // consts: the same every iteration
   ScanOptions options;
-  uint64_t cache_key = 0;  // is_fn_pure: fn's type and the signature; 0: no cache
+  uint64_t cache_key = 0;  // is_fn_pure: fn (identity_of) and the signature; 0: no cache
   const char* tool = "scan";
   std::function<std::vector<std::string>()> xs_paths;  // for messages
 };
@@ -112,6 +113,27 @@ auto split_result(const char* tool, R&& r) {
                   "lazytrace: [scan] fn must return the new carry with init's type");
     return std::pair<C, B>{C(std::get<0>(r)), std::get<1>(r)};
   }
+}
+
+/**
+ * fn's identity for is_fn_pure's cache: its type and, where it captures anything, its bytes,
+ * so that another object of the same lambda capturing other values or other tensors is
+ * another function, as another Python closure is (a closure's padding bytes may differ from
+ * object to object: then it is traced again, never given another's body).
+ */
+template <typename F>
+size_t identity_of(const F& fn) {
+  pytree::Flat key;
+  key.mix(static_cast<uint64_t>(typeid(F).hash_code()));
+  if constexpr (!std::is_empty_v<F>) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(std::addressof(fn));
+    for (size_t at = 0; at < sizeof(F); at += sizeof(uint64_t)) {
+      uint64_t word = 0;
+      std::memcpy(&word, bytes + at, std::min(sizeof(uint64_t), sizeof(F) - at));
+      key.mix(word);
+    }
+  }
+  return static_cast<size_t>(key.hash);
 }
 
 /**
@@ -179,7 +201,7 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
 template <typename F, typename C, typename X>
 auto scan(const F& fn, const C& init, const X& xs, ScanOptions options = {}) {
   auto body = [fn](const C& c, const X& x, const std::tuple<>&) { return fn(c, x); };
-  return tools::scan_with(body, init, xs, std::tuple<>{}, options, typeid(F).hash_code());
+  return tools::scan_with(body, init, xs, std::tuple<>{}, options, tools::identity_of(fn));
 }
 
 namespace tools {
