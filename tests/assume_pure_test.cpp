@@ -678,4 +678,43 @@ TEST(AssumePureGrad, ManyWeightsInAReusedPackSeeEveryChange) {
   lt::debug::set_disabled_passes({});
 }
 
+// A write into an argument (copy_, an in-place op): assume_pure takes its arguments by
+// value, so the write changes the function's copy only; compile writes it back into the
+// caller's tensor after each call, as running the same code eagerly does.
+TEST(AssumePure, ArgumentsAreTakenByValueAndCompileWritesThemBack) {
+  auto writes = [](const Tensor& a) {
+    Tensor b = a;
+    b.copy_(a * 3);
+    return b + 1;
+  };
+  Tensor eager = lt::tensor({5.0f});
+  EXPECT_EQ(writes(eager).item<float>(), 16.0f);
+  EXPECT_EQ(eager.item<float>(), 15.0f);
+  auto pure = lt::assume_pure(writes);
+  Tensor arg = lt::tensor({5.0f});
+  EXPECT_EQ(pure(arg).item<float>(), 16.0f);
+  EXPECT_EQ(arg.item<float>(), 5.0f);
+  auto compiled = lt::compile(writes, {.name = "writes_arg"});
+  for (float v : {5.0f, 2.0f}) {
+    Tensor x = lt::tensor({v});
+    EXPECT_EQ(compiled(x).item<float>(), 3 * v + 1);
+    EXPECT_EQ(x.item<float>(), 3 * v);
+  }
+  EXPECT_EQ(lt::metrics::counter("CompileCount[writes_arg]"), 1);
+}
+
+// Second-order gradients through a call are an error, not a silent zero: the call's
+// gradient runs a traced VJP body that records no gradient of its own. d/dr (3 r^2) = 6r.
+TEST(AssumePureGrad, HigherOrderGradientsThroughACallAreAnError) {
+  auto cube = lt::assume_pure([](const Tensor& a) { return a * a * a; });
+  Tensor r = lt::tensor({2.0}).requires_grad_();
+  expect_error([&] { lt::autograd::grad({lt::sum(cube(r))}, {r}, {}, {.create_graph = true}); },
+               {"[assume_pure]", "higher-order gradients (create_graph)", "not supported"});
+  // first order still works: 3 r^2 = 12
+  EXPECT_DOUBLE_EQ(lt::autograd::grad({lt::sum(cube(r))}, {r})[0].item<double>(), 12.0);
+  // and the plain ops give the second order: 6 r = 12
+  auto g1 = lt::autograd::grad({lt::sum(r * r * r)}, {r}, {}, {.create_graph = true});
+  EXPECT_DOUBLE_EQ(lt::autograd::grad({lt::sum(g1[0])}, {r})[0].item<double>(), 12.0);
+}
+
 }  // namespace

@@ -17,11 +17,13 @@ tracing and compiling repeated work; autograd flows through all of them.
 """
 
 import atexit as _atexit
+import os as _os
 
 from . import _lazytrace as _C
 from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manual_seed
 from ._lazytrace import tree_flatten, tree_unflatten
-from ._lazytrace import clear_caches, save_file as _save_file, load_file, load_metadata
+from ._lazytrace import clear_caches, save_file as _save_file, load_file as _load_file
+from ._lazytrace import load_metadata as _load_metadata
 from ._tensor import *  # noqa: F401,F403  (creation and op functions)
 from ._tensor import dtype
 from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan,
@@ -46,7 +48,17 @@ double, half, long = float64, float16, int64
 
 def save_file(tensors, filename, metadata=None):
     """Writes a dict of name -> Tensor as safetensors (readable by the safetensors package)."""
-    _save_file(tensors, str(filename), metadata)
+    _save_file(tensors, _os.fspath(filename), metadata)
+
+
+def load_file(filename):
+    """Reads a safetensors file (a str or os.PathLike) as a dict of name -> Tensor."""
+    return _load_file(_os.fspath(filename))
+
+
+def load_metadata(filename):
+    """The string metadata of a safetensors file (a str or os.PathLike), as a dict."""
+    return _load_metadata(_os.fspath(filename))
 
 
 def devices():

@@ -545,9 +545,28 @@ def squeeze(input, dim=None):
             if input.shape[d] == 1:
                 out = _C.squeeze(out, d)
         return out
-    for d in sorted((x % builtins.max(input.ndim, 1) for x in _dims(dim)), reverse=True):
+    n = builtins.max(input.ndim, 1)
+    for x in _dims(dim):
+        if not -n <= x < n:
+            raise ValueError(
+                f"[squeeze] dim {x} is out of range for a tensor of shape {list(input.shape)} "
+                f"({input.ndim}-d): expected a dim in [{-n}, {n - 1}].")
+    for d in sorted((x % n for x in _dims(dim)), reverse=True):
         if input.shape[d] == 1:
             input = _C.squeeze(input, d)
+    return input
+
+
+def view(input, *shape):
+    """input.view(*shape): reshape (every tensor here is contiguous, so a view never fails)."""
+    return reshape(input, *shape)
+
+
+def expand(input, *sizes):
+    return _expand(input, *sizes)
+
+
+def contiguous(input):
     return input
 
 

@@ -180,12 +180,17 @@ def fori_loop(lower, upper, body_fn, init_val):
             "save", "fori_loop",
         )
         return carry
-    lo = lower if isinstance(lower, Tensor) else _C.scalar(lower, _C.dtype.int64)
-    hi = upper if isinstance(upper, Tensor) else _C.scalar(upper, _C.dtype.int64)
-    for t in (lo, hi):
-        if t.dtype != _C.dtype.int64 or t.numel() != 1:
-            raise ValueError(f"[fori_loop] tensor bounds must be int64 scalars, got {t.type_str()}")
-    lo, hi = lo.reshape(()), hi.reshape(())
+    bounds = []
+    for name, b in (("lower", lower), ("upper", upper)):
+        if not isinstance(b, (int, Tensor)):
+            raise TypeError(f"[fori_loop] {name} must be an int or an integer scalar tensor, got "
+                            f"{type(b).__name__} {b!r}")
+        t = b if isinstance(b, Tensor) else _C.scalar(b, _C.dtype.int64)
+        if t.dtype not in (_C.dtype.int64, _C.dtype.int32) or t.numel() != 1:
+            raise ValueError(f"[fori_loop] tensor bounds must be integer scalars (int32 or int64), "
+                             f"got {name} {t.type_str()}")
+        bounds.append(t.reshape(()).to(_C.dtype.int64))
+    lo, hi = bounds
     _, _, val = _C.while_loop(
         lambda i, h, v: i < h, lambda i, h, v: (i + 1, h, body_fn(i, v)), (lo, hi, init_val)
     )

@@ -81,8 +81,8 @@ def _reparametrize(module, tensors, strict, tie_weights):
             _changed()
 
 
-def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
-                    tie_weights=True, strict=False):
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, strict=False,
+                    *, tie_weights=True):
     """module(*args, **kwargs) with its parameters and buffers replaced by the given tensors
     for the call (torch.func.functional_call): a dict, or a tuple of dicts (params, buffers).
     Names missing from the dicts keep the module's own tensors (unless strict)."""

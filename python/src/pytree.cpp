@@ -413,7 +413,7 @@ void bind_pytree(nb::module_& m) {
         collect_leaves(tree, leaves);
         return std::make_pair(leaves, def);
       },
-      nb::arg("tree"),
+      nb::arg("tree").none(),
       "The tree's Tensor leaves (depth first, dicts in insertion order) and its structure.");
   m.def(
       "tree_unflatten", [](const TreeDef& spec, nb::handle leaves) { return spec.build(leaves); },

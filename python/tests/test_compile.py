@@ -818,3 +818,20 @@ def test_backward_inside_with_gradients_left_unused_raises():
 
     step(lt.ones(2) * 3)
     np.testing.assert_allclose(np64(w), [0.7, 0.7], rtol=1e-6)
+
+
+def test_writes_into_arguments_reach_the_caller_under_compile_only():
+    """In place on an argument: eager code changes the caller's tensor, and so does a
+    compiled function (written back after each call); assume_pure takes arguments by value."""
+
+    def f(x, y):
+        x += y
+        return x * 2
+
+    for tool, changes in ((lambda g: g, True), (lambda g: lt.compile(g, name="tc_arg_write"), True),
+                          (lt.assume_pure, False)):
+        g = tool(f)
+        for v in (1.0, 4.0):
+            x = lt.tensor([v, -v])
+            np.testing.assert_allclose(np64(g(x, lt.ones(2))), [2 * (v + 1), 2 * (1 - v)])
+            np.testing.assert_allclose(np64(x), [v + 1, 1 - v] if changes else [v, -v])

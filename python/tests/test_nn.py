@@ -283,3 +283,27 @@ def test_pickle_round_trips_tensors_parameters_and_modules():
     x = lt.tensor(rng.standard_normal((5, 4)).astype(np.float32))
     np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
     assert [n for n, _ in m2.named_parameters()] == [n for n, _ in m.named_parameters()]
+
+
+def test_integer_parameters_cannot_require_grad():
+    with pytest.raises(ValueError, match=r"\[Parameter\] only floating-point.*i64\[2\]"):
+        nn.Parameter(lt.tensor([1, 2]))
+    p = nn.Parameter(lt.tensor([1, 2]), requires_grad=False)
+    assert not p.requires_grad and p.tolist() == [1, 2]
+
+
+def test_functional_call_takes_strict_positionally_as_the_contract_writes_it():
+    lin = nn.Linear(2, 1)
+    w = lt.tensor([[2.0, 3.0]])
+    out = lt.func.functional_call(lin, {"weight": w, "bias": lt.zeros(1)}, (lt.ones(1, 2),), None,
+                                  True)
+    np.testing.assert_allclose(out.numpy(), [[5.0]])
+    with pytest.raises(Exception, match="bias"):
+        lt.func.functional_call(lin, {"weight": w}, (lt.ones(1, 2),), None, True)
+
+
+def test_safetensors_paths_may_be_path_objects(tmp_path):
+    path = tmp_path / "w.safetensors"
+    lt.save_file({"a": lt.tensor([1.0, 2.0])}, path, metadata={"k": "v"})
+    assert lt.load_file(path)["a"].tolist() == [1.0, 2.0]
+    assert lt.load_metadata(path) == {"k": "v"}

@@ -55,3 +55,10 @@ def test_other_objects_are_type_errors_naming_their_path():
         lt.assume_pure(lambda a: object())(lt.ones(1))
     with pytest.raises(TypeError, match="key"):
         lt.tree_flatten({(1, 2): lt.ones(1)})
+
+
+def test_none_alone_is_an_empty_tree():
+    leaves, spec = lt.tree_flatten(None)
+    assert leaves == []
+    assert lt.tree_unflatten(spec, []) is None
+    assert lt.tree_map(lambda t: t * 2, None) is None

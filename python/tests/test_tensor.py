@@ -310,3 +310,21 @@ def test_torch_dlpack_both_ways():
     back = lt.from_dlpack(torch.arange(4, dtype=torch.float64) + 1)
     assert back.dtype == lt.float64 and back.tolist() == [1.0, 2.0, 3.0, 4.0]
     assert lt.from_dlpack(torch.ones(2, 3).t()).shape == (3, 2)
+
+
+def test_view_expand_contiguous_are_functions_too():
+    x = lt.arange(6.0)
+    np.testing.assert_array_equal(lt.view(x, 2, 3).numpy(), np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(lt.expand(lt.tensor([[1.0], [2.0]]), 2, 3).numpy(),
+                                  np.broadcast_to([[1.0], [2.0]], (2, 3)))
+    assert lt.contiguous(x).tolist() == x.tolist()
+
+
+def test_squeeze_of_a_dim_out_of_range_raises():
+    t = lt.ones(2, 1, 3)
+    assert t.squeeze(1).shape == (2, 3) and t.squeeze(-2).shape == (2, 3)
+    assert t.squeeze(0).shape == (2, 1, 3)  # size 2: unchanged, as torch
+    with pytest.raises(ValueError, match=r"\[squeeze\] dim 7 is out of range.*\[-3, 2\]"):
+        t.squeeze(7)
+    with pytest.raises(ValueError, match=r"\[squeeze\] dim -4"):
+        lt.squeeze(t, (0, -4))

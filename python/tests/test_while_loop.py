@@ -495,11 +495,17 @@ def test_fori_loop_tuple_value():
     np.testing.assert_allclose(x.numpy(), [8.0, 8.0])
 
 
-def test_fori_loop_tensor_bounds_must_be_int64_scalars():
-    with pytest.raises(ValueError, match="int64"):
-        lt.fori_loop(lt.tensor(0, dtype=lt.int32), lt.tensor(3), lambda i, v: v, lt.ones(2))
-    with pytest.raises(ValueError, match="int64"):
+def test_fori_loop_tensor_bounds_must_be_integer_scalars():
+    """int32 and int64 scalar bounds run (JAX's default integers are int32); float bounds,
+    as tensors or numbers, and non-scalars raise instead of being truncated."""
+    out = lt.fori_loop(lt.tensor(1, dtype=lt.int32), lt.tensor(4), lambda i, v: v + i, lt.zeros(2))
+    np.testing.assert_allclose(out.numpy(), [6.0, 6.0])  # 1 + 2 + 3
+    with pytest.raises(ValueError, match="integer scalars"):
+        lt.fori_loop(lt.tensor(0.0), lt.tensor(3), lambda i, v: v, lt.ones(2))
+    with pytest.raises(ValueError, match="integer scalars"):
         lt.fori_loop(lt.tensor(0), lt.tensor([3, 4]), lambda i, v: v, lt.ones(2))
+    with pytest.raises(TypeError, match=r"\[fori_loop\] upper must be an int"):
+        lt.fori_loop(0, 2.5, lambda i, v: v, lt.ones(2))
 
 
 def test_fori_loop_int_bounds_is_differentiable():

@@ -80,7 +80,8 @@ struct Entry {
   std::shared_ptr<const ir::Body> body;
   std::vector<trace::BodyInput> inputs;  // the call's direct operands (direct_inputs)
   std::vector<Tensor> lifted;
-  std::vector<Tensor> written;  // outer tensors the function writes (compile): extra outputs
+  std::vector<Tensor> written;       // outer tensors the function writes (compile): extra outputs
+  std::vector<size_t> written_args;  // arguments it writes (compile): extra outputs before those
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
   // A call's Pack: the leaves of its large arguments (explicit leaf packed_leaves[j] at j;
@@ -417,7 +418,20 @@ void CachedCall::trace(TraceFn fn) {
     std::vector<Tensor> ph;
     for (const Tensor* t : flat_.leaves)
       ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
-    Traced traced = e->retrace(with_vjp ? own_handles(ph) : ph);
+    const std::vector<Tensor> args = with_vjp ? own_handles(ph) : ph;
+    std::vector<ir::NodePtr> given;
+    for (const Tensor& a : args) given.push_back(a.impl()->node);
+    Traced traced = e->retrace(args);
+    e->out_types = types_of(traced.outputs);
+    // compile: arguments the function wrote into (copy_, an in-place op) are written back
+    // after each call, as the lifted tensors it wrote are; assume_pure takes its arguments
+    // by value, so such a write changes its own copy only
+    if (c.options.functional_writes)
+      for (size_t i = 0; i < args.size(); ++i)
+        if (args[i].impl()->node != given[i]) {
+          e->written_args.push_back(i);
+          traced.outputs.push_back(args[i]);
+        }
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
     if (c.options.functional_writes)
       check_no_discarded_grads(scope, *e->body, c.tool(), c.options.name);
@@ -429,7 +443,6 @@ void CachedCall::trace(TraceFn fn) {
     e->lifted = scope.lifted();
     e->written = scope.written();
     e->rng_count = scope.rng_count();
-    e->out_types = types_of(traced.outputs);
     if (with_vjp) {
       metrics::assume_pure_backward_trace.add();
       try {
@@ -463,7 +476,8 @@ std::vector<Tensor> CachedCall::record() {
   bool differentiated = false;
   std::vector<const Tensor*> inputs;  // explicit leaves, then lifted tensors
   autograd::SharedEdges edges;
-  if (autograd::grad_enabled() && e->written.empty()) {
+  const bool writes = !e->written.empty() || !e->written_args.empty();
+  if (autograd::grad_enabled() && !writes) {
     inputs = flat_.leaves;
     for (const Tensor& t : e->lifted) inputs.push_back(&t);
     {
@@ -482,14 +496,18 @@ std::vector<Tensor> CachedCall::record() {
   std::vector<Tensor> outs = call_body(
       e->body, operands(e->inputs, [&](size_t i) { return trace::node_of(*leaves[i]); }, rng, {}),
       std::move(pack_), differentiated);
-  if (!e->written.empty()) {  // write back what the function wrote (an optimizer step)
+  if (writes) {  // write back what the function wrote (an optimizer step, an argument)
     NoGradGuard no_grad;
-    const size_t n = e->out_types.size();
-    for (size_t i = 0; i < e->written.size(); ++i) {
-      Tensor target = e->written[i];
-      target.copy_(outs[n + i]);
+    size_t at = e->out_types.size();
+    for (size_t i : e->written_args) {
+      Tensor target = *leaves[i];
+      target.copy_(outs[at++]);
     }
-    outs.resize(n);
+    for (const Tensor& t : e->written) {
+      Tensor target = t;
+      target.copy_(outs[at++]);
+    }
+    outs.resize(e->out_types.size());
     return outs;  // a function with side effects is not differentiated from outside
   }
   if (!differentiated || outs.empty()) return outs;
@@ -504,6 +522,11 @@ std::vector<Tensor> CachedCall::record() {
     e->edges = edges;
   }
   auto vjp = [e, call, rng, tool, name](const std::vector<Tensor>& grads) {
+    if (autograd::grad_enabled())  // the engine enables grad for create_graph only
+      fail(tool, "higher-order gradients (create_graph) through '", name,
+           "' are not supported: the gradient of a call records no gradient of its own. "
+           "Take first-order gradients through it, or call the function's ops directly for "
+           "higher orders.");
     if (!e->vjp) trace_vjp(*e, tool, name);
     std::vector<Tensor> cots;  // one per floating output; zeros where none arrived
     for (size_t k = 0; k < e->out_types.size(); ++k) {

@@ -16,7 +16,8 @@
  * inside draw fresh numbers on each call. Gradients flow to every argument and captured
  * tensor that requires grad; the backward pass is traced once per signature too. The
  * function must not read tensor values (item(), to_vector(), sync()) or write into tensors
- * from outside (copy_): both are lt::Errors. With LAZYTRACE_CHECK_PURITY=1 every call
+ * from outside (copy_): both are lt::Errors. It takes its arguments by value: an in-place op
+ * on one changes the function's copy, not the caller's tensor (lt::compile writes it back). With LAZYTRACE_CHECK_PURITY=1 every call
  * retraces and compares, which catches functions that are not pure. An argument of 16 or
  * more tensors (a model's weights) is passed in one group that the next call with the same
  * tensors reuses, so such a call costs a pointer comparison per tensor; the function keeps

@@ -12,8 +12,12 @@ class Parameter(Tensor):
             from .._tensor import zeros
 
             data = zeros(0)
+        if requires_grad and not data.dtype.is_floating_point:
+            raise ValueError(
+                f"[Parameter] only floating-point tensors can require gradients, got "
+                f"{data.type_str()}; pass requires_grad=False for a parameter of integers")
         super().__init__(data.detach())
-        if requires_grad and self.dtype.is_floating_point:
+        if requires_grad:
             self.requires_grad_(True)
 
     def __repr__(self):
