@@ -206,4 +206,29 @@ TEST(Errors, TreeMisuseNamesWhatWasExpected) {
   EXPECT_EQ(t.with_leaves({lt::tensor({5.0f})})["a"].tensor().item<float>(), 5.0f);
 }
 
+// Integer bases to negative integer powers (PyTorch refuses them; the result would be 0 or
+// garbage), fori_loop bounds whose count overflows int64 (it ran nothing), and a null layer
+// given to scan_layers (it crashed): errors that say what to do.
+TEST(Errors, NegativeIntegerPowersHugeLoopRangesAndNullLayersAreRefused) {
+  expect_error(
+      [] {
+        lt::pow(lt::tensor(std::vector<int64_t>{2, 3}, {2}), -1);
+      },
+      {"[pow] integers to negative integer powers", "i64[2]", "floating dtype"});
+  EXPECT_EQ(lt::pow(lt::tensor(std::vector<int64_t>{2, 3}, {2}), 2).to_vector<int64_t>(),
+            (std::vector<int64_t>{4, 9}));
+  EXPECT_FLOAT_EQ(lt::pow(lt::tensor({2.0f}), -1).item<float>(), 0.5f);
+  auto id = [](const lt::Tensor&, const lt::Tensor& c) { return c; };
+  expect_error([&] { lt::fori_loop(INT64_MIN, INT64_MAX, id, lt::zeros({1})); },
+               {"[fori_loop] the range", "more than 2^63 - 1 iterations"});
+  EXPECT_EQ(lt::fori_loop(5, 2, id, lt::ones({1})).item<float>(), 1.0f);  // nothing to run
+  std::vector<std::shared_ptr<lt::nn::Linear>> layers{std::make_shared<lt::nn::Linear>(3, 3),
+                                                      nullptr};
+  expect_error(
+      [&] {
+        lt::nn::scan_layers(layers, lt::ones({2, 3}));
+      },
+      {"[scan_layers] layer 1 of 2 is null"});
+}
+
 }  // namespace

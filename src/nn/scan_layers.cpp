@@ -32,6 +32,10 @@ void check_map(const char* kind, size_t i, const ParamMap& first, const ParamMap
 }  // namespace
 
 void check_layers(const std::vector<const Module*>& layers) {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (!layers[i])
+      fail("scan_layers", "layer ", i, " of ", layers.size(),
+           " is null; pass modules made with std::make_shared.");
   const ParamMap p0 = layers[0]->named_parameters(), b0 = layers[0]->named_buffers();
   for (size_t i = 1; i < layers.size(); ++i) {
     check_map("parameter", i, p0, layers[i]->named_parameters());

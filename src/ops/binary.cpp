@@ -159,6 +159,12 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return binary(OpKind::Pow, T(a), T(b));
 }
 Tensor pow(const Tensor& a, Scalar b) {
+  if (a.defined() && (a.dtype() == DType::int32 || a.dtype() == DType::int64) &&
+      b.kind() != DType::bool_ && !is_floating(b.kind()) && b.to_double() < 0)
+    fail("pow", "integers to negative integer powers are not allowed (", a.type_str(), " to the ",
+         b.to_double(),
+         "): the result is not an integer. Convert the base to a floating dtype "
+         "first (astype(t, lt::float32)).");
   // As PyTorch does, a floating tensor to the power 2, 3, -1, -2, 0.5 or -0.5 multiplies,
   // divides or takes a square root (a general power is a libm call per element, 65x the
   // cost of x * x): the same values up to rounding, except that with 0.5 and -0.5, -0 and

@@ -556,4 +556,9 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   return out;
 }
 
+void fori_loop_range_too_long(int64_t lower, int64_t upper) {
+  fail("fori_loop", "the range [", lower, ", ", upper,
+       ") has more than 2^63 - 1 iterations; no loop can run them all.");
+}
+
 }  // namespace lazytrace::tools

@@ -62,7 +62,7 @@ C scan_weights(const std::shared_ptr<M>& layer, ParamMap params, ParamMap buffer
   ScanOptions so;
   so.is_fn_pure = options.is_layer_pure;
   so.remat = options.remat;
-  return tools::scan_with(fn, input, xs, std::tuple<Extra...>{extra...}, so, typeid(fn).hash_code(),
+  return tools::scan_with(fn, input, xs, std::tuple<Extra...>{extra...}, so, tools::identity_of(fn),
                           "scan_layers")
       .first;
 }

@@ -115,6 +115,9 @@ auto split_result(const char* tool, R&& r) {
   }
 }
 
+/** The error for fori_loop bounds more than 2^63 - 1 apart. */
+[[noreturn]] void fori_loop_range_too_long(int64_t lower, int64_t upper);
+
 /**
  * fn's identity for is_fn_pure's cache: its type and, where it captures anything, its bytes,
  * so that another object of the same lambda capturing other values or other tensors is
@@ -266,7 +269,10 @@ Init while_loop(const Cond& cond_fn, const Body& body_fn, const Init& init) {
  */
 template <typename Body, typename Init>
 Init fori_loop(int64_t lower, int64_t upper, const Body& body_fn, const Init& init) {
-  const int64_t n = std::max<int64_t>(upper - lower, 0);
+  int64_t n = 0;
+  if (upper > lower && __builtin_sub_overflow(upper, lower, &n))
+    tools::fori_loop_range_too_long(lower, upper);
+  n = std::max<int64_t>(n, 0);
   Tensor is = arange(static_cast<double>(lower), static_cast<double>(lower + n));
   auto fn = [body_fn](const Init& c, const Tensor& i, const std::tuple<>&) {
     return std::pair<Init, Tree>{Init(body_fn(i, c)), Tree()};
