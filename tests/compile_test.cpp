@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <lazytrace/lazytrace.h>
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 
 #include "expect_error.h"
@@ -216,6 +218,53 @@ TEST(Compile, GradientsComputedAndDiscardedInsideAreAnError) {
       {.name = "returns_grad"});
   EXPECT_EQ(returns_grad(lt::full({2}, 3.0f)).to_vector<float>(), (std::vector<float>{3, 3}));
   EXPECT_EQ(returns_grad(lt::full({2}, 5.0f)).to_vector<float>(), (std::vector<float>{5, 5}));
+}
+
+// A function traced once has its train()/eval() mode built in (dropout on or off): every
+// cache keys its traces also on the modes its function read, and traces again when one
+// flips. Dropout(0.5) over 2000 ones zeroes about half of them in training, none in eval.
+TEST(Compile, TracedFunctionsFollowTrainAndEval) {
+  auto drop = std::make_shared<lt::nn::Dropout>(0.5);
+  const Tensor x = lt::ones({2000});
+  auto zeroed = [](const Tensor& y) {
+    const std::vector<float> v = y.to_vector<float>();
+    return static_cast<double>(std::count(v.begin(), v.end(), 0.0f)) /
+           static_cast<double>(v.size());
+  };
+  auto pure = lt::assume_pure([drop](const Tensor& t) { return (*drop)(t); });
+  auto compiled = lt::compile([drop](const Tensor& t) { return (*drop)(t); }, {.name = "modes"});
+  auto pure_scan = [drop](const Tensor& t) {
+    auto [c, ys] = lt::scan(
+        [drop](const Tensor& c, const Tensor& row) {
+          return std::pair{c, (*drop)(row)};
+        },
+        lt::zeros({1}), lt::reshape(t, {2, -1}), {.is_fn_pure = true});
+    return lt::reshape(ys, {-1});
+  };
+  std::vector<std::shared_ptr<lt::nn::Dropout>> layers{drop,
+                                                       std::make_shared<lt::nn::Dropout>(0.5)};
+  auto stacked = [&](const Tensor& t) {
+    return lt::nn::scan_layers(layers, t, {.is_layer_pure = true});
+  };
+  // a compiled function whose assume_pure was traced before it: a hit inside its trace
+  auto outer =
+      lt::compile([&](const Tensor& t) { return pure(t) + 0.0f; }, {.name = "modes_outer"});
+  const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> tools = {
+      {"assume_pure", pure},
+      {"compile", compiled},
+      {"scan", pure_scan},
+      {"scan_layers", stacked},
+      {"compile over assume_pure", outer}};
+  for (const auto& [name, f] : tools)
+    for (bool training : {true, false, true, false}) {
+      for (auto& l : layers) l->train(training);
+      const double z = zeroed(f(x));
+      if (training)
+        EXPECT_GT(z, 0.4) << name;
+      else
+        EXPECT_EQ(z, 0.0) << name;
+    }
+  EXPECT_EQ(counter("CompileCount[modes]"), 2) << "one trace per mode, each reused";
 }
 
 }  // namespace

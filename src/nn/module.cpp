@@ -99,7 +99,7 @@ void Module::zero_grad() {
 }
 
 void Module::train(bool on) {
-  training_ = on;
+  *training_ = on;
   for (auto& [n, child] : children_) child->train(on);
 }
 

@@ -13,6 +13,7 @@
 #include "autograd/tape.h"
 #include "core/lru_cache.h"
 #include "lazytrace/ops/ops.h"
+#include "lazytrace/tools/mode_guard.h"
 #include "metrics/known.h"
 #include "runtime/passes.h"
 #include "tools/arguments.h"
@@ -255,6 +256,7 @@ class FunctionCache {
   // the most recent signatures traced (for explanations), and how many were ever traced
   std::vector<std::vector<std::string>> seen;
   int traced = 0;
+  ModeGuard modes;  // the train()/eval() flags its function was seen to read
 
   const char* tool() const { return options.tool; }
 
@@ -343,6 +345,7 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
       flat_(std::move(flat)),
       key_(keyed_by_batch_rows(flat_.hash)),
       describe_(describe) {
+  key_ = key_with_modes(key_, cache_.modes);
   entry_ = cache_.find(key_);
   if (entry_ && !matches(*entry_, flat_.leaves, pack_)) entry_ = nullptr;
   if (entry_) {
@@ -377,6 +380,11 @@ void CachedCall::trace(TraceFn fn) {
   FunctionCache& c = cache_;
   (c.options.count_as_compile ? metrics::compiled_trace : metrics::assume_pure_trace).add();
   pytree::Flat described = describe_();
+  if (!c.modes.empty())  // for explanations: the modes are part of the key
+    described.parts.push_back(
+        c.modes.flipped() == 0
+            ? "train()/eval() modes: as at the first trace"
+            : lazytrace::detail::cat("train()/eval() modes: changed (", c.modes.flipped(), ")"));
   const bool explain = env_flag("LAZYTRACE_EXPLAIN_CACHE_MISSES");
   std::string why;
   if (explain || c.options.max_different_graphs > 0) {
@@ -400,6 +408,7 @@ void CachedCall::trace(TraceFn fn) {
   choose_packed(*e, flat_);
   {
     trace::TraceScope scope(c.tool());
+    ModeRecording modes(c.modes);
     // assume_pure's forward body needs no tape (its VJP is traced separately, or with
     // trace_once from this run); compile's function may run backward itself, on stand-ins
     // that require grad as their tensors do

@@ -6,6 +6,7 @@
 #include "lazytrace/tools/scan.h"
 
 #include <mutex>
+#include <optional>
 
 #include "autograd/tape.h"
 #include "core/lru_cache.h"
@@ -13,6 +14,7 @@
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/tools/function_cache.h"
+#include "lazytrace/tools/mode_guard.h"
 #include "metrics/known.h"
 #include "runtime/passes.h"
 #include "tools/arguments.h"
@@ -110,6 +112,8 @@ struct ScanEntry {
 struct Cache {
   std::mutex mu;
   LruCache<std::shared_ptr<ScanEntry>> entries{trace_cache_capacity()};
+  // per function and signature (is_fn_pure), the train()/eval() flags it was seen to read
+  LruCache<std::shared_ptr<ModeGuard>> modes{trace_cache_capacity()};
 };
 Cache& cache() {
   static auto* c = new Cache();
@@ -387,6 +391,7 @@ void clear_scan_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.entries.clear();
+  c.modes.clear();
 }
 
 ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
@@ -417,11 +422,26 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   for (auto& [shape, dtype] : slice) shape = Shape(shape.begin() + 1, shape.end());
 
   std::shared_ptr<ScanEntry> e;
-  const uint64_t key = a.cache_key ? keyed_by_batch_rows(a.cache_key) : 0;
-  if (key) e = find(key, carry, slice, const_types);
+  uint64_t key = a.cache_key ? keyed_by_batch_rows(a.cache_key) : 0;
+  std::shared_ptr<ModeGuard> modes;  // held across the trace: the cache may drop it
+  if (key) {
+    {
+      Cache& c = cache();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (std::shared_ptr<ModeGuard>* g = c.modes.find(key)) modes = *g;
+      if (!modes) {
+        modes = std::make_shared<ModeGuard>();
+        c.modes.insert(key, modes);
+      }
+    }
+    key = key_with_modes(key, *modes);
+    e = find(key, carry, slice, const_types);
+  }
   if (e) {
     metrics::loop_hit.add();
   } else {
+    std::optional<ModeRecording> recording;
+    if (modes) recording.emplace(*modes);
     // where the loop's own inputs require grad, the one trace is the joint one
     bool inputs_need_grad = false;
     if (autograd::grad_enabled())

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lazytrace/autograd/autograd.h"
+#include "lazytrace/tools/mode_guard.h"
 #include "lazytrace/tools/pytree.h"
 #include "lazytrace/trace/tensor.h"
 
@@ -72,7 +73,11 @@ class Module {
   /** Training mode (the default) or evaluation mode, for this module and its submodules. */
   void train(bool on = true);
   void eval() { train(false); }
-  bool is_training() const { return training_; }
+  /** The mode; read inside a traced function, it becomes one of its cache's guards. */
+  bool is_training() const {
+    if (tools::detail::g_mode_recordings) tools::detail::note_mode_read(training_);
+    return *training_;
+  }
   /** Converts every floating parameter and buffer to `dtype`, in place. */
   void to(DType dtype);
   /**
@@ -107,7 +112,7 @@ class Module {
 
   std::vector<std::pair<std::string, Tensor*>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  bool training_ = true;
+  std::shared_ptr<bool> training_ = std::make_shared<bool>(true);  // shared with guards
 };
 
 /**
