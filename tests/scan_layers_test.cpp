@@ -173,6 +173,25 @@ TEST(ScanLayers, StackedDecoderWeightsMatchTheUnstackedModel) {
   }
 }
 
+// to(float64) on a model that keeps its layers stacked converts the module that runs one
+// layer's weights too (it threw in every mode), and gives the float32 model's logits.
+TEST(ScanLayers, StackedDecoderConvertsToAnotherDtype) {
+  nn::DecoderConfig cfg = tiny_decoder_config();
+  cfg.layers = 2;
+  cfg.stacked_layers = true;
+  lt::manual_seed(12);
+  auto model = std::make_shared<nn::DecoderLM>(cfg);
+  auto [x, y] = tiny_batch();
+  const Tensor f32 = (*model)(x);
+  model->to(lt::float64);
+  for (auto mode : {nn::LayersMode::scan, nn::LayersMode::loop, nn::LayersMode::assume_pure}) {
+    model->layers_mode = mode;
+    const Tensor f64 = (*model)(x);
+    EXPECT_EQ(f64.dtype(), lt::float64);
+    expect_close(lt::astype(f64, lt::float32), f32, 1e-4, 1e-4, "float64 logits");
+  }
+}
+
 TEST(ScanLayers, PerLayerParametersMoveBetweenStackedAndUnstackedModels) {
   nn::DecoderConfig cfg = tiny_decoder_config();
   cfg.layers = 3;

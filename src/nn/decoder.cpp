@@ -128,6 +128,12 @@ DecoderLM::DecoderLM(const DecoderConfig& c) : config(c) {
   layer_ = c.stacked_layers ? std::make_shared<DecoderLayer>(c) : made[0];
 }
 
+void DecoderLM::to(DType dtype) {
+  Module::to(dtype);
+  if (config.stacked_layers) layer_->to(dtype);  // not registered: a template of one layer
+  pure_layer_ = nullptr;                         // traced on the old dtype's template
+}
+
 Tensor DecoderLM::forward(const Tensor& tokens) const {
   if (!tokens.defined() || tokens.ndim() != 2 ||
       (tokens.dtype() != DType::int32 && tokens.dtype() != DType::int64))

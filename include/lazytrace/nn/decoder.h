@@ -87,6 +87,8 @@ class DecoderLM : public Module {
   Tensor run_layers(const Tensor& h) const;
   Tensor operator()(const Tensor& tokens) const { return forward(tokens); }
   std::string name() const override { return "DecoderLM"; }
+  /** Module::to, and the module that runs one layer's weights (stacked_layers) with them. */
+  void to(DType dtype) override;
 
   DecoderConfig config;
   std::shared_ptr<Embedding> embed;

@@ -79,7 +79,7 @@ class Module {
     return *training_;
   }
   /** Converts every floating parameter and buffer to `dtype`, in place. */
-  void to(DType dtype);
+  virtual void to(DType dtype);
   /**
    * Makes `params` and `buffers` (dotted names, which must exist) this module's own tensors
    * in place of the ones it has, whatever their shapes; parameters become leaves that
