@@ -717,4 +717,40 @@ TEST(AssumePureGrad, HigherOrderGradientsThroughACallAreAnError) {
   EXPECT_DOUBLE_EQ(lt::autograd::grad({lt::sum(g1[0])}, {r})[0].item<double>(), 12.0);
 }
 
+// What the API promises compiles as written: a string literal as a static argument (one
+// trace per distinct string, as with std::string), functional_call on a plain shared_ptr,
+// and scan_layers over a model's ModuleList member, which equals the loop over its layers.
+TEST(AssumePure, StringLiteralsSharedPtrsAndModuleListsAreAcceptedAsWritten) {
+  int traces = 0;
+  auto pick = [&traces](const Tensor& x, const std::string& op) {
+    ++traces;
+    return op == "exp" ? lt::exp(x) : x * 2.0f;
+  };
+  auto pure = lt::assume_pure(pick);
+  auto compiled = lt::compile(pick, {.name = "pick"});
+  EXPECT_FLOAT_EQ(pure(lt::zeros({1}), "exp").item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(pure(lt::ones({1}), "exp").item<float>(), std::exp(1.0f));
+  EXPECT_FLOAT_EQ(pure(lt::ones({1}), "twice").item<float>(), 2.0f);
+  EXPECT_FLOAT_EQ(compiled(lt::ones({1}), "twice").item<float>(), 2.0f);
+  EXPECT_EQ(traces, 3);
+
+  auto ln = std::make_shared<lt::nn::LayerNorm>(4);
+  lt::nn::ParamMap params = ln->named_parameters();
+  params["weight"] = lt::full({4}, 2.0f);
+  const Tensor y = lt::nn::functional_call(
+      ln, params, {}, lt::reshape(lt::tensor({1.0f, 2.0f, 3.0f, 4.0f}), {1, 4}));
+  const Tensor ref = lt::nn::functional_call(
+      *ln, params, {}, lt::reshape(lt::tensor({1.0f, 2.0f, 3.0f, 4.0f}), {1, 4}));
+  EXPECT_EQ(y.to_vector<float>(), ref.to_vector<float>());
+  EXPECT_NEAR(y.to_vector<float>()[3], 2.0f * 1.5f / std::sqrt(1.25f + 1e-5f), 1e-5);
+
+  auto model = std::make_shared<lt::nn::DecoderLM>(tiny_decoder_config());
+  const Tensor h = random_tensor({1, 4, tiny_decoder_config().hidden}, 60);
+  Tensor loop = h;
+  for (size_t i = 0; i < model->layers->size(); ++i)
+    loop = (*model->layers->at<lt::nn::DecoderLayer>(i))(loop);
+  expect_close(lt::nn::scan_layers<lt::nn::DecoderLayer>(model->layers, h), loop, 1e-5,
+               "scan_layers over the ModuleList");
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -136,6 +137,7 @@ class SlotSwap {
  * tensors, like torch.func.functional_call: the module is a pure function of them.
  */
 template <typename M, typename... Args>
+requires std::is_base_of_v<Module, std::remove_cv_t<M>>
 auto functional_call(M& module, const ParamMap& params, const ParamMap& buffers, Args&&... args) {
   SlotSwap swap(module, params, buffers);
   return module.forward(std::forward<Args>(args)...);

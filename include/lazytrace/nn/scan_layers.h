@@ -115,5 +115,12 @@ C scan_layers(const ModuleList& layers, const C& input, ScanLayersOptions option
   for (size_t i = 0; i < layers.size(); ++i) typed.push_back(layers.at<M>(i));
   return scan_layers(typed, input, options, extra...);
 }
+/** The same for a model's ModuleList member (`scan_layers<DecoderLayer>(model->layers, h)`). */
+template <typename M, typename C, typename... Extra>
+C scan_layers(const std::shared_ptr<ModuleList>& layers, const C& input,
+              ScanLayersOptions options = {}, const Extra&... extra) {
+  if (!layers) fail("scan_layers", "the ModuleList is null.");
+  return scan_layers<M>(*layers, input, options, extra...);
+}
 
 }  // namespace lazytrace::nn

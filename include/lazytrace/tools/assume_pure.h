@@ -17,11 +17,11 @@
  * tensor that requires grad; the backward pass is traced once per signature too. The
  * function must not read tensor values (item(), to_vector(), sync()) or write into tensors
  * from outside (copy_): both are lt::Errors. It takes its arguments by value: an in-place op
- * on one changes the function's copy, not the caller's tensor (lt::compile writes it back). With LAZYTRACE_CHECK_PURITY=1 every call
- * retraces and compares, which catches functions that are not pure. An argument of 16 or
- * more tensors (a model's weights) is passed in one group that the next call with the same
- * tensors reuses, so such a call costs a pointer comparison per tensor; the function keeps
- * the last call's group (the tensors' values) alive until its next call or its end
+ * on one changes the function's copy, not the caller's tensor (lt::compile writes it back). With
+ * LAZYTRACE_CHECK_PURITY=1 every call retraces and compares, which catches functions that are not
+ * pure. An argument of 16 or more tensors (a model's weights) is passed in one group that the next
+ * call with the same tensors reuses, so such a call costs a pointer comparison per tensor; the
+ * function keeps the last call's group (the tensors' values) alive until its next call or its end
  * (pass pack_arguments).
  */
 #include <memory>
@@ -63,7 +63,7 @@ auto call_cached(const F& fn, FunctionCache& cache, const Args&... args) {
     // The arguments' structure and static values, kept with the trace for retracing
     // (backward, purity checks). After the first trace it holds placeholders, not the
     // first call's tensors.
-    auto like = std::make_shared<std::tuple<std::decay_t<Args>...>>(args...);
+    auto like = std::make_shared<std::tuple<pytree::Kept<Args>...>>(args...);
     call.trace([fn, like](const std::vector<Tensor>& leaves) {
       pytree::Cursor c{leaves};
       *like = rebuild_args(*like, c);

@@ -225,6 +225,10 @@ struct Traits<const char*> {
   }
   static const char* rebuild(const char* like, Cursor&) { return like; }
 };
+/** How an argument is kept and flattened: decayed, a string literal (char[N]) as const char*. */
+template <typename T>
+using Kept =
+    std::conditional_t<std::is_same_v<std::decay_t<T>, char*>, const char*, std::decay_t<T>>;
 
 /** Flattens a whole argument list; argument i's parts are described as "argument i". */
 template <typename... Args>
@@ -233,7 +237,7 @@ void flatten_args(Flat& f, const Args&... args) {
   (at_path(
        f, [&] { return "argument " + std::to_string(i); },
        [&] {
-         Traits<std::decay_t<Args>>::flatten(args, f);
+         Traits<Kept<Args>>::flatten(args, f);
          f.end_argument();
          ++i;
        }),
