@@ -647,7 +647,7 @@ TEST(ScanErrors, CarryChangesDtype) {
         lt::scan(fn, std::pair{lt::zeros({2}), lt::zeros({2})}, lt::zeros({3, 2}));
       },
       {"[scan]", "carry input and carry output must have equal types", "[1]: f32[2]",
-       "became [1]: f16[2]", ".to(dtype)"});
+       "became [1]: f16[2]", "astype(t, dtype)"});
 }
 
 TEST(ScanErrors, CarryChangesShape) {

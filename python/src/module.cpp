@@ -3,6 +3,7 @@
 // wrong at run time (a read inside a traced function, a backward that cannot run, an
 // impure function, a graph limit), MemoryError for an allocation the system refused.
 #include <cstring>
+#include <regex>
 #include <string_view>
 
 #include "bindings.h"
@@ -26,6 +27,27 @@ bool is_runtime_error(std::string_view msg) {
   return false;
 }
 
+// The C++ advice in a message in Python's words: astype(t, lt::float32) -> t.to(lt.float32),
+// lt::NoGradGuard -> lt.no_grad(), retain_graph = true -> retain_graph=True, lt::x -> lt.x.
+std::string pythonic(std::string msg) {
+  static const std::regex astype_lt(R"(astype\((\w+), lt::(\w+)\))"),
+      astype(R"(astype\((\w+), (\w+)\))");
+  msg = std::regex_replace(msg, astype_lt, "$1.to(lt.$2)");
+  msg = std::regex_replace(msg, astype, "$1.to($2)");
+  const std::pair<std::string_view, std::string_view> words[] = {
+      {"lt.bool_", "lt.bool"},
+      {"under lt::NoGradGuard", "under lt.no_grad()"},
+      {"in lt::NoGradGuard", "in lt.no_grad()"},
+      {"lt::NoGradGuard", "lt.no_grad()"},
+      {"retain_graph = true", "retain_graph=True"},
+      {"lt::dist::set_timeout", "lazytrace.distributed.set_timeout"},
+      {"lt::", "lt."}};
+  for (const auto& [from, to] : words)
+    for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
+      msg.replace(at, from.size(), to);
+  return msg;
+}
+
 }  // namespace
 }  // namespace lazytrace::python
 
@@ -41,13 +63,13 @@ NB_MODULE(_lazytrace, m) {
     try {
       std::rethrow_exception(p);
     } catch (const lazytrace::TraceReadError& e) {
-      PyErr_SetString(trace_read_error, e.what());
+      PyErr_SetString(trace_read_error, py::pythonic(e.what()).c_str());
     } catch (const lazytrace::Error& e) {
       const bool memory = std::strstr(e.what(), "] cannot allocate ") != nullptr;
       PyErr_SetString(memory                           ? PyExc_MemoryError
                       : py::is_runtime_error(e.what()) ? PyExc_RuntimeError
                                                        : PyExc_ValueError,
-                      e.what());
+                      py::pythonic(e.what()).c_str());
     }
   });
   py::bind_tensor(m);

@@ -328,3 +328,21 @@ def test_squeeze_of_a_dim_out_of_range_raises():
         t.squeeze(7)
     with pytest.raises(ValueError, match=r"\[squeeze\] dim -4"):
         lt.squeeze(t, (0, -4))
+
+
+def test_messages_give_python_advice_not_cpp():
+    """The C++ library's advice in Python's words: t.to(lt.float32), lt.no_grad(),
+    retain_graph=True, and no "lt::" anywhere."""
+    with pytest.raises(ValueError) as e:
+        lt.tensor([1, 2]).mean()
+    assert "t.to(lt.float32)" in str(e.value) and "lt::" not in str(e.value)
+    x = lt.ones(2, requires_grad=True)
+    y = (x * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError) as e:
+        y.backward()
+    assert "retain_graph=True" in str(e.value) and "lt::" not in str(e.value)
+    p = lt.nn.Parameter(lt.ones(2))
+    with pytest.raises(Exception) as e:
+        p.copy_(lt.zeros(2))
+    assert "lt.no_grad()" in str(e.value) and "lt::" not in str(e.value)

@@ -372,8 +372,13 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
   size_t i = 0;
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
   std::string what;
+  // a part is "path: type"; a carry that is one tensor has an empty path
+  auto named = [](const std::string& part) {
+    return part.rfind(": ", 0) == 0 ? part.substr(2) : part;
+  };
   if (i < a.size() && i < b.size()) {
-    what = "the input carry component " + a[i] + " became " + b[i];
+    what = "the input carry " + (a[i].rfind(": ", 0) == 0 ? std::string() : "component ") +
+           named(a[i]) + " became " + named(b[i]);
   } else if (i < a.size()) {
     what = "the new carry lacks " + a[i];
   } else {
@@ -383,7 +388,7 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
        "the body function's carry input and carry output must have equal types "
        "(structure, shapes and dtypes), but they differ: ",
        what,
-       ". Return a new carry with init's structure; cast it with .to(dtype) or reshape it, "
+       ". Return a new carry with init's structure; cast it with astype(t, dtype) or reshape it, "
        "or change init to the type the body produces.");
 }
 
@@ -405,9 +410,11 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   size_t first = 0;
   for (size_t i = 0; i < a.xs.size(); ++i) {
     const Tensor& x = *a.xs[i];
-    if (x.ndim() == 0)
-      fail(tool, "xs leaf ", a.xs_paths()[i], " is a scalar (", x.type_str(),
-           "); every xs leaf needs a leading dim to scan over.");
+    if (x.ndim() == 0) {
+      const std::string path = a.xs_paths()[i];
+      fail(tool, path.empty() || path == "xs" ? std::string("xs") : "xs leaf " + path,
+           " is a scalar (", x.type_str(), "); every xs leaf needs a leading dim to scan over.");
+    }
     if (n < 0) {
       n = x.shape()[0];
       first = i;
