@@ -122,6 +122,13 @@ std::vector<GradCase> grad_cases() {
     bin("maximum" + tag, sa, sb, [](const Ts& x) { return lt::maximum(x[0], x[1]); });
     bin("minimum" + tag, sa, sb, [](const Ts& x) { return lt::minimum(x[0], x[1]); });
     bin("atan2" + tag, sa, sb, [](const Ts& x) { return lt::atan2(x[0], x[1]); });
+    // away from the steps: a / b in (2.09, 2.8), a // b = 2 everywhere near the inputs
+    bin(
+        "remainder" + tag, sa, sb, [](const Ts& x) { return lt::remainder(x[0], x[1]); }, 2.2, 2.8,
+        1.0, 1.05);
+    bin(
+        "floor_divide" + tag, sa, sb, [](const Ts& x) { return lt::floor_divide(x[0], x[1]); }, 2.2,
+        2.8, 1.0, 1.05);
   }
   auto one = [&](std::string name, lt::Shape s, Fn f, double lo = -2, double hi = 2) {
     cases.push_back({name, {{s, lo, hi}}, std::move(f)});

@@ -738,7 +738,7 @@ std::vector<Case> unary_cases() {
 
 // ------------------------------------------------------------------------ binary ops
 
-enum class BinKind { Arith, Sub, Div, Pow, MinMax, Compare, Angle };
+enum class BinKind { Arith, Sub, Div, Pow, MinMax, Compare, Angle, Floor };
 
 /** PyTorch's result dtype for two tensors of the same dtype. */
 DType same_dtype_result(BinKind k, DType d) {
@@ -754,6 +754,23 @@ double maximum_ref(double a, double b) {
 }
 double minimum_ref(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? std::numeric_limits<double>::quiet_NaN() : std::min(a, b);
+}
+
+// Python's // and % on doubles (CPython's float_floor_div and float_rem)
+double floor_divide_ref(double a, double b) {
+  if (b == 0) return a / b;  // IEEE's infinity or NaN, as PyTorch
+  const double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  if (div == 0) return std::copysign(0.0, a / b);
+  double f = std::floor(div);
+  if (div - f > 0.5) f += 1;
+  return f;
+}
+double remainder_ref(double a, double b) {
+  double mod = std::fmod(a, b);
+  if (mod != 0 && ((b < 0) != (mod < 0))) mod += b;
+  return mod == 0 ? std::copysign(0.0, b) : mod;
 }
 
 struct BinRow {
@@ -773,6 +790,8 @@ const std::vector<BinRow>& binary_rows() {
       {"maximum", lt::maximum, maximum_ref, BinKind::MinMax},
       {"minimum", lt::minimum, minimum_ref, BinKind::MinMax},
       {"atan2", lt::atan2, [](double a, double b) { return std::atan2(a, b); }, BinKind::Angle},
+      {"floor_divide", lt::floor_divide, floor_divide_ref, BinKind::Floor},
+      {"remainder", lt::remainder, remainder_ref, BinKind::Floor},
       {"eq", lt::eq, [](double a, double b) { return double(a == b); }, BinKind::Compare},
       {"ne", lt::ne, [](double a, double b) { return double(a != b); }, BinKind::Compare},
       {"lt", lt::lt, [](double a, double b) { return double(a < b); }, BinKind::Compare},
@@ -813,6 +832,9 @@ std::pair<Input, Input> binary_ranges(BinKind k, Input a, Input b) {
     case BinKind::Div:
       range(a, -3, 3), range(b, 0.5, 3);
       break;
+    case BinKind::Floor:  // divisors away from 0 (integers: 1 to 3), dividends of both signs
+      range(a, -7, 7), range(b, 1, 3);
+      break;
     case BinKind::Pow:
       if (is_int(a.dtype))
         range(a, 0, 4), range(b, 0, 3);  // negative integer exponents are an error in PyTorch
@@ -848,7 +870,9 @@ std::vector<Case> binary_cases() {
   for (const BinRow& r : binary_rows()) {
     const bool operator_form = r.name[0] == 'o';
     for (DType d : kAllDTypes) {
-      if (d == boolean && (r.kind == BinKind::Sub || r.kind == BinKind::Pow)) continue;
+      if (d == boolean &&
+          (r.kind == BinKind::Sub || r.kind == BinKind::Pow || r.kind == BinKind::Floor))
+        continue;
       const DType out = same_dtype_result(r.kind, d);
       for (size_t s = 0; s < shapes.size(); ++s) {
         if (operator_form && s != 1 && s != 4 && s != 6)
@@ -2112,6 +2136,54 @@ std::vector<Case> all_rows() {
 // Every op kind of ir/ops.def is made by some row of the tables above (the kinds each row
 // records are read off its graph), or is one the tables cannot make, listed here with the
 // tests that cover it. A new op without a row fails here.
+// Python's // and % where a float64 detour fails: int64 beyond 2^53 exactly (against
+// __int128 arithmetic), the rounding edges of floats (CPython's own results: 7.0 // 0.1 is
+// 69.0, 7.0 % 0.1 is 0.09999999999999962), divisors of both signs, an integer divisor of 0
+// (-1 and a, as XLA) and the most negative int64 over -1 (wraps, remainder 0).
+TEST(OpsFloor, FloorDivideAndRemainderAreExactAndPythons) {
+  const std::vector<int64_t> a = {(int64_t{1} << 62) + 7,
+                                  -(int64_t{1} << 55) - 3,
+                                  (int64_t{1} << 53) + 1,
+                                  7,
+                                  -7,
+                                  7,
+                                  -7,
+                                  5,
+                                  INT64_MIN};
+  const std::vector<int64_t> b = {3, 3, 3, 2, 2, -2, -2, 0, -1};
+  const auto n = static_cast<int64_t>(a.size());
+  const std::vector<int64_t> q =
+      lt::floor_divide(lt::tensor(a, {n}), lt::tensor(b, {n})).to_vector<int64_t>();
+  const std::vector<int64_t> r =
+      lt::remainder(lt::tensor(a, {n}), lt::tensor(b, {n})).to_vector<int64_t>();
+  for (size_t i = 0; i + 2 < a.size(); ++i) {
+    const __int128 x = a[i], y = b[i];
+    __int128 fq = x / y;
+    if (x % y != 0 && ((x < 0) != (y < 0))) --fq;
+    EXPECT_EQ(q[i], static_cast<int64_t>(fq)) << a[i] << " // " << b[i];
+    EXPECT_EQ(r[i], static_cast<int64_t>(x - fq * y)) << a[i] << " % " << b[i];
+  }
+  EXPECT_EQ(q[7], -1);
+  EXPECT_EQ(r[7], 5);
+  EXPECT_EQ(q[8], INT64_MIN);
+  EXPECT_EQ(r[8], 0);
+  const Tensor x = lt::tensor({7.0, -5.3, 7.0, 10000001.0, -7.5, 7.5, 1.0});
+  const Tensor y = lt::tensor({0.1, 0.1, 0.1, -2.5, 2.0, -2.0, 0.0});
+  const std::vector<double> fq = lt::floor_divide(x, y).to_vector<double>();
+  const std::vector<double> fr = lt::remainder(x, y).to_vector<double>();
+  const std::vector<double> want_q = {69.0, -53.0, 69.0, -4000001.0, -4.0, -4.0, INFINITY};
+  const std::vector<double> want_r = {
+      0.09999999999999962, 4.718447854656915e-16, 0.09999999999999962, -1.5, 0.5, -0.5};
+  for (size_t i = 0; i < want_q.size(); ++i) EXPECT_EQ(fq[i], want_q[i]) << i;
+  for (size_t i = 0; i < want_r.size(); ++i) EXPECT_DOUBLE_EQ(fr[i], want_r[i]) << i;
+  EXPECT_TRUE(std::isnan(fr[6]));
+  // d(a % b)/da = 1, d/db = -(a // b)
+  Tensor p = lt::tensor({5.0, -3.5}).requires_grad_(), d = lt::tensor({2.0, 1.5}).requires_grad_();
+  lt::sum(lt::remainder(p, d)).backward();
+  EXPECT_EQ(p.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+  EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>{-2, 3}));
+}
+
 TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
   std::set<lt_test::OpKind> recorded;
   for (auto* family : {unary_cases, binary_cases, scalar_operand_cases, promotion_cases,

@@ -445,20 +445,14 @@ def round(input):
 
 
 def floor_divide(a, b):
-    a_t, b_t = isinstance(a, Tensor), isinstance(b, Tensor)
-    ref = a if a_t else b
-    if ref.dtype in _FLOATING or isinstance(a if not a_t else b, builtins.float):
-        return floor(_C.div(a, b))
-    # integers: floor of the exact quotient, in float64 (exact below 2**53)
-    af = a.to(_C.dtype.float64) if a_t else builtins.float(a)
-    bf = b.to(_C.dtype.float64) if b_t else builtins.float(b)
-    out_dtype = _C.promote_types(a.dtype, b.dtype) if a_t and b_t else ref.dtype
-    return _C.astype(floor(_C.div(af, bf)), out_dtype)
+    """Python's a // b: rounded down, exact for integers of any size, floats from fmod as
+    Python computes them (7.0 // 0.1 is 69.0); an integer // 0 is -1 (as XLA)."""
+    return _C.floor_divide(a, b)
 
 
 def remainder(a, b):
-    """Python's %: the sign of the divisor."""
-    return a - floor_divide(a, b) * b
+    """Python's a % b: the sign of the divisor, exact for integers; an integer % 0 is a."""
+    return _C.remainder(a, b)
 
 
 def square(input):

@@ -567,6 +567,8 @@ void bind_tensor(nb::module_& m) {
   LT_BINARY_FN(maximum)
   LT_BINARY_FN(minimum)
   LT_BINARY_FN(atan2)
+  LT_BINARY_FN(floor_divide)
+  LT_BINARY_FN(remainder)
   LT_BINARY_FN(eq)
   LT_BINARY_FN(ne)
   LT_BINARY_FN(lt)

@@ -346,3 +346,25 @@ def test_messages_give_python_advice_not_cpp():
     with pytest.raises(Exception) as e:
         p.copy_(lt.zeros(2))
     assert "lt.no_grad()" in str(e.value) and "lt::" not in str(e.value)
+
+
+def test_floor_divide_and_remainder_match_python_and_numpy():
+    """// and % as Python and NumPy compute them: exact int64 beyond 2**53, float rounding
+    edges in float32 and float64, divisors of both signs; gradients of %."""
+    a = np.array([2**62 + 7, -(2**55) - 3, 2**53 + 1, 7, -7, 7, -7], dtype=np.int64)
+    b = np.array([3, 3, 3, 2, 2, -2, -2], dtype=np.int64)
+    np.testing.assert_array_equal((lt.tensor(a) // lt.tensor(b)).numpy(), a // b)
+    np.testing.assert_array_equal((lt.tensor(a) % lt.tensor(b)).numpy(), a % b)
+    assert (lt.tensor([2**62 + 7]) % 3).item() == (2**62 + 7) % 3
+    for dt in (np.float32, np.float64):
+        x = np.array([7.0, -5.3, 10000001.0, -7.5, 7.5], dtype=dt)
+        y = np.array([0.1, 0.1, -2.5, 2.0, -2.0], dtype=dt)
+        np.testing.assert_array_equal((lt.tensor(x) // lt.tensor(y)).numpy(), x // y)
+        np.testing.assert_allclose((lt.tensor(x) % lt.tensor(y)).numpy(), x % y, rtol=1e-6)
+    np.testing.assert_array_equal((7 // lt.tensor([2, -2])).numpy(), [3, -4])
+    np.testing.assert_allclose((lt.tensor([7, -7]) % 2.5).numpy(), [2.0, 0.5])
+    p = lt.tensor([5.0, -3.5], requires_grad=True)
+    d = lt.tensor([2.0, 1.5], requires_grad=True)
+    (p % d).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(d.grad.numpy(), [-2.0, 3.0])

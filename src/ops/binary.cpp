@@ -73,10 +73,14 @@ std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOper
       Tensor scale = g / (a * a + b * b);
       return {scale * b, -(scale * a)};
     }
+    case OpKind::FloorDiv:  // a step function: 0 almost everywhere, as in PyTorch
+      return {zeros_like(g), zeros_like(g)};
+    case OpKind::Remainder:  // a - (a // b) b: d/da = 1, d/db = -(a // b)
+      return {g, -(g * floor_divide(sa.get(), sb.get()))};
 #define LT_OP(kind, name, family, arity) case OpKind::kind:
 #define LT_BINARY_OP(kind, name)
 #include "ir/ops.def"
-    break;
+      break;
   }
   LT_UNREACHABLE("binary_vjp differentiates a binary op");
 }
@@ -90,7 +94,8 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   const bool cmp = ir::is_compare(op);
   // As in PyTorch: bool + bool is a logical or and bool * bool an and (the result stays
   // bool); bool with an integer counts in that integer type (promotion does that).
-  if (!cmp && common == DType::bool_ && (op == OpKind::Sub || op == OpKind::Pow))
+  if (!cmp && common == DType::bool_ &&
+      (op == OpKind::Sub || op == OpKind::Pow || op == OpKind::FloorDiv || op == OpKind::Remainder))
     fail(name, "is not supported between bool operands (", a.str(), ", ", b.str(),
          "); convert with astype(t, lt::int64) first.");
   // true division; atan2 of integers is an angle
@@ -191,6 +196,24 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 }
 Tensor atan2(const Tensor& a, const Tensor& b) {
   return binary(OpKind::Atan2, T(a), T(b));
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::FloorDiv, T(a), T(b));
+}
+Tensor floor_divide(const Tensor& a, Scalar b) {
+  return binary(OpKind::FloorDiv, T(a), S(b));
+}
+Tensor floor_divide(Scalar a, const Tensor& b) {
+  return binary(OpKind::FloorDiv, S(a), T(b));
+}
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  return binary(OpKind::Remainder, T(a), T(b));
+}
+Tensor remainder(const Tensor& a, Scalar b) {
+  return binary(OpKind::Remainder, T(a), S(b));
+}
+Tensor remainder(Scalar a, const Tensor& b) {
+  return binary(OpKind::Remainder, S(a), T(b));
 }
 Tensor eq(const Tensor& a, const Tensor& b) {
   return binary(OpKind::Eq, T(a), T(b));

@@ -109,6 +109,21 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 /** The angle of the point (b, a) in (-pi, pi], as std::atan2(a, b); integers give float32. */
 Tensor atan2(const Tensor& a, const Tensor& b);
+/**
+ * Python's a // b (torch.floor_divide): the quotient rounded down, exact for integers of any
+ * size; floats as Python computes them (from fmod, so 7.0 // 0.1 is 69). An integer divided
+ * by 0 gives -1 (as XLA), a float gives a / b's infinity or NaN.
+ */
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, Scalar b);
+Tensor floor_divide(Scalar a, const Tensor& b);
+/**
+ * Python's a % b (torch.remainder): a - (a // b) * b with b's sign, exact for integers;
+ * floats from fmod, as Python. An integer remainder by 0 is a (as XLA), a float one NaN.
+ */
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, Scalar b);
+Tensor remainder(Scalar a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);

@@ -321,6 +321,45 @@ inline int64_t ipow(int64_t base, int64_t exp) {
   return r;
 }
 
+// Python's a // b and a % b. Integers exactly (b = 0: -1 and a, as XLA; the most negative
+// value // -1 wraps to itself, remainder 0); floats as CPython's float_floor_div and
+// float_rem, from fmod (the exact remainder), so 7.0 // 0.1 is 69 and 7.0 % 0.1 about 0.1.
+template <typename T>
+LT_MATH_INLINE T floor_divide(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return T(-1);
+    if (b == T(-1)) return static_cast<T>(T(0) - static_cast<std::make_unsigned_t<T>>(a));
+    const T q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    if (b == 0) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return std::copysign(T(0), a / b);
+    T f = std::floor(div);
+    if (div - f > T(0.5)) f += 1;
+    return f;
+  }
+}
+template <typename T>
+LT_MATH_INLINE T remainder(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return a;
+    if (b == T(-1)) return 0;
+    const T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    T mod = std::fmod(a, b);
+    if (mod != 0) {
+      if ((b < 0) != (mod < 0)) mod += b;
+    } else {
+      mod = std::copysign(T(0), b);
+    }
+    return mod;
+  }
+}
+
 template <typename T>
 LT_MATH_INLINE T binary(ir::OpKind op, T a, T b) {
   using K = ir::OpKind;
@@ -353,6 +392,10 @@ LT_MATH_INLINE T binary(ir::OpKind op, T a, T b) {
       return a < b ? a : b;
     case K::Atan2:  // integer operands compute in float (ops/binary.cpp)
       return static_cast<T>(std::atan2(a, b));
+    case K::FloorDiv:
+      return floor_divide(a, b);
+    case K::Remainder:
+      return remainder(a, b);
 #define LT_OP(kind, name, family, arity) case K::kind:
 #define LT_BINARY_OP(kind, name)
 #include "ir/ops.def"
