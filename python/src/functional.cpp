@@ -26,6 +26,12 @@ void bind_functional(nb::module_& m) {
   m.def(
       "linear",
       [](const Tensor& x, const Tensor& w, std::optional<Tensor> b) {
+        if (w.ndim() != 2 || x.ndim() == 0 || x.shape()[x.ndim() - 1] != w.shape()[1])
+          fail("linear", "input ", x.type_str(), " has ", x.ndim() ? x.shape()[x.ndim() - 1] : 0,
+               " features but weight ", w.type_str(), " takes ",
+               w.ndim() ? w.shape()[w.ndim() - 1] : 0,
+               " (weight is [out_features, in_features]): give the input in_features as its "
+               "last dim.");
         Tensor y = matmul(x, transpose(w, 0, 1));
         return b ? y + *b : y;
       },

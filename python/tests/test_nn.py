@@ -307,3 +307,15 @@ def test_safetensors_paths_may_be_path_objects(tmp_path):
     lt.save_file({"a": lt.tensor([1.0, 2.0])}, path, metadata={"k": "v"})
     assert lt.load_file(path)["a"].tolist() == [1.0, 2.0]
     assert lt.load_metadata(path) == {"k": "v"}
+
+
+def test_shape_mistakes_in_layers_name_the_layer():
+    cases = [(lambda: nn.LayerNorm(4)(lt.ones(2, 5)), r"\[layer_norm\] normalized_shape \[4\]"),
+             (lambda: nn.RMSNorm(4)(lt.ones(2, 5)), r"\[rms_norm\] normalized_shape \[4\]"),
+             (lambda: F.mse_loss(lt.ones(3, 5), lt.ones(3, 4)), r"\[mse_loss\] input f32\[3, 5\]"),
+             (lambda: nn.Linear(3, 2)(lt.ones(2, 4)), r"\[linear\] input f32\[2, 4\] has 4 features")]
+    for f, message in cases:
+        with pytest.raises(ValueError, match=message):
+            f()
+    # what broadcasts still works, as in torch
+    np.testing.assert_allclose(F.mse_loss(lt.ones(3, 4), lt.zeros(4)).item(), 1.0)

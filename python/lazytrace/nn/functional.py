@@ -9,6 +9,20 @@ from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
 linear = _C.linear  # input @ weight.T + bias; weight [out_features, in_features] as torch's
 
 
+def _check_normalized(op, input, normalized_shape, **params):
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    n = len(shape)
+    if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
+        raise ValueError(
+            f"[{op}] normalized_shape {list(shape)} must be the input's last dims, got input "
+            f"{input.type_str()}: give an input of shape [*, {', '.join(map(str, shape))}]")
+    for name, t in params.items():
+        if t is not None and tuple(t.shape) != shape:
+            raise ValueError(f"[{op}] {name} {t.type_str()} must have normalized_shape "
+                             f"{list(shape)}")
+    return n
+
+
 def relu(input, inplace=False):
     return _C.relu(input)
 
@@ -61,13 +75,13 @@ def embedding(input, weight):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """16-bit inputs are normalized in float32."""
-    n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    n = _check_normalized("layer_norm", input, normalized_shape, weight=weight, bias=bias)
     return _C.layer_norm(input, n, weight, bias, eps)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """16-bit inputs are normalized in float32; eps=None is the dtype's epsilon (torch)."""
-    n = 1 if isinstance(normalized_shape, int) else len(normalized_shape)
+    n = _check_normalized("rms_norm", input, normalized_shape, weight=weight)
     if eps is None:
         eps = {_C.dtype.float64: 2.220446049250313e-16, _C.dtype.float16: 0.0009765625,
                _C.dtype.bfloat16: 0.0078125}.get(input.dtype, 1.1920928955078125e-07)
@@ -129,6 +143,10 @@ def nll_loss(input, target, ignore_index=-100, reduction="mean"):
 
 
 def mse_loss(input, target, reduction="mean"):
+    a, b = tuple(input.shape), tuple(target.shape)
+    if any(x != y and 1 not in (x, y) for x, y in zip(reversed(a), reversed(b))):
+        raise ValueError(f"[mse_loss] input {input.type_str()} and target {target.type_str()} "
+                         "must have the same shape (or shapes that broadcast)")
     if reduction == "mean":
         return _C.mse_loss(input, target)
     d = (input - target) * (input - target)
