@@ -2133,9 +2133,6 @@ std::vector<Case> all_rows() {
   return all;
 }
 
-// Every op kind of ir/ops.def is made by some row of the tables above (the kinds each row
-// records are read off its graph), or is one the tables cannot make, listed here with the
-// tests that cover it. A new op without a row fails here.
 // Python's // and % where a float64 detour fails: int64 beyond 2^53 exactly (against
 // __int128 arithmetic), the rounding edges of floats (CPython's own results: 7.0 // 0.1 is
 // 69.0, 7.0 % 0.1 is 0.09999999999999962), divisors of both signs, an integer divisor of 0
@@ -2184,6 +2181,9 @@ TEST(OpsFloor, FloorDivideAndRemainderAreExactAndPythons) {
   EXPECT_EQ(d.grad().to_vector<double>(), (std::vector<double>{-2, 3}));
 }
 
+// Every op kind of ir/ops.def is made by some row of the tables above (the kinds each row
+// records are read off its graph), or is one the tables cannot make, listed here with the
+// tests that cover it. A new op without a row fails here.
 TEST(OpsRegistry, EveryOpKindHasARowOrIsListedWithItsTests) {
   std::set<lt_test::OpKind> recorded;
   for (auto* family : {unary_cases, binary_cases, scalar_operand_cases, promotion_cases,

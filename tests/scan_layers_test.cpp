@@ -183,7 +183,14 @@ TEST(ScanLayers, StackedDecoderConvertsToAnotherDtype) {
   auto model = std::make_shared<nn::DecoderLM>(cfg);
   auto [x, y] = tiny_batch();
   const Tensor f32 = (*model)(x);
-  model->to(lt::float64);
+  // converted through a module that holds it: to() reaches each child's own to()
+  struct Holder : nn::Module {
+    std::shared_ptr<nn::DecoderLM> lm;
+    explicit Holder(std::shared_ptr<nn::DecoderLM> m) : lm(register_module("lm", std::move(m))) {}
+    std::string name() const override { return "Holder"; }
+  };
+  Holder holder(model);
+  holder.to(lt::float64);
   for (auto mode : {nn::LayersMode::scan, nn::LayersMode::loop, nn::LayersMode::assume_pure}) {
     model->layers_mode = mode;
     const Tensor f64 = (*model)(x);

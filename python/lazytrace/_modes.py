@@ -1,7 +1,8 @@
 """The train()/eval() flags a traced function reads, as guards: a function traced once
 (compile, assume_pure, scan with is_fn_pure) has the flags of its trace built in (dropout on
 or off), so each tool keys its traces also on the flags it saw read, as torch.compile guards
-on module.training. A call that traces nothing pays one attribute test."""
+on module.training. The guard goes to the C++ cache with each call, which pushes it while it
+traces the function, and which of its flags have flipped is part of the key."""
 
 import threading
 import weakref
@@ -39,7 +40,7 @@ class Guard:
         if module in self._seen:
             return
         self._seen.add(module)
-        self.modules.append((weakref.ref(module), module.__dict__["_training"]))
+        self.modules.append((weakref.ref(module), module.__dict__["_lazytrace_training"]))
 
     def key(self):
         if not self.modules:
@@ -47,23 +48,21 @@ class Guard:
         flipped = []
         for i, (ref, first) in enumerate(self.modules):
             m = ref()
-            if m is not None and m.__dict__["_training"] != first:
+            if m is not None and m.__dict__["_lazytrace_training"] != first:
                 flipped.append(i)
         return tuple(flipped)
 
-    def recording(self, fn):
-        """fn, reporting to this guard the flags it reads while it runs (while it is traced:
-        a cache hit does not run it)."""
+    def flipped(self):
+        """key() as an int for the C++ caches' keys: 0 while nothing has flipped."""
+        k = self.key()
+        return hash(k) & 0x7FFFFFFFFFFFFFFF | 1 if k else 0
 
-        def run(*args, **kwargs):
-            stack = _recorders()
-            stack.append(self)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                stack.pop()
+    # the C++ caches call these around the function while they trace it
+    def _push(self):
+        _recorders().append(self)
 
-        return run
+    def _pop(self):
+        _recorders().pop()
 
     def tell_enclosing(self):
         """An enclosing trace depends on the flags this function reads, traced now or before."""

@@ -4,7 +4,9 @@ argument binding (inspect.signature, defaults applied) happens here."""
 
 import functools
 import inspect
+import operator
 import types
+import weakref
 
 from . import _lazytrace as _C
 from . import _modes
@@ -44,8 +46,7 @@ class _Binder:
 
 class _Traced:
     """A function called through a C++ trace cache (assume_pure, compile). Its traces are
-    keyed also on the train()/eval() flags it read (_modes): where one has flipped since,
-    the flipped ones go to the cache as one more keyword argument, which _keyed drops."""
+    keyed also on the train()/eval() flags it read (_modes)."""
 
     def __init__(self, fn, cache, call):
         functools.update_wrapper(self, fn)
@@ -55,22 +56,14 @@ class _Traced:
         self._call = call
         self._modes = _modes.Guard()
 
-        def keyed(*args, train_eval_flipped, **kwargs):
-            return fn(*args, **kwargs)
-
-        # held here: the cache holds the function it traces weakly
-        self._traced = self._modes.recording(fn)
-        self._keyed = self._modes.recording(keyed)
-
     def __call__(self, *args, **kwargs):
         args, kwargs = self._binder.bind(args, kwargs)
         modes = self._modes
+        flipped = 0
         if modes.modules:
             modes.tell_enclosing()
-            flipped = modes.key()
-            if flipped:
-                return self._call(self._keyed, args, dict(kwargs, train_eval_flipped=flipped))
-        return self._call(self._traced, args, kwargs)
+            flipped = modes.flipped()
+        return self._call(self._fn, args, kwargs, modes, flipped)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -143,21 +136,19 @@ def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
     carries (recomputing each iteration in backward)."""
     if not is_fn_pure:  # traced at each call, with the flags of that call
         return _C.scan(fn, init, xs, False, reverse, remat, "scan")
-    state = getattr(fn, "_lazytrace_flags", None)
-    if state is None:
-        state = (_modes.Guard(), {})
-        try:  # on the function: gone with it (the cache below holds it, as before)
-            fn._lazytrace_flags = state
-        except AttributeError:  # a callable without attributes: as before, no guard
-            return _C.scan(fn, init, xs, True, reverse, remat, "scan")
-    guard, bodies = state
-    if guard.modules:
-        guard.tell_enclosing()
-    flipped = guard.key()
-    body = bodies.get(flipped)
-    if body is None:  # the C++ cache keys a pure body on its identity: one per combination
-        body = bodies[flipped] = guard.recording(fn)
-    return _C.scan(body, init, xs, True, reverse, remat, "scan")
+    try:
+        modes = _PURE_MODES.setdefault(fn, _modes.Guard())
+    except TypeError:  # not weakly referenceable: no guard
+        return _C.scan(fn, init, xs, True, reverse, remat, "scan")
+    flipped = 0
+    if modes.modules:
+        modes.tell_enclosing()
+        flipped = modes.flipped()
+    return _C.scan(fn, init, xs, True, reverse, remat, "scan", modes, flipped)
+
+
+# the train()/eval() flags each is_fn_pure scan body was seen to read, while it lives
+_PURE_MODES = weakref.WeakKeyDictionary()
 
 
 def while_loop(cond_fn, body_fn, carried_inputs):
@@ -171,6 +162,8 @@ def while_loop(cond_fn, body_fn, carried_inputs):
 def fori_loop(lower, upper, body_fn, init_val):
     """jax.lax.fori_loop: body_fn(i, val) -> val for i in [lower, upper). Python int bounds
     make it a scan (differentiable); tensor bounds a while_loop."""
+    lower, upper = (b if isinstance(b, Tensor) else _as_index(b, name)
+                    for b, name in ((lower, "lower"), (upper, "upper")))
     if isinstance(lower, int) and isinstance(upper, int):
         n = max(upper - lower, 0)
         if n == 0:
@@ -182,9 +175,6 @@ def fori_loop(lower, upper, body_fn, init_val):
         return carry
     bounds = []
     for name, b in (("lower", lower), ("upper", upper)):
-        if not isinstance(b, (int, Tensor)):
-            raise TypeError(f"[fori_loop] {name} must be an int or an integer scalar tensor, got "
-                            f"{type(b).__name__} {b!r}")
         t = b if isinstance(b, Tensor) else _C.scalar(b, _C.dtype.int64)
         if t.dtype not in (_C.dtype.int64, _C.dtype.int32) or t.numel() != 1:
             raise ValueError(f"[fori_loop] tensor bounds must be integer scalars (int32 or int64), "
@@ -195,6 +185,14 @@ def fori_loop(lower, upper, body_fn, init_val):
         lambda i, h, v: i < h, lambda i, h, v: (i + 1, h, body_fn(i, v)), (lo, hi, init_val)
     )
     return val
+
+
+def _as_index(b, name):
+    try:
+        return operator.index(b)  # an int, or NumPy's integers
+    except TypeError:
+        raise TypeError(f"[fori_loop] {name} must be an int or an integer scalar tensor, got "
+                        f"{type(b).__name__} {b!r}") from None
 
 
 def sync(tensors=None):

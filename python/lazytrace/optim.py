@@ -30,6 +30,9 @@ class _ParamGroup(dict):
             self[key] = default
         return self[key]
 
+    def __reduce__(self):  # pickled and copied as the plain dict it is to torch
+        return (dict, (dict(self),))
+
     def _set_lr(self, lr):
         try:
             value = float(lr)

@@ -36,11 +36,12 @@ std::string pythonic(std::string msg) {
   msg = std::regex_replace(msg, astype, "$1.to($2)");
   const std::pair<std::string_view, std::string_view> words[] = {
       {"lt.bool_", "lt.bool"},
-      {"under lt::NoGradGuard", "under lt.no_grad()"},
-      {"in lt::NoGradGuard", "in lt.no_grad()"},
       {"lt::NoGradGuard", "lt.no_grad()"},
       {"retain_graph = true", "retain_graph=True"},
       {"lt::dist::set_timeout", "lazytrace.distributed.set_timeout"},
+      {"lt::Error", "an exception"},
+      {"lt::debug::", "lt.debug."},
+      {"lt::dist::", "lazytrace.distributed."},
       {"lt::", "lt."}};
   for (const auto& [from, to] : words)
     for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))

@@ -67,6 +67,23 @@ void flatten_call(nb::handle args, nb::handle kwargs, pytree::Flat& flat, TreeDe
   flatten_tree(kwargs, flat, k, "kwargs", tool, keep, memos);
 }
 
+// While alive, the train()/eval() flags Python modules read go to `guard` (a
+// lazytrace._modes.Guard; None: nowhere), as lazytrace._modes records them.
+struct ModesRecorded {
+  nb::handle guard;
+  explicit ModesRecorded(nb::handle g) : guard(g) {
+    if (guard.is_valid() && !guard.is_none()) guard.attr("_push")();
+  }
+  ~ModesRecorded() {
+    try {
+      if (guard.is_valid() && !guard.is_none()) guard.attr("_pop")();
+    } catch (...) {  // a destructor must not throw; _pop only pops a list
+    }
+  }
+  ModesRecorded(const ModesRecorded&) = delete;
+  ModesRecorded& operator=(const ModesRecorded&) = delete;
+};
+
 // assume_pure's and compile's per-function cache
 struct PyFunction {
   std::shared_ptr<tools::FunctionCache> cache;
@@ -85,10 +102,15 @@ struct PyFunction {
                  debug::pass_on("memo_dicts") ? &dicts : nullptr);
   }
 
-  nb::object call_cached(nb::handle fn, nb::tuple args, nb::dict kwargs) {
+  // `modes`: the function's train()/eval() guard (lazytrace._modes.Guard), told of the flags
+  // read while it is traced; `flipped`: which of them have flipped since (0: none), part of
+  // the key
+  nb::object call_cached(nb::handle fn, nb::tuple args, nb::dict kwargs, nb::handle modes,
+                         uint64_t flipped) {
     SlotScope in(*slot, fn);
     pytree::Flat flat;
     flatten_args(args, kwargs, flat);
+    if (flipped) flat.mix(flipped);
     auto describe = [&] {
       pytree::Flat d;
       d.describing = true;
@@ -102,7 +124,8 @@ struct PyFunction {
       pytree::Flat tmp;  // no Python ran since `flat`: the same leaves, now held by `keep`
       flatten_call(args, kwargs, tmp, &defs->first, &defs->second, tool, &keep);
       std::shared_ptr<PyRef> held = hold_fn ? weak_or_strong(fn) : nullptr;
-      call.trace([defs, s = slot, held, tool = tool](const std::vector<Tensor>& leaves) {
+      nb::object guard = nb::borrow(modes);
+      call.trace([defs, s = slot, held, tool = tool, guard](const std::vector<Tensor>& leaves) {
         nb::gil_scoped_acquire gil;
         PyObject* f = s->fn ? s->fn : held ? resolve(*held) : nullptr;
         if (!f)
@@ -112,6 +135,7 @@ struct PyFunction {
         size_t at = 0;
         nb::object a = defs->first.build(leaves, at);
         nb::object k = defs->second.build(leaves, at);
+        ModesRecorded recorded(guard);
         nb::object r = call_python([&] { return nb::handle(f)(*a, **k); });
         auto out = std::make_shared<TreeDef>();
         pytree::Flat of;
@@ -126,7 +150,8 @@ struct PyFunction {
     return static_cast<const TreeDef*>(call.result())->build(outs);
   }
 
-  nb::object call_compiled(nb::handle fn, nb::tuple args, nb::dict kwargs) {
+  nb::object call_compiled(nb::handle fn, nb::tuple args, nb::dict kwargs, nb::handle modes,
+                           uint64_t flipped) {
     {
       nb::gil_scoped_release release;
       tools::sync_named(nullptr, options.name + "_clear_pending");
@@ -135,8 +160,8 @@ struct PyFunction {
     flatten_args(args, kwargs, flat);
     nb::object result;
     if (!eager.count(flat.hash)) {
-      const bool traced =
-          tools::run_traced([&] { result = call_cached(fn, args, kwargs); }, options);
+      const bool traced = tools::run_traced(
+          [&] { result = call_cached(fn, args, kwargs, modes, flipped); }, options);
       if (!traced) eager.insert(flat.hash);
     }
     if (!result.is_valid()) result = fn(*args, **kwargs);
@@ -196,13 +221,16 @@ void bind_tools(nb::module_& m) {
           },
           nb::arg("tool"), nb::arg("name"), nb::arg("full_graph") = false,
           nb::arg("max_different_graphs") = 0)
-      .def("call", &PyFunction::call_cached)
-      .def("call_compiled", &PyFunction::call_compiled);
+      .def("call", &PyFunction::call_cached, nb::arg("fn"), nb::arg("args"), nb::arg("kwargs"),
+           nb::arg("modes").none() = nb::none(), nb::arg("flipped") = 0)
+      .def("call_compiled", &PyFunction::call_compiled, nb::arg("fn"), nb::arg("args"),
+           nb::arg("kwargs"), nb::arg("modes").none() = nb::none(), nb::arg("flipped") = 0);
 
   m.def(
       "scan",
       [](nb::handle fn, nb::handle init, nb::handle xs, bool is_fn_pure, bool reverse,
-         const std::string& remat, const std::string& tool_name) {
+         const std::string& remat, const std::string& tool_name, nb::handle modes,
+         uint64_t flipped) {
         const char* tool = tool_name == "scan_layers" ? "scan_layers"
                            : tool_name == "fori_loop" ? "fori_loop"
                                                       : "scan";
@@ -231,6 +259,7 @@ void bind_tools(nb::module_& m) {
           // the function by identity: a cached body holds it, so its id is not reused
           pytree::Flat key;
           key.mix(reinterpret_cast<uint64_t>(fn.ptr()));
+          if (flipped) key.mix(flipped);
           key.mix(fc.hash);
           key.mix(fx.hash);
           args.cache_key = key.hash | 1;
@@ -243,10 +272,12 @@ void bind_tools(nb::module_& m) {
           flatten_tree(xs_ref, d, nullptr, "xs", tool);
           return d.leaf_paths;
         };
-        tools::LoopTraceFn trace = [body](const std::vector<Tensor>& c,
-                                          const std::vector<Tensor>& x,
-                                          const std::vector<Tensor>&) {
+        nb::object guard = nb::borrow(modes);
+        tools::LoopTraceFn trace = [body, guard](const std::vector<Tensor>& c,
+                                                 const std::vector<Tensor>& x,
+                                                 const std::vector<Tensor>&) {
           nb::gil_scoped_acquire gil;
+          ModesRecorded recorded(guard);
           const char* tool = body->tool;
           nb::object carry = body->carry.build(c);
           nb::object slice = body->x.build(x);
@@ -273,7 +304,8 @@ void bind_tools(nb::module_& m) {
         return nb::make_tuple(carry, ys);
       },
       nb::arg("fn"), nb::arg("init").none(), nb::arg("xs").none(), nb::arg("is_fn_pure") = false,
-      nb::arg("reverse") = false, nb::arg("remat") = "save", nb::arg("tool") = "scan");
+      nb::arg("reverse") = false, nb::arg("remat") = "save", nb::arg("tool") = "scan",
+      nb::arg("modes").none() = nb::none(), nb::arg("flipped") = 0);
 
   m.def(
       "while_loop",

@@ -835,3 +835,46 @@ def test_writes_into_arguments_reach_the_caller_under_compile_only():
             x = lt.tensor([v, -v])
             np.testing.assert_allclose(np64(g(x, lt.ones(2))), [2 * (v + 1), 2 * (1 - v)])
             np.testing.assert_allclose(np64(x), [v + 1, 1 - v] if changes else [v, -v])
+
+
+def test_gradients_some_of_which_an_update_uses_are_fine():
+    """Backward that reaches parameters the step leaves alone (a GAN generator's step also
+    fills the discriminator's gradients) is not the error: the used ones train."""
+    g = lt.nn.Parameter(lt.tensor([1.0]))
+    d = lt.nn.Parameter(lt.tensor([3.0]))
+    opt = lt.optim.SGD([g], lr=0.1)
+
+    @lt.compile(name="tc_partial_step")
+    def step():
+        opt.zero_grad()
+        (g * d).sum().backward()
+        opt.step()
+
+    step()
+    np.testing.assert_allclose(np64(g), [1.0 - 0.1 * 3.0])
+    np.testing.assert_allclose(np64(d), [3.0])
+
+
+def test_backward_after_the_compiled_object_is_gone():
+    """The cache holds the function, not the wrapper lt.compile made: a backward that traces
+    the function again works after the wrapper is collected."""
+    import gc
+
+    w = lt.tensor([2.0], requires_grad=True)
+
+    def f(x):
+        return (x * w).sum()
+
+    y = lt.compile(f, name="tc_temporary")(lt.ones(1) * 3)
+    gc.collect()
+    y.backward()
+    np.testing.assert_allclose(np64(w.grad), [3.0])
+
+
+def test_param_groups_pickle_and_copy_as_dicts():
+    import copy
+    import pickle
+
+    opt = lt.optim.SGD([lt.nn.Parameter(lt.ones(2))], lr=0.25)
+    for g in (copy.deepcopy(opt.param_groups[0]), pickle.loads(pickle.dumps(opt.param_groups[0]))):
+        assert type(g) is dict and g["lr"] == 0.25

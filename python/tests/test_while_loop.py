@@ -630,3 +630,8 @@ def test_long_loop_runs_in_the_backend():
     i, x = lt.while_loop(lambda i, x: i < 20000, lambda i, x: (i + 1, x + 1),
                          (lt.tensor(0), lt.zeros(1, dtype=lt.int64)))
     assert int(i) == 20000 and x.tolist() == [20000]
+
+
+def test_fori_loop_takes_numpy_integer_bounds():
+    out = lt.fori_loop(np.int64(1), np.int32(4), lambda i, v: v + i, lt.zeros(1))
+    np.testing.assert_allclose(out.numpy(), [6.0])

@@ -108,14 +108,15 @@ void Module::to(DType dtype) {
     fail("Module.to", "dtype ", dtype_name(dtype), " is not floating; parameters must stay ",
          "floating to be trained.");
   NoGradGuard no_grad;
-  auto convert = [&](const std::string&, Tensor& t) {
+  auto convert = [&](Tensor& t) {
     if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;
     const bool trained = t.requires_grad();
     t = astype(t.detach(), dtype);
     if (trained) t.requires_grad_();
   };
-  for_each_slot(false, "", convert);
-  for_each_slot(true, "", convert);
+  for (auto& [n, slot] : params_) convert(*slot);
+  for (auto& [n, slot] : buffers_) convert(*slot);
+  for (auto& [n, child] : children_) child->to(dtype);  // each its own way (DecoderLM)
 }
 
 void Module::check_new_name(const std::string& name) const {

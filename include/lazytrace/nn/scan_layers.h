@@ -12,9 +12,9 @@
  * (else lt::Error naming the layer and the parameter). The layers' forward takes the carry
  * (a Tensor, or a tuple of tensors it returns in the same form) and then the extra
  * arguments, which are the same for every layer (an attention mask). Gradients reach each
- * layer's own parameters. With is_layer_pure the traced layer is cached per layer type and
- * signature, so later calls trace nothing; the layer must then depend only on its
- * parameters, buffers and arguments.
+ * layer's own parameters. With is_layer_pure the traced layer is cached per template layer,
+ * signature and train()/eval() mode, so later calls trace nothing; the layer must then
+ * depend only on its parameters, buffers and arguments.
  */
 #include <memory>
 #include <tuple>

@@ -15,9 +15,10 @@
  *
  * fn may be a whole training step: backward() runs inside on stand-ins of the parameters,
  * and writes into tensors from outside (an optimizer's copy_) or into its arguments become
- * extra results of the traced body, copied into those tensors after each call. Gradients computed inside stay
- * inside (call zero_grad() in fn, as a step does): a fn that runs backward() and neither
- * uses the gradients of outer tensors (an optimizer step) nor returns them is an lt::Error.
+ * extra results of the traced body, copied into those tensors after each call. Gradients
+ * computed inside stay inside (call zero_grad() in fn, as a step does): a fn that runs
+ * backward() and neither uses the gradients of outer tensors (an optimizer step) nor returns
+ * any of them is an lt::Error.
  */
 #include <functional>
 #include <memory>

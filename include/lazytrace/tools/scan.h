@@ -119,10 +119,12 @@ auto split_result(const char* tool, R&& r) {
 [[noreturn]] void fori_loop_range_too_long(int64_t lower, int64_t upper);
 
 /**
- * fn's identity for is_fn_pure's cache: its type and, where it captures anything, its bytes,
- * so that another object of the same lambda capturing other values or other tensors is
- * another function, as another Python closure is (a closure's padding bytes may differ from
- * object to object: then it is traced again, never given another's body).
+ * fn's identity for is_fn_pure's cache: its type and, where it captures anything, its bytes.
+ * Another object of the same lambda that captures other numbers, tensors or shared_ptrs by
+ * value is another function, as another Python closure is. Captures by reference, and
+ * strings or containers captured by value, are compared by address: pass values that change
+ * between calls as arguments (xs, the carry) instead. Padding bytes may differ from object
+ * to object: the body is then traced again, never given another function's.
  */
 template <typename F>
 size_t identity_of(const F& fn) {
@@ -142,11 +144,11 @@ size_t identity_of(const F& fn) {
 /**
  * scan with consts: fn(carry, x, consts) where consts (any pytree) are inputs of every
  * iteration, passed explicitly (scan_layers' extra arguments), so a cached body reads the
- * ones of each call. `type_key` identifies fn for is_fn_pure.
+ * ones of each call. `fn_key` identifies fn for is_fn_pure (identity_of).
  */
 template <typename F, typename C, typename X, typename K>
 auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOptions opts,
-               size_t type_key, const char* tool = "scan") {
+               size_t fn_key, const char* tool = "scan") {
   using R = std::decay_t<std::invoke_result_t<const F&, const C&, const X&, const K&>>;
   using P = decltype(split_result<C>(tool, std::declval<R>()));
   using Y = typename P::second_type;
@@ -156,7 +158,7 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
                 }};
   if (opts.is_fn_pure) {
     pytree::Flat key;
-    key.mix(static_cast<uint64_t>(type_key));
+    key.mix(static_cast<uint64_t>(fn_key));
     key.mix(fc.hash);
     key.mix(fx.hash);
     key.mix(fk.hash);

@@ -111,11 +111,11 @@ class Module:
         function traced once by compile, assume_pure or scan that reads it is traced again
         when it flips."""
         _modes.read(self)
-        return self.__dict__["_training"]
+        return self.__dict__["_lazytrace_training"]
 
     @training.setter
     def training(self, mode):
-        self.__dict__["_training"] = bool(mode)
+        self.__dict__["_lazytrace_training"] = bool(mode)
 
     # ---- registration
     def __setattr__(self, name, value):
