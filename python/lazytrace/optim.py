@@ -4,6 +4,7 @@ rate is a tensor the update reads, so changing param_groups[i]["lr"] never recom
 
 from . import _lazytrace as _C
 from ._lazytrace import Tensor
+from .nn.parameter import _OPTIMIZED
 
 
 class _ParamGroup(dict):
@@ -67,6 +68,11 @@ class Optimizer:
             for p in group["params"]:
                 if not isinstance(p, Tensor):
                     raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+            for p in group["params"]:
+                try:
+                    _OPTIMIZED[id(p)] = p
+                except TypeError:  # not weakly referenceable: never a Module's Parameter
+                    pass
             impl = self._make(group)
             group = _ParamGroup(group, impl, type(self).__name__)
             group["_made_with"] = {k: group[k] for k in self._fixed}

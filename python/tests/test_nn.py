@@ -319,3 +319,20 @@ def test_shape_mistakes_in_layers_name_the_layer():
             f()
     # what broadcasts still works, as in torch
     np.testing.assert_allclose(F.mse_loss(lt.ones(3, 4), lt.zeros(4)).item(), 1.0)
+
+
+def test_to_refuses_to_strand_an_optimizers_parameters():
+    """Module.to gives the module new Parameter objects: an optimizer made before it would
+    keep updating the old ones, so it raises, converting nothing; made after, it trains."""
+    lin = nn.Linear(2, 1)
+    opt = lt.optim.SGD(lin.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match=r"\[Module.to\] parameter 'weight'.*optimizer"):
+        lin.to(lt.float64)
+    assert lin.weight.dtype == lt.float32 and lin.bias.dtype == lt.float32
+    lin.to(lt.float32)  # no change: fine
+    lin2 = nn.Linear(2, 1).to(lt.float64)
+    opt = lt.optim.SGD(lin2.parameters(), lr=0.5)
+    w0 = lin2.weight.detach().numpy().copy()
+    lin2(lt.ones(1, 2, dtype=lt.float64)).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(lin2.weight.detach().numpy(), w0 - 0.5)

@@ -7,7 +7,7 @@ from collections import OrderedDict
 from .. import _modes
 from .._lazytrace import Tensor
 from .._tensor import _check_device, _check_dtype, dtype
-from .parameter import Buffer, Parameter
+from .parameter import Buffer, Parameter, _optimized
 
 
 _version = [0]  # bumped whenever any module's parameters, buffers or submodules change
@@ -385,6 +385,12 @@ class Module:
             return self
         if not d.is_floating_point:
             raise TypeError(f"Module.to only accepts floating dtypes, got {d!r}")
+        for name, p in self.named_parameters():  # before anything is converted
+            if p.dtype.is_floating_point and p.dtype != d and _optimized(p):
+                raise ValueError(
+                    f"[Module.to] parameter '{name}' ({p.type_str()}) is held by an optimizer "
+                    f"made before this conversion to {d}, which would keep updating the old "
+                    "tensor: convert the module first, then make the optimizer")
         return self._apply(lambda t: t.to(d) if t.dtype.is_floating_point else t)
 
     def float(self):

@@ -1,6 +1,16 @@
 """Parameter: a tensor that requires grad and that a Module registers as a parameter."""
 
+import weakref
+
 from .._lazytrace import Tensor
+
+# the parameters an optimizer holds (id -> parameter, while it lives): Module.to, which gives
+# a converted module new Parameter objects, refuses to leave them behind
+_OPTIMIZED = weakref.WeakValueDictionary()
+
+
+def _optimized(p):
+    return _OPTIMIZED.get(id(p)) is p
 
 
 class Parameter(Tensor):
