@@ -52,8 +52,12 @@ class Guard:
                 flipped.append(i)
         return tuple(flipped)
 
-    def flipped(self):
-        """key() as an int for the C++ caches' keys: 0 while nothing has flipped."""
+    def call_key(self):
+        """This call's part of the C++ cache's key: 0 while nothing has flipped, else key() as
+        an int. Also tells an enclosing trace what the function reads (a hit reads nothing)."""
+        if not self.modules:
+            return 0
+        self.tell_enclosing()
         k = self.key()
         return hash(k) & 0x7FFFFFFFFFFFFFFF | 1 if k else 0
 

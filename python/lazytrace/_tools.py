@@ -58,12 +58,7 @@ class _Traced:
 
     def __call__(self, *args, **kwargs):
         args, kwargs = self._binder.bind(args, kwargs)
-        modes = self._modes
-        flipped = 0
-        if modes.modules:
-            modes.tell_enclosing()
-            flipped = modes.flipped()
-        return self._call(self._fn, args, kwargs, modes, flipped)
+        return self._call(self._fn, args, kwargs, self._modes, self._modes.call_key())
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else types.MethodType(self, obj)
@@ -140,11 +135,7 @@ def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
         modes = _PURE_MODES.setdefault(fn, _modes.Guard())
     except TypeError:  # not weakly referenceable: no guard
         return _C.scan(fn, init, xs, True, reverse, remat, "scan")
-    flipped = 0
-    if modes.modules:
-        modes.tell_enclosing()
-        flipped = modes.flipped()
-    return _C.scan(fn, init, xs, True, reverse, remat, "scan", modes, flipped)
+    return _C.scan(fn, init, xs, True, reverse, remat, "scan", modes, modes.call_key())
 
 
 # the train()/eval() flags each is_fn_pure scan body was seen to read, while it lives

@@ -380,10 +380,9 @@ void CachedCall::trace(TraceFn fn) {
   (c.options.count_as_compile ? metrics::compiled_trace : metrics::assume_pure_trace).add();
   pytree::Flat described = describe_();
   if (!c.modes.empty())  // for explanations: the modes are part of the key
-    described.parts.push_back(
-        c.modes.flipped() == 0
-            ? "train()/eval() modes: as at the first trace"
-            : lazytrace::detail::cat("train()/eval() modes: changed (", c.modes.flipped(), ")"));
+    described.parts.push_back(c.modes.flipped() == 0
+                                  ? "train()/eval() modes: as at the first trace"
+                                  : "train()/eval() modes: some changed since the first trace");
   const bool explain = env_flag("LAZYTRACE_EXPLAIN_CACHE_MISSES");
   std::string why;
   if (explain || c.options.max_different_graphs > 0) {

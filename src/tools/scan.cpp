@@ -373,12 +373,11 @@ void carry_mismatch(const char* tool, const pytree::Flat& before, const pytree::
   while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
   std::string what;
   // a part is "path: type"; a carry that is one tensor has an empty path
-  auto named = [](const std::string& part) {
-    return part.rfind(": ", 0) == 0 ? part.substr(2) : part;
-  };
+  auto unnamed = [](const std::string& part) { return part.rfind(": ", 0) == 0; };
+  auto named = [&](const std::string& part) { return unnamed(part) ? part.substr(2) : part; };
   if (i < a.size() && i < b.size()) {
-    what = "the input carry " + (a[i].rfind(": ", 0) == 0 ? std::string() : "component ") +
-           named(a[i]) + " became " + named(b[i]);
+    what = "the input carry " + std::string(unnamed(a[i]) ? "" : "component ") + named(a[i]) +
+           " became " + named(b[i]);
   } else if (i < a.size()) {
     what = "the new carry lacks " + a[i];
   } else {
