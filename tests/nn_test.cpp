@@ -130,6 +130,32 @@ TEST(Module, ZeroGradTrainEvalAndTo) {
   EXPECT_EQ(b.named_parameters().at("proj.weight").dtype(), lt::float64);
 }
 
+// to() gives the module new tensors: an optimizer made before would go on updating the old
+// ones while the module trains the new (silently learning nothing). It refuses, converting
+// nothing; once the optimizer is gone, or for the dtype the parameters have, it converts.
+TEST(Module, ToRefusesParametersAnOptimizerHolds) {
+  Block b;
+  {
+    lt::optim::SGD opt(b.parameters(), {.lr = 0.1});
+    expect_error([&] { b.to(lt::float64); },
+                 {"[Module.to] parameter 'scale' (f32[4]) is held by an optimizer made before "
+                  "this conversion to float64",
+                  "convert the module first, then make the optimizer"});
+    EXPECT_EQ(b.proj->weight.dtype(), lt::float32);
+    EXPECT_EQ(b.running.dtype(), lt::float32);
+    b.to(lt::float32);  // nothing to convert
+  }
+  b.to(lt::float64);
+  EXPECT_EQ(b.proj->weight.dtype(), lt::float64);
+  lt::optim::SGD opt(b.parameters(), {.lr = 0.5});
+  const std::vector<double> before = b.proj->weight.to_vector<double>();
+  lt::sum(b.forward(lt::ones({2, 4}, lt::float64))).backward();
+  const std::vector<double> g = b.proj->weight.grad().to_vector<double>();
+  opt.step();
+  const std::vector<double> after = b.proj->weight.to_vector<double>();
+  for (size_t i = 0; i < after.size(); ++i) EXPECT_DOUBLE_EQ(after[i], before[i] - 0.5 * g[i]);
+}
+
 TEST(Module, FunctionalCallUsesTheGivenTensorsAndRestoresTheModule) {
   Block b;
   Tensor x = random_tensor({3, 4}, 1);
@@ -321,6 +347,39 @@ TEST(Layers, EmbeddingRowsAndRepeatedIndexGradients) {
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 3; ++j) want[rows[i] * 3 + j] += rv[i * 3 + j];
   for (int k = 0; k < 15; ++k) EXPECT_NEAR(g[k], want[k], 1e-6) << k;
+}
+
+// As torch's, an index outside [0, num) is an error, negative ones included (index_select,
+// which Python indexing uses, wraps them): for host indices at once, for indices computed in
+// the graph when the rows are, inside traced bodies too.
+TEST(Layers, EmbeddingIndicesOutOfRangeAreAnError) {
+  nn::Embedding emb(5, 3);
+  for (int64_t bad : {-1, 5, -6}) {
+    const std::string want = "[Embedding] index " + std::to_string(bad) +
+                             " at position 1 is out of range for 5 embeddings; indices must be "
+                             "in [0, 5)";
+    expect_error([&] { emb(lt::tensor(std::vector<int64_t>{0, bad}, {2})); }, want);
+  }
+  Tensor data = lt::tensor(std::vector<int32_t>{1, 4, 9, 2}, {4});
+  Tensor pending = emb(lt::slice(data, 0, 1, 4));
+  ASSERT_TRUE(pending.is_pending());
+  expect_error([&] { (void)pending.to_vector<float>(); },
+               "[Embedding] index 9 at position 1 is out of range for 5 embeddings");
+  auto f = lt::assume_pure([](const Tensor& w, const Tensor& i) { return nn::embedding(i, w); });
+  const std::vector<float> w = emb.weight.to_vector<float>();
+  std::vector<float> got =
+      f(emb.weight, lt::tensor(std::vector<int64_t>{4, 0}, {2})).to_vector<float>();
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(got[j], w[4 * 3 + j]);
+    EXPECT_EQ(got[3 + j], w[j]);
+  }
+  expect_error(
+      [&] {
+        (void)f(emb.weight, lt::tensor(std::vector<int64_t>{4, -1}, {2})).to_vector<float>();
+      },
+      "[Embedding] index -1 at position 1 is out of range for 5 embeddings");
+  expect_error([&] { nn::embedding(lt::tensor({0}), lt::ones({5})); },
+               "[Embedding] the weight must be [num_embeddings, embedding_dim], got f32[5]");
 }
 
 TEST(Layers, DropoutTrainingAndEval) {

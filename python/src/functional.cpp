@@ -59,6 +59,9 @@ void bind_functional(nb::module_& m) {
       },
       nb::arg("input"), nb::arg("ndims"), nb::arg("weight").none(), nb::arg("bias").none(),
       nb::arg("eps"));
+  m.def("embedding", &nn::embedding, nb::arg("input"), nb::arg("weight"),
+        "Rows of weight [num, dim] picked by integer indices: input.shape + [dim]; an index "
+        "outside [0, num) raises.");
   m.def("apply_rotary", &nn::apply_rotary, nb::arg("x"), nb::arg("theta"),
         "Llama's rotary position embedding of x [..., seq, head_dim], positions 0..seq-1.");
 }

@@ -107,6 +107,34 @@ def test_norms_embedding_attention_match_numpy():
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
 
 
+def test_embedding_checks_indices_and_padding_idx_passes_no_gradient():
+    emb = nn.Embedding(5, 3)
+    for bad in (-1, 5):
+        with pytest.raises(ValueError, match=rf"\[Embedding\] index {bad} at position 1 is out of "
+                                             r"range for 5 embeddings"):
+            emb(lt.tensor(np.array([0, bad])))
+    data = lt.tensor(np.array([1, 4, 9]))
+    with pytest.raises(ValueError, match=r"index 9 at position 1 is out of range"):
+        emb(data[1:]).detach().numpy()
+    with pytest.raises(ValueError, match=r"\[Embedding\] padding_idx 5 must be an int in \[-5, 5\)"):
+        nn.Embedding(5, 3, padding_idx=5)
+    # torch: the padding row starts at zero, is picked like any row, and gets no gradient
+    pad = nn.Embedding(5, 3, padding_idx=-2)
+    assert pad.padding_idx == 3
+    w = pad.weight.detach().numpy()
+    np.testing.assert_array_equal(w[3], 0.0)
+    with lt.no_grad():
+        pad.weight.copy_(lt.tensor(w + 1.0))
+    idx = np.array([[3, 1], [3, 3]])
+    r = np.random.default_rng(4).normal(size=(2, 2, 3)).astype(np.float32)
+    out = pad(lt.tensor(idx))
+    np.testing.assert_array_equal(out.detach().numpy(), (w + 1.0)[idx])
+    (out * lt.tensor(r)).sum().backward()
+    want = np.zeros((5, 3), np.float32)
+    want[1] = r[0, 1]
+    np.testing.assert_allclose(pad.weight.grad.numpy(), want, rtol=1e-6)
+
+
 def test_losses_match_numpy():
     rng = np.random.default_rng(3)
     logits = rng.normal(size=(6, 5))

@@ -241,6 +241,16 @@ void clear_history(const Tensor& t) {
   impl.autograd.reset();
 }
 
+void hold_for_updates(const Tensor& leaf, bool hold) {
+  std::atomic<int>& n = meta_of(leaf).updaters;
+  n.fetch_add(hold ? 1 : -1, std::memory_order_relaxed);
+}
+
+bool held_for_updates(const Tensor& leaf) {
+  const auto& m = leaf.impl()->autograd;
+  return m && m->updaters.load(std::memory_order_relaxed) > 0;
+}
+
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs, GradOptions options) {
   const char* op = "grad";

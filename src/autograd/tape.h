@@ -3,6 +3,7 @@
 // that require grad gets a Function holding the op's VJP rule (a closure over the tensors
 // it needs, inline) and one Edge per input. The tape is made of tensors, not graph nodes, so it
 // outlives sync(): a saved tensor that a sync computed is simply a buffer afterwards.
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,6 +23,7 @@ struct Function;
 /** A leaf's autograd state (TensorImpl::autograd); a computed tensor has its grad_fn. */
 struct Meta {
   Tensor grad;  // the accumulated gradient (TensorImpl::requires_grad says whether it is taken)
+  std::atomic<int> updaters{0};  // the optimizers that hold this leaf (hold_for_updates)
 };
 
 /** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "lazytrace/ops/ops.h"
+#include "ops/checks.h"
 
 namespace lazytrace::nn {
 namespace {
@@ -62,15 +63,27 @@ Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num), embedding_
   register_parameter("weight", weight);
 }
 
-Tensor Embedding::forward(const Tensor& indices) const {
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
   if (!indices.defined()) fail("Embedding", "the indices are an undefined tensor.");
+  if (!weight.defined()) fail("Embedding", "the weight is an undefined tensor.");
   if (indices.dtype() != DType::int32 && indices.dtype() != DType::int64)
     fail("Embedding", "indices must be int32 or int64, got ", indices.type_str(),
          "; convert with astype(indices, lt::int64).");
+  if (weight.ndim() != 2)
+    fail("Embedding", "the weight must be [num_embeddings, embedding_dim], got ", weight.type_str(),
+         ".");
+  // indices computed in the graph are checked when the rows are; host data now
+  Tensor checked =
+      ops::check_indices(indices, weight.shape()[0], 0, ops::IndexCheck::EmbeddingIndices);
+  if (!indices.is_pending()) sync({checked});
   std::vector<int64_t> shape = indices.shape().vec();
-  Tensor rows = index_select(weight, 0, reshape(indices, {-1}));
-  shape.push_back(embedding_dim);
+  Tensor rows = index_select(weight, 0, reshape(checked, {-1}));
+  shape.push_back(weight.shape()[1]);
   return reshape(rows, Shape(shape));
+}
+
+Tensor Embedding::forward(const Tensor& indices) const {
+  return embedding(indices, weight);
 }
 
 LayerNorm::LayerNorm(int64_t d, double e, bool affine) : dim(d), eps(e) {

@@ -23,7 +23,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
          Shape(lead).str(), " (logits ", logits.type_str(), ").");
   // targets computed in the graph are checked when the loss is; host data now, as PyTorch
   // does (the check alone runs)
-  Tensor checked = ops::check_targets(targets, classes, ignore_index);
+  Tensor checked = ops::check_indices(targets, classes, ignore_index,
+                                      ops::IndexCheck::CrossEntropyTargets);
   if (!targets.is_pending()) sync({checked});
   Tensor flat_logits = reshape(logits, {-1, classes});
   Tensor flat_targets = unsqueeze(reshape(checked, {-1}), 1);

@@ -1,6 +1,7 @@
 // Module registry, dotted names, and the slot swap behind functional_call.
 #include "lazytrace/nn/module.h"
 
+#include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
 
 namespace lazytrace::nn {
@@ -107,6 +108,12 @@ void Module::to(DType dtype) {
   if (!is_floating(dtype))
     fail("Module.to", "dtype ", dtype_name(dtype), " is not floating; parameters must stay ",
          "floating to be trained.");
+  for (const auto& [name, p] : named_parameters())  // before anything is converted
+    if (is_floating(p.dtype()) && p.dtype() != dtype && autograd::held_for_updates(p))
+      fail("Module.to", "parameter '", name, "' (", p.type_str(),
+           ") is held by an optimizer made before this conversion to ", dtype_name(dtype),
+           ", which would keep updating the old tensor: convert the module first, then make "
+           "the optimizer.");
   NoGradGuard no_grad;
   auto convert = [&](Tensor& t) {
     if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) return;

@@ -5,14 +5,16 @@
 
 namespace lazytrace::ops {
 
-Tensor check_targets(const Tensor& targets, int64_t classes, int64_t ignore_index) {
+Tensor check_indices(const Tensor& indices, int64_t limit, int64_t ignore_index, IndexCheck who) {
   trace::OpScope scope;
-  check_defined("cross_entropy", targets, "targets");
+  check_defined(who == IndexCheck::EmbeddingIndices ? "Embedding" : "cross_entropy", indices,
+                "indices");
   ir::Attrs a;
-  a.push(classes);
+  a.push(limit);
   a.push(ignore_index);
-  return trace::make_pending(ir::make_node(ir::OpKind::CheckTargets, targets.dtype(),
-                                           targets.shape(), trace::node_of(targets), a));
+  a.push(static_cast<int64_t>(who));
+  return trace::make_pending(ir::make_node(ir::OpKind::CheckTargets, indices.dtype(),
+                                           indices.shape(), trace::node_of(indices), a));
 }
 
 }  // namespace lazytrace::ops

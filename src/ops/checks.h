@@ -5,7 +5,10 @@
 
 namespace lazytrace::ops {
 
-/** cross_entropy's targets: each in [0, classes) or equal to ignore_index. */
-Tensor check_targets(const Tensor& targets, int64_t classes, int64_t ignore_index);
+/** Who checks indices: names the operation and the indices in the error. */
+enum class IndexCheck : int64_t { CrossEntropyTargets = 0, EmbeddingIndices = 1 };
+
+/** Integer indices: each in [0, limit) or equal to ignore_index. */
+Tensor check_indices(const Tensor& indices, int64_t limit, int64_t ignore_index, IndexCheck who);
 
 }  // namespace lazytrace::ops

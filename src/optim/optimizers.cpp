@@ -48,11 +48,16 @@ Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
         fail(name_, "parameter ", i, " is the same tensor as parameter ", j,
              "; pass each parameter once.");
   }
+  for (const Tensor& p : params_) autograd::hold_for_updates(p, true);
   // made here, outside any trace (lt::compile), so a compiled step carries them; each
   // split of a count takes a spare (at most one per parameter but the first)
   counts_.push_back(number(0));
   count_of_.assign(params_.size(), 0);
   for (size_t i = 1; i < params_.size(); ++i) spare_counts_.push_back(number(-1));
+}
+
+Optimizer::~Optimizer() {
+  for (const Tensor& p : params_) autograd::hold_for_updates(p, false);
 }
 
 void Optimizer::count_updates() {

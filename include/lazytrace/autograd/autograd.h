@@ -51,5 +51,14 @@ struct GradOptions {
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
 
+/**
+ * Counts the optimizers that update `leaf` (one that requires grad): an optimizer holds
+ * each of its parameters while it lives. Module::to refuses to replace a held tensor, which
+ * would leave the optimizer updating the old one.
+ */
+void hold_for_updates(const Tensor& leaf, bool hold);
+/** Whether an optimizer holds `leaf` (see hold_for_updates). */
+bool held_for_updates(const Tensor& leaf);
+
 }  // namespace autograd
 }  // namespace lazytrace

@@ -20,6 +20,14 @@ class Linear : public Module {
   int64_t in_features, out_features;
 };
 
+/**
+ * Rows of weight [num, dim] picked by int32/int64 indices of any shape S: S + [dim], as
+ * torch.nn.functional.embedding. An index outside [0, num) is an lt::Error (negative
+ * indices do not wrap): now for host data, when the result is computed for indices computed
+ * in the graph.
+ */
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
 /** Rows of weight [num, dim] (N(0, 1) at start) picked by integer indices of any shape. */
 class Embedding : public Module {
  public:

@@ -18,7 +18,9 @@ class Optimizer {
  public:
   /** The parameters must be floating leaves that require grad. */
   explicit Optimizer(std::vector<Tensor> params, const char* name);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
   /** Applies one update from the parameters' grad(); parameters without one are skipped. */
   virtual void step() = 0;
   /** Clears every parameter's gradient (set to none, PyTorch's default). */

@@ -1,6 +1,7 @@
 """torch.nn.functional over lazytrace ops."""
 
 import math
+import operator
 
 from .. import _lazytrace as _C
 from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
@@ -66,11 +67,26 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return where(keep, input * (1.0 / (1.0 - p)), 0.0)
 
 
-def embedding(input, weight):
-    """Rows of weight picked by the integer tensor input: input.shape + (dim,)."""
-    flat = _C.reshape(input, (-1,))
-    rows = _C.index_select(weight, 0, flat)
-    return _C.reshape(rows, tuple(input.shape) + (weight.shape[1],))
+def _padding_index(padding_idx, num, op):
+    try:
+        i = operator.index(padding_idx)
+    except TypeError:
+        i = None
+    if i is None or isinstance(padding_idx, bool) or not -num <= i < num:
+        raise ValueError(f"[{op}] padding_idx {padding_idx!r} must be an int in [{-num}, {num}) "
+                         f"for {num} embeddings")
+    return i + num if i < 0 else i
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of weight [num, dim] picked by the integer tensor input: input.shape + (dim,). An
+    index outside [0, num) raises, as torch's (negative indices do not wrap); the rows picked
+    at padding_idx pass no gradient to the weight."""
+    rows = _C.embedding(input, weight)
+    if padding_idx is None:
+        return rows
+    pad = _padding_index(padding_idx, weight.shape[0], "embedding")
+    return _C.where(_C.unsqueeze(input != pad, -1), rows, rows.detach())
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):

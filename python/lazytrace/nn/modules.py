@@ -50,6 +50,8 @@ class Embedding(Module):
         _check_device(device, "Embedding")
         dtype = _check_dtype(dtype, "Embedding") or _C.dtype.float32
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        if padding_idx is not None:
+            padding_idx = F._padding_index(padding_idx, num_embeddings, "Embedding")
         self.padding_idx = padding_idx
         w = randn(num_embeddings, embedding_dim, dtype=dtype)
         if padding_idx is not None:
@@ -59,7 +61,7 @@ class Embedding(Module):
         self.weight = Parameter(w)
 
     def forward(self, input):
-        return F.embedding(input, self.weight)
+        return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"

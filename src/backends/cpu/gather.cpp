@@ -1,6 +1,6 @@
 // index_select gathers slices of a strided view along one dim by an integer index;
 // index_add (its VJP) scatters slices back, adding where indices repeat; check_targets
-// checks class indices computed in the graph.
+// checks indices computed in the graph (cross_entropy's targets, Embedding's indices).
 #include "backends/cpu/dtype_dispatch.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/strided.h"
@@ -127,11 +127,13 @@ void run_check(const CheckStep& s, const RunContext& ctx) {
                    s.targets.shape.numel(), [&](int64_t off, int64_t cnt, int64_t st) {
                      for (int64_t q = 0; q < cnt; ++q, ++i) {
                        const auto t = static_cast<int64_t>(p[off + q * st]);
-                       if (t != s.ignore_index && (t < 0 || t >= s.classes))
-                         fail("cross_entropy", "target ", t, " at position ", i,
-                              " is out of range for ", s.classes,
-                              " classes; targets must be in [0, ", s.classes, ") or ignore_index (",
-                              s.ignore_index, ").");
+                       if (t == s.ignore_index || (t >= 0 && t < s.classes)) continue;
+                       if (s.who == 1)  // ops::IndexCheck::EmbeddingIndices
+                         fail("Embedding", "index ", t, " at position ", i, " is out of range for ",
+                              s.classes, " embeddings; indices must be in [0, ", s.classes, ").");
+                       fail("cross_entropy", "target ", t, " at position ", i,
+                            " is out of range for ", s.classes, " classes; targets must be in [0, ",
+                            s.classes, ") or ignore_index (", s.ignore_index, ").");
                      }
                    });
     }

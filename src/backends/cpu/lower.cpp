@@ -257,7 +257,7 @@ class Lowering {
       return;
     }
     if (n.op == OpKind::CheckTargets) {
-      CheckStep cs{use_memory_view(n.inputs[0]), n.attrs[0], n.attrs[1]};
+      CheckStep cs{use_memory_view(n.inputs[0]), n.attrs[0], n.attrs[1], n.attrs[2]};
       vals_[i].kind = Value::AsView;
       vals_[i].view = cs.targets;
       p_.steps.emplace_back(std::move(cs));

@@ -106,12 +106,14 @@ struct GatherStep {
   Shape out_shape;
 };
 
-// cross_entropy's check of class indices computed in the graph: each is in [0, classes) or
-// ignore_index, else the run fails with lt::Error. The checked value is `targets` itself.
+// A check of indices computed in the graph (cross_entropy's targets, Embedding's indices):
+// each is in [0, classes) or ignore_index, else the run fails with lt::Error naming `who`
+// (ops::IndexCheck). The checked value is `targets` itself.
 struct CheckStep {
   View targets;
   int64_t classes;
   int64_t ignore_index;
+  int64_t who;
 };
 
 // A collective over the ranks (ir ops all_reduce, reduce_scatter, all_gather, broadcast)
