@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -609,6 +610,28 @@ TEST(Losses, CrossEntropyIsStableForHugeLogits) {
   EXPECT_NEAR(loss.item<float>(), (0.0 + 1000.0 + std::log1p(std::exp(-1000.0))) / 2, 1e-3);
 }
 
+// A class masked with -inf (a vocabulary mask) leaves the loss finite, as torch's: a one-hot
+// product would give -inf * 0 = NaN. nll_loss takes the log-probabilities; reductions as torch.
+TEST(Losses, CrossEntropyOfMaskedLogitsAndNllLossReductions) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor logits = lt::tensor(std::vector<float>{-inf, 0, 1, 2, 0, 1, -inf, 3, 0}, {3, 3});
+  Tensor targets = lt::tensor(std::vector<int64_t>{2, 0, -100}, {3});
+  const double l0 = -(1 - std::log(1 + std::exp(1.0))),
+               l1 = -(2 - std::log(std::exp(2.0) + 1 + std::exp(1.0)));
+  EXPECT_NEAR(nn::cross_entropy(logits, targets).item<float>(), (l0 + l1) / 2, 1e-6);
+  EXPECT_NEAR(nn::cross_entropy(logits, targets, -100, nn::Reduction::Sum).item<float>(), l0 + l1,
+              1e-6);
+  const std::vector<float> none =
+      nn::nll_loss(lt::log_softmax(logits, -1), targets, -100, nn::Reduction::None)
+          .to_vector<float>();
+  ASSERT_EQ(none.size(), 3u);
+  EXPECT_NEAR(none[0], l0, 1e-6);
+  EXPECT_NEAR(none[1], l1, 1e-6);
+  EXPECT_EQ(none[2], 0.0f);
+  expect_error([&] { nn::nll_loss(logits, lt::tensor({5, 0, 1})); },
+               "[nll_loss] target 5 at position 0 is out of range for 3 classes");
+}
+
 TEST(Losses, MseLossAndErrors) {
   Tensor a = lt::tensor({1.0f, 2.0f, 4.0f}).requires_grad_();
   Tensor b = lt::tensor({0.0f, 2.0f, 1.0f});
@@ -626,7 +649,7 @@ TEST(Losses, MseLossAndErrors) {
       [&] {
         nn::cross_entropy(logits, lt::tensor({0, 1, 2}));
       },
-      "targets i64[3] must have the logits' leading shape [2]");
+      "targets i64[3] must have the leading shape [2] of f32[2, 3]");
   expect_error(
       [&] {
         nn::cross_entropy(logits, lt::tensor({0.0f, 1.0f}));

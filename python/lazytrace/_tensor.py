@@ -280,6 +280,20 @@ def from_dlpack(x):
 
 
 # ---- functions (each method also as a function)
+def _dim(input, dim, op):
+    """dim of input as a dim in [0, ndim); a 0-d tensor takes 0 and -1 (as torch); else a
+    ValueError naming op (the C++ library's wording)."""
+    n = builtins.max(input.ndim, 1)
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, builtins.bool):
+        raise TypeError(f"[{op}] dim must be an int, got {type(dim).__name__} {dim!r}")
+    d = int(dim)
+    if not -n <= d < n:
+        raise ValueError(
+            f"[{op}] dim {d} is out of range for a tensor of shape {list(input.shape)} "
+            f"({input.ndim}-d): expected a dim in [{-n}, {n - 1}].")
+    return d % n
+
+
 def _dims(dim):
     if dim is None:
         return None
@@ -305,9 +319,12 @@ def amax(input, dim=None, keepdim=False):
 
 
 def amin(input, dim=None, keepdim=False):
-    return -_C.amax(-input, _dims(dim), keepdim) if input.dtype != _C.dtype.bool else ~amax(
-        ~input, dim, keepdim
-    )
+    if input.dtype == _C.dtype.bool:
+        return ~amax(~input, dim, keepdim)
+    if input.dtype in _FLOATING:
+        return -_C.amax(-input, _dims(dim), keepdim)
+    # integers: -x overflows at the smallest value; -1 - x (that is ~x) never does
+    return -1 - _C.amax(-1 - input, _dims(dim), keepdim)
 
 
 _MinMax = collections.namedtuple("MinMax", ["values", "indices"])
@@ -317,7 +334,9 @@ def _arg_extreme(input, dim, keepdim, largest):
     if dim is None:
         flat = input.reshape(-1)
         return _arg_extreme(flat, 0, False, largest)
-    dim = dim % input.ndim if input.ndim else 0
+    dim = _dim(input, dim, "argmax" if largest else "argmin")
+    if input.ndim == 0:  # as torch: dim 0 (or -1) of a 0-d tensor is its one element
+        return _C.zeros((), _C.dtype.int64)
     best = amax(input, dim, keepdim=True) if largest else amin(input, dim, keepdim=True)
     n = input.shape[dim]
     shape = [1] * input.ndim
@@ -359,10 +378,23 @@ def min(input, dim=None, keepdim=False, *, other=None):
     return _MinMax(amin(input, dim, keepdim), argmin(input, dim, keepdim))
 
 
-def var(input, dim=None, keepdim=False, *, correction=1, unbiased=None):
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
-    dims = _dims(dim) or tuple(range(input.ndim))
+def _correction(op, dim, unbiased, correction):
+    """torch's var/std forms: (dim, unbiased, keepdim), (unbiased), and correction=."""
+    if isinstance(dim, builtins.bool):  # var(True): the var(unbiased) form
+        if unbiased is not None:
+            raise TypeError(f"[{op}] dim must be an int or a tuple of ints, got bool {dim!r}")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise ValueError(f"[{op}] give unbiased or correction, not both")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dim, correction
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, correction = _correction("var", dim, unbiased, correction)
+    dims = tuple(_dim(input, d, "var") for d in _dims(dim)) if dim is not None else ()
+    dims = dims or tuple(range(input.ndim))
     n = 1
     for d in dims:
         n *= input.shape[d]
@@ -371,8 +403,9 @@ def var(input, dim=None, keepdim=False, *, correction=1, unbiased=None):
     return sq / builtins.max(n - correction, 0)
 
 
-def std(input, dim=None, keepdim=False, *, correction=1, unbiased=None):
-    return _C.sqrt(var(input, dim, keepdim, correction=correction, unbiased=unbiased))
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, correction = _correction("std", dim, unbiased, correction)
+    return _C.sqrt(var(input, dim, keepdim=keepdim, correction=correction))
 
 
 def softmax(input, dim=-1, dtype=None):
@@ -403,13 +436,40 @@ def where(condition, input, other):
     return _C.where(condition, input, other)
 
 
+def _result_type(input, other):
+    """torch's promotion of a tensor with a tensor, or with a Python number (weak: it only
+    lifts the kind, bool < int < float, to the default dtype of that kind)."""
+    if isinstance(other, Tensor):
+        return _C.promote_types(input.dtype, other.dtype)
+    if isinstance(other, builtins.bool) or isinstance(other, np.bool_):
+        return input.dtype
+    if isinstance(other, numbers.Integral):
+        return _C.dtype.int64 if input.dtype == _C.dtype.bool else input.dtype
+    if isinstance(other, numbers.Real):
+        return input.dtype if input.dtype in _FLOATING else _C.dtype.float32
+    raise TypeError(f"expected a tensor or a number, got {type(other).__name__} {other!r}")
+
+
 def clamp(input, min=None, max=None):
-    out = input
+    """torch.clamp: min(max(x, min), max) with the bounds' type promotion (an int tensor with
+    float bounds gives float32), NaN kept, max winning where min > max, and gradient 1 to x
+    wherever min <= x <= max."""
+    if min is None and max is None:
+        raise ValueError("[clamp] give min, max or both (at least one must not be None)")
+    d = input.dtype
+    for b in (min, max):
+        if b is not None:
+            try:
+                d = _C.promote_types(d, _result_type(input, b))
+            except TypeError:
+                raise TypeError(f"[clamp] min and max must be tensors or numbers, got "
+                                f"{type(b).__name__} {b!r}") from None
+    out = input if d == input.dtype else _C.astype(input, d)
     if min is not None:
-        out = maximum(out, min if isinstance(min, Tensor) else full_like(out, min))
+        out = _C.where(out < min, min if not isinstance(min, Tensor) else _C.astype(min, d), out)
     if max is not None:
-        out = minimum(out, max if isinstance(max, Tensor) else full_like(out, max))
-    return out
+        out = _C.where(out > max, max if not isinstance(max, Tensor) else _C.astype(max, d), out)
+    return out if out.dtype == d else _C.astype(out, d)
 
 
 clip = clamp
@@ -436,12 +496,22 @@ def trunc(input):
     return where(_C.abs(input) < 4503599627370496.0, t, input)
 
 
+# 2**(mantissa bits): from here on every float of the dtype is an integer
+_INTEGRAL_FROM = {_C.dtype.float64: 2.0 ** 52, _C.dtype.float32: 2.0 ** 23,
+                  _C.dtype.float16: 2.0 ** 10, _C.dtype.bfloat16: 2.0 ** 7}
+
+
 def round(input):
-    # half to even, as torch: floor(x + 0.5), one down where x + 0.5 was an odd integer tie
-    f = floor(input + 0.5)
-    tie = (f - input) == 0.5
-    odd = (f - 2.0 * floor(f * 0.5)) == 1.0
-    return f - _C.astype(tie & odd, input.dtype)
+    """Half to even, as torch; -0.0 where a negative number rounds to zero."""
+    if input.dtype not in _FLOATING:
+        return input
+    # below 2**p, floor and x - floor(x) are exact in the dtype (x + 0.5 would round)
+    f = floor(input)
+    frac = input - f
+    up = (frac > 0.5) | ((frac == 0.5) & ((f - 2.0 * floor(f * 0.5)) == 1.0))
+    r = f + _C.astype(up, input.dtype)
+    r = _C.where(r == 0, input * 0.0, r)  # the input's sign on a zero
+    return _C.where(_C.abs(input) < _INTEGRAL_FROM[input.dtype], r, input)
 
 
 def floor_divide(a, b):
@@ -509,7 +579,27 @@ def bitwise_not(a):
 
 
 def masked_fill(input, mask, value):
-    return where(mask, value, input)
+    """torch's masked_fill: value (a number or a 0-d tensor, cast to input's dtype) where the
+    bool mask, broadcast to input's shape, is True; the result has input's dtype and shape."""
+    if not isinstance(mask, Tensor) or mask.dtype != _C.dtype.bool:
+        raise TypeError(f"[masked_fill] mask must be a bool tensor, got "
+                        f"{mask.type_str() if isinstance(mask, Tensor) else type(mask).__name__}")
+    shape, ms = tuple(input.shape), tuple(mask.shape)
+    if len(ms) > len(shape) or any(m not in (1, s) for m, s in zip(ms[::-1], shape[::-1])):
+        raise ValueError(f"[masked_fill] the mask's shape {list(ms)} does not broadcast to the "
+                         f"input's shape {list(shape)}; the result keeps the input's shape")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"[masked_fill] value must be a number or a 0-d tensor, got shape "
+                             f"{list(value.shape)}; use where(mask, value, input) to fill from "
+                             "a tensor")
+        value = value if value.dtype == input.dtype else _C.astype(value, input.dtype)
+    elif isinstance(value, numbers.Number):
+        value = _C.scalar(value, input.dtype)  # cast as torch: 0.5 in an int tensor is 0
+    else:
+        raise TypeError(f"[masked_fill] value must be a number or a 0-d tensor, got "
+                        f"{type(value).__name__}")
+    return _C.where(mask, value, input)
 
 
 def reshape(input, *shape):
@@ -533,6 +623,10 @@ def unsqueeze(input, dim):
 
 
 def squeeze(input, dim=None):
+    if input.ndim == 0:  # dim 0 or -1 of a 0-d tensor, as torch: the tensor itself
+        for x in _dims(dim) or ():
+            _dim(input, x, "squeeze")
+        return input
     if dim is None:
         out = input
         for d in reversed(range(input.ndim)):
@@ -565,9 +659,13 @@ def contiguous(input):
 
 
 def flatten(input, start_dim=0, end_dim=-1):
+    s, e = _dim(input, start_dim, "flatten"), _dim(input, end_dim, "flatten")
+    if s > e:
+        raise ValueError(
+            f"[flatten] start_dim {start_dim} comes after end_dim {end_dim} for a tensor of "
+            f"shape {list(input.shape)}; give start_dim <= end_dim")
     if input.ndim == 0:
         return _C.reshape(input, (1,))
-    s, e = start_dim % input.ndim, end_dim % input.ndim
     n = 1
     for d in input.shape[s : e + 1]:
         n *= d
@@ -611,7 +709,21 @@ greater, greater_equal, less, less_equal, not_equal = _C.gt, _C.ge, _C.lt, _C.le
 
 
 def expm1(input):
-    return _C.exp(input) - 1.0
+    """exp(x) - 1, accurate near 0 (Kahan's: (u - 1) * x / log(u) with u = exp(x)); the
+    gradient is exp(x), as torch."""
+    if input.dtype not in (_C.dtype.float32, _C.dtype.float64):
+        # float16 and bfloat16 through float32 (as torch on CPU); integers give float32
+        out = expm1(_C.astype(input, _C.dtype.float32))
+        return _C.astype(out, input.dtype) if input.dtype in _FLOATING else out
+    u = _C.exp(input)
+    ud, x = u.detach(), input.detach()
+    um1 = ud - 1.0
+    safe = (ud != 1.0) & (um1 != -1.0) & (ud != float("inf"))
+    kahan = um1 * x / _C.log(_C.where(safe, ud, 2.0))
+    value = _C.where(um1 == -1.0, -1.0, kahan)
+    # the value carries no gradient; u - ud (exactly 0) carries exp(x)'s
+    out = value + (u - ud)
+    return _C.where(ud == 1.0, input, _C.where(ud == float("inf"), u, out))
 
 
 def tan(input):
@@ -639,7 +751,16 @@ def _index_error(msg):
     raise IndexError(msg)
 
 
-def _getitem(self, idx):
+def _holds_tensor(x):
+    if isinstance(x, Tensor):
+        return True
+    return isinstance(x, (list, tuple)) and builtins.any(_holds_tensor(v) for v in x)
+
+
+def _getitem(self, idx, info=None):
+    """self[idx]; info (a dict), where given, gets what _setitem needs of an integer-tensor
+    index: "index" (the tensor), "host" (its values where they came from the host), "size"
+    (the size of the dim it indexes) and "pos" (where its dims are in the result)."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
@@ -667,7 +788,10 @@ def _getitem(self, idx):
                 t = _C.slice(t, d, start, stop, step)
             d += 1
         elif isinstance(i, (Tensor, list, np.ndarray)):
+            host = None
             if not isinstance(i, Tensor):
+                if not _holds_tensor(i):
+                    host = np.asarray(i)
                 i = tensor(i)
             if i.dtype == _C.dtype.bool:
                 _index_error(
@@ -683,8 +807,15 @@ def _getitem(self, idx):
                     "dim at a time (t[a][:, b])"
                 )
             size = t.shape[d]
-            # negative indices count from the end, as torch
-            i = where(i < 0, i + size, i)
+            if host is not None and host.size:
+                bad = host[(host < -size) | (host >= size)]
+                if bad.size:
+                    _index_error(f"index {bad.flat[0]} is out of range for dim {d} of size {size} "
+                                 f"({self.type_str()})")
+            if info is not None:
+                info.update(index=i, host=host, size=size, pos=d)
+            # negative indices count from the end, as torch: index_select takes [-size, size)
+            # and refuses the rest (here an index is never normalized, so -size - 1 is refused)
             picked = _C.index_select(t, d, _C.reshape(i, (-1,)) if i.ndim != 1 else i)
             t = _C.reshape(picked, t.shape[:d] + i.shape + t.shape[d + 1 :])
             d += i.ndim
@@ -702,22 +833,143 @@ def _getitem(self, idx):
     return t
 
 
+def _last_writes(info):
+    """For an integer-tensor index: a bool tensor of its shape, True at the last occurrence
+    of each position (torch and NumPy: of repeated indices, the last write wins); None where
+    no position repeats."""
+    i, host, size = info["index"], info["host"], info["size"]
+    k = i.numel()
+    if k < 2:
+        return None
+    if host is not None:
+        flat = host.reshape(-1).astype(np.int64) % builtins.max(size, 1)
+        _, first_from_end = np.unique(flat[::-1], return_index=True)
+        if first_from_end.size == k:
+            return None
+        keep = np.zeros(k, np.bool_)
+        keep[k - 1 - first_from_end] = True
+        return _C.reshape(tensor(keep), i.shape)
+    # in the graph: the largest position j writing each index, one bit at a time from the
+    # top: of the candidates for an index, those with the bit set, where any has it
+    # (O((k + size) log k), not the k x k comparison)
+    flat = _C.reshape(_C.astype(i, _C.dtype.int64), (k,))
+    flat = _C.where(flat < 0, flat + size, flat)
+    flat = _C.where((flat < 0) | (flat >= size), 0, flat)  # out of range: index_select says so
+    j = np.arange(k)
+    cand = _C.ones((k,), _C.dtype.bool)
+    for b in reversed(range((k - 1).bit_length())):
+        bit = tensor(((j >> b) & 1).astype(np.bool_))
+        has = _C.astype(_C.where(cand, bit, False), _C.dtype.int32)
+        any_has = _C.index_select(_C.index_add(_C.zeros((size,), _C.dtype.int32), 0, flat, has),
+                                  0, flat) > 0
+        cand = _C.where(any_has, _C.where(cand, bit, False), cand)
+    return _C.reshape(cand, i.shape)
+
+
+def _put(self, idx, value):
+    """The value of self after self[idx] = value (idx: the indices __getitem__ takes)."""
+    n = self.numel()
+    info = {}
+    picked = _getitem(_C.reshape(arange(n), self.shape), idx, info)  # flat positions
+    flat = _C.reshape(picked, (-1,))
+    if isinstance(value, Tensor):
+        v = value
+    elif isinstance(value, numbers.Number):
+        v = full(picked.shape, value, dtype=self.dtype)
+    else:
+        v = tensor(value, dtype=self.dtype)
+    try:
+        v = _C.broadcast_to(v, picked.shape)
+    except ValueError as e:
+        raise ValueError(
+            f"[setitem] the value's shape {list(v.shape)} does not broadcast to the shape "
+            f"{list(picked.shape)} the index picks ({e})") from None
+    v = _C.reshape(v, (-1,))
+    work = _C.dtype.int32 if self.dtype == _C.dtype.bool else self.dtype
+    v = _C.astype(v, work)
+    hits = ones(flat.shape[0], dtype=_C.dtype.int32)
+    keep = _last_writes(info) if "index" in info else None
+    if keep is not None:  # only the last write to a position contributes
+        pos = info["pos"]
+        keep = _C.reshape(keep, (1,) * pos + tuple(keep.shape)
+                          + (1,) * (picked.ndim - pos - keep.ndim))
+        keep = _C.reshape(_C.broadcast_to(keep, picked.shape), (-1,))
+        v = _C.where(keep, v, 0)
+        hits = _C.astype(keep, _C.dtype.int32)
+    hit = _C.index_add(zeros(n, dtype=_C.dtype.int32), 0, flat, hits)
+    spread = _C.astype(_C.index_add(zeros(n, dtype=work), 0, flat, v), self.dtype)
+    return where(_C.reshape(hit > 0, self.shape), _C.reshape(spread, self.shape), self)
+
+
+def _as_mask(idx):
+    """idx as a bool mask (a bool tensor, NumPy array or list), or None."""
+    if isinstance(idx, Tensor):
+        return idx if idx.dtype == _C.dtype.bool else None
+    if isinstance(idx, np.ndarray):
+        return idx if idx.dtype == np.bool_ else None
+    if isinstance(idx, list) and idx and not _holds_tensor(idx):
+        a = np.asarray(idx)
+        return a if a.dtype == np.bool_ else None
+    return None
+
+
+def _put_masked(self, mask, value):
+    """The value of self after self[mask] = value: a k-d mask covers self's first k dims (as
+    torch and NumPy); the value broadcasts to the rows it selects, or, with the selected
+    count as its first dim, gives them their values in order."""
+    host = mask if isinstance(mask, np.ndarray) else None
+    shape, k = tuple(self.shape), mask.ndim
+    if tuple(mask.shape) != shape[:k]:
+        _index_error(
+            f"[setitem] the mask's shape {list(mask.shape)} must match the first {k} dims of "
+            f"the indexed tensor's shape {list(shape)}")
+    rest = shape[k:]
+    if isinstance(value, Tensor):
+        v = value
+    elif isinstance(value, numbers.Number):
+        v = value
+    else:
+        v = tensor(value, dtype=self.dtype)
+    if isinstance(v, Tensor) and v.ndim > len(rest):
+        if v.ndim == len(rest) + 1 and v.shape[0] == 1:
+            v = _C.reshape(v, tuple(v.shape[1:]))
+        elif v.ndim == len(rest) + 1:  # one row of values per selected row, in order
+            if host is None:
+                try:
+                    host = _numpy(mask, True)
+                except _C.TraceReadError:
+                    raise ValueError(
+                        f"[setitem] x[mask] = value with {v.shape[0]} rows of values needs the "
+                        "number of True in the mask, which a traced function cannot read; give a "
+                        "value that broadcasts to one selected row, or write "
+                        "x.copy_(lazytrace.where(mask, values, x)) with values of x's shape"
+                    ) from None
+            count = int(host.sum())
+            if v.shape[0] != count:
+                raise ValueError(
+                    f"[setitem] the value's shape {list(v.shape)} does not match the "
+                    f"{count} rows the mask selects (shape {[count, *rest]})")
+            rows = int(np.prod(shape[:k], dtype=np.int64))
+            flat = _C.reshape(self, (rows,) + rest)
+            put = _put(flat, tensor(np.flatnonzero(host.reshape(-1))), v)
+            return _C.reshape(put, shape)
+        else:
+            raise ValueError(
+                f"[setitem] the value's shape {list(v.shape)} does not broadcast to the rows "
+                f"the mask selects (shape [count, {', '.join(map(str, rest))}])")
+    if isinstance(mask, np.ndarray):
+        mask = tensor(mask)
+    m = _C.reshape(mask, tuple(mask.shape) + (1,) * len(rest))
+    v = full_like(self, v) if not isinstance(v, Tensor) else _C.astype(v, self.dtype)
+    return where(m, v, self)
+
+
 def _setitem(self, idx, value):
     """t[idx] = value with torch's semantics (every holder sees it), for the indices
-    __getitem__ takes: the positions the index picks get the value, the rest keep theirs."""
-    if isinstance(idx, Tensor) and idx.dtype == _C.dtype.bool:  # x[mask] = v
-        v = value if isinstance(value, Tensor) else full_like(self, value)
-        self.copy_(where(idx, _C.astype(v, self.dtype), self))
-        return
-    n = self.numel()
-    picked = _getitem(_C.reshape(arange(n), self.shape), idx)  # flat positions, index-shaped
-    flat = _C.reshape(picked, (-1,))
-    v = value if isinstance(value, Tensor) else full(picked.shape, value, dtype=self.dtype)
-    v = _C.reshape(_C.broadcast_to(v, picked.shape), (-1,))
-    work = _C.dtype.int32 if self.dtype == _C.dtype.bool else self.dtype
-    hit = _C.index_add(zeros(n, dtype=_C.dtype.int32), 0, flat, ones(flat.shape[0], dtype=_C.dtype.int32))
-    spread = _C.astype(_C.index_add(zeros(n, dtype=work), 0, flat, _C.astype(v, work)), self.dtype)
-    self.copy_(where(_C.reshape(hit > 0, self.shape), _C.reshape(spread, self.shape), self))
+    __getitem__ takes and bool masks: the positions the index picks get the value (the last
+    one where an index repeats), the rest keep theirs."""
+    mask = _as_mask(idx)
+    self.copy_(_put(self, idx, value) if mask is None else _put_masked(self, mask, value))
 
 
 # ---- methods whose argument forms are Python's
@@ -777,12 +1029,36 @@ def _array(self, dtype=None, copy=None):
 def _size_method(self, dim=None):
     if dim is None:
         return self.shape
+    n = self.ndim
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, builtins.bool):
+        raise TypeError(f"[size] dim must be an int, got {type(dim).__name__} {dim!r}")
+    if not -n <= dim < n:
+        raise IndexError(
+            f"[size] dim {dim} is out of range for a tensor of shape {list(self.shape)} ({n}-d)"
+            + (f": expected a dim in [{-n}, {n - 1}]" if n else ": a 0-d tensor has no dims"))
     return self.shape[dim]
+
+
+def _t(self):
+    if self.ndim > 2:
+        raise ValueError(
+            f"[t] expects a tensor with at most 2 dims, got shape {list(self.shape)} "
+            f"({self.ndim}-d); use transpose(dim0, dim1) or permute(...)")
+    return _C.transpose(self, 0, 1) if self.ndim == 2 else self
 
 
 def _expand(self, *sizes):
     sizes = _size(sizes, "expand")
     lead = len(sizes) - self.ndim
+    if lead < 0:
+        raise ValueError(
+            f"[expand] {len(sizes)} sizes given for a tensor of shape {list(self.shape)} "
+            f"({self.ndim}-d): give at least one size per dim")
+    for i, s in enumerate(sizes[:lead]):
+        if s == -1:
+            raise ValueError(
+                f"[expand] size -1 (keep the dim's size) at {i}, a new leading dim of "
+                f"{list(sizes)} for a tensor of shape {list(self.shape)}: give its size")
     shape = tuple(
         (self.shape[i - lead] if s == -1 else s) for i, s in enumerate(sizes)
     )
@@ -894,7 +1170,7 @@ def _install_methods():
         "expand": _expand,
         "expand_as": lambda s, o: _C.broadcast_to(s, o.shape),
         "broadcast_to": broadcast_to,
-        "t": lambda s: _C.transpose(s, 0, 1) if s.ndim == 2 else s,
+        "t": _t,
         "T": property(lambda s: _C.permute(s, tuple(reversed(range(s.ndim))))),
         "mT": property(lambda s: _C.transpose(s, -2, -1)),
         "sum": sum,

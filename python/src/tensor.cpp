@@ -630,9 +630,26 @@ void bind_tensor(nb::module_& m) {
   m.def("index_select", [](T t, int dim, T index) { return index_select(t, dim, index); });
   m.def("index_add",
         [](T t, int dim, T index, T source) { return index_add(t, dim, index, source); });
-  m.def("cross_entropy", [](T logits, T targets, int64_t ignore_index) {
-    return nn::cross_entropy(logits, targets, ignore_index);
-  });
+  auto reduction = [](const std::string& r, const char* op) {
+    if (r == "mean") return nn::Reduction::Mean;
+    if (r == "sum") return nn::Reduction::Sum;
+    if (r == "none") return nn::Reduction::None;
+    fail(op, "reduction must be 'mean', 'sum' or 'none', got '", r, "'.");
+  };
+  m.def(
+      "cross_entropy",
+      [=](T logits, T targets, int64_t ignore_index, const std::string& r) {
+        return nn::cross_entropy(logits, targets, ignore_index, reduction(r, "cross_entropy"));
+      },
+      nb::arg("logits"), nb::arg("targets"), nb::arg("ignore_index") = -100,
+      nb::arg("reduction") = "mean");
+  m.def(
+      "nll_loss",
+      [=](T log_probs, T targets, int64_t ignore_index, const std::string& r) {
+        return nn::nll_loss(log_probs, targets, ignore_index, reduction(r, "nll_loss"));
+      },
+      nb::arg("log_probs"), nb::arg("targets"), nb::arg("ignore_index") = -100,
+      nb::arg("reduction") = "mean");
   m.def("mse_loss", [](T a, T b) { return nn::mse_loss(a, b); });
 }
 

@@ -152,6 +152,36 @@ def test_losses_match_numpy():
         pytest.approx(((a - b) ** 2).mean(), rel=1e-12)
 
 
+def test_losses_of_masked_logits_are_not_nan():
+    # a class masked with -inf (a vocabulary mask): torch's loss is finite; a one-hot product
+    # would give -inf * 0 = NaN
+    logits = np.array([[-np.inf, 0.0, 1.0], [2.0, 0.0, 1.0], [-np.inf, 3.0, 0.0]])
+    target = np.array([2, 0, -100])
+    lp = np.array([row - np.log(np.exp(row[np.isfinite(row)]).sum()) for row in logits])
+    nll = np.array([-lp[0, 2], -lp[1, 0], 0.0])
+    t, y = lt.tensor(logits, dtype=lt.float64), lt.tensor(target)
+    assert F.cross_entropy(t, y).item() == pytest.approx(nll[:2].mean(), rel=1e-12)
+    assert F.cross_entropy(t, y, reduction="sum").item() == pytest.approx(nll.sum(), rel=1e-12)
+    np.testing.assert_allclose(F.cross_entropy(t, y, reduction="none").numpy(), nll, rtol=1e-12)
+    np.testing.assert_allclose(F.nll_loss(F.log_softmax(t, -1), y, reduction="none").numpy(),
+                               nll, rtol=1e-12)
+    assert F.nll_loss(F.log_softmax(t, -1), y).item() == pytest.approx(nll[:2].mean(), rel=1e-12)
+    # an ignored target inside [0, C) that picks the masked class counts for nothing either
+    y0 = lt.tensor(np.array([2, 0, 0]))
+    assert F.cross_entropy(t, y0, ignore_index=0).item() == pytest.approx(nll[0], rel=1e-12)
+    # the gradient: softmax minus the one-hot target, 0 at the masked class
+    x = lt.tensor(logits, dtype=lt.float64, requires_grad=True)
+    F.cross_entropy(x, y).backward()
+    p = np.exp(lp)
+    want = (p - np.eye(3)[[2, 0, 0]]) / 2
+    want[2] = 0.0
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match=r"\[nll_loss\] target 5 at position 0 is out of range"):
+        F.nll_loss(t, lt.tensor(np.array([5, 0, 1])))
+    with pytest.raises(ValueError, match=r"\[cross_entropy\] reduction must be"):
+        F.cross_entropy(t, y, reduction="avg", label_smoothing=0.1)
+
+
 def test_cross_entropy_checks_targets_still_to_be_computed():
     data = lt.tensor(np.array([[0, 1, 2, 7, 1]]))
     loss = F.cross_entropy(lt.zeros(4, 3), data[0, 1:])

@@ -15,4 +15,16 @@ const OpInfo& op_info(OpKind k) {
   return table[static_cast<int>(k)];
 }
 
+const char* index_check_op(IndexCheck who) {
+  switch (who) {
+    case IndexCheck::EmbeddingIndices:
+      return "Embedding";
+    case IndexCheck::NllLossTargets:
+      return "nll_loss";
+    case IndexCheck::CrossEntropyTargets:
+      break;
+  }
+  return "cross_entropy";
+}
+
 }  // namespace lazytrace::ir

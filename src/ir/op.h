@@ -60,4 +60,13 @@ inline bool is_collective(OpKind k) {
          k == OpKind::Broadcast;
 }
 
+/** check_targets' third attr: which operation checks its indices, for the error. */
+enum class IndexCheck : int64_t {
+  CrossEntropyTargets = 0,
+  EmbeddingIndices = 1,
+  NllLossTargets = 2
+};
+/** Its name: "cross_entropy", "Embedding", "nll_loss". */
+const char* index_check_op(IndexCheck who);
+
 }  // namespace lazytrace::ir

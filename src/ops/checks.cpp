@@ -7,8 +7,7 @@ namespace lazytrace::ops {
 
 Tensor check_indices(const Tensor& indices, int64_t limit, int64_t ignore_index, IndexCheck who) {
   trace::OpScope scope;
-  check_defined(who == IndexCheck::EmbeddingIndices ? "Embedding" : "cross_entropy", indices,
-                "indices");
+  check_defined(ir::index_check_op(who), indices, "indices");
   ir::Attrs a;
   a.push(limit);
   a.push(ignore_index);

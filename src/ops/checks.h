@@ -1,12 +1,12 @@
 #pragma once
 // Checks of values computed in the graph, for the layers above ops (nn): each returns its
 // input unchanged and makes the sync that computes it fail with lt::Error on a bad value.
+#include "ir/op.h"
 #include "lazytrace/trace/tensor.h"
 
 namespace lazytrace::ops {
 
-/** Who checks indices: names the operation and the indices in the error. */
-enum class IndexCheck : int64_t { CrossEntropyTargets = 0, EmbeddingIndices = 1 };
+using ir::IndexCheck;  // who checks: names the operation and the indices in the error
 
 /** Integer indices: each in [0, limit) or equal to ignore_index. */
 Tensor check_indices(const Tensor& indices, int64_t limit, int64_t ignore_index, IndexCheck who);

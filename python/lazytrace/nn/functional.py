@@ -122,40 +122,26 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             "[cross_entropy] targets must be an int32/int64 Tensor of class indices, got "
             + (target.type_str() if isinstance(target, Tensor) else type(target).__name__)
         )
-    logits = _class_last(input)
-    if reduction == "mean" and label_smoothing == 0.0:
-        return _C.cross_entropy(logits, target, ignore_index)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"[cross_entropy] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    c = logits.shape[-1]
-    logp = _C.log_softmax(logits, -1)
-    cls = _C.reshape(arange(c), (1,) * (logp.ndim - 1) + (c,))
-    onehot = _C.astype(_C.unsqueeze(target, -1) == cls, logp.dtype)
-    nll = -_C.sum(logp * onehot, (-1,), False)
-    if label_smoothing:
-        smooth = -_C.mean(logp, (-1,), False)
-        nll = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-    keep = _C.astype(target != ignore_index, logp.dtype)
-    nll = nll * keep
+    logits = _class_last(input)
+    if not label_smoothing:
+        return _C.cross_entropy(logits, target, ignore_index, reduction)
+    nll = _C.cross_entropy(logits, target, ignore_index, "none")
+    smooth = -_C.mean(_C.log_softmax(logits, -1), (-1,), False)
+    keep = target != ignore_index
+    loss = (1.0 - label_smoothing) * nll + label_smoothing * _C.where(keep, smooth, 0.0)
     if reduction == "none":
-        return nll
+        return loss
     if reduction == "sum":
-        return _C.sum(nll)
-    return _C.sum(nll) / _C.sum(keep)
+        return _C.sum(loss)
+    return _C.sum(loss) / _C.sum(_C.astype(keep, loss.dtype))
 
 
 def nll_loss(input, target, ignore_index=-100, reduction="mean"):
-    c = input.shape[-1] if input.ndim <= 2 else input.shape[1]
-    logp = _class_last(input)
-    cls = _C.reshape(arange(c), (1,) * (logp.ndim - 1) + (c,))
-    onehot = _C.astype(_C.unsqueeze(target, -1) == cls, logp.dtype)
-    keep = _C.astype(target != ignore_index, logp.dtype)
-    nll = -_C.sum(logp * onehot, (-1,), False) * keep
-    if reduction == "none":
-        return nll
-    if reduction == "sum":
-        return _C.sum(nll)
-    return _C.sum(nll) / _C.sum(keep)
+    """Negative log-likelihood of integer targets under log-probabilities input [N, C] (or
+    [N, C, d1, ...]); mean over the targets that are not ignore_index."""
+    return _C.nll_loss(_class_last(input), target, ignore_index, reduction)
 
 
 def mse_loss(input, target, reduction="mean"):

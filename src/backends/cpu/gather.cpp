@@ -128,12 +128,14 @@ void run_check(const CheckStep& s, const RunContext& ctx) {
                      for (int64_t q = 0; q < cnt; ++q, ++i) {
                        const auto t = static_cast<int64_t>(p[off + q * st]);
                        if (t == s.ignore_index || (t >= 0 && t < s.classes)) continue;
-                       if (s.who == 1)  // ops::IndexCheck::EmbeddingIndices
-                         fail("Embedding", "index ", t, " at position ", i, " is out of range for ",
+                       const auto who = static_cast<ir::IndexCheck>(s.who);
+                       const char* op = ir::index_check_op(who);
+                       if (who == ir::IndexCheck::EmbeddingIndices)
+                         fail(op, "index ", t, " at position ", i, " is out of range for ",
                               s.classes, " embeddings; indices must be in [0, ", s.classes, ").");
-                       fail("cross_entropy", "target ", t, " at position ", i,
-                            " is out of range for ", s.classes, " classes; targets must be in [0, ",
-                            s.classes, ") or ignore_index (", s.ignore_index, ").");
+                       fail(op, "target ", t, " at position ", i, " is out of range for ",
+                            s.classes, " classes; targets must be in [0, ", s.classes,
+                            ") or ignore_index (", s.ignore_index, ").");
                      }
                    });
     }

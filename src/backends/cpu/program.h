@@ -108,7 +108,7 @@ struct GatherStep {
 
 // A check of indices computed in the graph (cross_entropy's targets, Embedding's indices):
 // each is in [0, classes) or ignore_index, else the run fails with lt::Error naming `who`
-// (ops::IndexCheck). The checked value is `targets` itself.
+// (ir::IndexCheck). The checked value is `targets` itself.
 struct CheckStep {
   View targets;
   int64_t classes;

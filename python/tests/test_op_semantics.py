@@ -1,0 +1,218 @@
+"""Op semantics as torch has them, checked against NumPy (or torch's documented values):
+setitem with masks and repeated indices, out-of-range tensor indices, round, clamp, amin at
+the integer minimum, masked_fill, argument checks, expm1."""
+
+import numpy as np
+import pytest
+
+import lazytrace as lt
+
+
+# ---- x[mask] = v
+def test_a_row_mask_covers_the_first_dims():
+    x = lt.zeros(3, 3)
+    x[lt.tensor([True, False, False])] = 5.0
+    want = np.zeros((3, 3), np.float32)
+    want[np.array([True, False, False])] = 5.0
+    np.testing.assert_array_equal(x.numpy(), want)  # row 0, not column 0
+
+
+def test_a_numpy_bool_mask_works_like_a_tensor_mask():
+    x = lt.arange(4.0)
+    x[np.array([True, False, True, False])] = 9.0
+    assert x.tolist() == [9.0, 1.0, 9.0, 3.0]
+
+
+def test_mask_setitem_with_the_selected_count_of_values_assigns_in_order():
+    want = np.zeros((3, 2), np.float32)
+    want[np.array([True, False, True])] = [[1, 2], [3, 4]]
+    for mask in (lt.tensor([True, False, True]), np.array([True, False, True])):
+        x = lt.zeros(3, 2)
+        x[mask] = lt.tensor([[1.0, 2.0], [3.0, 4.0]])
+        np.testing.assert_array_equal(x.numpy(), want)
+    x = lt.zeros(3)
+    x[lt.tensor([True, False, True])] = lt.tensor([1.0, 2.0])
+    assert x.tolist() == [1.0, 0.0, 2.0]
+    with pytest.raises(ValueError, match=r"\[setitem\].*2 rows the mask selects"):
+        x[lt.tensor([True, False, True])] = lt.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(IndexError, match=r"\[setitem\] the mask's shape \[2\]"):
+        x[lt.tensor([True, False])] = 1.0
+
+
+def test_mask_setitem_with_a_traced_mask_and_counted_values_is_a_clear_error():
+    @lt.assume_pure
+    def f(x, m):
+        y = x.clone()
+        y[m] = lt.tensor([1.0, 2.0])
+        return y
+
+    with pytest.raises(ValueError, match=r"\[setitem\].*traced function cannot read"):
+        f(lt.zeros(3), lt.tensor([True, False, True]))
+
+
+# ---- repeated indices: the last write wins
+@pytest.mark.parametrize("host", [True, False])
+def test_setitem_with_repeated_indices_writes_once_the_last_value(host):
+    def idx(v):
+        return v if host else lt.tensor(v)
+
+    x = lt.zeros(5)
+    x[idx([1, 1, 3])] = lt.tensor([1.0, 2.0, 3.0])
+    want = np.zeros(5)
+    want[[1, 1, 3]] = [1.0, 2.0, 3.0]
+    np.testing.assert_array_equal(x.numpy(), want)  # [0, 2, 0, 3, 0]
+
+    x = lt.tensor([0.0, 1.0, 2.0])
+    x[idx([2, 2])] = 7.0
+    assert x.tolist() == [0.0, 1.0, 7.0]
+
+    x = lt.tensor([0.0, 1.0, 2.0])
+    x[idx([0, 0])] += 1
+    n = np.array([0.0, 1.0, 2.0])
+    n[[0, 0]] += 1
+    np.testing.assert_array_equal(x.numpy(), n)  # [1, 1, 2]
+
+    x = lt.zeros(2, 4)  # on a later dim, with negative duplicates of the same column
+    x[:, idx([1, -3, 3, -1])] = lt.tensor([[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]])
+    n = np.zeros((2, 4))
+    n[:, [1, -3, 3, -1]] = [[1, 2, 3, 4], [5, 6, 7, 8]]
+    np.testing.assert_array_equal(x.numpy(), n)
+
+
+def test_setitem_with_many_repeated_tensor_indices_matches_numpy():
+    rng = np.random.default_rng(3)
+    i = rng.integers(-20, 20, size=300)
+    v = rng.standard_normal(300)
+    x = lt.zeros(20, dtype=lt.float64)
+    x[lt.tensor(i)] = lt.tensor(v, dtype=lt.float64)
+    n = np.zeros(20)
+    n[i] = v
+    np.testing.assert_array_equal(x.numpy(), n)
+
+
+# ---- tensor indices below -size
+def test_tensor_index_below_minus_size_is_out_of_range():
+    a = lt.tensor([10.0, 20.0, 30.0])
+    assert a[lt.tensor([-3, -1])].tolist() == [10.0, 30.0]
+    with pytest.raises(ValueError, match="out of range"):
+        a[lt.tensor([-4])].numpy()  # was a[2]
+    with pytest.raises(IndexError, match="out of range"):
+        a[[-4]]
+    b = lt.zeros(3)
+    with pytest.raises((ValueError, IndexError), match="out of range"):
+        b[lt.tensor([-5])] = 1.0
+        b.numpy()
+
+
+# ---- round
+def test_round_half_to_even_and_large_odd_integers():
+    cases = [
+        (lt.float32, np.float32, [8388609.0, 16777215.0, -8388609.0, 0.5, 1.5, 2.5, -2.5, 0.49999997]),
+        (lt.float16, np.float16, [1025.0, 1027.0, -1025.0, 2.5, 3.5]),
+        (lt.float64, np.float64, [2.0**52 + 1, -(2.0**52) - 1, 2.5, -3.5, 1e300]),
+    ]
+    for dt, npdt, values in cases:
+        x = np.array(values, npdt)
+        np.testing.assert_array_equal(lt.round(lt.tensor(x, dtype=dt)).numpy(), np.round(x))
+    bf = lt.round(lt.tensor([255.0, 129.0, 2.5], dtype=lt.bfloat16)).float().tolist()
+    assert bf == [255.0, 129.0, 2.0]  # 255 and 129 are bfloat16 integers (8 bits)
+    neg = lt.round(lt.tensor([-0.4, -0.5, 0.4])).numpy()
+    assert neg.tolist() == [0.0, 0.0, 0.0] and np.signbit(neg).tolist() == [True, True, False]
+
+
+# ---- clamp
+def test_clamp_promotes_with_its_bounds_and_has_gradient_one_at_the_bounds():
+    y = lt.clamp(lt.tensor([1, 3, 5]), 2.5, 4.5)
+    assert y.dtype == lt.float32 and y.tolist() == [2.5, 3.0, 4.5]
+    y = lt.clamp(lt.tensor([1, 3, 5]), 2, 4)
+    assert y.dtype == lt.int64 and y.tolist() == [2, 3, 4]
+    x = lt.tensor([0.5, 1.0, 1.5, 2.0, 2.5], requires_grad=True)
+    lt.clamp(x, 1.0, 2.0).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0]
+    x = lt.tensor([0.0, 3.0], requires_grad=True)
+    x.clamp(min=0.0).sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+    assert lt.clamp(lt.tensor([1.0, 5.0]), 4.0, 2.0).tolist() == [2.0, 2.0]  # min > max: max
+    with pytest.raises(ValueError, match=r"\[clamp\]"):
+        lt.clamp(lt.ones(2))
+
+
+# ---- amin / argmin at the integer minimum
+@pytest.mark.parametrize("dt,npdt", [(lt.int64, np.int64), (lt.int32, np.int32)])
+def test_amin_and_argmin_with_the_smallest_integer(dt, npdt):
+    lo = np.iinfo(npdt).min
+    a = np.array([[5, lo, 0], [lo + 1, 3, lo]], npdt)
+    x = lt.tensor(a, dtype=dt)
+    assert lt.amin(x).item() == lo and x.min().item() == lo
+    np.testing.assert_array_equal(lt.amin(x, 1).numpy(), a.min(1))
+    np.testing.assert_array_equal(lt.argmin(x, 1).numpy(), a.argmin(1))
+    assert lt.argmin(x).item() == a.argmin()
+    np.testing.assert_array_equal(x.min(0).indices.numpy(), a.argmin(0))
+
+
+# ---- masked_fill
+def test_masked_fill_keeps_the_input_dtype_and_shape():
+    y = lt.tensor([1, 2, 3]).masked_fill(lt.tensor([True, False, True]), 0.5)
+    assert y.dtype == lt.int64 and y.tolist() == [0, 2, 0]
+    y = lt.ones(2, 3).masked_fill(lt.tensor([True, False, True]), lt.tensor(-1.0))
+    assert y.shape == (2, 3) and y.tolist() == [[-1.0, 1.0, -1.0], [-1.0, 1.0, -1.0]]
+    with pytest.raises(ValueError, match=r"\[masked_fill\].*does not broadcast"):
+        lt.zeros(3).masked_fill(lt.tensor([[True], [False]]), 1.0)
+
+
+# ---- argument checks
+def test_shape_argument_checks():
+    a = lt.ones(2, 3, 4)
+    with pytest.raises(ValueError, match=r"\[flatten\] start_dim 2 comes after end_dim 1"):
+        a.flatten(2, 1)
+    with pytest.raises(ValueError, match=r"\[flatten\] dim 5 is out of range"):
+        a.flatten(5)
+    assert a.flatten(-2).shape == (2, 12) and lt.tensor(1.0).flatten().shape == (1,)
+    with pytest.raises(ValueError, match=r"\[expand\].*-1"):
+        lt.ones(3, 1).expand(-1, 3, 4)
+    assert lt.ones(3, 1).expand(2, -1, 4).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match=r"\[t\]"):
+        a.t()
+    assert lt.ones(2, 3).t().shape == (3, 2)
+    with pytest.raises(IndexError, match=r"\[size\] dim 3 is out of range"):
+        lt.ones(3).size(3)
+    assert lt.ones(3).size(-1) == 3
+
+
+def test_dim_0_of_a_0d_tensor():
+    t = lt.tensor(3.0)
+    assert lt.argmax(t, 0).item() == 0 and lt.argmin(t, -1).item() == 0
+    values, indices = t.max(0)
+    assert values.item() == 3.0 and indices.item() == 0
+    assert t.squeeze(0).shape == () and t.squeeze(-1).item() == 3.0
+    with pytest.raises(ValueError, match=r"\[argmax\] dim 1 is out of range"):
+        lt.argmax(t, 1)
+    with pytest.raises(ValueError, match=r"\[argmax\] dim 2 is out of range"):
+        lt.argmax(lt.ones(2, 3), 2)  # was wrapped to dim 0
+
+
+def test_var_and_std_positional_unbiased_as_torch():
+    a = np.array([[1.0, 2.0], [3.0, 5.0]])
+    x = lt.tensor(a, dtype=lt.float64)
+    np.testing.assert_array_equal(x.var(1, True).numpy(), a.var(1, ddof=1))  # shape (2,)
+    np.testing.assert_array_equal(x.var(1, False).numpy(), a.var(1))
+    assert x.var(1, True, True).shape == (2, 1)
+    assert x.var(False).item() == a.var()
+    np.testing.assert_array_equal(x.std(0, False).numpy(), a.std(0))
+
+
+# ---- expm1
+@pytest.mark.parametrize("dt,npdt", [(lt.float32, np.float32), (lt.float64, np.float64)])
+def test_expm1_is_accurate_near_zero_and_elsewhere(dt, npdt):
+    tiny = [1e-30, -1e-30, 1e-10, 1e-6, -1e-6, 1e-3, -1e-3]
+    x = np.array(tiny + [0.5, -0.5, 1.0, -1.0, 5.0, -20.0, 50.0, -80.0, 80.0, np.inf, -np.inf],
+                 npdt)
+    with np.errstate(over="ignore"):
+        want = np.expm1(x)
+    got = lt.expm1(lt.tensor(x, dtype=dt)).numpy()
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(npdt).eps, atol=0)
+    assert np.isnan(lt.expm1(lt.tensor([np.nan], dtype=dt)).item())
+    t = lt.tensor(x[:-2], dtype=dt, requires_grad=True)
+    lt.expm1(t).sum().backward()
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(t.grad.numpy(), np.exp(x[:-2]), rtol=4 * np.finfo(npdt).eps)
