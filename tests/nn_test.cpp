@@ -628,8 +628,11 @@ TEST(Losses, CrossEntropyOfMaskedLogitsAndNllLossReductions) {
   EXPECT_NEAR(none[0], l0, 1e-6);
   EXPECT_NEAR(none[1], l1, 1e-6);
   EXPECT_EQ(none[2], 0.0f);
-  expect_error([&] { nn::nll_loss(logits, lt::tensor({5, 0, 1})); },
-               "[nll_loss] target 5 at position 0 is out of range for 3 classes");
+  expect_error(
+      [&] {
+        nn::nll_loss(logits, lt::tensor({5, 0, 1}));
+      },
+      "[nll_loss] target 5 at position 0 is out of range for 3 classes");
 }
 
 TEST(Losses, MseLossAndErrors) {
