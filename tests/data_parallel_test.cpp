@@ -257,6 +257,31 @@ TEST(DataParallel, DropoutMasksAnExampleAsOneProcessWould) {
                {"[set_batch_rows]", "rows [2, 7)"});
 }
 
+// Activations flattened example-major ([B * T, H]) are masked as one process would too; in
+// a sequence-first layout ([T, B, H]) the ranks' masks at least differ (not one draw each).
+TEST(DataParallel, DropoutOfFlattenedOrSequenceFirstActivations) {
+  const Tensor x = lt::reshape(lt::arange(1, 49, 1, lt::DType::float32), {4, 3, 4});  // B T H
+  lt::nn::Dropout drop(0.5);
+  lt::manual_seed(9);
+  lt::set_batch_rows({});
+  const std::vector<float> whole = drop(lt::reshape(x, {12, 4})).to_vector<float>();
+  std::mutex mu;
+  std::vector<std::vector<float>> seq_first(2);
+  lt::dist::run_threads(2, [&](int r) {
+    const auto [begin, end] = lt::dist::shard(4);
+    std::lock_guard<std::mutex> lock(mu);
+    lt::manual_seed(9);
+    const Tensor mine = lt::slice(x, 0, begin, end);
+    EXPECT_EQ(drop(lt::reshape(mine, {6, 4})).to_vector<float>(),
+              std::vector<float>(whole.begin() + begin * 12, whole.begin() + end * 12));
+    lt::manual_seed(9);
+    const Tensor ones = lt::ones({3, 2, 4});  // [T, B, H]: each rank the same values
+    seq_first[size_t(r)] = drop(ones).to_vector<float>();
+  });
+  lt::set_batch_rows({});
+  EXPECT_NE(seq_first[0], seq_first[1]);
+}
+
 // The same inside a loop traced once (is_fn_pure): its body holds the rows' offset, so each
 // thread rank traces its own instead of reusing another rank's body.
 TEST(DataParallel, DropoutInsideATracedLoopMasksAsOneProcessWould) {
@@ -342,6 +367,78 @@ TEST(DataParallel, BucketsFollowReverseParameterOrderUpToTheirSize) {
     EXPECT_EQ(seen, names);
     EXPECT_GT(dp.buckets().size(), 1u);
   });
+}
+
+// A weight tied under two names, a frozen parameter, and weights loaded after DataParallel
+// was made (a resumed run): the tied gradient is reduced once (a bucket a parameter), the
+// frozen one stays as loaded, and ZeRO-1's shards step from the loaded values; all as one
+// process on the whole batch.
+TEST(DataParallel, TiedFrozenAndLaterLoadedWeightsTrainAsOneProcess) {
+  struct Tied : lt::nn::Module {
+    Tensor w1, w2, frozen;
+    Tied() {
+      w1 = lt::randn({3, 4}).requires_grad_();
+      w2 = w1;
+      frozen = lt::randn({4});
+      register_parameter("w1", w1);
+      register_parameter("w2", w2);
+      register_parameter("frozen", frozen);
+      frozen.requires_grad_(false);
+    }
+    Tensor forward(const Tensor& x) const {
+      return lt::sum(lt::matmul(lt::tanh(lt::matmul(x, lt::transpose(w1, 0, 1))), w2) * frozen);
+    }
+    std::string name() const override { return "Tied"; }
+  };
+  auto batch = [](int64_t begin, int64_t end) {
+    std::vector<float> v;
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < 4; ++j)
+        v.push_back(0.1f * static_cast<float>((5 * i + 3 * j) % 7) - 0.3f);
+    return lt::tensor(v, {end - begin, 4});
+  };
+  auto load = [](Tied& m) {
+    lt::NoGradGuard no_grad;
+    std::vector<float> w(12), f(4);
+    for (int i = 0; i < 12; ++i) w[i] = 0.05f * static_cast<float>(i) - 0.3f;
+    for (int i = 0; i < 4; ++i) f[i] = 1.f + 0.25f * static_cast<float>(i);
+    m.w1.copy_(lt::tensor(w, {3, 4}));
+    m.frozen.copy_(lt::tensor(f, {4}));
+  };
+  // three AdamW steps on rows [begin, end); dp, where given, reduces and gathers
+  auto train = [&](Tied& m, lt::dist::DataParallel* dp, int64_t begin, int64_t end) {
+    lt::optim::AdamW opt(dp ? dp->parameters() : m.parameters(), {.lr = 0.1, .weight_decay = 0.1});
+    for (int s = 0; s < 3; ++s) {
+      m.forward(batch(begin, end)).backward();
+      if (dp) dp->reduce_gradients();
+      opt.step();
+      if (dp) dp->gather_parameters();
+      opt.zero_grad();
+      lt::sync();
+    }
+    std::vector<float> out = m.w1.to_vector<float>(), f = m.frozen.to_vector<float>();
+    out.insert(out.end(), f.begin(), f.end());
+    return out;
+  };
+  lt::manual_seed(4);
+  Tied one;
+  load(one);
+  const std::vector<float> want = train(one, nullptr, 0, 8);
+  for (bool zero1 : {false, true}) {
+    std::vector<float> got;
+    lt::dist::run_threads(2, [&](int r) {
+      Tied m;  // random weights, different on each rank until the broadcast
+      lt::dist::DataParallel dp(m,
+                                {.bucket_bytes = 16, .average = false, .shard_optimizer = zero1});
+      load(m);
+      const auto [begin, end] = lt::dist::shard(8);
+      std::vector<float> mine = train(m, &dp, begin, end);
+      if (r == 0) got = std::move(mine);
+    });
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-5 * std::max(1.f, std::abs(want[i]))) << zero1 << " " << i;
+  }
 }
 
 TEST(DataParallel, RankZerosWeightsReachEveryRank) {

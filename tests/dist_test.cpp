@@ -5,6 +5,8 @@
 
 #include <lazytrace/lazytrace.h>
 
+#include <chrono>
+
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -220,6 +222,24 @@ TEST(Dist, RanksThatTraceDifferentCollectivesFailClearly) {
         },
         {"[sync] the ranks' graphs issue different collectives", "rank 1's",
          "whose collectives are: all_reduce"});
+  // the text says what the signature holds: a root, a scale (a mean is a scaled sum)
+  std::mutex mu;
+  std::vector<std::string> said(2);
+  lt::dist::run_threads(2, [&](int r) {
+    try {
+      lt::Tensor x = lt::broadcast(lt::ones({4}), r) + lt::all_reduce(lt::ones({4}), "mean");
+      x.to_vector<float>();
+    } catch (const lt::Error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      said[size_t(r)] = e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    const std::string want = "broadcast from rank " + std::to_string(r) + " float32[4]";
+    EXPECT_NE(said[size_t(r)].find(want), std::string::npos) << said[size_t(r)];
+    EXPECT_NE(said[size_t(r)].find("all_reduce sum x 0.5 float32[4]"), std::string::npos)
+        << said[size_t(r)];
+  }
 }
 
 TEST(Dist, ABarrierAgainstACollectiveFailsClearly) {
@@ -254,6 +274,28 @@ TEST(Dist, ARankThatStopsEndsInATimeoutNotAHang) {
       },
       {"[sync]", "checking that every rank's graph issues the same collectives", "waited 0.5 s"});
   lt::dist::set_timeout(300);
+}
+
+// The timeout is read at each wait: set by a rank inside run_threads, it applies there; and
+// rank 0, which runs on the caller's thread, leaves the caller's batch rows as they were.
+TEST(Dist, RunThreadsReadsTheTimeoutThenAndKeepsTheCallersBatchRows) {
+  lt::dist::set_timeout(300);
+  lt::set_batch_rows({});
+  const auto start = std::chrono::steady_clock::now();
+  expect_error(
+      [] {
+        lt::dist::run_threads(2, [](int r) {
+          lt::dist::set_timeout(0.3);
+          (void)lt::dist::shard(8);
+          if (r == 0) lt::all_reduce(lt::ones({4})).to_vector<float>();
+        });
+      },
+      "waited 0.3 s");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 60);
+  lt::dist::set_timeout(300);
+  const lt::BatchRows rows = lt::batch_rows();
+  EXPECT_EQ(rows.count, 0);
+  EXPECT_EQ(rows.total, 0);
 }
 
 // 16-bit floats are summed in float32 and rounded once (as the MPI ranks sum them), not

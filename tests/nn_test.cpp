@@ -915,8 +915,19 @@ TEST(Optim, AdamWUpdateErrors) {
 }
 
 TEST(Optim, Errors) {
-  expect_error([] { lt::optim::AdamW({lt::ones({2})}); },
-               "[AdamW] parameter 0 (f32[2]) must be a leaf that requires grad");
+  Tensor leaf = lt::ones({2}).requires_grad_();
+  expect_error([&] { lt::optim::AdamW({leaf * 2}); },
+               "[AdamW] parameter 0 (f32[2]) is computed from other tensors (not a leaf)");
+  expect_error([] { lt::optim::AdamW({lt::ones({2}, lt::int64)}); },
+               "[AdamW] parameter 0 (i64[2]) is not floating");
+  {  // a frozen parameter is taken and left alone, as torch's
+    Tensor frozen = lt::ones({2});
+    lt::optim::AdamW opt({leaf, frozen}, {.lr = 0.5});
+    lt::sum(leaf * frozen).backward();
+    opt.step();
+    EXPECT_EQ(frozen.to_vector<float>(), (std::vector<float>{1, 1}));
+    EXPECT_NE(leaf.to_vector<float>(), (std::vector<float>{1, 1}));
+  }
   Tensor w = lt::ones({2}).requires_grad_();
   expect_error(
       [&] {

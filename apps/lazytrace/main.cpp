@@ -2,6 +2,8 @@
 // buys (compare), from the command line.
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
 
 #include "commands.h"
@@ -40,6 +42,15 @@ int main(int argc, char** argv) {
                  cmd.c_str());
     return 2;
   } catch (const lt::Error& e) {
+    std::fprintf(stderr, "lazytrace %s: %s\n", cmd.c_str(), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "lazytrace %s: out of memory; try a smaller --batch, --seq or model "
+                 "(--hidden, --layers)\n",
+                 cmd.c_str());
+    return 1;
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "lazytrace %s: %s\n", cmd.c_str(), e.what());
     return 1;
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -53,8 +54,10 @@ nn::LayersMode layers_mode(const std::string& mode) {
 }
 
 std::string read_text(const std::string& path, int64_t seq) {
+  std::error_code ec;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(cat("cannot read the text file '", path, "'; pass --text FILE"));
+  if (!in || !std::filesystem::is_regular_file(path, ec))
+    throw UsageError(cat("cannot read the text file '", path, "'; pass --text FILE"));
   std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (static_cast<int64_t>(s.size()) < seq + 2)
     throw UsageError(cat("the text file '", path, "' has ", std::to_string(s.size()),

@@ -1,5 +1,6 @@
 // lazytrace train / report: train a byte-level decoder on a text file.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "commands.h"
@@ -19,6 +20,8 @@ RunOptions run_options(const Flags& f) {
   o.batch = f.integer("batch", 1);
   o.seq = f.integer("seq", 2);
   o.lr = f.number("lr");
+  if (!(std::isfinite(o.lr) && o.lr >= 0))
+    throw UsageError(cat("--lr must be a finite number >= 0, got ", f.str("lr")));
   o.seed = static_cast<uint64_t>(f.integer("seed", 0));
   return o;
 }

@@ -77,6 +77,20 @@ def _joined(parts):
     return parts[0] if len(parts) == 1 else _C.concat(parts, 0)
 
 
+def _range_of(named, lo, hi):
+    """Elements [lo, hi) of the (name, tensor) values flattened one after another, zeros past
+    their end."""
+    parts, at = [], 0
+    for _, t in named:
+        a, b = max(lo, at), min(hi, at + t.numel())
+        if a < b:
+            parts.append(t.detach().reshape(-1)[a - at:b - at])
+        at += t.numel()
+    if hi > max(lo, at):
+        parts.append(_C.zeros([hi - max(lo, at)], named[0][1].dtype))
+    return _joined(parts)
+
+
 class DataParallel:
     """Averages (or sums) a module's gradients over the ranks, like PyTorch's
     DistributedDataParallel: reduce_gradients() after backward all-reduces them in buckets
@@ -87,13 +101,16 @@ class DataParallel:
     With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets (give
     them to the optimizer): reduce_gradients() reduce-scatters the gradients onto them, the
     optimizer updates 1/N of the elements on each rank, and gather_parameters() after its
-    step all-gathers them into the module. The optimizer must update elementwise; a
-    parameter without a gradient gets a zero one there (AdamW still decays it)."""
+    step all-gathers them into the module. The shards take the parameters' values at each
+    reduce_gradients(), so weights loaded into the module after this is made are what the
+    step updates. The optimizer must update elementwise; a parameter without a gradient gets
+    a zero one there (AdamW still decays it); frozen parameters are left out."""
 
     def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
                  shard_optimizer=False):
-        if not bucket_cap_mb > 0:
-            raise ValueError(f"[DataParallel] bucket_cap_mb must be positive, got {bucket_cap_mb}.")
+        if not 0 < bucket_cap_mb < float("inf"):
+            raise ValueError(f"[DataParallel] bucket_cap_mb must be a positive finite number, "
+                             f"got {bucket_cap_mb}.")
         self.module = module
         self.bucket_bytes = int(bucket_cap_mb * 2**20)
         self.op = "mean" if average else "sum"
@@ -125,21 +142,22 @@ class DataParallel:
         return out
 
     def _make_shards(self):
-        """The all-reduce's buckets (a parameter of bucket_bytes or more alone, so that its
-        reduce-scatter reads the gradient where it lies and the all-gather's result becomes
-        the parameter), flattened and padded: [(params [(name, param)], numel, padded, shard)]."""
+        """The all-reduce's buckets of the trained parameters (a parameter of bucket_bytes or
+        more alone, so that its reduce-scatter reads the gradient where it lies and the
+        all-gather's result becomes the parameter), flattened and padded:
+        [(params [(name, param)], numel, padded, shard)]."""
         n, r = world_size(), rank()
         shards = []
+        trained = [(name, p) for name, p in self.module.named_parameters() if p.requires_grad]
         with no_grad():
-            for bucket in self._buckets_of(reversed(list(self.module.named_parameters()))):
+            for bucket in self._buckets_of(reversed(trained)):
                 numel = sum(p.numel() for _, p in bucket)
                 padded = -(-numel // n) * n
-                parts = [p.detach().reshape(-1) for _, p in bucket]
-                if padded > numel:
-                    parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
                 per = padded // n
-                shards.append((bucket, numel, padded, _joined(parts)[r * per:(r + 1) * per]))
-        _C.sync([s[3] for s in shards])
+                shards.append((bucket, numel, padded, _range_of(bucket, r * per, (r + 1) * per)))
+        # every parameter first: every rank computes the same broadcasts in the same order,
+        # whatever its range
+        _C.sync([p for _, p in trained] + [s[3] for s in shards])
         return [(b, numel, padded, s.detach().requires_grad_()) for b, numel, padded, s in shards]
 
     def parameters(self):
@@ -153,6 +171,10 @@ class DataParallel:
         with no_grad():
             if self._shards is not None:
                 for bucket, numel, padded, shard in self._shards:
+                    # the parameters are what counts: a load or broadcast_parameters() since
+                    # the last step reaches the optimizer
+                    begin = rank() * shard.numel()
+                    shard.copy_(_range_of(bucket, begin, begin + shard.numel()))
                     parts = [p.grad.reshape(-1) if p.grad is not None else
                              _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:

@@ -181,8 +181,47 @@ def test_mistakes_are_errors():
                 raise ValueError("boom")
             dist.all_reduce(lt.ones(2)).numpy()
         dist.run_threads(2, fails)
-    with pytest.raises(ValueError, match="bucket_cap_mb"):
-        dist.DataParallel(lt.nn.Linear(2, 2), bucket_cap_mb=0)
+    for bad in (0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="bucket_cap_mb must be a positive finite number"):
+            dist.DataParallel(lt.nn.Linear(2, 2), bucket_cap_mb=bad)
+
+
+@pytest.mark.parametrize("shard_optimizer", [False, True])
+def test_frozen_and_later_loaded_weights_train_as_one_process(shard_optimizer):
+    """Weights loaded after DataParallel is made (a resumed run) are what the step updates,
+    with ZeRO-1's shards too, and a frozen parameter stays as loaded; as one process on the
+    whole batch (AdamW with weight decay, which would move the frozen one)."""
+    x = (0.1 * ((5 * np.arange(8)[:, None] + 3 * np.arange(4)) % 7) - 0.3).astype(np.float32)
+    loaded = {"0.weight": np.linspace(-0.3, 0.3, 12, dtype=np.float32).reshape(3, 4),
+              "0.bias": np.array([0.1, -0.2, 0.3], np.float32),
+              "2.weight": np.linspace(0.5, -0.5, 6, dtype=np.float32).reshape(2, 3),
+              "2.bias": np.array([0.25, -0.75], np.float32)}
+
+    def train(rows, ddp=None):
+        lt.manual_seed(4)
+        model = lt.nn.Sequential(lt.nn.Linear(4, 3), lt.nn.Tanh(), lt.nn.Linear(3, 2))
+        model[2].bias.requires_grad_(False)
+        if ddp is not None:
+            ddp = dist.DataParallel(model, bucket_cap_mb=16 / 2**20, average=False,
+                                    shard_optimizer=shard_optimizer)
+        model.load_state_dict({k: lt.tensor(v) for k, v in loaded.items()})
+        opt = lt.optim.AdamW(ddp.parameters() if ddp else model.parameters(), lr=0.1,
+                             weight_decay=0.1)
+        for _ in range(3):
+            model(lt.tensor(x[rows])).sum().backward()
+            if ddp:
+                ddp.reduce_gradients()
+            opt.step()
+            if ddp:
+                ddp.gather_parameters()
+            opt.zero_grad()
+        return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+    want = train(slice(0, 8))
+    np.testing.assert_array_equal(want["2.bias"], loaded["2.bias"])
+    got = per_rank(2, lambda r: train(slice(*dist.shard(8)), ddp=True))
+    for name, w in want.items():
+        np.testing.assert_allclose(got[0][name], w, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def test_all_reduces_start_inside_the_scans_backward_with_the_same_bits():

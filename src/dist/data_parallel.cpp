@@ -28,10 +28,16 @@ std::vector<std::vector<Named>> buckets_of(const std::vector<Named>& items, int6
   return out;
 }
 
-// The module's parameters in reverse order: the order backward makes their gradients.
+// The module's trained parameters in reverse order, the order backward makes their
+// gradients: each tensor once (tied weights under two names), frozen ones left out.
 std::vector<Named> reversed_parameters(const nn::Module& m) {
   const nn::ParamMap params = m.named_parameters();
-  std::vector<Named> order(params.begin(), params.end());
+  std::vector<Named> order;
+  for (const auto& [name, t] : params) {
+    const bool seen = std::any_of(order.begin(), order.end(),
+                                  [&](const Named& o) { return o.second.impl() == t.impl(); });
+    if (!seen && t.requires_grad()) order.emplace_back(name, t);
+  }
   std::reverse(order.begin(), order.end());
   return order;
 }
@@ -43,6 +49,19 @@ Tensor flat(const Tensor& t) {
 // the parts one after another: a copy, unless there is one
 Tensor joined(const std::vector<Tensor>& parts) {
   return parts.size() == 1 ? parts[0] : concat(parts, 0);
+}
+
+// Elements [lo, hi) of the tensors' values flattened one after another, zeros past their end.
+Tensor range_of(const std::vector<Tensor>& tensors, int64_t lo, int64_t hi) {
+  std::vector<Tensor> parts;
+  int64_t at = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t a = std::max(lo, at), b = std::min(hi, at + t.numel());
+    if (a < b) parts.push_back(slice(flat(t.detach()), 0, a - at, b - at));
+    at += t.numel();
+  }
+  if (hi > std::max(lo, at)) parts.push_back(zeros({hi - std::max(lo, at)}, tensors[0].dtype()));
+  return joined(parts);
 }
 
 }  // namespace
@@ -75,19 +94,20 @@ void DataParallel::make_shards() {
   for (const std::vector<Named>& bucket :
        buckets_of(reversed_parameters(module_), options_.bucket_bytes)) {
     Shard& s = shards_.emplace_back();
-    std::vector<Tensor> parts;
     for (const auto& [name, p] : bucket) {
       s.names.push_back(name);
       s.params.push_back(p);
-      parts.push_back(flat(p.detach()));
       s.numel += p.numel();
+      made.push_back(p);
     }
     s.padded = (s.numel + n - 1) / n * n;
-    if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
     const int64_t per = s.padded / n;
-    s.shard = slice(joined(parts), 0, r * per, (r + 1) * per);
-    made.push_back(s.shard);
+    s.begin = r * per;
+    s.shard = range_of(s.params, s.begin, s.begin + per);
   }
+  // every parameter first: every rank computes the same broadcasts in the same order,
+  // whatever its range
+  for (const Shard& s : shards_) made.push_back(s.shard);
   sync(made);
   for (Shard& s : shards_) s.shard = s.shard.detach().requires_grad_();
 }
@@ -105,6 +125,9 @@ void DataParallel::reduce_gradients() {
   NoGradGuard no_grad;
   if (options_.shard_optimizer) {
     for (Shard& s : shards_) {
+      // the parameters are what counts: a load or broadcast_parameters() since the last
+      // step reaches the optimizer (a slice of a parameter alone: a view the update reads)
+      s.shard.copy_(range_of(s.params, s.begin, s.begin + s.shard.numel()));
       std::vector<Tensor> parts;
       for (const Tensor& p : s.params) {
         const Tensor g = p.grad();

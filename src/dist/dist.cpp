@@ -83,11 +83,16 @@ double timeout() {
 
 void run_threads(int n, const std::function<void(int)>& fn) {
   if (n < 1) fail("dist::run_threads", "needs at least one rank, got ", n, ".");
-  std::vector<std::unique_ptr<ThreadRank>> ranks = make_thread_group(n, timeout());
+  std::vector<std::unique_ptr<ThreadRank>> ranks = make_thread_group(n);
   std::mutex mu;
   std::exception_ptr first;
   auto body = [&](int r) {
     runtime::CommunicatorScope scope(ranks[static_cast<size_t>(r)].get());
+    // rank 0 runs on the caller's thread: its batch rows (set by shard) stay the caller's
+    struct KeepRows {
+      BatchRows rows = batch_rows();
+      ~KeepRows() { set_batch_rows(rows); }
+    } keep_rows;
     try {
       fn(r);
     } catch (...) {

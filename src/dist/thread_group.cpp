@@ -1,5 +1,7 @@
 #include "dist/thread_group.h"
 
+#include "lazytrace/dist/dist.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -22,7 +24,6 @@ struct Posted {
 
 struct GroupState {
   int n = 0;
-  double timeout = 300;
   std::mutex mu;
   std::condition_variable cv;
   int arrived = 0;
@@ -45,9 +46,10 @@ void wait_all(GroupState& g, int rank, const char* op) {
     g.cv.notify_all();
     return;
   }
-  const auto limit = std::chrono::duration<double>(g.timeout);
+  const double seconds = timeout();  // read at each wait, as the MPI ranks do
+  const auto limit = std::chrono::duration<double>(seconds);
   if (!g.cv.wait_for(lock, limit, [&] { return g.generation != gen || !g.failure.empty(); })) {
-    g.failure = detail::cat("thread rank ", rank, " of ", g.n, " waited ", g.timeout,
+    g.failure = detail::cat("thread rank ", rank, " of ", g.n, " waited ", seconds,
                             " s for the others (lt::dist::set_timeout): a rank stopped, or the "
                             "ranks issue different collectives.");
     g.cv.notify_all();
@@ -166,10 +168,9 @@ void ThreadRank::gather_signatures(const int64_t* mine, int64_t* all) {
   depart("the check of the ranks' collectives");
 }
 
-std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n, double timeout_seconds) {
+std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n) {
   auto g = std::make_shared<GroupState>();
   g->n = n;
-  g->timeout = timeout_seconds;
   g->posted.resize(static_cast<size_t>(n));
   std::vector<std::unique_ptr<ThreadRank>> ranks;
   for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<ThreadRank>(g, r));

@@ -42,7 +42,7 @@ class ThreadRank final : public runtime::Communicator {
   int rank_;
 };
 
-/** The n ranks of a new group. */
-std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n, double timeout_seconds);
+/** The n ranks of a new group; a wait fails after lt::dist::timeout() seconds. */
+std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n);
 
 }  // namespace lazytrace::dist

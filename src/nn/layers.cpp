@@ -128,10 +128,14 @@ Tensor Dropout::forward(const Tensor& x) const {
   if (!is_training() || p == 0) return x;
   if (p == 1) return x * 0;
   const DType dt = is_floating(x.dtype()) ? x.dtype() : DType::float32;
-  // a rank's examples of a global batch: their masks are the global batch's (BatchRows)
+  // a rank's examples of a global batch: their masks are the global batch's (BatchRows),
+  // x read as one row per example (batch first, or its example-major flattening)
   const BatchRows rows = batch_rows();
-  const bool global = rows.count > 0 && x.ndim() > 0 && x.shape()[0] == rows.count;
-  const Tensor u = global ? rand_rows(x.shape(), rows.first, rows.total, dt) : rand(x.shape(), dt);
+  const bool global = rows.count > 0 && x.numel() > 0 && x.numel() % rows.count == 0;
+  const Tensor u =
+      global ? reshape(rand_rows({rows.count, x.numel() / rows.count}, rows.first, rows.total, dt),
+                       x.shape())
+             : rand(x.shape(), dt);
   return where(u >= p, x * (1 / (1 - p)), 0);
 }
 

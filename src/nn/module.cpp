@@ -1,6 +1,8 @@
 // Module registry, dotted names, and the slot swap behind functional_call.
 #include "lazytrace/nn/module.h"
 
+#include <algorithm>
+
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
 
@@ -67,7 +69,10 @@ ParamMap Module::named_buffers() const {
 
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
-  for_each_slot(false, "", [&](const std::string&, const Tensor& t) { out.push_back(t); });
+  for_each_slot(false, "", [&](const std::string&, const Tensor& t) {
+    if (std::none_of(out.begin(), out.end(), [&](const Tensor& o) { return o.impl() == t.impl(); }))
+      out.push_back(t);
+  });
   return out;
 }
 

@@ -39,10 +39,15 @@ Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     if (!p.defined()) fail(name_, "parameter ", i, " is an undefined tensor.");
-    if (!p.requires_grad() || !p.is_leaf())
+    // a leaf that does not require grad (a frozen parameter) is taken, as torch's, and
+    // skipped while it has no gradient
+    if (!p.is_leaf())
       fail(name_, "parameter ", i, " (", p.type_str(),
-           ") must be a leaf that requires grad; call requires_grad_() on it (module "
-           "parameters already do).");
+           ") is computed from other tensors (not a leaf); optimize the tensors it is made "
+           "from, or detach() it and call requires_grad_() on the result.");
+    if (!is_floating(p.dtype()))
+      fail(name_, "parameter ", i, " (", p.type_str(),
+           ") is not floating; parameters must be floating to be trained.");
     for (size_t j = 0; j < i; ++j)
       if (params_[j].impl() == p.impl())
         fail(name_, "parameter ", i, " is the same tensor as parameter ", j,

@@ -20,9 +20,12 @@
  * With shard_optimizer (ZeRO-1), parameters() are this rank's shards of the buckets: the
  * gradients are reduce-scattered onto them, the optimizer updates (and keeps state for)
  * 1/N of the elements on each rank, and gather_parameters() all-gathers the result into the
- * module's parameters. The optimizer must then update elementwise (SGD, AdamW). A parameter
- * without a gradient gets a zero one there (AdamW still decays it and moves its moments),
- * where the replicated optimizer skips it.
+ * module's parameters. The shards take the parameters' values at each reduce_gradients(),
+ * so weights loaded into the module (or broadcast) after this is made are what the step
+ * updates. The optimizer must update elementwise (SGD, AdamW). A parameter without a
+ * gradient gets a zero one there (AdamW still decays it and moves its moments), where the
+ * replicated optimizer skips it; a frozen parameter (requires_grad false) is left out, as is
+ * the second name of a tied one.
  */
 #include <cstdint>
 #include <string>
@@ -79,7 +82,8 @@ class DataParallel {
     std::vector<std::string> names;
     std::vector<Tensor> params;
     int64_t numel = 0, padded = 0;
-    Tensor shard;  // this rank's [rank * padded / N, (rank + 1) * padded / N)
+    int64_t begin = 0;  // rank * padded / N
+    Tensor shard;       // this rank's [begin, begin + padded / N), from the parameters each step
   };
   void make_shards();
 

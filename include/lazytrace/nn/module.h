@@ -61,10 +61,12 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  /** Every parameter of this module and its submodules, in registration order. */
+  /** Every parameter of this module and its submodules, in registration order (a tensor
+   * registered under two names, a tied weight, under both). */
   ParamMap named_parameters() const;
   /** Every buffer (state that is not trained, such as running statistics). */
   ParamMap named_buffers() const;
+  /** The parameters' tensors, each once (a tied weight once), for an optimizer. */
   std::vector<Tensor> parameters() const;
   /** Direct submodules, in registration order. */
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;

@@ -67,9 +67,10 @@ void manual_seed(uint64_t seed);
 Tensor rand_rows(const Shape& shape, int64_t first, int64_t total, DType dtype = DType::float32);
 /**
  * The rows of a global batch that this thread's examples are: [first, first + count) of
- * total (lt::dist::shard sets them; count 0: none). nn::Dropout of a tensor whose first dim
- * is `count` draws with rand_rows, so its mask of an example depends on the example's index
- * in the global batch, not on the number of ranks.
+ * total (lt::dist::shard sets them; count 0: none). nn::Dropout of a tensor of `count` rows
+ * (batch first, or flattened example-major, as [B * T, H]) draws them with rand_rows, so an
+ * example's mask depends on its index in the global batch, not on the number of ranks; in
+ * another layout (sequence first) the ranks' masks still differ, but not as one process's.
  */
 struct BatchRows {
   int64_t first = 0, count = 0, total = 0;

@@ -16,7 +16,8 @@ namespace lazytrace::optim {
 
 class Optimizer {
  public:
-  /** The parameters must be floating leaves that require grad. */
+  /** The parameters must be floating leaves; one that does not require grad (frozen) is
+   * skipped while it has no gradient, as every parameter without one is. */
   explicit Optimizer(std::vector<Tensor> params, const char* name);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;

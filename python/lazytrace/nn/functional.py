@@ -57,10 +57,12 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return input * 0.0
-    # a rank's examples of a global batch (distributed.shard) draw the global batch's masks
+    # a rank's examples of a global batch (distributed.shard) draw the global batch's masks,
+    # the input read as one row per example (batch first, or its example-major flattening)
     first, count, total = _C.batch_rows()
-    if count and input.ndim and input.shape[0] == count:
-        u = _C.rand_rows(tuple(input.shape), first, total, input.dtype)
+    n = input.numel()
+    if count and n and n % count == 0:
+        u = _C.reshape(_C.rand_rows((count, n // count), first, total, input.dtype), tuple(input.shape))
     else:
         u = rand(*input.shape, dtype=input.dtype)
     keep = u >= p

@@ -245,13 +245,13 @@ class Lowering {
       uint64_t h = hash_combine(static_cast<uint64_t>(n.op), n.attrs.hash());
       h = hash_combine(h, static_cast<uint64_t>(cs.in.shape.numel()));
       h = hash_combine(h, static_cast<uint64_t>(n.dtype));
-      add_collectives(
-          h, detail::cat(ir::op_name(n.op), " ",
-                         n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter
-                             ? runtime::reduce_op_name(cs.reduce)
-                             : "",
-                         n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter ? " " : "",
-                         dtype_name(n.dtype), cs.in.shape.str()));
+      // what the hash holds, so that two ranks' texts differ where their hashes do
+      const bool reduces = n.op == OpKind::AllReduce || n.op == OpKind::ReduceScatter;
+      std::string text = ir::op_name(n.op);
+      if (reduces) text += detail::cat(" ", runtime::reduce_op_name(cs.reduce));
+      if (reduces && cs.scale != 1) text += detail::cat(" x ", cs.scale);
+      if (n.op == OpKind::Broadcast) text += detail::cat(" from rank ", cs.root);
+      add_collectives(h, detail::cat(text, " ", dtype_name(n.dtype), cs.in.shape.str()));
       p_.steps.emplace_back(std::move(cs));
       set_storage_value(i, std::get<CollectiveStep>(p_.steps.back()).out_storage);
       return;
