@@ -894,6 +894,84 @@ TEST(Optim, AdamWComputesAProductGradientBesideTheUpdate) {
   }
 }
 
+// state() and load_state() resume a run: a second optimizer over copies of the weights,
+// loaded with the first's state after 3 steps, takes the same 2 next steps bit for bit, host
+// steps and a step compiled before the load alike. SGD's momentum too.
+TEST(Optim, LoadStateResumesTheRunBitForBit) {
+  auto grads_at = [](int s, const std::vector<Tensor>& ps) {
+    Tensor loss = lt::sum(lt::tanh(ps[0] * static_cast<float>(s + 1)) * ps[1]);
+    loss.backward();
+  };
+  for (int kind : {0, 1}) {  // AdamW, SGD with momentum
+    auto make = [kind](std::vector<Tensor> ps) -> std::unique_ptr<lt::optim::Optimizer> {
+      if (kind == 0)
+        return std::make_unique<lt::optim::AdamW>(ps, lt::optim::AdamWOptions{.lr = 0.1});
+      return std::make_unique<lt::optim::SGD>(ps,
+                                              lt::optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
+    };
+    std::vector<Tensor> a = {random_tensor({3, 2}, 1).requires_grad_(),
+                             random_tensor({2}, 2).requires_grad_()};
+    auto opt_a = make(a);
+    auto step = [&](std::vector<Tensor>& ps, lt::optim::Optimizer& opt, int s) {
+      grads_at(s, ps);
+      opt.step();
+      opt.zero_grad();
+      lt::sync();
+    };
+    for (int s = 0; s < 3; ++s) step(a, *opt_a, s);
+    const std::vector<lt::optim::Optimizer::State> saved = opt_a->state();
+    ASSERT_EQ(saved.size(), 2u);
+    EXPECT_EQ(saved[0].at("step").item<double>(), 3);
+    EXPECT_EQ(saved[0].size(), kind == 0 ? 3u : 2u);
+    std::vector<Tensor> b = {lt::clone(a[0]).detach().requires_grad_(),
+                             lt::clone(a[1]).detach().requires_grad_()};
+    auto opt_b = make(b);
+    auto compiled = lt::compile([&](const Tensor& s) {
+      Tensor loss = lt::sum(lt::tanh(b[0] * s) * b[1]);
+      loss.backward();
+      opt_b->step();
+      opt_b->zero_grad();
+      return loss;
+    });
+    (void)compiled(lt::scalar(9.0f)).item<float>();  // traced and run before the load
+    opt_b->load_state(saved);
+    {
+      lt::NoGradGuard no_grad;  // back to the weights after step 3
+      b[0].copy_(lt::clone(a[0]));
+      b[1].copy_(lt::clone(a[1]));
+    }
+    for (int s = 3; s < 5; ++s) {
+      step(a, *opt_a, s);
+      (void)compiled(lt::scalar(static_cast<float>(s + 1))).item<float>();
+      EXPECT_EQ(b[0].to_vector<float>(), a[0].to_vector<float>()) << kind << " step " << s;
+      EXPECT_EQ(b[1].to_vector<float>(), a[1].to_vector<float>()) << kind << " step " << s;
+    }
+    EXPECT_EQ(opt_b->state()[1].at("step").item<double>(), 5);
+    // the saved copies did not move with the optimizer
+    EXPECT_EQ(saved[0].at("step").item<double>(), 3);
+  }
+  Tensor w = lt::ones({2}).requires_grad_(), u = lt::ones({3}).requires_grad_();
+  lt::optim::AdamW opt({w, u});
+  std::vector<lt::optim::Optimizer::State> st = opt.state();
+  expect_error([&] { opt.load_state({st[0]}); },
+               "[AdamW] load_state got the state of 1 parameters for 2");
+  auto wrong = st;
+  wrong[1]["exp_avg"] = lt::zeros({2});
+  expect_error([&] { opt.load_state(wrong); },
+               "[AdamW] load_state: parameter 1's 'exp_avg' is f32[2] where the optimizer holds "
+               "f32[3]");
+  wrong = st;
+  wrong[1]["step"] = lt::scalar(4.0);
+  expect_error([&] { opt.load_state(wrong); },
+               "parameters updated together share one count, but parameter 1 loads step 4");
+  wrong = st;
+  wrong[0].erase("exp_avg_sq");
+  expect_error([&] { opt.load_state(wrong); }, "parameter 0's state has no 'exp_avg_sq'");
+  lt::optim::SGD sgd({w, u}, {.lr = 0.1});
+  expect_error([&] { sgd.load_state(st); },
+               "[SGD] load_state: parameter 0's state has 3 entries where SGD keeps 1");
+}
+
 TEST(Optim, AdamWUpdateErrors) {
   Tensor p = lt::zeros({3}), g = lt::zeros({3}), m = lt::zeros({3}), v = lt::zeros({3});
   Tensor one = lt::full({}, 1.0);

@@ -96,6 +96,48 @@ class Optimizer:
             impl.step()
         return loss
 
+    def state_dict(self):
+        """torch's form: {"state": {index: {"step", "exp_avg", "exp_avg_sq"} (AdamW) or
+        {"step", "momentum_buffer"} (SGD with momentum)}, "param_groups": [the
+        hyperparameters, "params": indices]}; the tensors are copies (pickle it to save)."""
+        state, groups, at = {}, [], 0
+        for group, impl in zip(self.param_groups, self._impls):
+            for i, s in enumerate(impl.state()):
+                state[at + i] = s
+            n = len(group["params"])
+            saved = {k: v for k, v in group.items() if k != "params" and not k.startswith("_")}
+            groups.append(dict(saved, params=list(range(at, at + n))))
+            at += n
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Resumes from a state_dict() of an optimizer of the same kind over the same
+        parameters: moments and step counts, and each group's lr; the other
+        hyperparameters must be the ones this optimizer was made with."""
+        name = type(self).__name__
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"[{name}] load_state_dict got {len(groups)} parameter groups for "
+                             f"{len(self.param_groups)}")
+        for i, (saved, group) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"[{name}] load_state_dict: group {i} has "
+                                 f"{len(saved['params'])} parameters saved for "
+                                 f"{len(group['params'])}")
+            for k in self._fixed:
+                if k in saved and saved[k] != group[k]:
+                    raise ValueError(
+                        f"[{name}] load_state_dict: group {i}'s {k} was {saved[k]} where this "
+                        f"optimizer has {group[k]}; make the optimizer with the saved "
+                        "hyperparameters")
+        state = state_dict["state"]
+        for saved, group, impl in zip(groups, self.param_groups, self._impls):
+            missing = [j for j in saved["params"] if j not in state]
+            if missing:
+                raise ValueError(f"[{name}] load_state_dict: no state for parameter {missing[0]}")
+            impl.load_state([state[j] for j in saved["params"]])
+            group["lr"] = saved.get("lr", group["lr"])
+
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
             for p in group["params"]:

@@ -53,7 +53,15 @@ void bind_library(nb::module_& m) {
       .def("step", &optim::Optimizer::step)
       .def("zero_grad", &optim::Optimizer::zero_grad)
       .def_prop_rw("lr", &optim::Optimizer::lr, &optim::Optimizer::set_lr)
-      .def_prop_ro("params", &optim::Optimizer::params);
+      .def_prop_ro("params", &optim::Optimizer::params)
+      .def("state", &optim::Optimizer::state)
+      .def(
+          "load_state",
+          [](optim::Optimizer& self, const std::vector<optim::Optimizer::State>& state) {
+            nb::gil_scoped_release release;  // a sync
+            self.load_state(state);
+          },
+          nb::arg("state"));
   nb::class_<optim::SGD, optim::Optimizer>(m, "_SGD").def(
       "__init__",
       [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,

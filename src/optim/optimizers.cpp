@@ -91,6 +91,69 @@ void Optimizer::count_updates() {
     if (!params_[i].grad().defined()) count_of_[i] = kept[count_of_[i]];
 }
 
+std::vector<Optimizer::State> Optimizer::state() const {
+  std::vector<State> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out[i]["step"] = clone(updates_of(i));
+    for (const auto& [name, t] : buffers_of(i)) out[i][name] = clone(t);
+  }
+  return out;
+}
+
+void Optimizer::load_state(const std::vector<State>& state) {
+  if (state.size() != params_.size())
+    fail(name_, "load_state got the state of ", state.size(), " parameters for ", params_.size(),
+         "; load the state of an optimizer over the same parameters.");
+  // check everything before anything is written
+  std::vector<double> steps(count_kinds(), -1);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const State& s = state[i];
+    size_t expected = 1;
+    for (const auto& [name, t] : buffers_of(i)) {
+      ++expected;
+      auto it = s.find(name);
+      if (it == s.end() || !it->second.defined())
+        fail(name_, "load_state: parameter ", i, "'s state has no '", name, "'.");
+      if (it->second.shape() != t.shape() || it->second.dtype() != t.dtype())
+        fail(name_, "load_state: parameter ", i, "'s '", name, "' is ", it->second.type_str(),
+             " where the optimizer holds ", t.type_str(), ".");
+    }
+    auto it = s.find("step");
+    if (it == s.end() || !it->second.defined() || it->second.numel() != 1)
+      fail(name_, "load_state: parameter ", i, "'s state needs a one-element 'step'.");
+    if (s.size() != expected)
+      fail(name_, "load_state: parameter ", i, "'s state has ", s.size(), " entries where ", name_,
+           " keeps ", expected, "; load the state of the same kind of optimizer.");
+    const double step = it->second.item<double>();
+    if (!(step >= 0 && step == std::floor(step)))
+      fail(name_, "load_state: parameter ", i, "'s step must be a whole number >= 0, got ", step,
+           ".");
+    double& shared = steps[count_index(i)];
+    if (shared >= 0 && shared != step)
+      fail(name_, "load_state: parameters updated together share one count, but parameter ", i,
+           " loads step ", step, " where another loads ", shared,
+           "; load the steps the optimizer saved.");
+    shared = step;
+  }
+  NoGradGuard no_grad;
+  std::vector<Tensor> written;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (auto [name, t] : buffers_of(i)) {
+      t.copy_(state[i].at(name));
+      written.push_back(t);
+    }
+  double most = 0;
+  for (size_t c = 0; c < steps.size(); ++c) {
+    if (steps[c] < 0) continue;
+    Tensor count = counts_[c];
+    count.copy_(number(steps[c]));
+    written.push_back(count);
+    most = std::max(most, steps[c]);
+  }
+  sync(written);
+  loaded_steps(static_cast<int64_t>(most));
+}
+
 void Optimizer::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
 }
@@ -115,6 +178,11 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
     fail(name_, "nesterov momentum needs momentum > 0 and dampening 0.");
   if (options.momentum > 0) momentum_ = zeros_like_all(params_);
   materialize(momentum_, params_);
+}
+
+std::vector<std::pair<const char*, Tensor>> SGD::buffers_of(size_t i) const {
+  if (momentum_.empty()) return {};
+  return {{"momentum_buffer", momentum_[i]}};
 }
 
 void SGD::step() {
@@ -155,6 +223,10 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
   v_ = zeros_like_all(params_);
   materialize(m_, v_);
   materialize(params_);
+}
+
+std::vector<std::pair<const char*, Tensor>> AdamW::buffers_of(size_t i) const {
+  return {{"exp_avg", m_[i]}, {"exp_avg_sq", v_[i]}};
 }
 
 void AdamW::step() {

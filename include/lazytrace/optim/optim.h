@@ -8,6 +8,9 @@
  * state and computed with ops: changing them never recompiles, and a step traced by
  * lt::compile stays correct on every later call (no host number is frozen into it).
  */
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "lazytrace/trace/tensor.h"
@@ -30,7 +33,26 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr);
 
+  /** One parameter's state, with torch's names: "step" (its updates so far, 0-d float64),
+   * AdamW's "exp_avg" and "exp_avg_sq", SGD's "momentum_buffer" (with momentum). */
+  using State = std::map<std::string, Tensor>;
+  /** Every parameter's state, in parameter order (torch's state_dict()["state"]), as copies
+   * (save them with save_file; load_state resumes the run). */
+  std::vector<State> state() const;
+  /**
+   * Makes a state() this optimizer's: one entry per parameter, each with the names and the
+   * parameter's shape and dtype ("step" any number). Values are copied into the optimizer's
+   * own tensors, so a step compiled before sees them. Parameters that were always updated
+   * together share a count and must load the same "step".
+   */
+  void load_state(const std::vector<State>& state);
+
  protected:
+  /** Parameter i's buffers by state name (AdamW: exp_avg, exp_avg_sq): handles of the
+   * optimizer's own tensors (a copy_ into one writes the optimizer's). */
+  virtual std::vector<std::pair<const char*, Tensor>> buffers_of(size_t i) const = 0;
+  /** Called after load_state with the largest step loaded. */
+  virtual void loaded_steps(int64_t) {}
   /** Counts one update of each parameter that has a gradient (PyTorch's state['step'],
    * per parameter). Parameters updated equally often share one 0-d count, so a step in
    * which every parameter has a gradient reads a single count. */
@@ -67,6 +89,7 @@ class SGD : public Optimizer {
   void step() override;
 
  private:
+  std::vector<std::pair<const char*, Tensor>> buffers_of(size_t i) const override;
   SGDOptions options_;
   std::vector<Tensor> momentum_;
 };
@@ -91,6 +114,8 @@ class AdamW : public Optimizer {
   int64_t steps() const { return t_; }
 
  private:
+  std::vector<std::pair<const char*, Tensor>> buffers_of(size_t i) const override;
+  void loaded_steps(int64_t steps) override { t_ = steps; }
   AdamWOptions options_;
   std::vector<Tensor> m_, v_;
   int64_t t_ = 0;
