@@ -54,6 +54,12 @@ TEST(Errors, Reshape) {
   expect_error([] { (void)lt::reshape(f32({2, 3}), {-1, -1}); }, {"[reshape]", "only one"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {4, -1}); }, {"[reshape]", "divide"});
   expect_error([] { (void)lt::squeeze(f32({2, 3}), 0); }, {"[squeeze]", "size 2"});
+  // a 0-d tensor takes dim 0 and -1, as torch: itself
+  const lt::Tensor s = lt::scalar(2.5f);
+  EXPECT_EQ(lt::squeeze(s, 0).to_vector<float>(), std::vector<float>{2.5f});
+  EXPECT_EQ(lt::squeeze(s, -1).ndim(), 0);
+  expect_error([&] { (void)lt::squeeze(s, 1); },
+               {"[squeeze]", "dim 1", "expected a dim in [-1, 0]"});
 }
 
 TEST(Errors, BadDims) {

@@ -151,6 +151,7 @@ Tensor squeeze(const Tensor& t, int dim) {
   trace::OpScope scope;
   ops::check_defined("squeeze", t);
   dim = ir::normalize_dim("squeeze", dim, t.ndim(), t.shape());
+  if (t.ndim() == 0) return t;  // dim 0 (or -1) of a 0-d tensor, as torch: the tensor
   if (t.shape()[dim] != 1)
     fail("squeeze", "dim ", dim, " of shape ", t.shape().str(), " has size ", t.shape()[dim],
          ", not 1; only size-1 dims can be squeezed.");
