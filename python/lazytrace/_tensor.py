@@ -190,6 +190,13 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         ints = (type(start) is int and type(end) is int and type(step) is int) or all(
             isinstance(v, numbers.Integral) for v in (start, end, step))
         d = _C.dtype.int64 if ints else _C.dtype.float32
+    if (d in (_C.dtype.int64, _C.dtype.int32) and step != 0
+            and all(isinstance(v, numbers.Integral) for v in (start, end, step))
+            and builtins.max(builtins.abs(start), builtins.abs(end)) > 2**53):
+        # past 2**53 a double cannot hold every integer: count in doubles (exact), then
+        # scale and shift in the integer dtype
+        n = builtins.max(0, -(-(int(end) - int(start)) // int(step)))
+        return _finish(_C.arange(0.0, float(n), 1.0, d) * int(step) + int(start), requires_grad)
     return _finish(_C.arange(float(start), float(end), float(step), d), requires_grad)
 
 

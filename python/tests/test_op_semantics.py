@@ -216,3 +216,11 @@ def test_expm1_is_accurate_near_zero_and_elsewhere(dt, npdt):
     lt.expm1(t).sum().backward()
     with np.errstate(over="ignore"):
         np.testing.assert_allclose(t.grad.numpy(), np.exp(x[:-2]), rtol=4 * np.finfo(npdt).eps)
+
+
+def test_arange_of_int64_past_2_to_the_53_is_exact():
+    start = 2**53
+    np.testing.assert_array_equal(lt.arange(start, start + 4).numpy(),
+                                  np.arange(start, start + 4, dtype=np.int64))
+    np.testing.assert_array_equal(lt.arange(2**62 + 9, 2**62, -3).numpy(),
+                                  np.arange(2**62 + 9, 2**62, -3, dtype=np.int64))
