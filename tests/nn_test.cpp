@@ -961,9 +961,22 @@ TEST(Optim, LoadStateResumesTheRunBitForBit) {
                "[AdamW] load_state: parameter 1's 'exp_avg' is f32[2] where the optimizer holds "
                "f32[3]");
   wrong = st;
+  wrong[0]["step"] = lt::scalar(2.0);
   wrong[1]["step"] = lt::scalar(4.0);
   expect_error([&] { opt.load_state(wrong); },
                "parameters updated together share one count, but parameter 1 loads step 4");
+  {  // a frozen parameter's step 0 beside an updated one's: the optimizer's state holds both
+    Tensor frozen = lt::ones({3});
+    lt::optim::AdamW with_frozen({w, frozen}, {.lr = 0.1});
+    lt::sum(w * w).backward();
+    with_frozen.step();
+    const auto saved = with_frozen.state();
+    EXPECT_EQ(saved[0].at("step").item<double>(), 1);
+    EXPECT_EQ(saved[1].at("step").item<double>(), 0);
+    lt::optim::AdamW again({w, frozen}, {.lr = 0.1});
+    again.load_state(saved);
+    EXPECT_EQ(again.state()[0].at("step").item<double>(), 1);
+  }
   wrong = st;
   wrong[0].erase("exp_avg_sq");
   expect_error([&] { opt.load_state(wrong); }, "parameter 0's state has no 'exp_avg_sq'");

@@ -128,12 +128,15 @@ void Optimizer::load_state(const std::vector<State>& state) {
     if (!(step >= 0 && step == std::floor(step)))
       fail(name_, "load_state: parameter ", i, "'s step must be a whole number >= 0, got ", step,
            ".");
+    // a parameter never updated (step 0: frozen, or without gradients so far) follows the
+    // others of its count
     double& shared = steps[count_index(i)];
-    if (shared >= 0 && shared != step)
+    if (step > 0 && shared > 0 && shared != step)
       fail(name_, "load_state: parameters updated together share one count, but parameter ", i,
            " loads step ", step, " where another loads ", shared,
-           "; load the steps the optimizer saved.");
-    shared = step;
+           "; load the state into an optimizer over parameters updated as often as the saved "
+           "ones were.");
+    shared = std::max(shared, step);
   }
   NoGradGuard no_grad;
   std::vector<Tensor> written;

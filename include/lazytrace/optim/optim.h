@@ -42,8 +42,8 @@ class Optimizer {
   /**
    * Makes a state() this optimizer's: one entry per parameter, each with the names and the
    * parameter's shape and dtype ("step" any number). Values are copied into the optimizer's
-   * own tensors, so a step compiled before sees them. Parameters that were always updated
-   * together share a count and must load the same "step".
+   * own tensors, so a step compiled before sees them. Parameters updated together so far
+   * share a count and must load the same "step", or 0 (never updated: frozen).
    */
   void load_state(const std::vector<State>& state);
 
