@@ -489,6 +489,7 @@ def floor(input):
     # is an integer already (and inf and nan stay as they are)
     t = _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
     t = t - _C.astype(t > input, input.dtype)
+    t = _C.where(t == 0, input * 0.0, t)  # -0.0 stays -0.0
     return where(_C.abs(input) < 4503599627370496.0, t, input)
 
 
@@ -500,6 +501,7 @@ def trunc(input):
     if input.dtype not in _FLOATING:
         return input
     t = _C.astype(_C.astype(input, _C.dtype.int64), input.dtype)
+    t = _C.where(t == 0, input * 0.0, t)  # the input's sign on a zero, as torch
     return where(_C.abs(input) < 4503599627370496.0, t, input)
 
 

@@ -224,3 +224,13 @@ def test_arange_of_int64_past_2_to_the_53_is_exact():
                                   np.arange(start, start + 4, dtype=np.int64))
     np.testing.assert_array_equal(lt.arange(2**62 + 9, 2**62, -3).numpy(),
                                   np.arange(2**62 + 9, 2**62, -3, dtype=np.int64))
+
+
+def test_floor_trunc_ceil_keep_the_sign_of_zero():
+    x = np.array([-0.0, 0.0, -0.3, 0.3, -1.5, 2.5, -7.0], np.float32)
+    t = lt.tensor(x)
+    for got, want in ((lt.floor(t), np.floor(x)), (lt.trunc(t), np.trunc(x)),
+                      (lt.ceil(t), np.ceil(x))):
+        g = got.numpy()
+        np.testing.assert_array_equal(g, want)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(want))
