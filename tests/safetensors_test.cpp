@@ -345,6 +345,36 @@ TEST_F(Safetensors, ModuleRoundTrip) {
   EXPECT_EQ(b.b.grad().shape(), (lt::Shape{4}));
 }
 
+// A tied weight as safetensors.torch.save_model writes it: once, the other name in the
+// metadata; it loads under both names (one tensor), and parameters() lists it once.
+TEST_F(Safetensors, ModuleLoadOfATiedWeightSavedOnce) {
+  struct Tied : lt::nn::Module {
+    std::shared_ptr<lt::nn::Embedding> embed;
+    std::shared_ptr<lt::nn::Linear> head;
+    Tied() {
+      embed = register_module("embed", std::make_shared<lt::nn::Embedding>(5, 3));
+      head = register_module("head", std::make_shared<lt::nn::Linear>(3, 5, false));
+      head->weight = embed->weight;
+    }
+    std::string name() const override { return "Tied"; }
+  };
+  Tied t;
+  EXPECT_EQ(t.named_parameters().size(), 2u);
+  EXPECT_EQ(t.parameters().size(), 1u);
+  std::vector<float> w(15);
+  for (int i = 0; i < 15; ++i) w[i] = 0.5f * static_cast<float>(i);
+  ParamMap f;
+  f.insert("embed.weight", lt::tensor(w, {5, 3}));
+  const std::string file = path("tied.safetensors");
+  lt::nn::save_file(f, file, {{"head.weight", "embed.weight"}, {"format", "pt"}});
+  lt::nn::load(t, file);
+  EXPECT_EQ(t.head->weight.to_vector<float>(), w);
+  EXPECT_EQ(t.embed->weight.impl(), t.head->weight.impl());
+  // a name the metadata does not alias is still missing
+  lt::nn::save_file(f, file, {{"format", "pt"}});
+  expect_error([&] { lt::nn::load(t, file); }, {"missing from the file (1): 'head.weight'"});
+}
+
 TEST_F(Safetensors, ModuleLoadConvertsFloatingDtypes) {
   auto a = trained_tiny();
   const std::string file = path("tiny.safetensors");

@@ -479,13 +479,21 @@ void save(const Module& module, const std::string& path) {
 void load(Module& module, const std::string& path) {
   const ParamMap file = load_file(path);
   const ParamMap own = state_of(module);
+  // safetensors.torch.save_model writes a tied tensor once and names the others in the
+  // metadata: {"head.weight": "embed.weight"}
+  const std::map<std::string, std::string> aliases = load_metadata(path);
+  auto find = [&](const std::string& name) {
+    const Tensor* t = file.find(name);
+    auto it = aliases.find(name);
+    return t || it == aliases.end() ? t : file.find(it->second);
+  };
 
   std::vector<std::string> missing, unexpected, mismatched;
   std::vector<Tensor> sources;
   {
     NoGradGuard no_grad;
     for (const auto& [name, slot] : own) {
-      const Tensor* t = file.find(name);
+      const Tensor* t = find(name);
       if (!t) {
         missing.push_back(name);
         continue;

@@ -45,7 +45,8 @@ void save(const Module& module, const std::string& path);
  * parameter and (defined) buffer names, with the same shapes. Floating tensors convert to
  * the module's floating dtype; other dtypes must match. Everything is checked before
  * anything is assigned, so a failed load leaves the module unchanged. Parameters keep
- * requires_grad.
+ * requires_grad. A tied tensor that save_model wrote once, naming the other in the
+ * metadata ({"head.weight": "embed.weight"}), loads under both names.
  */
 void load(Module& module, const std::string& path);
 
