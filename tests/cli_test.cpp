@@ -192,7 +192,19 @@ TEST(Cli, TrainResumeAndGenerateInOneLoop) {
     EXPECT_NE(t.out.find("step 3/3 loss"), std::string::npos) << t.out;  // not a terminal: lines
     std::map<std::string, std::string> meta = lt::nn::load_metadata(model);
     EXPECT_EQ(meta.at("hidden"), "16");
+    // rope_theta and norm_eps as text that reads back exactly (models.save writes them too)
+    EXPECT_EQ(std::stod(meta.at("rope_theta")), 10000.0);
+    EXPECT_EQ(std::stod(meta.at("norm_eps")), 1e-6);
     lt::nn::ParamMap w = lt::nn::load_file(model);
+    {
+      std::map<std::string, std::string> bad = meta;
+      bad["rope_theta"] = "big";
+      const std::string odd = (d / "odd.safetensors").string();
+      lt::nn::save_file(w, odd, bad);
+      CliRun g = run("generate --weights " + odd + " --prompt 'a' --max-tokens 2");
+      EXPECT_NE(g.out.find("has a bad 'rope_theta' in its metadata: big"), std::string::npos)
+          << g.out;
+    }
     EXPECT_TRUE(w.contains("layers.1.attn.q_proj.weight")) << "per-layer names in every mode";
     // resume from the file; its shape wins, and a conflicting shape flag is an error
     // files hold per-layer weights: the other mode resumes from them too

@@ -65,11 +65,19 @@ std::string read_text(const std::string& path, int64_t seq) {
   return s;
 }
 
+// a double as text that reads back as the same double (as Python's repr)
+std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
 std::map<std::string, std::string> config_metadata(const nn::DecoderConfig& c) {
   return {{"format", "lazytrace-decoder"},      {"vocab", std::to_string(c.vocab)},
           {"hidden", std::to_string(c.hidden)}, {"intermediate", std::to_string(c.intermediate)},
           {"heads", std::to_string(c.heads)},   {"kv_heads", std::to_string(c.kv_heads)},
-          {"layers", std::to_string(c.layers)}, {"max_seq", std::to_string(c.max_seq)}};
+          {"layers", std::to_string(c.layers)}, {"max_seq", std::to_string(c.max_seq)},
+          {"rope_theta", exact(c.rope_theta)},  {"norm_eps", exact(c.norm_eps)}};
 }
 
 nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>& m,
@@ -93,6 +101,18 @@ nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>&
   c.kv_heads = field("kv_heads");
   c.layers = field("layers");
   c.max_seq = field("max_seq");
+  // absent from files of earlier versions: the defaults
+  for (auto [k, v] : {std::pair{"rope_theta", &c.rope_theta}, std::pair{"norm_eps", &c.norm_eps}}) {
+    auto it = m.find(k);
+    if (it == m.end()) continue;
+    try {
+      size_t used = 0;
+      *v = std::stod(it->second, &used);
+      if (used != it->second.size()) throw std::invalid_argument(k);
+    } catch (const std::exception&) {
+      throw UsageError(cat("'", path, "' has a bad '", k, "' in its metadata: ", it->second));
+    }
+  }
   return c;
 }
 

@@ -2,7 +2,9 @@
 lt::nn::DecoderLM (and of the `lazytrace` command line's weight files): pre-norm layers of
 causal grouped-query attention with rotary positions and a SiLU-gated MLP."""
 
+import dataclasses
 import math
+import operator
 from dataclasses import dataclass
 
 from . import _lazytrace as _C
@@ -112,11 +114,30 @@ class Decoder(Module):
     stacked=True (scan only) keeps the layers' weights stacked, [layers, ...] under one name
     each ("layers.attn.q_proj.weight"), as the C++ DecoderLM with stacked_layers and flax's
     nn.scan do: a training step then neither stacks nor unstacks them. The weights start equal
-    to an unstacked model's of the same seed; save() and load() use per-layer names."""
+    to an unstacked model's of the same seed; save() and load() use per-layer names.
+
+    The shape comes from `config` (a DecoderConfig) and/or keyword fields of DecoderConfig:
+    Decoder(hidden=64, layers=2) or Decoder(config, layers=5), where the keywords override
+    the config's fields (dataclasses.replace: the config passed in is not changed).
+
+    copy.deepcopy and pickle give an independent model with the same weights; the traced
+    layer functions cached by assume_pure and scan modes are not copied but rebuilt by the
+    copy's first forward."""
 
     def __init__(self, config=None, layers_mode="loop", remat="save", stacked=False, **kwargs):
         super().__init__()
-        c = config or DecoderConfig(**kwargs)
+        fields = {f.name for f in dataclasses.fields(DecoderConfig)}
+        unknown = sorted(set(kwargs) - fields)
+        if unknown:
+            raise TypeError(f"[Decoder] unknown keyword argument(s) {unknown}: pass a "
+                            f"DecoderConfig and/or its fields {sorted(fields)}")
+        if config is None:
+            c = DecoderConfig(**kwargs)
+        elif not isinstance(config, DecoderConfig):
+            raise TypeError(f"[Decoder] config must be a DecoderConfig, got "
+                            f"{type(config).__name__}; pass DecoderConfig(...) or keyword fields")
+        else:  # keywords override the config's fields
+            c = dataclasses.replace(config, **kwargs) if kwargs else config
         c.validate()
         if layers_mode not in ("loop", "assume_pure", "scan"):
             raise ValueError(f"[Decoder] layers_mode must be 'loop', 'assume_pure' or 'scan', got {layers_mode!r}")
@@ -138,6 +159,22 @@ class Decoder(Module):
         self._pure_layer = None
         if stacked:  # one layer's shapes to run each slice, made last: the weights above are
             object.__setattr__(self, "_template", DecoderLayer(c))  # an unstacked model's
+
+    # traced functions (assume_pure's cache, scan's body closing over this model's template)
+    # and a cache of parameter dicts: none can be pickled or belongs to a copy; a copy or an
+    # unpickled model rebuilds them on its first forward
+    _CACHES = ("_stacked_body", "_weights_cache")
+
+    def __getstate__(self):
+        base = getattr(super(), "__getstate__", None)  # Module's, or object's (Python 3.11+)
+        state = base() if base is not None else self.__dict__
+        if isinstance(state, dict):
+            state = dict(state)
+            for name in self._CACHES:
+                state.pop(name, None)
+            if "_pure_layer" in state:
+                state["_pure_layer"] = None
+        return state
 
     def _scan_stacked(self, h):
         template = self._template
@@ -165,17 +202,50 @@ class Decoder(Module):
                 out[k] = v
         return out
 
-    def load_per_layer_state_dict(self, sd):
+    def load_per_layer_state_dict(self, sd, strict=True):
+        """Loads weights under per-layer names (as per_layer_state_dict() gives them), stacked
+        or not, as load_state_dict does: strict, the names must match exactly (a RuntimeError
+        names the missing and unexpected keys); otherwise the IncompatibleKeys returned name
+        them, per layer, and a weight (or a layer's slice of a stacked one) not given keeps
+        its value. Everything is checked before anything is copied."""
         if not self.stacked:
-            return self.load_state_dict(sd)
-        merged = {k: v for k, v in sd.items() if not k.startswith("layers.")}
-        for name, _ in self.layers.named_parameters():
-            try:
-                merged["layers." + name] = stack(
-                    [sd[f"layers.{i}.{name}"] for i in range(self.config.layers)])
-            except KeyError as e:
-                raise RuntimeError(f"[Decoder] missing per-layer weight {e.args[0]}") from None
-        return self.load_state_dict(merged)
+            return self.load_state_dict(sd, strict=strict)
+        own = self.state_dict(keep_vars=True)
+        expected = []
+        for k in own:
+            if k.startswith("layers."):
+                expected += [f"layers.{i}.{k[len('layers.'):]}" for i in range(self.config.layers)]
+            else:
+                expected.append(k)
+        known = set(expected)
+        missing = [k for k in expected if k not in sd]
+        unexpected = [k for k in sd if k not in known]
+        if strict and (missing or unexpected):
+            raise RuntimeError(
+                f"Error(s) in loading state_dict for {type(self).__name__}: missing keys "
+                f"{missing}, unexpected keys {unexpected}")
+        merged = {k: v for k, v in sd.items() if k in known and not k.startswith("layers.")}
+        for k, p in own.items():
+            if not k.startswith("layers."):
+                continue
+            name, want = k[len("layers."):], tuple(p.shape[1:])
+            slices = []
+            for i in range(self.config.layers):
+                key = f"layers.{i}.{name}"
+                if key not in sd:  # (strict=False) this layer's slice keeps its value
+                    slices.append(p.detach()[i])
+                    continue
+                v = sd[key]
+                if tuple(v.shape) != want:
+                    raise RuntimeError(
+                        f"Error(s) in loading state_dict for {type(self).__name__}: size "
+                        f"mismatch for {key}: copying a param with shape {tuple(v.shape)}, the "
+                        f"shape in the current model is {want}")
+                v = v if isinstance(v, _C.Tensor) else tensor(v)
+                slices.append(v if v.dtype == p.dtype else v.to(p.dtype))
+            merged[k] = stack(slices)
+        result = self.load_state_dict(merged, strict=False)
+        return type(result)(missing, unexpected)
 
     def run_layers(self, h):
         if self.stacked:
@@ -213,22 +283,30 @@ class Decoder(Module):
         return self.head(self.norm(self.run_layers(h)))
 
 
+_INT_FIELDS = ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")
+_FLOAT_FIELDS = ("rope_theta", "norm_eps")  # absent from files the C++ command line wrote
+
+
 def _config_from_metadata(meta):
     if meta.get("format") != "lazytrace-decoder":
         raise ValueError(
-            f"[Decoder.from_file] the file's metadata has format {meta.get('format')!r}, not "
-            "'lazytrace-decoder' (a file written by `lazytrace train` or Decoder.save)")
-    fields = {f: int(meta[f]) for f in ("vocab", "hidden", "intermediate", "heads", "kv_heads",
-                                         "layers", "max_seq") if f in meta}
-    for f in ("rope_theta", "norm_eps"):
+            f"[models.load] the file's metadata has format {meta.get('format')!r}, not "
+            "'lazytrace-decoder' (a file written by `lazytrace train` or models.save)")
+    fields = {}
+    for f in _INT_FIELDS + _FLOAT_FIELDS:
         if f in meta:
-            fields[f] = float(meta[f])
+            try:
+                fields[f] = (int if f in _INT_FIELDS else float)(meta[f])
+            except ValueError:
+                raise ValueError(f"[models.load] the file's metadata has a bad {f!r}: "
+                                 f"{meta[f]!r}; fix or remove it") from None
     return DecoderConfig(**fields)
 
 
 def _metadata(c):
-    return {"format": "lazytrace-decoder", **{k: str(getattr(c, k)) for k in (
-        "vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")}}
+    # repr of a float reads back as the same float (float(repr(x)) == x)
+    return {"format": "lazytrace-decoder", **{k: str(int(getattr(c, k))) for k in _INT_FIELDS},
+            **{k: repr(float(getattr(c, k))) for k in _FLOAT_FIELDS}}
 
 
 def load(path, layers_mode="loop", remat="save", stacked=False):
@@ -243,22 +321,52 @@ def load(path, layers_mode="loop", remat="save", stacked=False):
 
 
 def save(model, path):
-    """Writes the model's weights and shape as `lazytrace train` does."""
+    """Writes the model's weights and shape as `lazytrace train` does, plus its rope_theta and
+    norm_eps (which the C++ command line does not read: it runs with the defaults)."""
     from . import _lazytrace
 
     _lazytrace.save_file(dict(model.per_layer_state_dict()), str(path), _metadata(model.config))
 
 
 def generate(model, prompt, max_tokens):
-    """Greedy bytes after `prompt` (a str), the likeliest byte each step, as `lazytrace
-    generate --temperature 0` picks them (over a [1, max_seq] buffer)."""
+    """Greedy bytes after `prompt` (a non-empty str, UTF-8 encoded), the likeliest byte each
+    step, as `lazytrace generate --temperature 0` picks them (over a [1, max_seq] buffer).
+    Returns the max_tokens new bytes as a latin-1 str (one character per byte).
+
+    Tokens are bytes, so the model must be byte-level: vocab <= 256 (the command line's is
+    256), and the prompt's bytes below vocab. The prompt and max_tokens together must fit
+    in max_seq."""
     from ._tools import no_grad
 
-    seq = model.config.max_seq
+    if not isinstance(prompt, str):
+        raise TypeError(f"[models.generate] the prompt must be a str, got {type(prompt).__name__}")
+    if isinstance(max_tokens, bool):
+        raise TypeError("[models.generate] max_tokens must be an int, got a bool")
+    try:
+        max_tokens = operator.index(max_tokens)
+    except TypeError:
+        raise TypeError(f"[models.generate] max_tokens must be an int, got "
+                        f"{type(max_tokens).__name__}") from None
+    if max_tokens < 0:
+        raise ValueError(f"[models.generate] max_tokens must be at least 0, got {max_tokens}")
+    if not prompt:
+        raise ValueError("[models.generate] the prompt must not be empty: each byte is predicted "
+                         "from the ones before it; pass at least one character")
+    c = model.config
+    if c.vocab > 256:
+        raise ValueError(
+            f"[models.generate] generates bytes, so it needs a byte-level model (vocab <= 256), "
+            f"but this one has vocab {c.vocab}; for other token ids run the model and pick the "
+            "tokens yourself")
+    seq = c.max_seq
     data = list(prompt.encode())
+    if max(data) >= c.vocab:
+        raise ValueError(f"[models.generate] the prompt has byte {max(data)}, which is not below "
+                         f"the model's vocab of {c.vocab}; use characters whose UTF-8 bytes are")
     if len(data) + max_tokens > seq:
-        raise ValueError(f"[generate] {len(data)} prompt tokens and {max_tokens} more exceed the "
-                         f"model's context of {seq} tokens")
+        raise ValueError(f"[models.generate] the prompt ({len(data)} bytes) and max_tokens "
+                         f"{max_tokens} exceed the model's context of {seq} tokens; shorten one")
+    start = len(data)
     with no_grad():
         for _ in range(max_tokens):
             buf = data + [0] * (seq - len(data))
@@ -266,5 +374,4 @@ def generate(model, prompt, max_tokens):
             best = logits.amax()
             ids = arange(logits.shape[0], dtype=_C.dtype.float32)
             data.append(int(where(logits == best, ids, -1.0).amax().item()))
-    return bytes(data[len(prompt.encode()):]).decode("latin-1")
-
+    return bytes(data[start:]).decode("latin-1")

@@ -56,6 +56,9 @@ def test_attributes_follow_every_change_of_the_registries():
     del m.weight
     assert not hasattr(m, "weight") and "weight" not in m._parameters
     m.weight = nn.Parameter(lt.zeros(3, 2))
+    with pytest.raises(KeyError, match="already exists"):  # as torch: remove it first
+        m.register_buffer("weight", lt.full((1,), 5.0))
+    del m.weight
     m.register_buffer("weight", lt.full((1,), 5.0))  # a buffer now, not a parameter
     assert m.weight.tolist() == [5.0] and "weight" not in m._parameters
     m._buffers.clear()

@@ -188,13 +188,51 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    def _what_is(self, name, class_names_ok=False):
+        """What `name` already names on this module ("a parameter", "a method of Linear", ...),
+        or None; class attributes are looked up on the class, so no property runs (and are
+        not counted with class_names_ok)."""
+        d = self.__dict__
+        for store, what in (("_parameters", "a parameter"), ("_buffers", "a buffer"),
+                            ("_modules", "a submodule")):
+            if name in d[store]:
+                return what
+        if name in d:
+            return "an attribute"
+        attr = _MISSING if class_names_ok else getattr(type(self), name, _MISSING)
+        if attr is not _MISSING:
+            kind = "a method" if callable(attr) else "an attribute"
+            return f"{kind} of {type(self).__name__}"
+        return None
+
+    def _check_name(self, op, kind, name, store, class_names_ok=False):
+        """torch's checks on a name given to register_buffer / register_parameter / add_module:
+        a non-empty str without dots that names nothing else on the module (registering
+        again over the same kind replaces it)."""
+        if not isinstance(name, str):
+            raise TypeError(f"[{op}] {kind} name should be a string, got "
+                            f"{type(name).__name__}")
+        if "." in name:
+            raise KeyError(f"[{op}] {kind} name cannot contain \".\", got \"{name}\": dots "
+                           "join the names of nested modules; register it on the submodule, or "
+                           "pick a name without dots")
+        if name == "":
+            raise KeyError(f"[{op}] {kind} name cannot be the empty string \"\": give it a name")
+        if name not in self.__dict__[store]:
+            what = self._what_is(name, class_names_ok)
+            if what is not None:
+                fix = "pick another name" + (
+                    "" if " of " in what else f", or remove it first (del module.{name})")
+                raise KeyError(f"[{op}] attribute '{name}' already exists ({what}): {fix}")
+
     def register_buffer(self, name, tensor, persistent=True):
-        if "." in name or not name:
-            raise KeyError(f"buffer name must be a non-empty name without dots, got '{name}'")
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("[Module.register_buffer] cannot assign buffer before "
+                                 "Module.__init__() call: call super().__init__() first")
+        self._check_name("Module.register_buffer", "buffer", name, "_buffers")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: '{name}' must be a Tensor or None, got {type(tensor).__name__}")
-        self.__dict__.pop(name, None)
-        self._parameters.pop(name, None)
+            raise TypeError(f"[Module.register_buffer] '{name}' must be a Tensor or None, got "
+                            f"{type(tensor).__name__}")
         self._buffers[name] = tensor
         _changed()
         if not persistent:
@@ -203,15 +241,24 @@ class Module:
             self._non_persistent.discard(name)
 
     def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("[Module.register_parameter] cannot assign parameter before "
+                                 "Module.__init__() call: call super().__init__() first")
+        self._check_name("Module.register_parameter", "parameter", name, "_parameters")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: '{name}' must be a Parameter or None")
-        self.__dict__.pop(name, None)
+            raise TypeError(f"[Module.register_parameter] '{name}' must be a Parameter or None, "
+                            f"got {type(param).__name__}; wrap it: nn.Parameter(t)")
         self._parameters[name] = param
         _changed()
 
     def add_module(self, name, module):
+        self._add_module(name, module, "Module.add_module")
+
+    def _add_module(self, name, module, op, class_names_ok=False):
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: '{name}' must be a Module, got {type(module).__name__}")
+            raise TypeError(f"[{op}] '{name}' must be a Module or None, got "
+                            f"{type(module).__name__}")
+        self._check_name(op, "module", name, "_modules", class_names_ok)
         self._modules[name] = module
         _changed()
 
@@ -310,6 +357,15 @@ class Module:
                 f"Error(s) in loading state_dict for {type(self).__name__}: missing keys "
                 f"{missing}, unexpected keys {unexpected}"
             )
+        import numpy as np
+
+        for k, v in state_dict.items():
+            if k in own and not isinstance(v, (Tensor, np.ndarray)):
+                raise RuntimeError(
+                    f"[Module.load_state_dict] Error(s) in loading state_dict for "
+                    f"{type(self).__name__}: while copying the parameter named \"{k}\", expected "
+                    f"a Tensor (or a NumPy array) from the checkpoint but received "
+                    f"{type(v)}; convert it first, e.g. lazytrace.tensor(value)")
         for k, v in state_dict.items():
             if k in own and tuple(own[k].shape) != tuple(v.shape):
                 raise RuntimeError(
@@ -322,7 +378,7 @@ class Module:
         with no_grad():
             for k, v in state_dict.items():
                 if k in own:
-                    if not isinstance(v, Tensor):
+                    if not isinstance(v, Tensor):  # a NumPy array
                         from .._tensor import tensor
 
                         v = tensor(v)
@@ -346,8 +402,19 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
+        """Resets the parameters' gradients: to None (set_to_none=True), or each existing
+        gradient to zeros in place (set_to_none=False; a None gradient stays None)."""
         for p in self.parameters():
-            p.grad = None
+            g = p.grad
+            if g is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                if g.requires_grad:
+                    g = g.detach()
+                    p.grad = g
+                g.zero_()
 
     def _apply(self, fn):
         _changed()

@@ -1,11 +1,14 @@
 """The layers of torch.nn that transformer models use."""
 
+import collections.abc
 import math
+import operator
+from collections import OrderedDict
 
 from .. import _lazytrace as _C
 from .._tensor import _check_device, _check_dtype, ones, rand, randn, zeros
 from . import functional as F
-from .module import Module
+from .module import Module, _changed
 from .parameter import Parameter
 
 
@@ -172,32 +175,88 @@ class Softmax(Module):
         return _C.softmax(input, self.dim)
 
 
+def _index(container, idx, op):
+    """idx (an int, negative counting from the end) as a position in container, or torch's
+    IndexError / TypeError."""
+    name = type(container).__name__
+    try:
+        idx = operator.index(idx)
+    except TypeError:
+        raise TypeError(f"[{name}.{op}] indices must be integers or slices, not "
+                        f"{type(idx).__name__}") from None
+    n = len(container._modules)
+    if not -n <= idx < n:
+        raise IndexError(f"[{name}.{op}] index {idx} is out of range for a {name} of {n} "
+                         f"modules: use an index in [{-n}, {n})")
+    return idx % n
+
+
+def _renumber(container, items):
+    """Makes container's modules exactly `items` (modules), registered as "0", "1", ..."""
+    modules = container._modules
+    modules.clear()
+    for i, m in enumerate(items):
+        modules[str(i)] = m
+    _changed()
+
+
 class ModuleList(Module):
-    """A list of modules, registered as "0", "1", ..."""
+    """A list of modules, registered as "0", "1", ... (kept contiguous by insert and del, as
+    torch's)."""
 
     def __init__(self, modules=None):
         super().__init__()
-        for m in modules or []:
-            self.append(m)
+        if modules is not None:
+            self.extend(modules)
 
     def append(self, module):
         self.add_module(str(len(self._modules)), module)
         return self
 
     def extend(self, modules):
-        for m in modules:
+        if not isinstance(modules, collections.abc.Iterable):
+            raise TypeError("[ModuleList.extend] expects an iterable of modules, got "
+                            f"{type(modules).__name__}")
+        for m in list(modules):  # a list, so that ml.extend(ml) ends
             self.append(m)
         return self
 
-    def __getitem__(self, i):
+    def insert(self, index, module):
+        """Inserts module before index, as list.insert (an index past either end clamps)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"[ModuleList.insert] expects a Module, got {type(module).__name__}")
         items = list(self._modules.values())
-        if isinstance(i, slice):
-            return ModuleList(items[i])
-        return items[i]
+        items.insert(operator.index(index), module)
+        _renumber(self, items)
 
-    def __setitem__(self, i, module):
-        key = list(self._modules)[i]
-        self.add_module(key, module)
+    def pop(self, idx=-1):
+        m = self[idx]
+        del self[idx]
+        return m
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index(self, idx, "__getitem__"))]
+
+    def __setitem__(self, idx, module):
+        setattr(self, str(_index(self, idx, "__setitem__")), module)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(self, idx, "__delitem__")]
+        _renumber(self, items)
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        if not isinstance(other, collections.abc.Iterable):
+            return NotImplemented
+        return ModuleList(list(self) + list(other))
 
     def __len__(self):
         return len(self._modules)
@@ -210,6 +269,9 @@ class ModuleList(Module):
 
 
 class Sequential(Module):
+    """Modules called in order: Sequential(m0, m1, ...) registers them as "0", "1", ...;
+    Sequential(OrderedDict(name=module, ...)) keeps the names."""
+
     def __init__(self, *modules):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], dict):
@@ -219,8 +281,64 @@ class Sequential(Module):
             for i, m in enumerate(modules):
                 self.add_module(str(i), m)
 
-    def __getitem__(self, i):
-        return list(self._modules.values())[i]
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):  # a Sequential that keeps the names, as torch's
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index(self, idx, "__getitem__")]
+
+    def __setitem__(self, idx, module):
+        setattr(self, list(self._modules)[_index(self, idx, "__setitem__")], module)
+
+    def __delitem__(self, idx):
+        # as torch's: the modules left are renumbered "0", "1", ...
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(self, idx, "__delitem__")]
+        _renumber(self, items)
+
+    def pop(self, idx):
+        m = self[idx]
+        del self[idx]
+        return m
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def insert(self, index, module):
+        """Inserts module before index (-len <= index <= len); the modules are renumbered
+        "0", "1", ..."""
+        if not isinstance(module, Module):
+            raise TypeError(f"[Sequential.insert] expects a Module, got {type(module).__name__}")
+        n = len(self._modules)
+        index = operator.index(index)
+        if not -n <= index <= n:
+            raise IndexError(f"[Sequential.insert] index {index} is out of range for a "
+                             f"Sequential of {n} modules: use an index in [{-n}, {n}]")
+        items = list(self._modules.values())
+        items.insert(index if index >= 0 else index + n, module)
+        _renumber(self, items)
+        return self
+
+    def extend(self, sequential):
+        for m in list(sequential):
+            self.append(m)
+        return self
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"[Sequential.__add__] only a Sequential can be added to a "
+                             f"Sequential, got {type(other).__name__}; wrap it: "
+                             "Sequential(*modules)")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"[Sequential.__iadd__] only a Sequential can be added to a "
+                             f"Sequential, got {type(other).__name__}; use extend() for a list")
+        return self.extend(other)
 
     def __len__(self):
         return len(self._modules)
@@ -235,16 +353,20 @@ class Sequential(Module):
 
 
 class ModuleDict(Module):
+    """Modules by name. A key may be named like a method ("items", "type"): it is only
+    reached as d[key], and never hides the method (torch refuses such keys, its issue
+    71203)."""
+
     def __init__(self, modules=None):
         super().__init__()
         for k, m in (modules or {}).items():
-            self.add_module(k, m)
+            self[k] = m
 
     def __getitem__(self, k):
         return self._modules[k]
 
     def __setitem__(self, k, m):
-        self.add_module(k, m)
+        self._add_module(k, m, "ModuleDict.__setitem__", class_names_ok=True)
 
     def __len__(self):
         return len(self._modules)
