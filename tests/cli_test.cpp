@@ -248,6 +248,10 @@ TEST(Cli, TrainResumeAndGenerateInOneLoop) {
     if (sampled < 20) {
       EXPECT_EQ(newline, text.size() - 1) << "stopped early only at a newline";
     }
+    // without --max-tokens, as many as the context leaves (24 - 4 here)
+    CliRun fits = run("generate --weights " + model + " --prompt 'The ' --temperature 0");
+    ASSERT_EQ(fits.code, 0) << fits.out;
+    EXPECT_NE(fits.out.find("20 tokens in one loop"), std::string::npos) << fits.out;
     CliRun too_long = run("generate --weights " + model + " --max-tokens 100");
     EXPECT_NE(too_long.code, 0);
     EXPECT_NE(too_long.out.find("exceed the model's context of 24 tokens"), std::string::npos)

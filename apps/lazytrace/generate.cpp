@@ -1,5 +1,6 @@
 // lazytrace generate: sample text from trained weights. The whole sampling loop is one
 // while_loop run by the backend: one compile, one execution, no host round trip per token.
+#include <algorithm>
 #include <cstdio>
 
 #include "commands.h"
@@ -54,17 +55,20 @@ int generate(int argc, char** argv) {
           "sampling loop runs in the backend as one while_loop.");
   f.add("weights", "lazytrace-model.safetensors", "weights to load");
   f.add("prompt", "The ", "text to continue");
-  f.add("max-tokens", "64", "most tokens to sample");
+  f.add("max-tokens", "64",
+        "most tokens to sample (without the flag: at most what the context leaves)");
   f.add("temperature", "0.8", "sampling temperature (0: always the likeliest byte)");
   f.add("seed", "0", "random seed");
   f.add_switch("stop-at-newline", "stop after sampling a newline");
   if (!f.parse(argc, argv)) return 0;
   const std::string path = f.str("weights"), prompt = f.str("prompt");
-  const int64_t max_tokens = f.integer("max-tokens", 1);
+  int64_t max_tokens = f.integer("max-tokens", 1);
   const double temperature = f.number("temperature");
   if (temperature < 0) throw UsageError("--temperature must be at least 0");
   if (prompt.empty()) throw UsageError("--prompt must not be empty");
   lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(path), path);
+  const int64_t room = c.max_seq - static_cast<int64_t>(prompt.size());
+  if (!f.given("max-tokens") && room >= 1) max_tokens = std::min(max_tokens, room);
   if (static_cast<int64_t>(prompt.size()) + max_tokens > c.max_seq)
     throw UsageError(cat("the prompt (", std::to_string(prompt.size()), " bytes) and --max-tokens ",
                          std::to_string(max_tokens), " exceed the model's context of ",

@@ -152,13 +152,20 @@ class Decoder(Module):
                 owner, leaf = _owner(layers[0], name)
                 owner._parameters[leaf] = Parameter(
                     stack([dict(l.named_parameters())[name] for l in layers]))
+            # computed now, with the per-layer weights they were stacked from: those may
+            # outlive this call (until the cycle collector runs) and would otherwise be
+            # computed by the first step's sync, a graph of its own
+            _C.sync([p for l in layers for p in l.parameters()])
         else:
             self.layers = ModuleList(layers)
         self.norm = RMSNorm(c.hidden, eps=c.norm_eps)
         self.head = Linear(c.hidden, c.vocab, bias=False)
         self._pure_layer = None
         if stacked:  # one layer's shapes to run each slice, made last: the weights above are
-            object.__setattr__(self, "_template", DecoderLayer(c))  # an unstacked model's
+            template = DecoderLayer(c)  # an unstacked model's
+            # computed now: its weights are never trained, so no step's graph computes them
+            _C.sync(list(template.parameters()))
+            object.__setattr__(self, "_template", template)
 
     # traced functions (assume_pure's cache, scan's body closing over this model's template)
     # and a cache of parameter dicts: none can be pickled or belongs to a copy; a copy or an

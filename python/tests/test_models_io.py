@@ -242,3 +242,28 @@ def test_unknown_keywords_and_a_config_of_the_wrong_type_are_clear_errors():
     with pytest.raises(ValueError, match=r"\[DecoderConfig\] heads \(4\) must be a multiple of "
                                          r"kv_heads \(3\)"):
         Decoder(TINY, kv_heads=3)
+
+
+def test_a_stacked_models_training_step_compiles_once():
+    """The README's loop: the per-layer weights a stacked model was made from and its
+    template's are computed when it is made, so the first step's graph is every step's."""
+    import gc
+
+    import lazytrace.nn.functional as F
+
+    gc.collect()  # other tests' pending tensors (in cycles) out of this test's first sync
+    lt.sync()
+    model = Decoder(DecoderConfig(vocab=32, hidden=16, intermediate=32, heads=2, kv_heads=1,
+                                  layers=3, max_seq=8), layers_mode="scan", stacked=True)
+    opt = lt.optim.AdamW(model.parameters(), lr=3e-3)
+    tokens = lt.tensor([[1, 5, 9, 2, 7]])
+    compiles = []
+    for _ in range(3):
+        before = lt.metrics.counter_value("CompileCount") or 0
+        loss = F.cross_entropy(model(tokens[:, :-1])[0], tokens[0, 1:])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        lt.sync()
+        compiles.append((lt.metrics.counter_value("CompileCount") or 0) - before)
+    assert compiles[1:] == [0, 0], compiles
