@@ -191,6 +191,17 @@ def _index(container, idx, op):
     return idx % n
 
 
+def _delete(container, idx):
+    """del container[idx] (an int or a slice); the modules left are renumbered "0", "1", ...
+    as torch's ModuleList and Sequential do."""
+    items = list(container._modules.values())
+    if isinstance(idx, slice):
+        del items[idx]
+    else:
+        del items[_index(container, idx, "__delitem__")]
+    _renumber(container, items)
+
+
 def _renumber(container, items):
     """Makes container's modules exactly `items` (modules), registered as "0", "1", ..."""
     modules = container._modules
@@ -243,12 +254,7 @@ class ModuleList(Module):
         setattr(self, str(_index(self, idx, "__setitem__")), module)
 
     def __delitem__(self, idx):
-        items = list(self._modules.values())
-        if isinstance(idx, slice):
-            del items[idx]
-        else:
-            del items[_index(self, idx, "__delitem__")]
-        _renumber(self, items)
+        _delete(self, idx)
 
     def __iadd__(self, modules):
         return self.extend(modules)
@@ -290,13 +296,7 @@ class Sequential(Module):
         setattr(self, list(self._modules)[_index(self, idx, "__setitem__")], module)
 
     def __delitem__(self, idx):
-        # as torch's: the modules left are renumbered "0", "1", ...
-        items = list(self._modules.values())
-        if isinstance(idx, slice):
-            del items[idx]
-        else:
-            del items[_index(self, idx, "__delitem__")]
-        _renumber(self, items)
+        _delete(self, idx)
 
     def pop(self, idx):
         m = self[idx]
