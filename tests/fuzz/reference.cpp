@@ -726,7 +726,10 @@ class Eval {
 
   RTensor softmax(const RTensor& x, int dim, bool log) {
     // as lazytrace composes it: e = exp(x - amax(x, dim, keep)), y = e / sum(e, dim, keep)
-    // (log: shifted - log(sum(exp(shifted)))), each step rounded to the dtype
+    // (log: shifted - log(sum(exp(shifted)))), each step rounded to the dtype; 16-bit inputs
+    // are computed in float32 and rounded once at the end (ops/reduce.cpp, as PyTorch)
+    if (x.dtype == DType::float16 || x.dtype == DType::bfloat16)
+      return cast(softmax(cast(x, DType::float32), dim, log), x.dtype);
     Node red;
     red.op = Op::Amax;
     red.ints = {0, 1, dim};
