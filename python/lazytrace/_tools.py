@@ -215,14 +215,39 @@ class _GradMode:
     def __call__(self, fn):
         enabled = self.enabled
 
-        @functools.wraps(fn)
-        def run(*args, **kwargs):
+        def call(f, *args, **kwargs):
             prev = _C.is_grad_enabled()
             _C._set_grad_enabled(enabled)
             try:
-                return fn(*args, **kwargs)
+                return f(*args, **kwargs)
             finally:
                 _C._set_grad_enabled(prev)
+
+        if inspect.isgeneratorfunction(fn):
+            # as torch's: the mode holds while the generator's body runs, each resumption
+            @functools.wraps(fn)
+            def run_generator(*args, **kwargs):
+                gen = call(fn, *args, **kwargs)
+                try:
+                    value = call(next, gen)
+                    while True:
+                        try:
+                            sent = yield value
+                        except GeneratorExit:
+                            call(gen.close)
+                            raise
+                        except BaseException as e:  # thrown in: thrown into the body
+                            value = call(gen.throw, e)
+                        else:
+                            value = call(gen.send, sent)
+                except StopIteration as stop:
+                    return stop.value
+
+            return run_generator
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            return call(fn, *args, **kwargs)
 
         return run
 

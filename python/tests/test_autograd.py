@@ -152,3 +152,42 @@ def test_grad_mode_forms_as_torch():
         with lt.set_grad_enabled(True):
             assert (x * 2).requires_grad
         assert not lt.is_grad_enabled()
+
+
+def test_grad_mode_decorators_hold_inside_generators():
+    """As torch's: the mode holds while a decorated generator's body runs, each resumption,
+    and the caller's mode between them."""
+    x = lt.ones(2, requires_grad=True)
+
+    @lt.no_grad()
+    def gen():
+        sent = yield lt.is_grad_enabled(), (x * 2).requires_grad
+        yield sent, lt.is_grad_enabled()
+
+    g = gen()
+    assert next(g) == (False, False)
+    assert lt.is_grad_enabled()  # the caller's mode between resumptions
+    assert g.send("hi") == ("hi", False)
+    with pytest.raises(StopIteration):
+        next(g)
+
+    @lt.enable_grad()
+    def counted():
+        yield lt.is_grad_enabled()
+        return 7
+
+    with lt.no_grad():
+        out = list(counted())
+    assert out == [True]
+
+
+def test_second_derivatives_through_ops_that_read_their_result():
+    """exp, tanh, sigmoid and softmax read their own result in their gradient: with
+    create_graph, that result keeps its history (the second derivative was 0)."""
+    xs = np.array([0.3, -0.8, 1.1])
+    for f, d2 in ((lt.exp, np.exp), (lt.tanh, lambda v: -2 * np.tanh(v) / np.cosh(v) ** 2),
+                  (lt.sigmoid, lambda v: (s := 1 / (1 + np.exp(-v))) * (1 - s) * (1 - 2 * s))):
+        x = lt.tensor(xs, dtype=lt.float64, requires_grad=True)
+        (g,) = lt.autograd.grad(f(x).sum(), x, create_graph=True)
+        (h,) = lt.autograd.grad(g.sum(), x)
+        np.testing.assert_allclose(h.numpy(), d2(xs), rtol=1e-12)

@@ -3,6 +3,7 @@
 // VJPs record ops like any other code, so the whole backward pass is one lazy graph.
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/tape.h"
 
@@ -68,13 +69,14 @@ class Engine {
 
   std::vector<Tensor> run(const std::vector<std::pair<Edge, Tensor>>& roots,
                           const std::vector<Edge>& capture) {
-    for (size_t i = 0; i < capture.size(); ++i) {
-      if (Function* f = capture[i].fn()) captured_fn_[{f, capture[i].output_nr()}] = i;
-      if (Meta* m = capture[i].leaf()) captured_leaf_[m] = i;
+    for (size_t i = 0; i < capture.size(); ++i) {  // an input listed twice: both get it
+      if (Function* f = capture[i].fn()) captured_fn_[{f, capture[i].output_nr()}].push_back(i);
+      if (Meta* m = capture[i].leaf()) captured_leaf_[m].push_back(i);
     }
     capturing_ = !capture.empty();
     results_.resize(capture.size());
     count_dependencies(roots);
+    if (capturing_) find_needed(roots);
     std::vector<Function*> ready;
     for (const auto& [edge, g] : roots) deliver(edge, g, ready);
     std::unique_ptr<NoGradGuard> no_grad;
@@ -90,15 +92,34 @@ class Engine {
       }
       std::vector<Tensor> g = std::move(pg->second);
       pending_grad_.erase(pg);
+      for (int k = 0; k < f->num_outputs; ++k) {
+        auto cf = captured_fn_.find({f, k});
+        if (cf != captured_fn_.end())
+          for (size_t i : cf->second) results_[i] = g[static_cast<size_t>(k)];
+      }
+      if (capturing_ && !needed_.count(f)) {  // nothing asked for lies behind it: not run
+        for (const Edge& e : f->inputs)
+          if (e.fn()) release(e.fn(), ready);
+        continue;
+      }
       if (!f->alive())
         fail(op_, "the graph behind '", f->name,
              "' was already freed by an earlier backward; pass retain_graph = true to the "
              "first backward to go through the graph again.");
-      for (int k = 0; k < f->num_outputs; ++k) {
-        auto cf = captured_fn_.find({f, k});
-        if (cf != captured_fn_.end()) results_[cf->second] = g[static_cast<size_t>(k)];
+      std::vector<Tensor> grads;
+      if (create_) {
+        const std::shared_ptr<Function>* before = g_running_vjp;
+        g_running_vjp = &owners_.at(f);
+        try {
+          grads = f->apply(g);
+        } catch (...) {
+          g_running_vjp = before;
+          throw;
+        }
+        g_running_vjp = before;
+      } else {
+        grads = f->apply(g);
       }
-      std::vector<Tensor> grads = f->apply(g);
       if (!retain_) f->free_saved();
       for (size_t i = 0; i < f->inputs.size(); ++i) {
         const Edge& e = f->inputs[i];
@@ -121,6 +142,7 @@ class Engine {
       auto [it, fresh_fn] = deps_.emplace(f, 0);
       ++it->second;
       if (fresh_fn) stack.push_back(f);
+      if (create_) owners_.emplace(f, r.first.fn_owned());
     }
     while (!stack.empty()) {
       Function* f = stack.back();
@@ -131,18 +153,59 @@ class Engine {
         auto [it, fresh_fn] = deps_.emplace(in, 0);
         ++it->second;
         if (fresh_fn) stack.push_back(in);
+        if (create_ && fresh_fn) owners_.emplace(in, e.fn_owned());
       }
     }
+  }
+
+  // Capturing: the Functions from which an edge asked for can be reached; only these run
+  // (as PyTorch's autograd.grad), so the graph behind the inputs stays for a later backward.
+  void find_needed(const std::vector<std::pair<Edge, Tensor>>& roots) {
+    std::unordered_map<Function*, bool> memo;
+    std::vector<std::pair<Function*, size_t>> stack;  // a Function and its next input
+    auto asked = [&](const Edge& e) {
+      if (Meta* m = e.leaf()) return captured_leaf_.count(m) > 0;
+      return e.fn() && captured_fn_.count({e.fn(), e.output_nr()}) > 0;
+    };
+    for (const auto& r : roots) {
+      Function* root = r.first.fn();
+      if (!root || memo.count(root)) continue;
+      memo[root] = false;
+      stack.emplace_back(root, 0);
+      while (!stack.empty()) {
+        auto& [f, next] = stack.back();
+        if (next < f->inputs.size()) {
+          const Edge& e = f->inputs[next++];
+          if (asked(e)) memo[f] = true;
+          Function* in = e.fn();
+          if (!in) continue;
+          auto m = memo.find(in);
+          if (m == memo.end()) {
+            memo[in] = false;
+            stack.emplace_back(in, 0);
+          } else if (m->second) {
+            memo[f] = true;
+          }
+          continue;
+        }
+        Function* done = f;
+        stack.pop_back();
+        if (memo[done] && !stack.empty()) memo[stack.back().first] = true;
+      }
+    }
+    for (const auto& [f, yes] : memo)
+      if (yes) needed_.insert(f);
   }
 
   void deliver(const Edge& e, const Tensor& g, std::vector<Function*>& ready) {
     if (Meta* leaf = e.leaf()) {
       auto cl = captured_leaf_.find(leaf);
       if (capturing_) {
-        if (cl != captured_leaf_.end()) {
-          Tensor& r = results_[cl->second];
-          r = r.defined() ? add_grads(r, g) : g;
-        }
+        if (cl != captured_leaf_.end())
+          for (size_t i : cl->second) {
+            Tensor& r = results_[i];
+            r = r.defined() ? add_grads(r, g) : g;
+          }
         return;
       }
       Tensor& acc = leaf->grad;
@@ -166,14 +229,26 @@ class Engine {
   bool retain_, create_, capturing_ = false;
   std::unordered_map<Function*, int> deps_;
   std::unordered_map<Function*, std::vector<Tensor>> pending_grad_;
-  std::map<std::pair<Function*, int>, size_t> captured_fn_;
-  std::unordered_map<Meta*, size_t> captured_leaf_;
+  std::map<std::pair<Function*, int>, std::vector<size_t>> captured_fn_;
+  std::unordered_map<Meta*, std::vector<size_t>> captured_leaf_;
+  std::unordered_set<Function*> needed_;  // capturing: the Functions that run
+  // create_graph: each Function as held, for the results its VJP reads (g_running_vjp)
+  std::unordered_map<Function*, std::shared_ptr<Function>> owners_;
   std::vector<Tensor> results_;
 };
 
 }  // namespace
 
 thread_local bool g_grad_enabled = true;
+thread_local const std::shared_ptr<Function>* g_running_vjp = nullptr;
+
+Tensor with_running_history(Tensor t, int output_nr) {
+  if (!g_running_vjp || !g_grad_enabled) return t;
+  TensorImpl& impl = *t.impl();
+  impl.grad_fn = *g_running_vjp;
+  impl.output_nr = output_nr;
+  return t;
+}
 
 void ParkingDeleter::operator()(Function* f) const {
   // Deleting a Function releases the tensors its VJP saved, whose Functions release

@@ -38,6 +38,10 @@ class Edge {
   Function* fn() const {
     return output_nr_ == kLeaf ? nullptr : static_cast<Function*>(target_.get());
   }
+  /** The Function as its owners hold it (null for a leaf or an undefined edge). */
+  std::shared_ptr<Function> fn_owned() const {
+    return fn() ? std::static_pointer_cast<Function>(target_) : nullptr;
+  }
   Meta* leaf() const { return output_nr_ == kLeaf ? static_cast<Meta*>(target_.get()) : nullptr; }
   int output_nr() const { return output_nr_; }
   bool defined() const { return target_ != nullptr; }
@@ -122,6 +126,15 @@ std::shared_ptr<Function> make_function(const char* name, Edges edges, int outpu
       new FunctionOf<F, Single>(name, std::move(edges), outputs, std::forward<Args>(args)...),
       ParkingDeleter{}, PoolAllocator<Function>());
 }
+
+/**
+ * The Function whose VJP a create_graph backward runs on this thread, or null: an op's
+ * own result, which its VJP reads (ops::SavedResult), gets back its history from it, so
+ * that the gradient's gradient reaches through the result too.
+ */
+extern thread_local const std::shared_ptr<Function>* g_running_vjp;
+/** t (a result of the running Function, as output `output_nr`) with that history. */
+Tensor with_running_history(Tensor t, int output_nr);
 
 extern thread_local bool g_grad_enabled;
 /** Whether ops on this thread record the tape (NoGradGuard turns it off). */

@@ -32,9 +32,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
          ") with copy_; a traced function must be pure. Return the new value "
          "and copy it after the call (lt::compile writes such tensors back for you).");
   if (!outer) trace::set_value(self, std::move(n));
-  // The old value's history no longer matters; the new value's does.
+  // The old value's history no longer matters; the new value's does. A write while
+  // gradients are not recorded keeps the history, as PyTorch's (the new value counts as
+  // the old one plus a constant).
   const Tensor& target = autograd::on_tape(*this);
-  if (!target.is_leaf()) autograd::clear_history(target);
+  if (grad_mode && !target.is_leaf()) autograd::clear_history(target);
   if (grad_mode && autograd::requires_grad(src))
     ops::record_grad(target, "copy_", {&src},
                      [](const Tensor& g) { return std::vector<Tensor>{g}; });

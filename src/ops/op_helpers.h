@@ -95,11 +95,12 @@ void record_grad(const Tensor& out, const char* name, std::initializer_list<cons
               std::forward<F>(vjp));
 }
 
-/** An op's own result as its VJP keeps it: by node, so the tape holds no cycle. */
+/** An op's own result as its VJP keeps it: by node, so the tape holds no cycle; in a
+ * create_graph backward, with its history again (autograd::g_running_vjp). */
 struct SavedResult {
   ir::NodePtr node;
   explicit SavedResult(const Tensor& t) : node(trace::node_of(t)) {}
-  Tensor get() const { return trace::tensor_of(node); }
+  Tensor get() const { return autograd::with_running_history(trace::tensor_of(node), 0); }
 };
 
 /**
