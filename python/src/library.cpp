@@ -41,12 +41,18 @@ void bind_library(nb::module_& m) {
   m.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-         std::optional<std::vector<Tensor>> grad_outputs, bool retain_graph, bool create_graph) {
-        return autograd::grad(outputs, inputs, grad_outputs ? *grad_outputs : std::vector<Tensor>{},
-                              {retain_graph, create_graph});
+         std::optional<std::vector<Tensor>> grad_outputs, bool retain_graph, bool create_graph,
+         bool zeros_for_unused) {
+        std::vector<Tensor> gs =
+            autograd::grad(outputs, inputs, grad_outputs ? *grad_outputs : std::vector<Tensor>{},
+                           {retain_graph, create_graph, zeros_for_unused});
+        nb::list out;  // None where an input was not used (zeros_for_unused off)
+        for (const Tensor& g : gs) out.append(g.defined() ? nb::cast(g) : nb::none());
+        return out;
       },
       nb::arg("outputs"), nb::arg("inputs"), nb::arg("grad_outputs").none() = nb::none(),
-      nb::arg("retain_graph") = false, nb::arg("create_graph") = false);
+      nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
+      nb::arg("zeros_for_unused") = true);
 
   // ---- optimizers (lazytrace/optim.py keeps param_groups over them)
   nb::class_<optim::Optimizer>(m, "_Optimizer")

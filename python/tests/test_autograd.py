@@ -191,3 +191,26 @@ def test_second_derivatives_through_ops_that_read_their_result():
         (g,) = lt.autograd.grad(f(x).sum(), x, create_graph=True)
         (h,) = lt.autograd.grad(g.sum(), x)
         np.testing.assert_allclose(h.numpy(), d2(xs), rtol=1e-12)
+
+
+def test_autograd_grad_arguments_as_torch():
+    a = lt.tensor([1.0, 2.0], requires_grad=True)
+    b = lt.tensor([3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        lt.autograd.grad((a * a).sum(), [a, b])
+    ga, gb = lt.autograd.grad((a * a).sum(), [a, b], allow_unused=True)
+    assert ga.tolist() == [2.0, 4.0] and gb is None
+    ga, gb = lt.autograd.grad((a * a).sum(), [a, b], materialize_grads=True)
+    assert gb.tolist() == [0.0]
+    with pytest.raises(RuntimeError, match="grad requires non-empty inputs"):
+        lt.autograd.grad((a * a).sum(), [])
+    with pytest.raises(RuntimeError, match="element 0 of tensors does not require grad"):
+        lt.autograd.grad(a.argmax(), [a])
+    (g,) = lt.autograd.grad([(a * a).sum()], [a], grad_outputs=[None])
+    assert g.tolist() == [2.0, 4.0]
+    y = (a * a * a).sum()
+    with lt.no_grad():  # create_graph records the backward's ops even here, as torch
+        (g,) = lt.autograd.grad(y, [a], create_graph=True)
+    assert g.requires_grad
+    (h,) = lt.autograd.grad(g.sum(), [a])
+    assert h.tolist() == [6.0, 12.0]

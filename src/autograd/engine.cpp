@@ -79,8 +79,13 @@ class Engine {
     if (capturing_) find_needed(roots);
     std::vector<Function*> ready;
     for (const auto& [edge, g] : roots) deliver(edge, g, ready);
+    // the backward's ops are recorded exactly when a graph is created (as torch's)
     std::unique_ptr<NoGradGuard> no_grad;
-    if (!create_) no_grad = std::make_unique<NoGradGuard>();
+    std::unique_ptr<EnableGradGuard> with_grad;
+    if (create_)
+      with_grad = std::make_unique<EnableGradGuard>();
+    else
+      no_grad = std::make_unique<NoGradGuard>();
     while (!ready.empty()) {
       Function* f = ready.back();
       ready.pop_back();
@@ -360,8 +365,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
   // as in PyTorch, a graph made for higher derivatives keeps the first one too
   Engine engine(op, options.retain_graph || options.create_graph, options.create_graph);
   std::vector<Tensor> out = engine.run(roots, capture);
-  for (size_t i = 0; i < out.size(); ++i)
-    if (!out[i].defined()) out[i] = zeros_for(inputs[i]);
+  if (options.zeros_for_unused)
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!out[i].defined()) out[i] = zeros_for(inputs[i]);
   return out;
 }
 

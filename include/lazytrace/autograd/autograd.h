@@ -40,13 +40,17 @@ namespace autograd {
 struct GradOptions {
   bool retain_graph = false;  // keep the tape for another backward (implied by create_graph)
   bool create_graph = false;  // record the backward ops too (gradients of gradients)
+  /** An input the outputs do not depend on gets zeros; false: an undefined tensor (as
+   * torch's allow_unused=True). */
+  bool zeros_for_unused = true;
 };
 
 /**
  * d(outputs)/d(inputs), like torch.autograd.grad: returns one gradient per input
  * without touching any grad(). `grad_outputs` holds one gradient per output (empty: each
  * output must have one element and gets 1). An input the outputs do not depend on gets
- * zeros.
+ * zeros (see GradOptions). With create_graph the gradients are recorded even under
+ * NoGradGuard, as torch's.
  */
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
