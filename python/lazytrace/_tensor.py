@@ -372,7 +372,7 @@ def max(input, dim=None, keepdim=False, *, other=None):
         return maximum(input, dim)
     if dim is None:
         return amax(input)
-    return _MinMax(amax(input, dim, keepdim), argmax(input, dim, keepdim))
+    return _values_at(input, dim, keepdim, argmax(input, dim, keepdim=True))
 
 
 def min(input, dim=None, keepdim=False, *, other=None):
@@ -382,7 +382,25 @@ def min(input, dim=None, keepdim=False, *, other=None):
         return minimum(input, dim)
     if dim is None:
         return amin(input)
-    return _MinMax(amin(input, dim, keepdim), argmin(input, dim, keepdim))
+    return _values_at(input, dim, keepdim, argmin(input, dim, keepdim=True))
+
+
+def _values_at(input, dim, keepdim, idx):
+    """max(dim) / min(dim)'s (values, indices): the values picked at the indices, so that
+    their gradient goes to those positions only, as torch's (amax splits it among ties)."""
+    d = _dim(input, dim, "max")
+    values = input
+    if input.ndim and input.dtype != _C.dtype.bool:
+        n = input.shape[d]
+        shape = [1] * input.ndim
+        shape[d] = n
+        pos = _C.reshape(_C.arange(0.0, float(n), 1.0, _C.dtype.int64), tuple(shape))
+        values = _C.sum(_C.where(pos == idx, input, 0), (d,), True)
+    elif input.ndim:
+        values = amax(input, d, keepdim=True) if input.shape[d] else input
+    if not keepdim and input.ndim:
+        values, idx = _C.squeeze(values, d), _C.squeeze(idx, d)
+    return _MinMax(values, idx)
 
 
 def _correction(op, dim, unbiased, correction):

@@ -234,3 +234,19 @@ def test_floor_trunc_ceil_keep_the_sign_of_zero():
         g = got.numpy()
         np.testing.assert_array_equal(g, want)
         np.testing.assert_array_equal(np.signbit(g), np.signbit(want))
+
+
+def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index():
+    """torch: max(dim)'s values are the elements at the indices it returns, so a tie's
+    gradient goes to that one (amax splits it)."""
+    x = lt.tensor([[1.0, 3.0, 3.0], [2.0, -1.0, -1.0]], requires_grad=True)
+    v, i = x.max(1)
+    assert v.tolist() == [3.0, 2.0] and i.tolist() == [1, 0]
+    w, j = x.min(1, keepdim=True)
+    assert w.tolist() == [[1.0], [-1.0]] and j.tolist() == [[0], [1]]
+    (v.sum() + 2 * w.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[2.0, 1.0, 0.0], [1.0, 2.0, 0.0]])
+    y = lt.tensor([[1.0, float("nan"), float("-inf")]])
+    v, i = y.max(1)
+    assert np.isnan(v.item()) and i.item() == 1
+    assert np.isnan(y.min(1).values.item())  # NaN propagates, as torch
