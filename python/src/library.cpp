@@ -27,7 +27,16 @@ nn::ParamMap map_of(nb::handle d, const char* op) {
                             nb::cast<std::string>(nb::repr(k)) + ": expected str -> Tensor, got " +
                             kind_of(k) + " -> " + kind_of(v))
                                .c_str());
-    m.insert(nb::cast<std::string>(k), nb::cast<Tensor>(v));
+    Py_ssize_t n = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(k.ptr(), &n);
+    if (!utf8) {  // a lone surrogate: not UTF-8, which safetensors' names are
+      PyErr_Clear();
+      throw nb::value_error((std::string("[") + op + "] the name " +
+                             nb::cast<std::string>(nb::repr(k)) +
+                             " cannot be encoded as UTF-8; give names of valid Unicode text")
+                                .c_str());
+    }
+    m.insert(std::string(utf8, static_cast<size_t>(n)), nb::cast<Tensor>(v));
   }
   return m;
 }

@@ -368,6 +368,9 @@ def test_safetensors_paths_may_be_path_objects(tmp_path):
     lt.save_file({"a": lt.tensor([1.0, 2.0])}, path, metadata={"k": "v"})
     assert lt.load_file(path)["a"].tolist() == [1.0, 2.0]
     assert lt.load_metadata(path) == {"k": "v"}
+    # a name that is not Unicode text (a lone surrogate) cannot be a safetensors name
+    with pytest.raises(ValueError, match=r"\[save_file\] the name .* cannot be encoded as UTF-8"):
+        lt.save_file({"\ud800": lt.ones(1)}, path)
 
 
 def test_shape_mistakes_in_layers_name_the_layer():
