@@ -2,6 +2,7 @@
 // Function's VJP once all gradients flowing into it are summed, in dependency order; the
 // VJPs record ops like any other code, so the whole backward pass is one lazy graph.
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -58,6 +59,15 @@ Tensor as_dtype(const Tensor& g, DType d) {
   return trace::make_pending(ir::make_node(ir::OpKind::Cast, d, g.shape(), trace::node_of(g)));
 }
 
+// g_running_vjp while a create_graph backward runs one Function's VJP
+struct RunningVjp {
+  const std::shared_ptr<Function>* before = g_running_vjp;
+  explicit RunningVjp(const std::shared_ptr<Function>* f) { g_running_vjp = f; }
+  ~RunningVjp() { g_running_vjp = before; }
+  RunningVjp(const RunningVjp&) = delete;
+  RunningVjp& operator=(const RunningVjp&) = delete;
+};
+
 /**
  * Runs reverse mode from `roots` (a tensor and the gradient flowing into it). With
  * `capture` empty, gradients reaching leaves accumulate into their grad(); otherwise
@@ -111,20 +121,10 @@ class Engine {
         fail(op_, "the graph behind '", f->name,
              "' was already freed by an earlier backward; pass retain_graph = true to the "
              "first backward to go through the graph again.");
-      std::vector<Tensor> grads;
-      if (create_) {
-        const std::shared_ptr<Function>* before = g_running_vjp;
-        g_running_vjp = &owners_.at(f);
-        try {
-          grads = f->apply(g);
-        } catch (...) {
-          g_running_vjp = before;
-          throw;
-        }
-        g_running_vjp = before;
-      } else {
-        grads = f->apply(g);
-      }
+      std::optional<RunningVjp> running;
+      if (create_) running.emplace(&owners_.at(f));
+      std::vector<Tensor> grads = f->apply(g);
+      running.reset();
       if (!retain_) f->free_saved();
       for (size_t i = 0; i < f->inputs.size(); ++i) {
         const Edge& e = f->inputs[i];
