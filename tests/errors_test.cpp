@@ -54,6 +54,13 @@ TEST(Errors, Reshape) {
   expect_error([] { (void)lt::reshape(f32({2, 3}), {-1, -1}); }, {"[reshape]", "only one"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {4, -1}); }, {"[reshape]", "divide"});
   expect_error([] { (void)lt::squeeze(f32({2, 3}), 0); }, {"[squeeze]", "size 2"});
+  // an integer that does not fit the int32 operand is an error, not a wrapped value
+  const lt::Tensor i32 = lt::tensor(std::vector<int32_t>{0, 1}, {2});
+  expect_error([&] { (void)(i32 == int64_t{1} << 32); },
+               {"[eq] the integer 4294967296 does not fit in int32"});
+  expect_error([] { (void)lt::full({2}, int64_t{1} << 40, lt::int32); },
+               {"[full]", "does not fit in int32"});
+  EXPECT_EQ((i32 + int64_t{5}).to_vector<int32_t>(), (std::vector<int32_t>{5, 6}));
   // a 0-d tensor takes dim 0 and -1, as torch: itself
   const lt::Tensor s = lt::scalar(2.5f);
   EXPECT_EQ(lt::squeeze(s, 0).to_vector<float>(), std::vector<float>{2.5f});

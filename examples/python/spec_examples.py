@@ -132,7 +132,7 @@ def while_loop_example():
     init_val = torch.tensor(3, device="cpu")
     iteri = torch.tensor(10, device="cpu")
     _, res = while_loop(cond_fn, body_fn, (iteri, init_val))
-    print(f"while_loop: res = {res}")
+    print("while_loop: res =", res)  # (an f-string formats a 0-d tensor as its number, as torch)
 
 
 def compile_step():

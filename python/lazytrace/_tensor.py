@@ -6,6 +6,7 @@ import builtins
 import collections
 import copy
 import numbers
+import operator
 import types
 
 import numpy as np
@@ -57,8 +58,8 @@ def _check_dtype(d, op):
         nd = np.dtype(d)
         if nd.type in _LT_TO_NP.values():
             return _NP_TO_LT[nd]
-    if d is builtins.float:
-        return dtype.float32
+    if d is builtins.float:  # a Python float is a double, as torch and NumPy read it
+        return dtype.float64
     if d is builtins.int:
         return dtype.int64
     if d is builtins.bool:
@@ -86,7 +87,7 @@ def _size(size, op):
             continue
         if not isinstance(d, numbers.Integral) or isinstance(d, builtins.bool):
             raise TypeError(f"[{op}] a size holds ints, got {type(d).__name__} {d!r}")
-    return size if all(type(d) is int for d in size) else tuple(int(d) for d in size)
+    return size if builtins.all(type(d) is int for d in size) else tuple(int(d) for d in size)
 
 
 def _finish(t, requires_grad):
@@ -187,11 +188,11 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         start, end = 0, start
     d = _check_dtype(dtype, "arange")
     if d is None:
-        ints = (type(start) is int and type(end) is int and type(step) is int) or all(
+        ints = (type(start) is int and type(end) is int and type(step) is int) or builtins.all(
             isinstance(v, numbers.Integral) for v in (start, end, step))
         d = _C.dtype.int64 if ints else _C.dtype.float32
     if (d in (_C.dtype.int64, _C.dtype.int32) and step != 0
-            and all(isinstance(v, numbers.Integral) for v in (start, end, step))
+            and builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
             and builtins.max(builtins.abs(start), builtins.abs(end)) > 2**53):
         # past 2**53 a double cannot hold every integer: count in doubles (exact), then
         # scale and shift in the integer dtype
@@ -249,7 +250,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         t = data.detach().clone() if data.dtype == d else _C.astype(data.detach(), d)
         return _finish(t, requires_grad)
-    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in data):
+    if isinstance(data, (list, tuple)) and builtins.any(isinstance(v, Tensor) for v in data):
         return _finish(stack([tensor(v, dtype=d) for v in data]), requires_grad)
     np_dtype = _LT_TO_NP.get(d, np.float32)
     arr = np.asarray(data, dtype=np_dtype)  # no copy of an array that is already this dtype
@@ -332,6 +333,20 @@ def amin(input, dim=None, keepdim=False):
         return -_C.amax(-input, _dims(dim), keepdim)
     # integers: -x overflows at the smallest value; -1 - x (that is ~x) never does
     return -1 - _C.amax(-1 - input, _dims(dim), keepdim)
+
+
+def any(input, dim=None, keepdim=False):
+    """torch.any: whether any element (along dim) is nonzero; bool."""
+    b = input if input.dtype == _C.dtype.bool else input != 0
+    if dim is None and b.numel() == 0:
+        return full((), False, dtype=_C.dtype.bool)
+    return amax(b, dim, keepdim)
+
+
+def all(input, dim=None, keepdim=False):
+    """torch.all: whether every element (along dim) is nonzero; bool."""
+    b = input if input.dtype == _C.dtype.bool else input != 0
+    return ~any(~b, dim, keepdim)
 
 
 _MinMax = collections.namedtuple("MinMax", ["values", "indices"])
@@ -588,8 +603,17 @@ def _bitwise(name, fn):
                     f"[{name}] is defined on bool tensors here, got {v.type_str()}; compare first "
                     "(t > 0) or use logical_* functions"
                 )
-        return fn(a if isinstance(a, Tensor) else full_like(b, builtins.bool(a)),
-                  b if isinstance(b, Tensor) else full_like(a, builtins.bool(b)))
+        def operand(v, other):
+            if isinstance(v, Tensor):
+                return v
+            if isinstance(v, (builtins.bool, np.bool_)):
+                return full_like(other, builtins.bool(v))
+            if isinstance(v, (list, tuple, np.ndarray)) and np.asarray(v).dtype == np.bool_:
+                return tensor(np.asarray(v))
+            raise TypeError(f"[{name}] takes bool tensors, bools or bool arrays here, got "
+                            f"{type(v).__name__} {v!r}")
+
+        return fn(operand(a, b), operand(b, a))
 
     return op
 
@@ -612,7 +636,7 @@ def masked_fill(input, mask, value):
         raise TypeError(f"[masked_fill] mask must be a bool tensor, got "
                         f"{mask.type_str() if isinstance(mask, Tensor) else type(mask).__name__}")
     shape, ms = tuple(input.shape), tuple(mask.shape)
-    if len(ms) > len(shape) or any(m not in (1, s) for m, s in zip(ms[::-1], shape[::-1])):
+    if len(ms) > len(shape) or builtins.any(m not in (1, s) for m, s in zip(ms[::-1], shape[::-1])):
         raise ValueError(f"[masked_fill] the mask's shape {list(ms)} does not broadcast to the "
                          f"input's shape {list(shape)}; the result keeps the input's shape")
     if isinstance(value, Tensor):
@@ -1011,9 +1035,13 @@ def _to(self, *args, **kwargs):
             d = a
         elif isinstance(a, Tensor):
             d = a.dtype
+        elif a in (builtins.float, builtins.int, builtins.bool) or isinstance(a, np.dtype) or (
+                isinstance(a, type) and issubclass(a, np.generic)):
+            d = a  # float (float64, as torch), np.float32, ...
         else:
             device = a
     _check_device(device, "to")
+    d = _check_dtype(d, "to")
     if d is None or d == self.dtype:
         return self
     return _C.astype(self, d)
@@ -1049,8 +1077,55 @@ def _numpy(self, force=False):
 
 
 def _array(self, dtype=None, copy=None):
+    if copy is False:  # NumPy 2's protocol: say so where a copy cannot be avoided
+        raise ValueError("[__array__] a lazytrace tensor cannot be viewed by NumPy without a "
+                         "copy; use np.asarray(t) or t.numpy() (copies)")
     a = _numpy(self, force=True)
     return a.astype(dtype) if dtype is not None else a
+
+
+def _format(self, spec):
+    """f"{loss:.4f}": a 0-d tensor formats its value, as torch's."""
+    if self.ndim == 0:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
+def _contains(self, element):
+    """x in t: whether any element equals x, as torch's."""
+    if not isinstance(element, (Tensor, numbers.Number, np.generic)):
+        raise RuntimeError(f"[__contains__] x in t takes a tensor or a number, got "
+                           f"{type(element).__name__}")
+    return builtins.bool(any(self == element).item())
+
+
+def _bool(self):
+    if self.numel() != 1:
+        raise RuntimeError(f"[__bool__] Boolean value of a tensor with more than one value is "
+                           f"ambiguous ({self.type_str()}); use t.any() or t.all()")
+    return builtins.bool(self.item())
+
+
+def _in_place_operator(name, op):
+    """a op= b as torch's: a's value is replaced (every holder sees it), its dtype and shape
+    stay."""
+    def iop(self, other):
+        # under autograd the op reads a handle of its own (the copy_ gives self a new value)
+        v = op(self.clone() if _C.is_grad_enabled() else self, other)
+        if v is NotImplemented:
+            return NotImplemented
+        if ((v.dtype in _FLOATING and self.dtype not in _FLOATING)
+                or (self.dtype == _C.dtype.bool and v.dtype != _C.dtype.bool)):
+            raise TypeError(f"[{name}] an in-place op on {self.type_str()} gave {v.type_str()}: "
+                            "the result type can't be cast to the tensor's dtype in place (as in "
+                            "torch); use an out-of-place op or convert first")
+        if tuple(v.shape) != tuple(self.shape):
+            raise ValueError(f"[{name}] an in-place op on {self.type_str()} gave "
+                             f"{v.type_str()}: the result must keep the tensor's shape")
+        self.copy_(v)
+        return self
+
+    return iop
 
 
 def _size_method(self, dim=None):
@@ -1157,7 +1232,15 @@ def _install_methods():
         "__array__": _array,
         "__float__": lambda s: builtins.float(s.item()),
         "__int__": lambda s: builtins.int(s.item()),
-        "__bool__": lambda s: builtins.bool(s.item()),
+        "__bool__": _bool,
+        "__format__": _format,
+        "__contains__": _contains,
+        "__ifloordiv__": _in_place_operator("__ifloordiv__", floor_divide),
+        "__imod__": _in_place_operator("__imod__", remainder),
+        "__ipow__": _in_place_operator("__ipow__", operator.pow),
+        "__iand__": _in_place_operator("__iand__", bitwise_and),
+        "__ior__": _in_place_operator("__ior__", bitwise_or),
+        "__ixor__": _in_place_operator("__ixor__", bitwise_xor),
         "__index__": _index_int,
         "__floordiv__": floor_divide,
         "__rfloordiv__": lambda s, o: floor_divide(o, s),
@@ -1203,6 +1286,8 @@ def _install_methods():
         "sum": sum,
         "mean": mean,
         "amax": amax,
+        "any": any,
+        "all": all,
         "amin": amin,
         "max": max,
         "min": min,

@@ -172,7 +172,8 @@ nb::object inplace(nb::handle self, nb::handle b, F f) {
   nb::object r = binary(is_grad_enabled() ? clone(a) : a, b, f);
   if (r.is(nb::handle(Py_NotImplemented))) return r;
   Tensor v = nb::cast<Tensor>(r);
-  if (is_floating(v.dtype()) && !is_floating(a.dtype()))
+  if ((is_floating(v.dtype()) && !is_floating(a.dtype())) ||
+      (a.dtype() == DType::bool_ && v.dtype() != DType::bool_))
     fail("copy_", "an in-place op on ", a.type_str(), " gave ", v.type_str(),
          ": the result type can't be cast to the tensor's dtype in place (as in torch). Use an "
          "out-of-place op (t = t / 2) or convert first (t = t.float()).");

@@ -13,7 +13,9 @@ struct Operand {
   const Tensor* t = nullptr;
   const Scalar* s = nullptr;
   ops::PromoteArg promote() const { return t ? ops::PromoteArg::of(*t) : ops::PromoteArg::of(*s); }
-  ir::NodePtr node(DType d) const { return t ? ops::node_as(*t, d) : ops::scalar_node(*s, d); }
+  ir::NodePtr node(DType d, const char* op) const {
+    return t ? ops::node_as(*t, d) : ops::scalar_node(*s, d, op);
+  }
   Shape shape() const { return t ? t->shape() : Shape{}; }
   std::string str() const {
     return t ? ops::type_of(*t) : std::string("scalar ") + dtype_name(s->kind());
@@ -103,7 +105,7 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out_dtype = cmp ? DType::bool_ : common;
   Tensor out = trace::make_pending(
-      ir::make_node(op, out_dtype, std::move(shape), a.node(common), b.node(common)));
+      ir::make_node(op, out_dtype, std::move(shape), a.node(common, name), b.node(common, name)));
   if (!cmp && ops::needs_grad(a.t, b.t)) {
     const bool reads = op != OpKind::Add && op != OpKind::Sub;
     ops::record_grad(out, name, {a.t, b.t},
@@ -136,7 +138,7 @@ Tensor where_impl(const Tensor& cond, Operand a, Operand b) {
   Shape shape = ir::broadcast_shapes("where", cond.shape(), a.shape());
   shape = ir::broadcast_shapes("where", shape, b.shape());
   Tensor out = trace::make_pending(ir::make_node(OpKind::Where, common, shape, trace::node_of(cond),
-                                                 a.node(common), b.node(common)));
+                                                 a.node(common, "where"), b.node(common, "where")));
   if (ops::needs_grad(a.t, b.t))
     ops::record_grad(out, "where", {nullptr, a.t, b.t},
                      [s = ops::SavedInput("where", cond)](const Tensor& g) {

@@ -78,7 +78,7 @@ Tensor scalar(Scalar value) {
 Tensor full(const Shape& shape, Scalar value, DType dtype) {
   trace::OpScope scope;
   check_shape("full", shape);
-  ir::NodePtr s = ops::scalar_node(value, dtype);
+  ir::NodePtr s = ops::scalar_node(value, dtype, "full");
   if (shape.size() == 0) return trace::make_pending(s);
   return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));
 }

@@ -32,8 +32,8 @@ void check_defined(const char* op, const Tensor& t, const char* arg = "input");
 /** The tensor's node, converted to dtype (a scalar constant is re-made, not cast). */
 ir::NodePtr node_as(const Tensor& t, DType dtype);
 ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype);
-/** A 0-d node for a plain number, in dtype. */
-ir::NodePtr scalar_node(const Scalar& s, DType dtype);
+/** A 0-d node for a plain number, in dtype; an integer that does not fit is an error of op. */
+ir::NodePtr scalar_node(const Scalar& s, DType dtype, const char* op = "scalar");
 
 // ---- gradients
 

@@ -1,6 +1,7 @@
 // PyTorch's type promotion (torch.result_type): tensors with dims outrank 0-d tensors,
 // which outrank plain numbers, unless a lower rank brings a higher category
 // (bool < integer < floating).
+#include <cstdint>
 #include "ops/op_helpers.h"
 
 namespace lazytrace::ops {
@@ -81,13 +82,19 @@ ir::NodePtr node_as(const Tensor& t, DType dtype) {
   return cast_node(trace::node_of(t), dtype);
 }
 
-ir::NodePtr scalar_node(const Scalar& s, DType dtype) {
+ir::NodePtr scalar_node(const Scalar& s, DType dtype, const char* op) {
   if (dtype == DType::bool_) {
     bool b = s.to_double() != 0;
     return ir::make_scalar(b, b, dtype);
   }
   if (is_floating(dtype)) return ir::make_scalar(s.to_double(), s.to_int(), dtype);
-  return ir::make_scalar(static_cast<double>(s.to_int()), s.to_int(), dtype);
+  const int64_t v = s.to_int();
+  // as torch: an integer that does not fit is an error, not a wrapped value (t == 2**32 on
+  // an int32 t would compare with 0)
+  if (dtype == DType::int32 && s.kind() == DType::int64 && (v < INT32_MIN || v > INT32_MAX))
+    fail(op, "the integer ", v, " does not fit in int32 (", INT32_MIN, " to ", INT32_MAX,
+         "); convert the tensor first (astype(t, lt::int64)) or use a smaller number.");
+  return ir::make_scalar(static_cast<double>(v), v, dtype);
 }
 
 }  // namespace lazytrace::ops
