@@ -428,14 +428,16 @@ void bind_tensor(nb::module_& m) {
              return binary(a, b, [](auto& x, auto& y) { return pow(y, x); });
            })
       .def("__matmul__",
-           [](T a, nb::handle b) -> nb::object {
-             if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
-             return nb::cast(matmul(a, tensor_of(b)));
+           [](T a, nb::handle b) -> nb::object {  // t @ ndarray is a Tensor, as t + ndarray
+             if (is_tensor(b)) return nb::cast(matmul(a, tensor_of(b)));
+             if (is_array(b)) return nb::cast(matmul(a, as_tensor(b, "matmul")));
+             return nb::borrow(Py_NotImplemented);
            })
       .def("__rmatmul__",
            [](T a, nb::handle b) -> nb::object {
-             if (!is_tensor(b)) return nb::borrow(Py_NotImplemented);
-             return nb::cast(matmul(tensor_of(b), a));
+             if (is_tensor(b)) return nb::cast(matmul(tensor_of(b), a));
+             if (is_array(b)) return nb::cast(matmul(as_tensor(b, "matmul"), a));
+             return nb::borrow(Py_NotImplemented);
            })
       .def(
           "__eq__",

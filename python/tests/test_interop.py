@@ -77,3 +77,12 @@ def test_array_protocol_refuses_copy_false():
     np.testing.assert_array_equal(np.asarray(t), [1.0, 2.0])
     with pytest.raises(ValueError, match="without a copy"):
         np.asarray(t, copy=False)
+
+
+def test_matmul_with_numpy_arrays_gives_tensors():
+    t = lt.tensor([[1.0, 2.0], [3.0, 4.0]])
+    a = np.array([[0.5, 0.0], [0.0, 2.0]], np.float32)
+    r, left = t @ a, a @ t
+    assert isinstance(r, lt.Tensor) and isinstance(left, lt.Tensor)
+    np.testing.assert_array_equal(r.numpy(), t.numpy() @ a)
+    np.testing.assert_array_equal(left.numpy(), a @ t.numpy())
