@@ -1057,6 +1057,8 @@ def _repr(self):
         return f"tensor(<traced {self.type_str()}>)"
     body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000)
     extra = ""
+    if self.numel() == 0 and self.ndim != 1:  # [] alone would lose the shape (as torch)
+        extra += f", size={tuple(self.shape)}"
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
         extra += f", dtype={self.dtype!r}"
     if self.requires_grad:

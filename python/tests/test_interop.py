@@ -86,3 +86,8 @@ def test_matmul_with_numpy_arrays_gives_tensors():
     assert isinstance(r, lt.Tensor) and isinstance(left, lt.Tensor)
     np.testing.assert_array_equal(r.numpy(), t.numpy() @ a)
     np.testing.assert_array_equal(left.numpy(), a @ t.numpy())
+
+
+def test_repr_of_an_empty_tensor_keeps_its_shape():
+    assert repr(lt.zeros(2, 0)) == "tensor([], size=(2, 0))"
+    assert repr(lt.zeros(0)) == "tensor([])"
