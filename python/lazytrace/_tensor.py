@@ -460,8 +460,13 @@ def log_softmax(input, dim=-1, dtype=None):
     return _C.log_softmax(input, dim)
 
 
+def _as_operand(x):
+    """A tensor, or array data (NumPy, lists) made one, for the functions over tensors."""
+    return x if isinstance(x, Tensor) or isinstance(x, numbers.Number) else tensor(x)
+
+
 def cat(tensors, dim=0):
-    return _C.concat(list(tensors), dim)
+    return _C.concat([_as_operand(t) for t in tensors], dim)
 
 
 concat = cat
@@ -469,11 +474,11 @@ concatenate = cat
 
 
 def stack(tensors, dim=0):
-    return _C.stack(list(tensors), dim)
+    return _C.stack([_as_operand(t) for t in tensors], dim)
 
 
 def where(condition, input, other):
-    return _C.where(condition, input, other)
+    return _C.where(_as_operand(condition), _as_operand(input), _as_operand(other))
 
 
 def _result_type(input, other):
@@ -728,7 +733,7 @@ def broadcast_to(input, shape):
 
 
 def matmul(a, b):
-    return _C.matmul(a, b)
+    return _C.matmul(_as_operand(a), _as_operand(b))
 
 
 def outer(a, b):
@@ -782,7 +787,11 @@ def tan(input):
 
 
 def sign(input):
-    return _C.astype(input > 0, input.dtype) - _C.astype(input < 0, input.dtype)
+    s = _C.astype(input > 0, input.dtype) - _C.astype(input < 0, input.dtype)
+    if input.requires_grad and input.dtype in _FLOATING:
+        # a zero gradient, as torch's (not an error): a select that never picks the input
+        s = s + _C.where(_C.zeros(tuple(input.shape), _C.dtype.bool), input, 0.0)
+    return s
 
 
 def isnan(input):

@@ -91,3 +91,21 @@ def test_matmul_with_numpy_arrays_gives_tensors():
 def test_repr_of_an_empty_tensor_keeps_its_shape():
     assert repr(lt.zeros(2, 0)) == "tensor([], size=(2, 0))"
     assert repr(lt.zeros(0)) == "tensor([])"
+
+
+def test_functions_over_tensors_take_array_data():
+    t = lt.tensor([[1.0, 2.0]])
+    np.testing.assert_array_equal(lt.cat([t, np.array([[3.0, 4.0]], np.float32)]).numpy(),
+                                  [[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(lt.stack([t[0], [5.0, 6.0]]).numpy(), [[1.0, 2.0], [5.0, 6.0]])
+    np.testing.assert_array_equal(lt.where(t > 1, t, np.zeros((1, 2), np.float32)).numpy(),
+                                  [[0.0, 2.0]])
+    np.testing.assert_array_equal(lt.matmul(t, np.ones((2, 1), np.float32)).numpy(), [[3.0]])
+
+
+def test_sign_has_a_zero_gradient():
+    x = lt.tensor([-2.0, 0.0, 3.0, float("inf")], requires_grad=True)
+    y = lt.sign(x)
+    assert y.tolist() == [-1.0, 0.0, 1.0, 1.0]
+    y.sum().backward()  # torch: zeros, not "does not require grad"
+    assert x.grad.tolist() == [0.0, 0.0, 0.0, 0.0]
