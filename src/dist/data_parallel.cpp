@@ -1,6 +1,7 @@
 #include "lazytrace/dist/data_parallel.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/dist/dist.h"
@@ -33,11 +34,9 @@ std::vector<std::vector<Named>> buckets_of(const std::vector<Named>& items, int6
 std::vector<Named> reversed_parameters(const nn::Module& m) {
   const nn::ParamMap params = m.named_parameters();
   std::vector<Named> order;
-  for (const auto& [name, t] : params) {
-    const bool seen = std::any_of(order.begin(), order.end(),
-                                  [&](const Named& o) { return o.second.impl() == t.impl(); });
-    if (!seen && t.requires_grad()) order.emplace_back(name, t);
-  }
+  std::unordered_set<const void*> seen;
+  for (const auto& [name, t] : params)
+    if (seen.insert(t.impl().get()).second && t.requires_grad()) order.emplace_back(name, t);
   std::reverse(order.begin(), order.end());
   return order;
 }

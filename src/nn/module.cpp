@@ -1,7 +1,7 @@
 // Module registry, dotted names, and the slot swap behind functional_call.
 #include "lazytrace/nn/module.h"
 
-#include <algorithm>
+#include <unordered_set>
 
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"
@@ -69,9 +69,9 @@ ParamMap Module::named_buffers() const {
 
 std::vector<Tensor> Module::parameters() const {
   std::vector<Tensor> out;
+  std::unordered_set<const void*> seen;  // a tied tensor once
   for_each_slot(false, "", [&](const std::string&, const Tensor& t) {
-    if (std::none_of(out.begin(), out.end(), [&](const Tensor& o) { return o.impl() == t.impl(); }))
-      out.push_back(t);
+    if (seen.insert(t.impl().get()).second) out.push_back(t);
   });
   return out;
 }
