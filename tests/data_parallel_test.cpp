@@ -71,8 +71,9 @@ Trained weights_of(const lt::nn::Module& m, std::vector<float> losses) {
   return out;
 }
 
-// One process: each step's gradient summed over `micro` slices of the batch, then scaled.
-Trained accumulated(int micro, bool stacked = false) {
+// One process: each step's gradient summed over `micro` slices of the batch, then scaled
+// (and clipped to the norm `clip`, if positive).
+Trained accumulated(int micro, bool stacked = false, double clip = 0) {
   auto model = fresh_model(stacked);
   lt::optim::AdamW opt(model->parameters(), {.lr = 0.05});
   std::vector<float> losses;
@@ -87,6 +88,7 @@ Trained accumulated(int micro, bool stacked = false) {
       loss += l.item<float>();
     }
     for (Tensor& p : model->parameters()) p.set_grad(p.grad() * static_cast<float>(1.0 / micro));
+    if (clip > 0) lt::nn::clip_grad_norm_(model->parameters(), clip);
     opt.step();
     opt.zero_grad();
     lt::sync();
@@ -98,7 +100,7 @@ Trained accumulated(int micro, bool stacked = false) {
 // n thread ranks, each on its shard of the global batch; rank 0's result, after checking
 // that every rank ends with the same weights and losses.
 Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions options = {},
-                      bool stacked = false) {
+                      bool stacked = false, double clip = 0) {
   std::vector<Trained> all(static_cast<size_t>(n));
   std::mutex mu;
   lt::dist::run_threads(n, [&](int r) {
@@ -109,6 +111,7 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
       Tensor loss = lt::nn::cross_entropy((*model)(x), y);
       loss.backward();
       dp.reduce_gradients();
+      if (clip > 0) dp.clip_grad_norm_(clip);
       opt.step();
       dp.gather_parameters();
       opt.zero_grad();
@@ -116,7 +119,8 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
     };
     auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n) +
                                                  (options.shard_optimizer ? "_zero1" : "") +
-                                                 (stacked ? "_stacked" : "")});
+                                                 (stacked ? "_stacked" : "") +
+                                                 (clip > 0 ? "_clip" : "")});
     std::vector<float> losses;
     for (int s = 0; s < kSteps; ++s) {
       auto [begin, end] = lt::dist::shard(8);
@@ -173,6 +177,20 @@ TEST(DataParallel, FourRanksEqualOneProcessOnTheWholeBatch) {
   const Trained dp = data_parallel(4, false);
   expect_near(dp, accumulated(1), 1e-5);
   expect_near(dp, accumulated(4), 1e-5);
+}
+
+// Clipping the reduced gradients (ZeRO-1: by the norm of the ranks' parts all-reduced) clips
+// as one process does on the whole batch.
+TEST(DataParallel, ClippingTheReducedGradientsClipsAsOneProcess) {
+  const double clip = 0.05;
+  const Trained reference = accumulated(1, false, clip);
+  EXPECT_NE(reference.weights, accumulated(1).weights);  // the norm is above 0.05
+  lt::dist::DataParallelOptions replicated, zero1;
+  zero1.shard_optimizer = true;
+  zero1.bucket_bytes = 256;
+  for (const auto& options : {replicated, zero1})
+    for (bool compiled : {false, true})
+      expect_near(data_parallel(2, compiled, options, false, clip), reference, 1e-5);
 }
 
 TEST(DataParallel, SmallBucketsGiveTheSameResult) {

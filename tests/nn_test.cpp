@@ -660,6 +660,49 @@ TEST(Losses, MseLossAndErrors) {
       "targets must be int32 or int64");
 }
 
+// ---- gradient clipping against a loop in double
+
+TEST(ClipGrad, NormAndValueMatchALoop) {
+  const std::vector<float> ga = {3, -4, 0.5f, 2}, gb = {-1, 7, 0.25f};
+  for (double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    Tensor a = lt::zeros({2, 2}).requires_grad_(), b = lt::zeros({3}).requires_grad_();
+    Tensor frozen = lt::zeros({2}).requires_grad_();  // no gradient: skipped
+    a.set_grad(lt::tensor(ga, {2, 2}));
+    b.set_grad(lt::tensor(gb, {3}));
+    double ref = 0;
+    for (const auto* g : {&ga, &gb})
+      for (float v : *g)
+        ref = std::isinf(p) ? std::max(ref, std::abs(double{v})) : ref + std::pow(std::abs(v), p);
+    if (!std::isinf(p)) ref = std::pow(ref, 1 / p);
+    const Tensor held = a.grad();  // sees the clipping: in place
+    const Tensor total = nn::clip_grad_norm_({a, b, frozen}, 1.5, p);
+    EXPECT_NEAR(total.item<float>(), ref, 1e-6 * ref) << p;
+    const double coef = 1.5 / (ref + 1e-6);
+    for (size_t i = 0; i < ga.size(); ++i)
+      EXPECT_NEAR(held.to_vector<float>()[i], ga[i] * coef, 1e-6) << p;
+    for (size_t i = 0; i < gb.size(); ++i)
+      EXPECT_NEAR(b.grad().to_vector<float>()[i], gb[i] * coef, 1e-6) << p;
+    EXPECT_FALSE(frozen.grad().defined());
+  }
+  Tensor c = lt::zeros({3}).requires_grad_();
+  c.set_grad(lt::tensor({-2.0f, 0.5f, 9.0f}));
+  nn::clip_grad_value_({c}, 1.0);
+  EXPECT_EQ(c.grad().to_vector<float>(), (std::vector<float>{-1, 0.5f, 1}));
+  EXPECT_EQ(nn::clip_grad_norm_({c}, 10).item<float>(), std::sqrt(2.25f));  // under: unchanged
+  EXPECT_EQ(c.grad().to_vector<float>(), (std::vector<float>{-1, 0.5f, 1}));
+  c.set_grad(lt::tensor({1.0f, std::numeric_limits<float>::infinity(), 0.0f}));
+  expect_error([&] { nn::clip_grad_norm_({c}, 1.0, 2.0, true); },
+               "[clip_grad_norm_] the total norm of order 2 of the gradients is inf");
+  expect_error([&] { nn::clip_grad_norm_({c}, -1.0); },
+               "[clip_grad_norm_] max_norm must be a finite number >= 0, got -1");
+  expect_error([&] { nn::grad_norm({c}, 0); }, "[total_norm] norm_type must be positive");
+  expect_error(
+      [&] {
+        nn::total_norm({lt::tensor({1, 2})});
+      },
+      "[total_norm] tensor 0 is i64[2]; a norm takes floating tensors");
+}
+
 // ---- optimizers against the update rules written as loops
 
 TEST(Optim, SGDWithMomentumWeightDecayAndNesterovMatchesALoop) {

@@ -13,6 +13,7 @@
 #include "lazytrace/dist/data_parallel.h"
 #include "lazytrace/dist/dist.h"
 #include "lazytrace/metrics/metrics.h"
+#include "lazytrace/nn/clip_grad.h"
 #include "lazytrace/nn/decoder.h"
 #include "lazytrace/nn/layers.h"
 #include "lazytrace/nn/loss.h"

@@ -25,8 +25,11 @@ whose graphs issue different ones get a RuntimeError instead of a hang. `run_thr
 runs n ranks as threads of this process, for tests without mpirun.
 """
 
+import math
+
 from . import _lazytrace as _C
 from ._tools import no_grad
+from .nn.utils import clip_grads_with_norm_, get_total_norm
 
 _d = _C._dist
 
@@ -204,6 +207,21 @@ class DataParallel:
                 for _, p in bucket:
                     p.copy_(full[at:at + p.numel()].reshape(p.shape))
                     at += p.numel()
+
+    def clip_grad_norm_(self, max_norm, norm_type=2.0):
+        """After reduce_gradients(): nn.utils.clip_grad_norm_ over the gradients the optimizer
+        reads, returning their norm. With ZeRO-1 each rank holds a part of them, so the parts'
+        norms are all-reduced into the global one; every rank clips by it."""
+        params = self.parameters()
+        total = get_total_norm([p.grad for p in params if p.grad is not None], norm_type)
+        if self._shards is not None and world_size() > 1:
+            with no_grad():
+                if math.isinf(norm_type):
+                    total = all_reduce(total, "max")
+                else:  # the parts' sums of |g|^p add up
+                    total = all_reduce(total ** norm_type, "sum") ** (1.0 / norm_type)
+        clip_grads_with_norm_(params, max_norm, total)
+        return total
 
     def average(self, tensor):
         """The mean over ranks of a value (e.g. the loss, for the log)."""

@@ -1,5 +1,6 @@
 // The functions lazytrace.nn.functional and the decoder call per layer, each recorded in
-// one call from Python (the op sequence is the same as the Python would record).
+// one call from Python (the op sequence is the same as the Python would record), and
+// lazytrace.nn.utils' gradient clipping.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
@@ -64,6 +65,12 @@ void bind_functional(nb::module_& m) {
         "outside [0, num) raises.");
   m.def("apply_rotary", &nn::apply_rotary, nb::arg("x"), nb::arg("theta"),
         "Llama's rotary position embedding of x [..., seq, head_dim], positions 0..seq-1.");
+  // lazytrace.nn.utils
+  m.def("total_norm", &nn::total_norm, nb::arg("tensors"), nb::arg("norm_type"));
+  m.def("grad_norm", &nn::grad_norm, nb::arg("params"), nb::arg("norm_type"));
+  m.def("clip_grads_with_norm_", &nn::clip_grads_with_norm_, nb::arg("params"),
+        nb::arg("max_norm"), nb::arg("total_norm"));
+  m.def("clip_grad_value_", &nn::clip_grad_value_, nb::arg("params"), nb::arg("clip_value"));
 }
 
 }  // namespace lazytrace::python

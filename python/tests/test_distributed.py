@@ -157,6 +157,45 @@ def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
             np.testing.assert_array_equal(sharded[0][k], v, err_msg=f"{k}, {cap} MiB")
 
 
+@pytest.mark.parametrize("shard_optimizer", [False, True])
+def test_clipping_the_reduced_gradients_clips_as_one_process(shard_optimizer):
+    # one process on the whole batch, clipping by the whole gradient's norm; the ranks clip
+    # the reduced gradients, ZeRO-1's by the norm of the parts all-reduced
+    max_norm = 0.3
+    ref = fresh_model()
+    opt = lt.optim.AdamW(ref.parameters(), lr=0.05)
+    ref_norms = []
+    for s in range(3):
+        x, y = batch(s)
+        lt.nn.functional.cross_entropy(ref(lt.tensor(x)), lt.tensor(y)).backward()
+        ref_norms.append(float(lt.nn.utils.clip_grad_norm_(ref.parameters(), max_norm)))
+        opt.step()
+        opt.zero_grad()
+    assert min(ref_norms) > max_norm  # every step clips
+
+    def body(r):
+        model = fresh_model()
+        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002, shard_optimizer=shard_optimizer)
+        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
+        norms = []
+        for s in range(3):
+            x, y = batch(s)
+            begin, end = dist.shard(8)
+            lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                           lt.tensor(y[begin:end])).backward()
+            ddp.reduce_gradients()
+            norms.append(float(ddp.clip_grad_norm_(max_norm)))
+            opt.step()
+            ddp.gather_parameters()
+            opt.zero_grad()
+        return norms, {k: v.numpy() for k, v in model.state_dict().items()}
+
+    for norms, weights in per_rank(2, body):
+        np.testing.assert_allclose(norms, ref_norms, rtol=1e-5)
+        for k, v in ref.state_dict().items():
+            np.testing.assert_allclose(weights[k], v.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
 def test_ranks_issuing_different_collectives_raise_instead_of_hanging():
     def body(r):
         dist.all_reduce(lt.ones(4 if r == 0 else 5)).numpy()

@@ -1,10 +1,12 @@
 #include "lazytrace/dist/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/dist/dist.h"
+#include "lazytrace/nn/clip_grad.h"
 #include "lazytrace/ops/ops.h"
 
 namespace lazytrace::dist {
@@ -175,6 +177,20 @@ void DataParallel::gather_parameters() {
       at += p.numel();
     }
   }
+}
+
+Tensor DataParallel::clip_grad_norm_(double max_norm, double norm_type) {
+  const std::vector<Tensor> params = parameters();
+  Tensor total = nn::grad_norm(params, norm_type);
+  if (options_.shard_optimizer && world_size() > 1) {
+    NoGradGuard no_grad;
+    if (std::isinf(norm_type))
+      total = all_reduce(total, "max");
+    else  // the parts' sums of |g|^p add up
+      total = pow(all_reduce(pow(total, norm_type), "sum"), 1.0 / norm_type);
+  }
+  nn::clip_grads_with_norm_(params, max_norm, total);
+  return total;
 }
 
 Tensor DataParallel::average(const Tensor& t) const {

@@ -68,6 +68,12 @@ class DataParallel {
   void all_reduce_gradients() { reduce_gradients(); }
   /** ZeRO-1: after the optimizer step, every rank's updated shards into the parameters. */
   void gather_parameters();
+  /**
+   * After reduce_gradients(): lt::nn::clip_grad_norm_ over the gradients the optimizer
+   * reads. With ZeRO-1 each rank holds a part of them, so the parts' norms are all-reduced
+   * into the global one; every rank returns it and clips by it.
+   */
+  Tensor clip_grad_norm_(double max_norm, double norm_type = 2.0);
   /** The mean over ranks of a value (e.g. the loss, for the log): all_reduce(t, "mean"). */
   Tensor average(const Tensor& t) const;
 

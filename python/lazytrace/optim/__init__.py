@@ -2,9 +2,9 @@
 graph with the forward and backward, cached from the second step on), and the learning
 rate is a tensor the update reads, so changing param_groups[i]["lr"] never recompiles."""
 
-from . import _lazytrace as _C
-from ._lazytrace import Tensor
-from .nn.parameter import _OPTIMIZED
+from .. import _lazytrace as _C
+from .._lazytrace import Tensor
+from ..nn.parameter import _OPTIMIZED
 
 
 class _ParamGroup(dict):
@@ -112,8 +112,9 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         """Resumes from a state_dict() of an optimizer of the same kind over the same
-        parameters: moments and step counts, and each group's lr; the other
-        hyperparameters must be the ones this optimizer was made with."""
+        parameters: moments and step counts, and each group's lr and other entries (a
+        scheduler's initial_lr); the hyperparameters fixed at construction must be the ones
+        this optimizer was made with."""
         name = type(self).__name__
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
@@ -136,7 +137,9 @@ class Optimizer:
             if missing:
                 raise ValueError(f"[{name}] load_state_dict: no state for parameter {missing[0]}")
             impl.load_state([state[j] for j in saved["params"]])
-            group["lr"] = saved.get("lr", group["lr"])
+            for k, v in saved.items():  # lr, and what schedulers keep there (initial_lr)
+                if k != "params" and k not in self._fixed:
+                    group[k] = v
 
     def zero_grad(self, set_to_none=True):
         for group in self.param_groups:
@@ -190,3 +193,6 @@ class AdamW(Optimizer):
         b1, b2 = g["betas"]
         return _C._AdamW(g["params"], float(g["lr"]), float(b1), float(b2), float(g["eps"]),
                          float(g["weight_decay"]))
+
+
+from . import lr_scheduler  # noqa: E402  (after Optimizer, which it imports)
