@@ -754,3 +754,20 @@ TEST(AssumePure, StringLiteralsSharedPtrsAndModuleListsAreAcceptedAsWritten) {
 }
 
 }  // namespace
+
+// backward() inside a pure function would write the .grad of a tensor from outside it:
+// an error naming the tool (it was silently dropped in Python, where the trace records
+// gradients).
+TEST(AssumePure, BackwardInsideIsAnError) {
+  Tensor w = lt::ones({2}).requires_grad_();
+  auto step = lt::assume_pure([&](const Tensor& x) {
+    lt::sum(w * x).backward();
+    return x * 1.0f;
+  });
+  expect_error(
+      [&] {
+        step(lt::tensor({3.0f, 4.0f}));
+      },
+      {"[assume_pure] backward() inside the traced function"});
+  EXPECT_FALSE(w.grad().defined());
+}

@@ -1,6 +1,8 @@
 // Every user mistake is an lt::Error that names the op, the shapes or dtypes, and a fix.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <lazytrace/lazytrace.h>
 #include <functional>
 
@@ -61,6 +63,11 @@ TEST(Errors, Reshape) {
   expect_error([] { (void)lt::full({2}, int64_t{1} << 40, lt::int32); },
                {"[full]", "does not fit in int32"});
   EXPECT_EQ((i32 + int64_t{5}).to_vector<int32_t>(), (std::vector<int32_t>{5, 6}));
+  // so is a floating number: NaN, infinite or out of range (in range it is truncated)
+  for (double v : {std::nan(""), double{INFINITY}, 3e9})
+    expect_error([&] { (void)lt::full({2}, v, lt::int32); },
+                 {"[full] the number", "cannot be converted to int32 without overflow"});
+  EXPECT_EQ(lt::full({2}, -2.7, lt::int32).to_vector<int32_t>(), (std::vector<int32_t>{-2, -2}));
   // a 0-d tensor takes dim 0 and -1, as torch: itself
   const lt::Tensor s = lt::scalar(2.5f);
   EXPECT_EQ(lt::squeeze(s, 0).to_vector<float>(), std::vector<float>{2.5f});

@@ -104,6 +104,14 @@ TEST(ForiLoop, IntegerBoundsMatchAnUnrolledLoopWithGradients) {
   EXPECT_EQ(lt::fori_loop(7, 2, body, init).to_vector<float>(), init.to_vector<float>());
 }
 
+// Bounds past 2^53 (not doubles): i counts exactly, in int64.
+TEST(ForiLoop, IntegerBoundsPastTwoToThe53AreExact) {
+  const int64_t lower = (int64_t{1} << 53) + 1;
+  auto body = [&](const Tensor& i, const Tensor& c) { return c + (i - lt::scalar(lower)); };
+  Tensor out = lt::fori_loop(lower, lower + 3, body, lt::scalar(int64_t{0}));
+  EXPECT_EQ(out.item<int64_t>(), 0 + 1 + 2);
+}
+
 // A while loop's body and cond run their loop-invariant steps (tables made from arange)
 // once, before the first iteration; every iteration still reads them.
 TEST(WhileLoop, LoopInvariantStepsRunOnceAndEveryIterationReadsThem) {

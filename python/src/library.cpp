@@ -12,7 +12,7 @@ namespace {
 
 nb::dict dict_of(const nn::ParamMap& m) {
   nb::dict d;
-  for (const auto& [name, t] : m) d[nb::str(name.c_str())] = nb::cast(t);
+  for (const auto& [name, t] : m) d[nb::str(name.data(), name.size())] = nb::cast(t);
   return d;
 }
 

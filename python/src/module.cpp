@@ -5,6 +5,7 @@
 #include <cstring>
 #include <regex>
 #include <string_view>
+#include <typeinfo>
 
 #include "bindings.h"
 
@@ -22,7 +23,7 @@ bool is_runtime_error(std::string_view msg) {
   for (std::string_view what :
        {"is not pure", "reverse-mode differentiation", "max_different_graphs",
         "inside a traced function", "outside a call", "cannot be written in place", "can't be cast",
-        "s for the other", "different collectives", " failed: "})
+        "s for the other", "different collectives", " failed: ", "backward() inside the traced"})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }
@@ -71,6 +72,10 @@ NB_MODULE(_lazytrace, m) {
                       : py::is_runtime_error(e.what()) ? PyExc_RuntimeError
                                                        : PyExc_ValueError,
                       py::pythonic(e.what()).c_str());
+    } catch (const std::bad_cast&) {  // nanobind's cast of an argument: a bug of ours
+      PyErr_SetString(PyExc_TypeError,
+                      "an argument could not be converted to the type the operation takes (a "
+                      "float where an int is expected, or an int out of range)");
     }
   });
   py::bind_tensor(m);

@@ -78,6 +78,18 @@ struct Flattener {
             .c_str());
   }
 
+  // Containers nested deeper than this are an error, well before the C stack runs out (a
+  // list that contains itself would recurse forever).
+  static constexpr size_t kMaxDepth = 1000;
+  void check_depth() const {
+    if (path.size() >= kMaxDepth)
+      throw nb::value_error((std::string("[") + tool + "] " + root + " nests containers more " +
+                             "than " + std::to_string(kMaxDepth) +
+                             " deep (a list or dict that contains itself?); pass a flatter "
+                             "structure.")
+                                .c_str());
+  }
+
   // A dict key's word in the key
   uint64_t key_word(PyObject* k) {
     if (PyUnicode_Check(k)) {
@@ -158,6 +170,7 @@ struct Flattener {
       return;
     }
     if (PyTuple_Check(o) || PyList_Check(o)) {
+      check_depth();
       const bool list = PyList_Check(o);
       const bool named = !list && is_namedtuple(h);
       const Py_ssize_t n = list ? PyList_GET_SIZE(o) : PyTuple_GET_SIZE(o);
@@ -181,6 +194,7 @@ struct Flattener {
       return;
     }
     if (PyDict_Check(o)) {
+      check_depth();
       const Py_ssize_t n = PyDict_Size(o);
       at_here();
       flat.mix(uint64_t{0xd1c7});

@@ -106,12 +106,29 @@ Shape shape_of(nb::handle h, const char* op) {
 
 namespace {
 
-std::vector<int> dims_of(nb::handle h) {
+// dims as ints (a bool or a float is not a dim; as torch, "argument 'dim' must be int")
+std::vector<int> dims_of(nb::handle h, const char* op) {
+  auto one = [op](nb::handle d) {
+    if (!PyLong_Check(d.ptr()) || PyBool_Check(d.ptr()))
+      throw nb::type_error(
+          (std::string("[") + op + "] a dim must be an int, got " + kind_of(d)).c_str());
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(d.ptr(), &overflow);
+    if (overflow || v < INT32_MIN || v > INT32_MAX)
+      throw nb::value_error((std::string("[") + op + "] dim " + nb::cast<std::string>(nb::str(d)) +
+                             " is out of range")
+                                .c_str());
+    return static_cast<int>(v);
+  };
   std::vector<int> dims;
-  if (PyLong_Check(h.ptr())) {
-    dims.push_back(nb::cast<int>(h));
+  if (PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()) || PyFloat_Check(h.ptr())) {
+    dims.push_back(one(h));
   } else {
-    for (nb::handle d : h) dims.push_back(nb::cast<int>(d));
+    if (!nb::hasattr(h, "__iter__"))
+      throw nb::type_error(
+          (std::string("[") + op + "] dims must be an int or a sequence of ints, got " + kind_of(h))
+              .c_str());
+    for (nb::handle d : h) dims.push_back(one(d));
   }
   return dims;
 }
@@ -227,6 +244,10 @@ using HostArray = nb::ndarray<nb::ro, nb::device::cpu>;
 // Array = HostArray becomes a DLPack capsule in Python, nb::numpy a read-only numpy array
 template <typename Array = HostArray>
 Array host_array(const Tensor& t) {
+  if (t.ndim() > 64)  // NumPy's limit (past it NumPy aborts, or gives an object array)
+    throw nb::value_error(("[numpy] NumPy arrays have at most 64 dims, the tensor " + t.type_str() +
+                           " has " + std::to_string(t.ndim()) + "; reshape it first.")
+                              .c_str());
   std::shared_ptr<const void> data;
   {
     nb::gil_scoped_release release;
@@ -491,8 +512,9 @@ void bind_tensor(nb::module_& m) {
       // the layout methods a model calls per layer, with torch's argument forms
       .def("reshape", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "reshape")); })
       .def("view", [](T t, nb::args shape) { return reshape(t, shape_arg(shape, "view")); })
-      .def("permute",
-           [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims))); })
+      .def(
+          "permute",
+          [](T t, nb::args dims) { return permute(t, dims_of(shape_arg_handle(dims), "permute")); })
       .def(
           "transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); }, nb::arg("dim0"),
           nb::arg("dim1"))
@@ -598,28 +620,28 @@ void bind_tensor(nb::module_& m) {
       "sum",
       [](T t, nb::handle dims, bool keepdim) {
         return dims.is_none() ? (keepdim ? sum(t, dims_all(t), true) : sum(t))
-                              : sum(t, dims_of(dims), keepdim);
+                              : sum(t, dims_of(dims, "sum"), keepdim);
       },
       nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def(
       "mean",
       [](T t, nb::handle dims, bool keepdim) {
         return dims.is_none() ? (keepdim ? mean(t, dims_all(t), true) : mean(t))
-                              : mean(t, dims_of(dims), keepdim);
+                              : mean(t, dims_of(dims, "mean"), keepdim);
       },
       nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def(
       "amax",
       [](T t, nb::handle dims, bool keepdim) {
         return dims.is_none() ? (keepdim ? amax(t, dims_all(t), true) : amax(t))
-                              : amax(t, dims_of(dims), keepdim);
+                              : amax(t, dims_of(dims, "amax"), keepdim);
       },
       nb::arg("t"), nb::arg("dims").none() = nb::none(), nb::arg("keepdim") = false);
   m.def("softmax", [](T t, int dim) { return softmax(t, dim); });
   m.def("log_softmax", [](T t, int dim) { return log_softmax(t, dim); });
   m.def("reshape", [](T t, nb::handle shape) { return reshape(t, shape_of(shape, "reshape")); });
   m.def("transpose", [](T t, int d0, int d1) { return transpose(t, d0, d1); });
-  m.def("permute", [](T t, nb::handle dims) { return permute(t, dims_of(dims)); });
+  m.def("permute", [](T t, nb::handle dims) { return permute(t, dims_of(dims, "permute")); });
   m.def("broadcast_to",
         [](T t, nb::handle shape) { return broadcast_to(t, shape_of(shape, "broadcast_to")); });
   m.def("slice", [](T t, int dim, int64_t start, int64_t stop, int64_t step) {

@@ -84,6 +84,10 @@ class Engine {
       if (Meta* m = capture[i].leaf()) captured_leaf_[m].push_back(i);
     }
     capturing_ = !capture.empty();
+    if (!capturing_)
+      if (const std::vector<Tensor>* ph = trace::read_only_stand_ins())
+        for (const Tensor& t : *ph)
+          if (t.impl()->autograd) read_only_.insert(t.impl()->autograd.get());
     results_.resize(capture.size());
     count_dependencies(roots);
     if (capturing_) find_needed(roots);
@@ -213,6 +217,13 @@ class Engine {
           }
         return;
       }
+      if (read_only_.count(leaf))
+        fail(trace::tracing_tool(),
+             "backward() inside the traced function reaches a tensor "
+             "from outside it, whose .grad the function cannot write (it must be pure): return "
+             "the loss and call backward() after the call, compute the gradients with "
+             "autograd::grad inside and return them, or trace the whole step with compile, "
+             "which runs backward() inside.");
       Tensor& acc = leaf->grad;
       // a new handle: a stored gradient never aliases a tensor the caller holds
       acc = acc.defined() ? add_grads(acc, g) : g.detach();
@@ -237,6 +248,8 @@ class Engine {
   std::map<std::pair<Function*, int>, std::vector<size_t>> captured_fn_;
   std::unordered_map<Meta*, std::vector<size_t>> captured_leaf_;
   std::unordered_set<Function*> needed_;  // capturing: the Functions that run
+  // in a trace that writes no outer tensor: the Metas of its stand-ins of outer leaves
+  std::unordered_set<const Meta*> read_only_;
   // create_graph: each Function as held, for the results its VJP reads (g_running_vjp)
   std::unordered_map<Function*, std::shared_ptr<Function>> owners_;
   std::vector<Tensor> results_;
@@ -435,6 +448,11 @@ void Tensor::backward() const {
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   checked(*this, "backward");
+  if (!autograd::requires_grad(*this) && !trace::tracing_tool().empty())
+    fail(trace::tracing_tool(), "backward() inside the traced function: the tensor (", type_str(),
+         ") has no gradient history there (the function must be pure, and tensors from outside "
+         "it carry none); return the loss and call backward() after the call, or trace the "
+         "whole step with compile, which runs backward() inside.");
   if (!autograd::requires_grad(*this))
     fail("backward", "the tensor (", type_str(),
          ") does not require grad and has no gradient history; call requires_grad_() on the "

@@ -83,7 +83,15 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
+// A NUL in a path would end it early at the C call (another file); an error instead.
+void check_path(const char* op, const std::string& path) {
+  if (path.find('\0') != std::string::npos)
+    fail(op, "the path '", path.substr(0, path.find('\0')),
+         "\\0...' holds a NUL character; pass a path without one.");
+}
+
 FilePtr open_for_reading(const std::string& path) {
+  check_path(kOp, path);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     fail(kOp, "cannot open '", path, "': it is a directory; pass the path of a file.");
@@ -391,6 +399,7 @@ void save_file(const ParamMap& tensors, const std::string& path,
   // Spaces (JSON whitespace) make the data start 8-byte aligned, as the reference writer does.
   header.append((8 - header.size() % 8) % 8, ' ');
 
+  check_path(kOp, path);
   const std::string tmp = temp_path_for(path);
   {
     FilePtr f(std::fopen(tmp.c_str(), "wb"));

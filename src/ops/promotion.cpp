@@ -88,6 +88,15 @@ ir::NodePtr scalar_node(const Scalar& s, DType dtype, const char* op) {
     return ir::make_scalar(b, b, dtype);
   }
   if (is_floating(dtype)) return ir::make_scalar(s.to_double(), s.to_int(), dtype);
+  if (is_floating(s.kind())) {  // truncated toward 0, as torch; NaN, inf or too large: error
+    const double f = s.to_double();
+    const double limit = dtype == DType::int32 ? 2147483648.0 : 9223372036854775808.0;
+    if (!(f > -limit - 1 && f < limit))
+      fail(op, "the number ", f, " cannot be converted to ", dtype_name(dtype),
+           " without overflow; use a number in its range, or a floating tensor.");
+    const auto v = static_cast<int64_t>(f);
+    return ir::make_scalar(static_cast<double>(v), v, dtype);
+  }
   const int64_t v = s.to_int();
   // as torch: an integer that does not fit is an error, not a wrapped value (t == 2**32 on
   // an int32 t would compare with 0)

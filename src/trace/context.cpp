@@ -174,6 +174,10 @@ const std::string& tracing_tool() {
   return g_ctx ? g_ctx->tool : kNoTool;
 }
 
+const std::vector<Tensor>* read_only_stand_ins() {
+  return g_ctx && !g_ctx->writes_allowed ? &g_ctx->lifted_ph : nullptr;
+}
+
 std::pair<ir::NodePtr, ir::NodePtr> random_operands(uint64_t n) {
   if (!g_ctx) {
     const RngDraw d = draw_random(n);

@@ -110,6 +110,9 @@ void sync_named(const std::vector<Tensor>* tensors, const std::string& name);
 
 /** The active scope's tool name ("" outside any). */
 const std::string& tracing_tool();
+/** The stand-ins of the outer tensors lifted so far by an active trace that does not allow
+ * writes (assume_pure, a loop body); null outside a trace or in one that does (compile). */
+const std::vector<Tensor>* read_only_stand_ins();
 /** Whether t comes from outside the active trace (it is lifted when an op uses it). */
 inline bool is_outer(const Tensor& t) {
   const TensorImpl* impl = t.impl().get();

@@ -275,7 +275,8 @@ Init fori_loop(int64_t lower, int64_t upper, const Body& body_fn, const Init& in
   if (upper > lower && __builtin_sub_overflow(upper, lower, &n))
     tools::fori_loop_range_too_long(lower, upper);
   n = std::max<int64_t>(n, 0);
-  Tensor is = arange(static_cast<double>(lower), static_cast<double>(lower + n));
+  // counted from 0, then offset in int64: bounds past 2^53 are not doubles
+  Tensor is = arange(static_cast<double>(n)) + Scalar(static_cast<long>(lower));
   auto fn = [body_fn](const Init& c, const Tensor& i, const std::tuple<>&) {
     return std::pair<Init, Tree>{Init(body_fn(i, c)), Tree()};
   };
