@@ -165,6 +165,9 @@ TEST(Cli, BadFlagsAndFilesAreClearErrors) {
       {"train --text /tmp", "cannot read the text file '/tmp'"},
       {"train --lr inf", "--lr must be a finite number >= 0, got inf"},
       {"train --lr -0.1", "--lr must be a finite number >= 0, got -0.1"},
+      {"train --clip-grad-norm -1", "--clip-grad-norm must be a finite number >= 0, got -1"},
+      {"train --lr-schedule linear", "--lr-schedule must be one of constant, cosine"},
+      {"train --warmup-steps -2", "--warmup-steps must be at least 0"},
       {"train --hidden 10 --heads 4", "DecoderConfig"},
       {"generate --weights /nonexistent.safetensors", "/nonexistent.safetensors"},
       {"compare --layers-mode loop", "compare runs every --layers-mode"},
@@ -180,6 +183,28 @@ TEST(Cli, BadFlagsAndFilesAreClearErrors) {
 double first_loss(const CliRun& r) {
   const size_t at = r.out.find(" loss ", r.out.find("step 1/"));
   return at == std::string::npos ? -1 : std::stod(r.out.substr(at + 6));
+}
+
+// The loss a train run prints for step k of n.
+double loss_at(const CliRun& r, int k, int n) {
+  const std::string step = "step " + std::to_string(k) + "/" + std::to_string(n) + " loss ";
+  const size_t at = r.out.find(step);
+  return at == std::string::npos ? -1 : std::stod(r.out.substr(at + step.size()));
+}
+
+// A warmup, a cosine decay and clipping each change the updates, never the first loss.
+TEST(Cli, TrainWithWarmupCosineAndClipping) {
+  const std::string base = std::string("train --steps 3 --out /dev/null ") + kTiny;
+  CliRun plain = run(base);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  for (const char* extra :
+       {" --warmup-steps 3", " --lr-schedule cosine", " --clip-grad-norm 1e-10"}) {
+    CliRun r = run(base + extra);
+    ASSERT_EQ(r.code, 0) << extra << r.out;
+    EXPECT_EQ(loss_at(r, 1, 3), loss_at(plain, 1, 3)) << extra;
+    EXPECT_NE(loss_at(r, 3, 3), loss_at(plain, 3, 3)) << extra << r.out << plain.out;
+    EXPECT_GT(loss_at(r, 3, 3), 0) << extra << r.out;
+  }
 }
 
 TEST(Cli, TrainResumeAndGenerateInOneLoop) {

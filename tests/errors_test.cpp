@@ -72,6 +72,7 @@ TEST(Errors, Reshape) {
   const lt::Tensor s = lt::scalar(2.5f);
   EXPECT_EQ(lt::squeeze(s, 0).to_vector<float>(), std::vector<float>{2.5f});
   EXPECT_EQ(lt::squeeze(s, -1).ndim(), 0);
+  EXPECT_EQ(lt::transpose(s, 0, -1).to_vector<float>(), std::vector<float>{2.5f});
   expect_error([&] { (void)lt::squeeze(s, 1); },
                {"[squeeze]", "dim 1", "expected a dim in [-1, 0]"});
 }

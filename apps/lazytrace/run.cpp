@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <numbers>
 #include <optional>
 
 namespace cli {
@@ -116,6 +118,15 @@ nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>&
   return c;
 }
 
+double learning_rate(const RunOptions& o, int64_t step) {
+  if (step <= o.warmup_steps)
+    return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup_steps);
+  if (!o.cosine) return o.lr;
+  const double done = static_cast<double>(step - o.warmup_steps - 1) /
+                      static_cast<double>(std::max<int64_t>(o.steps - o.warmup_steps, 1));
+  return o.lr * 0.5 * (1 + std::cos(std::numbers::pi * done));
+}
+
 RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step) {
   lt::clear_caches();  // each run compiles from scratch, and holds only its own executables
   lt::manual_seed(o.seed);
@@ -164,6 +175,13 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
       dp->reduce_gradients();
       loss = dp->average(loss);
     }
+    if (o.clip_grad_norm > 0) {
+      if (dp)
+        dp->clip_grad_norm_(o.clip_grad_norm);
+      else
+        lt::nn::clip_grad_norm_(opt.params(), o.clip_grad_norm);
+    }
+    opt.set_lr(learning_rate(o, step));  // a tensor the update reads: never recompiles
     opt.step();
     if (dp) dp->gather_parameters();
     opt.zero_grad();

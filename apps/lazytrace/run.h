@@ -39,6 +39,9 @@ struct RunOptions {
   lt::Remat remat = lt::Remat::save;
   int64_t steps = 100, batch = 8, seq = 64;
   double lr = 3e-3;
+  int64_t warmup_steps = 0;   // the rate rises linearly over these first steps
+  bool cosine = false;        // then decays as a cosine towards 0 by the last step
+  double clip_grad_norm = 0;  // the gradients' norm clipped to this (0: not clipped)
   uint64_t seed = 0;
   std::string init;  // weights to start from
   // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of
@@ -68,6 +71,8 @@ using StepFn = std::function<void(int64_t step, float loss, double seconds)>;
 /** Trains the decoder with AdamW on random windows of `text`, measuring as it goes; data
  * parallel over the ranks of lt::dist when there are several (each draws the same global
  * batch and runs its rows). */
+/** The learning rate of step 1, 2, ...: o.lr after the warmup, or its cosine decay. */
+double learning_rate(const RunOptions& o, int64_t step);
 RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step);
 
 /** A progress line: a bar with step, loss, tokens/s and ETA on a terminal, plain lines

@@ -40,6 +40,9 @@ int train(int argc, char** argv) {
   f.add("bucket-mb", "4", "data parallel: MiB of gradients per all-reduce");
   f.add_switch("shard-optimizer",
                "data parallel: ZeRO-1, each rank's AdamW on its 1/N of the parameters");
+  f.add("warmup-steps", "0", "steps over which the learning rate rises linearly to --lr");
+  f.add("lr-schedule", "constant", "after the warmup: constant, or cosine (decays towards 0)");
+  f.add("clip-grad-norm", "0", "clip the gradients' norm to this each step (0: no clipping)");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
@@ -52,6 +55,12 @@ int train(int argc, char** argv) {
     throw UsageError("--bucket-mb must be in (0, 1048576]");
   o.bucket_bytes = std::max<int64_t>(static_cast<int64_t>(bucket_mb * (1 << 20)), 1);
   o.shard_optimizer = f.given("shard-optimizer");
+  o.warmup_steps = f.integer("warmup-steps", 0);
+  o.cosine = f.choice("lr-schedule", {"constant", "cosine"}) == "cosine";
+  o.clip_grad_norm = f.number("clip-grad-norm");
+  if (!(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0))
+    throw UsageError(
+        cat("--clip-grad-norm must be a finite number >= 0, got ", f.str("clip-grad-norm")));
   if (!f.str("init").empty()) {
     o.init = f.str("init");
     lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(o.init), o.init);

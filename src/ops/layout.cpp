@@ -84,6 +84,7 @@ Tensor transpose(const Tensor& t, int dim0, int dim1) {
   if (nd < 2 && (dim0 == -2 && dim1 == -1)) return t;  // like torch .T on 0-d and 1-d
   dim0 = ir::normalize_dim("transpose", dim0, nd, t.shape());
   dim1 = ir::normalize_dim("transpose", dim1, nd, t.shape());
+  if (nd == 0) return t;  // dims 0 and -1 of a 0-d tensor, as torch: itself
   std::vector<int> perm(static_cast<size_t>(nd));
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[static_cast<size_t>(dim0)], perm[static_cast<size_t>(dim1)]);
