@@ -5,6 +5,7 @@ operators, autograd and host memory are in the extension (python/src/tensor.cpp)
 import builtins
 import collections
 import copy
+import math
 import numbers
 import operator
 import types
@@ -90,6 +91,21 @@ def _size(size, op):
     return size if builtins.all(type(d) is int for d in size) else tuple(int(d) for d in size)
 
 
+def _new_shape(size, d, op):
+    """_size for a new tensor: sizes >= 0, and a byte count that 64 bits can count."""
+    size = _size(size, op)
+    n = 1
+    for s in size:
+        if s < 0:
+            raise ValueError(f"[{op}] negative dimension {s} in shape {list(size)}; sizes must be "
+                             ">= 0.")
+        n *= s
+    if n * _C.itemsize(d) > 2**63 - 1:
+        raise ValueError(f"[{op}] a {d.name} tensor of shape {list(size)} has more bytes than 64 "
+                         "bits can count (more than any memory holds); make it smaller.")
+    return size
+
+
 def _finish(t, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
@@ -104,7 +120,7 @@ def _creator(name, make):
         if kw:
             raise TypeError(f"{name}() got an unexpected keyword argument '{next(iter(kw))}'")
         d = _check_dtype(dtype, name) or _C.dtype.float32
-        return _finish(make(_size(size, name), d), requires_grad)
+        return _finish(make(_new_shape(size, d, name), d), requires_grad)
 
     create.__name__ = name
     create.__doc__ = f"{name}(*size, dtype=lazytrace.float32, device='cpu', requires_grad=False)"
@@ -151,21 +167,36 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
             if isinstance(fill_value, numbers.Integral)
             else _C.dtype.float32
         )
-    return _finish(_C.full(_size((size,), "full"), fill_value, d), requires_grad)
+    return _finish(_C.full(_new_shape((size,), d, "full"), fill_value, d), requires_grad)
+
+
+def _like(t, op):
+    """t, the tensor a *_like function copies the shape (and dtype) of; else torch's TypeError,
+    with what to call instead."""
+    if not isinstance(t, Tensor):
+        make = op[: -len("_like")]
+        hint = (f"use lazytrace.{make}(a.shape{', value' if make == 'full' else ''}, ...) for an "
+                "array's shape, or lazytrace.tensor(a) to make one first"
+                if hasattr(t, "shape") else "make one first with lazytrace.tensor(data)")
+        raise TypeError(f"[{op}] expects a Tensor, got {type(t).__name__}: {hint}")
+    return t
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False):
     _check_device(device, "zeros_like")
+    t = _like(t, "zeros_like")
     return _finish(_C.zeros(t.shape, _check_dtype(dtype, "zeros_like") or t.dtype), requires_grad)
 
 
 def ones_like(t, dtype=None, device=None, requires_grad=False):
     _check_device(device, "ones_like")
+    t = _like(t, "ones_like")
     return _finish(_C.ones(t.shape, _check_dtype(dtype, "ones_like") or t.dtype), requires_grad)
 
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     _check_device(device, "full_like")
+    t = _like(t, "full_like")
     return _finish(
         _C.full(t.shape, fill_value, _check_dtype(dtype, "full_like") or t.dtype), requires_grad
     )
@@ -173,11 +204,13 @@ def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
 
 def randn_like(t, dtype=None, device=None):
     _check_device(device, "randn_like")
+    t = _like(t, "randn_like")
     return _C.randn(t.shape, _check_dtype(dtype, "randn_like") or t.dtype)
 
 
 def rand_like(t, dtype=None, device=None):
     _check_device(device, "rand_like")
+    t = _like(t, "rand_like")
     return _C.rand(t.shape, _check_dtype(dtype, "rand_like") or t.dtype)
 
 
@@ -186,11 +219,18 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     _check_device(device, "arange")
     if end is None:
         start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if type(v) not in (int, float) and (
+                isinstance(v, (str, bytes)) or not isinstance(v, (numbers.Real, Tensor))):
+            raise TypeError(f"[arange] {name} must be a number, got {type(v).__name__} "
+                            f"{_short_repr(v)}")
     d = _check_dtype(dtype, "arange")
     if d is None:
         ints = (type(start) is int and type(end) is int and type(step) is int) or builtins.all(
             isinstance(v, numbers.Integral) for v in (start, end, step))
         d = _C.dtype.int64 if ints else _C.dtype.float32
+    if d in _INT_RANGE:
+        _check_arange_range(start, end, step, d)
     if (d in (_C.dtype.int64, _C.dtype.int32) and step != 0
             and builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
             and builtins.max(builtins.abs(start), builtins.abs(end)) > 2**53):
@@ -201,39 +241,152 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _finish(_C.arange(float(start), float(end), float(step), d), requires_grad)
 
 
-def _infer_dtype(data):
-    """torch.tensor's rule: Python floats are float32, ints int64, bools bool."""
+class _BadData(Exception):
+    """An element of tensor data that no tensor holds: the exception to raise and its message,
+    where "{p}" stands for the element's path, gathered (innermost first) on the way out."""
+
+    def __init__(self, exc, msg, what=True):
+        super().__init__(msg)
+        self.exc, self.msg, self.path, self.what = exc, msg, [], what
+
+
+def _short_repr(x):
+    r = repr(x)
+    if isinstance(x, int) and len(r) > 30:
+        return f"{r[:12]}...{r[-6:]} ({len(r)} digits)"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _data_path(root, path):
+    """root[i][j]...: where an element is (the indices outermost first), shortened past 10."""
+    parts = [f"[{i}]" for i in path]
+    if len(parts) > 10:
+        parts = parts[:6] + ["..."] + parts[-3:]
+    return root + "".join(parts)
+
+
+_NUMBER_KIND = {"b": "b", "i": "i", "u": "i", "f": "f"}
+_MAX_NDIM = 64  # NumPy's limit (NPY_MAXDIMS): the data passes through an array
+
+
+def _data_kinds(data, op="tensor", root="data"):
+    """The kinds of data's elements ("f", "i", "b"), after checking that data is what a tensor
+    can hold: numbers, bools, numpy arrays and scalars of those, tensors, and (nested) lists
+    and tuples of them of one shape. Else a TypeError naming op and the element's path and
+    type (None, a str, ...), or a ValueError for ragged lists, as torch's tensor()."""
+    kinds = set()
+
+    def walk(x, depth):
+        t = type(x)
+        if t is float:
+            kinds.add("f")
+            return ()
+        if t is int:
+            kinds.add("i")
+            return ()
+        if t is builtins.bool:
+            kinds.add("b")
+            return ()
+        if isinstance(x, Tensor):
+            kinds.add("f" if x.dtype in _FLOATING else "b" if x.dtype == _C.dtype.bool else "i")
+            return tuple(x.shape)
+        if isinstance(x, (list, tuple, range)):
+            if depth >= _MAX_NDIM:
+                raise _BadData(ValueError, f"{{p}} nests lists more than {_MAX_NDIM} deep (or "
+                                           "holds itself): a tensor made from lists has at most "
+                                           f"{_MAX_NDIM} dims", False)
+            first = None
+            for i, v in enumerate(x):
+                try:
+                    s = walk(v, depth + 1)
+                except _BadData as e:
+                    e.path.append(i)
+                    raise
+                if first is None:
+                    first = s
+                elif s != first:
+                    raise _BadData(ValueError, (
+                        f"{{p}}[{i}] has shape {list(s)} but {{p}}[0] has shape {list(first)}: "
+                        "nested lists must be rectangular (every row of a dim the same length)"),
+                        False)
+            return (len(x),) + (first if first is not None else ())
+        if isinstance(x, (np.ndarray, np.generic)):
+            kind = _NUMBER_KIND.get(x.dtype.kind)
+            if kind is None:
+                raise _BadData(TypeError, (
+                    f"{{p}} is a numpy {'array' if x.ndim else 'scalar'} of dtype {x.dtype}, "
+                    "which no tensor holds: give numbers (bool, int or float)"), False)
+            kinds.add(kind)
+            return tuple(x.shape)
+        if isinstance(x, builtins.bool) or isinstance(x, np.bool_):
+            kinds.add("b")
+            return ()
+        if isinstance(x, numbers.Integral):
+            kinds.add("i")
+            return ()
+        if isinstance(x, numbers.Real):
+            kinds.add("f")
+            return ()
+        if hasattr(x, "__array__") and not isinstance(x, (str, bytes)):
+            return walk(np.asarray(x), depth)  # array-likes (torch tensors, ...)
+        raise _BadData(TypeError, f"{{p}} is {type(x).__name__} {_short_repr(x)}")
+
+    try:
+        walk(data, 0)
+    except _BadData as e:
+        msg = e.msg.replace("{p}", _data_path(root, e.path[::-1]))
+        if e.what:
+            msg += (": a tensor's data must be numbers (bool, int, float), (nested) lists of "
+                    "them, numpy arrays or tensors")
+        raise e.exc(f"[{op}] {msg}") from None
+    return kinds
+
+
+def _check_arange_range(start, end, step, d):
+    """arange's ValueError where an integer dtype cannot hold its first or last value (NumPy
+    would wrap them; full and + refuse such values)."""
+    try:
+        vals = [v if isinstance(v, numbers.Integral) else builtins.float(v)
+                for v in (start, end, step)]
+    except (TypeError, ValueError, RuntimeError):
+        return  # a traced or multi-element tensor: the C++ op says what is wrong
+    a, b, s = vals
+    if s == 0 or builtins.any(isinstance(v, builtins.float) and not math.isfinite(v)
+                              for v in vals):
+        return  # the C++ op refuses these in its words
+    if builtins.all(isinstance(v, numbers.Integral) for v in vals):
+        n = builtins.max(0, -(-(int(b) - int(a)) // int(s)))
+        last = int(a) + (n - 1) * int(s)
+    else:
+        n = builtins.max(0, math.ceil((b - a) / s))
+        last = a + (n - 1) * s
+    if n == 0:
+        return
+    lo, hi = _INT_RANGE[d]
+    for v in (a, last):
+        if not lo - 1 < v < hi + 1:
+            raise ValueError(
+                f"[arange] its values run from {a} to {last}, which {d.name} cannot hold (its "
+                f"range is [{lo}, {hi}]); give dtype=lazytrace."
+                f"{'int64' if d == _C.dtype.int32 else 'float64'} or a smaller range")
+
+
+def _infer_dtype(data, op="tensor", root="data"):
+    """torch.tensor's rule: Python floats are float32, ints int64, bools bool (a numpy array
+    keeps its dtype); checks the data (_data_kinds)."""
     if isinstance(data, Tensor):
         return data.dtype
     if isinstance(data, (np.ndarray, np.generic)):
         nd = data.dtype
+        if nd not in _NP_TO_LT and nd.kind in "biuf" and not nd.isnative:
+            nd = nd.newbyteorder("=")  # a big-endian array: copied in the machine's order
         if nd not in _NP_TO_LT:
             raise TypeError(
-                f"[tensor] numpy dtype {nd} has no lazytrace dtype; lazytrace has float32, "
-                "float64, float16, int32, int64 and bool"
+                f"[{op}] numpy dtype {data.dtype} has no lazytrace dtype; lazytrace has float32, "
+                "float64, float16, int32, int64 and bool: convert first (a.astype(np.float32))"
             )
         return _NP_TO_LT[nd]
-    kinds = set()
-
-    def walk(x):
-        if isinstance(x, Tensor):
-            kinds.add("f" if x.dtype in _FLOATING else "b" if x.dtype == _C.dtype.bool else "i")
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, builtins.bool) or isinstance(x, np.bool_):
-            kinds.add("b")
-        elif isinstance(x, numbers.Integral):
-            kinds.add("i")
-        elif isinstance(x, numbers.Real):
-            kinds.add("f")
-        else:
-            raise TypeError(
-                f"[tensor] could not make a tensor from {type(x).__name__} {x!r}: data must be "
-                "a number, a nested list of numbers, or a numpy array"
-            )
-
-    walk(data)
+    kinds = _data_kinds(data, op, root)
     if "f" in kinds:
         return _C.dtype.float32
     if "i" in kinds:
@@ -243,21 +396,112 @@ def _infer_dtype(data):
     return _C.dtype.float32  # an empty list
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False):
-    """A tensor holding a copy of `data` (a number, nested lists, a numpy array, a Tensor)."""
-    _check_device(device, "tensor")
-    d = _check_dtype(dtype, "tensor") or _infer_dtype(data)
+# the values an integer dtype holds, and (as floats, truncated toward zero) the open interval
+# of floats that convert into it
+_INT_RANGE = {_C.dtype.int32: (-2**31, 2**31 - 1), _C.dtype.int64: (-2**63, 2**63 - 1)}
+
+
+def _element(data, idx):
+    for i in idx:
+        data = data[i]
+    return data
+
+
+def _data_error(data, d, op, root, err=None):
+    """The ValueError for data holding a value that dtype d cannot hold (NaN or inf, or a
+    number out of range, in an integer dtype; a Python int beyond int64), or None where none
+    is found."""
+    lo, hi = _INT_RANGE.get(d, (None, None))
+    fix = f"give dtype=lazytrace.{'int64' if d == _C.dtype.int32 else 'float64'} or smaller values"
+
+    def fits(v):
+        return lo <= v <= hi if lo is not None else builtins.abs(v) < 2**1024  # float64's
+
+    def ints(x):  # the first Python int (or numpy integer) that d cannot hold: (path, value)
+        if type(x) in (float, builtins.bool):
+            return None
+        if isinstance(x, (list, tuple, range)):
+            for i, v in enumerate(x):
+                r = ints(v)
+                if r:
+                    r[0].append(i)
+                    return r
+        elif (isinstance(x, numbers.Integral) and not isinstance(x, (builtins.bool, np.bool_))
+              and not fits(int(x))):
+            return [], int(x)
+        return None
+
+    # (NumPy raises for such ints, so they are looked for only after it did)
+    if err is not None and not isinstance(data, (np.ndarray, Tensor)):
+        found = ints(data)
+        if found:
+            path, v = found[0][::-1], found[1]
+            where, v = _data_path(root, path), _short_repr(v)
+            if lo is None:
+                return ValueError(f"[{op}] {where} is {v}, too large for {d.name}")
+            return ValueError(f"[{op}] {where} is {v}, which {d.name} cannot hold (its range is "
+                              f"[{lo}, {hi}]); {fix}")
+    if lo is not None:
+        with np.errstate(all="ignore"):
+            try:
+                a = np.asarray(data, dtype=np.float64)
+            except (OverflowError, ValueError, TypeError):
+                a = None
+        if a is not None:
+            ok = np.isfinite(a) & (a >= float(lo)) & (a < float(hi) + 1.0)
+            if d == _C.dtype.int32:
+                ok |= np.isfinite(a) & (a > lo - 1.0) & (a < hi + 1.0)  # truncated toward zero
+            for idx in np.argwhere(~ok)[:100]:
+                idx = tuple(int(i) for i in idx)
+                try:  # an int that float64 rounded up to the edge is checked above, exactly
+                    if isinstance(_element(data, idx), numbers.Integral):
+                        continue
+                except (TypeError, IndexError, KeyError):
+                    pass
+                v = a[idx]
+                where = _data_path(root, idx)
+                what = ("an integer tensor holds no NaN or inf" if not np.isfinite(v)
+                        else f"its range is [{lo}, {hi}]; {fix}")
+                return ValueError(f"[{op}] {where} is {float(v)!r}, which {d.name} cannot hold "
+                                  f"({what})")
+    if err is not None:
+        return ValueError(f"[{op}] could not convert {root} to {d.name}: {err}")
+    return None
+
+
+def _make_tensor(data, d, op="tensor", root="data"):
+    """A tensor holding a copy of data, of dtype d (None: inferred as torch.tensor does); the
+    data checked first (_data_kinds), its errors naming op and the path under root."""
     if isinstance(data, Tensor):
-        t = data.detach().clone() if data.dtype == d else _C.astype(data.detach(), d)
-        return _finish(t, requires_grad)
+        d = d or data.dtype
+        return data.detach().clone() if data.dtype == d else _C.astype(data.detach(), d)
+    if d is None:
+        d, kinds = _infer_dtype(data, op, root), ()
+    else:  # checked all the same: None and str are not numbers whatever the dtype
+        kinds = _data_kinds(data, op, root)
     if isinstance(data, (list, tuple)) and builtins.any(isinstance(v, Tensor) for v in data):
-        return _finish(stack([tensor(v, dtype=d) for v in data]), requires_grad)
+        return stack([_make_tensor(v, d, op, root) for v in data])
+    if d in _INT_RANGE and ("f" in kinds or (isinstance(data, (np.ndarray, np.generic))
+                                              and data.dtype.kind == "f")):
+        err = _data_error(data, d, op, root)  # NaN, inf or out of range: NumPy would wrap
+        if err is not None:
+            raise err
     np_dtype = _LT_TO_NP.get(d, np.float32)
-    arr = np.asarray(data, dtype=np_dtype)  # no copy of an array that is already this dtype
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(data, dtype=np_dtype)  # no copy of an array already this dtype
+    except (OverflowError, ValueError) as e:
+        raise (_data_error(data, d, op, root, e) or e) from None
     t = _C.from_dlpack(arr, copy=True)  # the one copy (strided arrays are gathered)
     if d != t.dtype:
         t = _C.astype(t, d)  # bfloat16: made from float32
-    return _finish(t, requires_grad)
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A tensor holding a copy of `data` (a number, nested lists, a numpy array, a Tensor)."""
+    _check_device(device, "tensor")
+    return _finish(_make_tensor(data, _check_dtype(dtype, "tensor")), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -274,7 +518,10 @@ def from_numpy(a):
     if not isinstance(a, np.ndarray):
         raise TypeError(f"[from_numpy] expected a numpy.ndarray, got {type(a).__name__}")
     if a.dtype not in _NP_TO_LT:
-        raise TypeError(f"[from_numpy] numpy dtype {a.dtype} has no lazytrace dtype")
+        hint = ("; its byte order is not the machine's: convert with "
+                "a.astype(a.dtype.newbyteorder('='))" if a.dtype.kind in "biuf"
+                and not a.dtype.isnative else "")
+        raise TypeError(f"[from_numpy] numpy dtype {a.dtype} has no lazytrace dtype{hint}")
     if a.dtype.type not in _LT_TO_NP.values():
         return tensor(a)  # int8, uint8, ...: widened, so copied
     return _C.from_dlpack(a)
@@ -284,6 +531,10 @@ def from_dlpack(x):
     """A tensor over the memory of a DLPack producer (numpy, torch) where it can share it."""
     if isinstance(x, Tensor):
         return x
+    if isinstance(x, np.ndarray) and x.dtype.kind in "biuf" and not x.dtype.isnative:
+        raise TypeError(f"[from_dlpack] the numpy array's dtype {x.dtype} is not in the machine's "
+                        "byte order, which DLPack cannot share: convert with "
+                        "a.astype(a.dtype.newbyteorder('=')) (a copy)")
     return _C.from_dlpack(x)
 
 
@@ -292,9 +543,14 @@ def _dim(input, dim, op):
     """dim of input as a dim in [0, ndim); a 0-d tensor takes 0 and -1 (as torch); else a
     ValueError naming op (the C++ library's wording)."""
     n = builtins.max(input.ndim, 1)
-    if not isinstance(dim, numbers.Integral) or isinstance(dim, builtins.bool):
-        raise TypeError(f"[{op}] dim must be an int, got {type(dim).__name__} {dim!r}")
-    d = int(dim)
+    d = dim if type(dim) is int else None
+    if d is None and not isinstance(dim, (builtins.bool, np.bool_)):
+        try:
+            d = operator.index(dim)  # numpy integers, integer tensors of one element
+        except TypeError:
+            pass
+    if d is None:
+        raise TypeError(f"[{op}] dim must be an int, got {type(dim).__name__} {_short_repr(dim)}")
     if not -n <= d < n:
         raise ValueError(
             f"[{op}] dim {d} is out of range for a tensor of shape {list(input.shape)} "
@@ -302,64 +558,111 @@ def _dim(input, dim, op):
     return d % n
 
 
-def _dims(dim):
+def _dim_int(d, op):
+    """A dim as an int: ints, numpy integers and integer tensors of one element; a float, a
+    bool or anything else is a TypeError (torch: "argument 'dim' must be int")."""
+    if type(d) is int:
+        return d
+    if not isinstance(d, (builtins.bool, np.bool_)):
+        try:
+            return operator.index(d)
+        except TypeError:
+            pass
+    raise TypeError(f"[{op}] dim must be an int or a tuple of ints, got {type(d).__name__} "
+                    f"{_short_repr(d)}")
+
+
+def _dims(dim, op="reduce"):
     if dim is None:
         return None
     if isinstance(dim, (tuple, list)):
-        return tuple(int(d) for d in dim)
-    return (int(dim),)
+        return tuple(_dim_int(d, op) for d in dim)
+    return (_dim_int(dim, op),)
 
 
 def sum(input, dim=None, keepdim=False, dtype=None):
+    dims = _dims(dim, "sum")
     if dtype is not None:
         input = input.to(dtype)
-    return _C.sum(input, _dims(dim), keepdim)
+    return _C.sum(input, dims, keepdim)
 
 
 def mean(input, dim=None, keepdim=False, dtype=None):
+    dims = _dims(dim, "mean")
     if dtype is not None:
         input = input.to(dtype)
-    return _C.mean(input, _dims(dim), keepdim)
+    return _C.mean(input, dims, keepdim)
+
+
+def _check_nonempty(input, dims, op, what):
+    """op's ValueError (in the words of the C++ library's amax) where a reduction over dims
+    (None: all) would pick from no elements."""
+    if input.numel() != 0:
+        return
+    shape = tuple(input.shape)
+    ds = range(input.ndim) if dims is None else [_dim(input, d, op) for d in dims]
+    for d in ds:
+        if shape[d] == 0:
+            raise ValueError(f"[{op}] cannot reduce over dim {d} of size 0 (shape {list(shape)}): "
+                             f"the {what} of nothing is undefined.")
 
 
 def amax(input, dim=None, keepdim=False):
-    return _C.amax(input, _dims(dim), keepdim)
+    return _C.amax(input, _dims(dim, "amax"), keepdim)
+
+
+def _amin(input, dims, keepdim, op):
+    _check_nonempty(input, dims, op, "minimum")
+    if input.dtype == _C.dtype.bool:
+        return ~_C.amax(~input, dims, keepdim)
+    if input.dtype in _FLOATING:
+        return -_C.amax(-input, dims, keepdim)
+    # integers: -x overflows at the smallest value; -1 - x (that is ~x) never does
+    return -1 - _C.amax(-1 - input, dims, keepdim)
 
 
 def amin(input, dim=None, keepdim=False):
-    if input.dtype == _C.dtype.bool:
-        return ~amax(~input, dim, keepdim)
-    if input.dtype in _FLOATING:
-        return -_C.amax(-input, _dims(dim), keepdim)
-    # integers: -x overflows at the smallest value; -1 - x (that is ~x) never does
-    return -1 - _C.amax(-1 - input, _dims(dim), keepdim)
+    return _amin(input, _dims(dim, "amin"), keepdim, "amin")
+
+
+def _any(input, dim, keepdim, op):
+    b = input if input.dtype == _C.dtype.bool else input != 0
+    dims = _dims(dim, op)
+    if dims is not None:
+        dims = tuple(_dim(input, d, op) for d in dims)
+    if b.numel() == 0:  # nothing is nonzero: False, over any dims (torch)
+        if dims is None:
+            return full((), False, dtype=_C.dtype.bool)
+        shape = [1 if i in dims else n for i, n in enumerate(input.shape)
+                 if keepdim or i not in dims]
+        return full(tuple(shape), False, dtype=_C.dtype.bool)
+    return _C.amax(b, dims, keepdim)
 
 
 def any(input, dim=None, keepdim=False):
     """torch.any: whether any element (along dim) is nonzero; bool."""
-    b = input if input.dtype == _C.dtype.bool else input != 0
-    if dim is None and b.numel() == 0:
-        return full((), False, dtype=_C.dtype.bool)
-    return amax(b, dim, keepdim)
+    return _any(input, dim, keepdim, "any")
 
 
 def all(input, dim=None, keepdim=False):
     """torch.all: whether every element (along dim) is nonzero; bool."""
     b = input if input.dtype == _C.dtype.bool else input != 0
-    return ~any(~b, dim, keepdim)
+    return ~_any(~b, dim, keepdim, "all")
 
 
 _MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 
-def _arg_extreme(input, dim, keepdim, largest):
+def _arg_extreme(input, dim, keepdim, largest, op=None):
+    op = op or ("argmax" if largest else "argmin")
     if dim is None:
         flat = input.reshape(-1)
-        return _arg_extreme(flat, 0, False, largest)
-    dim = _dim(input, dim, "argmax" if largest else "argmin")
+        return _arg_extreme(flat, 0, False, largest, op)
+    dim = _dim(input, dim, op)
     if input.ndim == 0:  # as torch: dim 0 (or -1) of a 0-d tensor is its one element
         return _C.zeros((), _C.dtype.int64)
-    best = amax(input, dim, keepdim=True) if largest else amin(input, dim, keepdim=True)
+    _check_nonempty(input, (dim,), op, "maximum" if largest else "minimum")
+    best = (_C.amax(input, (dim,), True) if largest else _amin(input, (dim,), True, op))
     n = input.shape[dim]
     shape = [1] * input.ndim
     shape[dim] = n
@@ -367,7 +670,7 @@ def _arg_extreme(input, dim, keepdim, largest):
     # the first position holding the extreme (NaN counts as the extreme, as torch)
     hit = (input == best) | (input != input)
     pos = where(hit, idx, n)
-    out = amin(pos, dim, keepdim=keepdim)
+    out = _amin(pos, (dim,), keepdim, op)
     return out
 
 
@@ -386,8 +689,9 @@ def max(input, dim=None, keepdim=False, *, other=None):
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
+        _check_nonempty(input, None, "max", "maximum")
         return amax(input)
-    return _values_at(input, dim, keepdim, argmax(input, dim, keepdim=True))
+    return _values_at(input, dim, keepdim, _arg_extreme(input, dim, True, True, "max"), "max")
 
 
 def min(input, dim=None, keepdim=False, *, other=None):
@@ -396,14 +700,14 @@ def min(input, dim=None, keepdim=False, *, other=None):
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
-        return amin(input)
-    return _values_at(input, dim, keepdim, argmin(input, dim, keepdim=True))
+        return _amin(input, None, False, "min")
+    return _values_at(input, dim, keepdim, _arg_extreme(input, dim, True, False, "min"), "min")
 
 
-def _values_at(input, dim, keepdim, idx):
+def _values_at(input, dim, keepdim, idx, op):
     """max(dim) / min(dim)'s (values, indices): the values picked at the indices, so that
     their gradient goes to those positions only, as torch's (amax splits it among ties)."""
-    d = _dim(input, dim, "max")
+    d = _dim(input, dim, op)
     values = input
     if input.ndim and input.dtype != _C.dtype.bool:
         n = input.shape[d]
@@ -431,9 +735,11 @@ def _correction(op, dim, unbiased, correction):
     return dim, correction
 
 
-def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    dim, correction = _correction("var", dim, unbiased, correction)
-    dims = tuple(_dim(input, d, "var") for d in _dims(dim)) if dim is not None else ()
+def _var(input, dim, correction, keepdim, op):
+    if input.dtype not in _FLOATING:
+        raise ValueError(f"[{op}] needs a floating input, got {input.type_str()}; convert first "
+                         "with t.to(lt.float32).")
+    dims = tuple(_dim(input, d, op) for d in _dims(dim, op)) if dim is not None else ()
     dims = dims or tuple(range(input.ndim))
     n = 1
     for d in dims:
@@ -443,9 +749,14 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return sq / builtins.max(n - correction, 0)
 
 
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, correction = _correction("var", dim, unbiased, correction)
+    return _var(input, dim, correction, keepdim, "var")
+
+
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     dim, correction = _correction("std", dim, unbiased, correction)
-    return _C.sqrt(var(input, dim, keepdim=keepdim, correction=correction))
+    return _C.sqrt(_var(input, dim, correction, keepdim, "std"))
 
 
 def softmax(input, dim=-1, dtype=None):
@@ -662,12 +973,31 @@ def reshape(input, *shape):
     return _C.reshape(input, _size(shape, "reshape"))
 
 
+def _transpose(input, dim0, dim1, op):
+    """torch's transpose: dims in [-ndim, ndim), a 0-d tensor taking 0 and -1 (so that
+    transpose(-2, -1) of a 1-d tensor is out of range: torch's IndexError, this library's
+    ValueError for a dim out of range, as the C++ op's)."""
+    a, b = _dim(input, dim0, op), _dim(input, dim1, op)
+    if input.ndim == 0:
+        return _C.permute(input, ())
+    return _C.transpose(input, a, b)
+
+
 def transpose(input, dim0, dim1):
-    return _C.transpose(input, dim0, dim1)
+    return _transpose(input, dim0, dim1, "transpose")
 
 
 def swapaxes(input, axis0, axis1):
-    return _C.transpose(input, axis0, axis1)
+    return _transpose(input, axis0, axis1, "swapaxes")
+
+
+def _mT(self):
+    if self.ndim < 2:
+        raise ValueError(
+            f"[mT] transposes the last two dims of a matrix or a batch of matrices, got shape "
+            f"{list(self.shape)} ({self.ndim}-d); use .T (which leaves 0-d and 1-d tensors as "
+            "they are), or unsqueeze first")
+    return _C.transpose(self, -2, -1)
 
 
 def permute(input, *dims):
@@ -680,7 +1010,7 @@ def unsqueeze(input, dim):
 
 def squeeze(input, dim=None):
     if input.ndim == 0:  # dim 0 or -1 of a 0-d tensor, as torch: the tensor itself
-        for x in _dims(dim) or ():
+        for x in _dims(dim, "squeeze") or ():
             _dim(input, x, "squeeze")
         return input
     if dim is None:
@@ -690,12 +1020,12 @@ def squeeze(input, dim=None):
                 out = _C.squeeze(out, d)
         return out
     n = builtins.max(input.ndim, 1)
-    for x in _dims(dim):
+    for x in _dims(dim, "squeeze"):
         if not -n <= x < n:
             raise ValueError(
                 f"[squeeze] dim {x} is out of range for a tensor of shape {list(input.shape)} "
                 f"({input.ndim}-d): expected a dim in [{-n}, {n - 1}].")
-    for d in sorted((x % n for x in _dims(dim)), reverse=True):
+    for d in sorted((x % n for x in _dims(dim, "squeeze")), reverse=True):
         if input.shape[d] == 1:
             input = _C.squeeze(input, d)
     return input
@@ -839,9 +1169,10 @@ def _getitem(self, idx, info=None):
             d += 1
         elif isinstance(i, slice):
             size = t.shape[d]
-            start, stop, step = i.indices(size)
             if i.step is not None and i.step <= 0:
-                raise ValueError("[index] slice step must be greater than zero (as in torch)")
+                raise ValueError(f"[index] slice step must be greater than zero (as in torch), "
+                                 f"got {i.step}; reverse with t.flip(...) or index with a list")
+            start, stop, step = i.indices(size)
             if stop < start:
                 stop = start
             if (start, stop, step) != (0, size, 1):
@@ -850,9 +1181,13 @@ def _getitem(self, idx, info=None):
         elif isinstance(i, (Tensor, list, np.ndarray)):
             host = None
             if not isinstance(i, Tensor):
-                if not _holds_tensor(i):
-                    host = np.asarray(i)
-                i = tensor(i)
+                data = i
+                i = _make_tensor(data, None, "index", "index")  # checked: ragged, None, str
+                if not _holds_tensor(data):
+                    host = np.asarray(data)
+                if i.numel() == 0 and i.dtype in _FLOATING:  # t[[]]: no positions (torch)
+                    i = _C.astype(i, _C.dtype.int64)
+                    host = host.astype(np.int64) if host is not None else None
             if i.dtype == _C.dtype.bool:
                 _index_error(
                     "indexing with a bool mask gives a shape that depends on the data, which a "
@@ -937,7 +1272,7 @@ def _put(self, idx, value):
     elif isinstance(value, numbers.Number):
         v = full(picked.shape, value, dtype=self.dtype)
     else:
-        v = tensor(value, dtype=self.dtype)
+        v = _make_tensor(value, self.dtype, "setitem", "value")
     try:
         v = _C.broadcast_to(v, picked.shape)
     except ValueError as e:
@@ -968,7 +1303,10 @@ def _as_mask(idx):
     if isinstance(idx, np.ndarray):
         return idx if idx.dtype == np.bool_ else None
     if isinstance(idx, list) and idx and not _holds_tensor(idx):
-        a = np.asarray(idx)
+        try:
+            a = np.asarray(idx)
+        except ValueError:  # ragged: _getitem says so
+            return None
         return a if a.dtype == np.bool_ else None
     return None
 
@@ -989,7 +1327,7 @@ def _put_masked(self, mask, value):
     elif isinstance(value, numbers.Number):
         v = value
     else:
-        v = tensor(value, dtype=self.dtype)
+        v = _make_tensor(value, self.dtype, "setitem", "value")
     if isinstance(v, Tensor) and v.ndim > len(rest):
         if v.ndim == len(rest) + 1 and v.shape[0] == 1:
             v = _C.reshape(v, tuple(v.shape[1:]))
@@ -1057,16 +1395,17 @@ def _to(self, *args, **kwargs):
 
 
 def _repr(self):
+    shown = self if self.ndim <= _MAX_NDIM else _C.reshape(self, (-1,))  # NumPy's dims limit
     try:
         if self.dtype == _C.dtype.bfloat16:
-            arr = _C.astype(self, _C.dtype.float32)._host()
+            arr = _C.astype(shown, _C.dtype.float32)._host()
         else:
-            arr = self._host()
+            arr = shown._host()
     except _C.TraceReadError:
         return f"tensor(<traced {self.type_str()}>)"
     body = np.array2string(arr, separator=", ", prefix="tensor(", threshold=1000)
     extra = ""
-    if self.numel() == 0 and self.ndim != 1:  # [] alone would lose the shape (as torch)
+    if (self.numel() == 0 and self.ndim != 1) or shown is not self:  # the shape, as torch
         extra += f", size={tuple(self.shape)}"
     if self.dtype not in (_C.dtype.float32, _C.dtype.int64, _C.dtype.bool):
         extra += f", dtype={self.dtype!r}"
@@ -1084,6 +1423,9 @@ def _numpy(self, force=False):
         raise TypeError(
             "[numpy] NumPy has no bfloat16; convert first: t.float().numpy()"
         )
+    if self.ndim > _MAX_NDIM:
+        raise ValueError(f"[numpy] NumPy arrays have at most {_MAX_NDIM} dims, got a {self.ndim}-d "
+                         f"tensor of shape {list(self.shape)}; reshape it first")
     return self._host().copy()
 
 
@@ -1111,6 +1453,9 @@ def _contains(self, element):
 
 
 def _bool(self):
+    if self.numel() == 0:
+        raise RuntimeError(f"[__bool__] Boolean value of a tensor with no values is ambiguous "
+                           f"({self.type_str()})")
     if self.numel() != 1:
         raise RuntimeError(f"[__bool__] Boolean value of a tensor with more than one value is "
                            f"ambiguous ({self.type_str()}); use t.any() or t.all()")
@@ -1293,7 +1638,8 @@ def _install_methods():
         "broadcast_to": broadcast_to,
         "t": _t,
         "T": property(lambda s: _C.permute(s, tuple(reversed(range(s.ndim))))),
-        "mT": property(lambda s: _C.transpose(s, -2, -1)),
+        "mT": property(_mT),
+        "transpose": transpose,
         "sum": sum,
         "mean": mean,
         "amax": amax,

@@ -1,16 +1,28 @@
 """torch.func.functional_call."""
 
+import collections.abc
 import contextlib
 
 from ._lazytrace import Tensor
-from .nn.module import _changed
+from .nn.module import Module, _changed
 
 
 def _merge(parameter_and_buffer_dicts):
-    if isinstance(parameter_and_buffer_dicts, dict):
-        return parameter_and_buffer_dicts
+    given = parameter_and_buffer_dicts
+    if isinstance(given, collections.abc.Mapping):
+        return given
+    bad = None
+    if not isinstance(given, (tuple, list)):
+        bad = type(given).__name__
+    else:
+        bad = next((f"{type(given).__name__} holding {type(d).__name__} at {i}"
+                    for i, d in enumerate(given) if not isinstance(d, collections.abc.Mapping)),
+                   None)
+    if bad is not None:
+        raise TypeError(f"[functional_call] parameter_and_buffer_dicts must be a dict of name -> "
+                        f"Tensor, or a tuple of such dicts (params, buffers), got {bad}")
     merged = {}
-    for d in parameter_and_buffer_dicts:
+    for d in given:
         for k, v in d.items():
             if k in merged:
                 raise ValueError(
@@ -86,10 +98,16 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     """module(*args, **kwargs) with its parameters and buffers replaced by the given tensors
     for the call (torch.func.functional_call): a dict, or a tuple of dicts (params, buffers).
     Names missing from the dicts keep the module's own tensors (unless strict)."""
+    if not isinstance(module, Module):
+        raise TypeError(f"[functional_call] module must be a lazytrace.nn.Module, got "
+                        f"{type(module).__name__}")
     tensors = _merge(parameter_and_buffer_dicts)
     if args is None:
         args = ()
     elif not isinstance(args, tuple):
         args = (args,)
+    if kwargs is not None and not isinstance(kwargs, collections.abc.Mapping):
+        raise TypeError(f"[functional_call] kwargs must be a dict of keyword arguments or None, "
+                        f"got {type(kwargs).__name__}")
     with _reparametrize(module, tensors, strict, tie_weights):
         return module(*args, **(kwargs or {}))

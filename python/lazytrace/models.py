@@ -4,6 +4,7 @@ causal grouped-query attention with rotary positions and a SiLU-gated MLP."""
 
 import dataclasses
 import math
+import numbers
 import operator
 from dataclasses import dataclass
 
@@ -34,6 +35,19 @@ class DecoderConfig:
         return self.hidden // self.heads
 
     def validate(self):
+        for name in ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                raise TypeError(f"[DecoderConfig] {name} must be an int, got {type(v).__name__} "
+                                f"{v!r}")
+        for name in ("rope_theta", "norm_eps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise TypeError(f"[DecoderConfig] {name} must be a number, got "
+                                f"{type(v).__name__} {v!r}")
+            if not (v > 0 if name == "rope_theta" else v >= 0):
+                raise ValueError(f"[DecoderConfig] {name} must be "
+                                 f"{'positive' if name == 'rope_theta' else '>= 0'}, got {v}")
         for name in ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"[DecoderConfig] {name} must be positive, got {getattr(self, name)}")

@@ -1,6 +1,7 @@
 """torch.nn.functional over lazytrace ops."""
 
 import math
+import numbers
 import operator
 
 from .. import _lazytrace as _C
@@ -10,8 +11,34 @@ from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
 linear = _C.linear  # input @ weight.T + bias; weight [out_features, in_features] as torch's
 
 
+def _floating(op, input):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"[{op}] expects a Tensor, got {type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        raise ValueError(f"[{op}] needs a floating input, got {input.type_str()}; convert first "
+                         "with t.to(lt.float32).")
+
+
 def _check_normalized(op, input, normalized_shape, **params):
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    _floating(op, input)
+    try:
+        shape = ((operator.index(normalized_shape),) if not isinstance(normalized_shape, bool)
+                 else None)
+    except TypeError:
+        try:
+            shape = tuple(normalized_shape)
+        except TypeError:
+            shape = None
+    if shape is None or any(isinstance(d, bool) or not isinstance(d, numbers.Integral)
+                            for d in shape):
+        raise TypeError(f"[{op}] normalized_shape must be an int or a sequence of ints (the "
+                        f"input's last dims), got {type(normalized_shape).__name__} "
+                        f"{normalized_shape!r}")
+    shape = tuple(int(d) for d in shape)
+    for name, t in params.items():
+        if t is not None and not isinstance(t, Tensor):
+            raise TypeError(f"[{op}] {name} must be a Tensor of shape {list(shape)} or None, got "
+                            f"{type(t).__name__}; make one with lazytrace.tensor(...)")
     n = len(shape)
     if input.ndim < n or tuple(input.shape[input.ndim - n:]) != shape:
         raise ValueError(
@@ -49,12 +76,19 @@ def tanh(input):
     return _C.tanh(input)
 
 
+def _check_p(op, p):
+    if isinstance(p, bool) or not isinstance(p, numbers.Real):
+        raise TypeError(f"[{op}] p must be a number in [0, 1], got {type(p).__name__} {p!r}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"[{op}] p must be in [0, 1], got {p}")
+
+
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p and scales the rest by 1/(1-p) (training only)."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"[dropout] p must be in [0, 1], got {p}")
+    _check_p("dropout", p)
     if not training or p == 0.0:
         return input
+    _floating("dropout", input)
     if p == 1.0:
         return input * 0.0
     # a rank's examples of a global batch (distributed.shard) draw the global batch's masks,
@@ -84,6 +118,11 @@ def embedding(input, weight, padding_idx=None):
     """Rows of weight [num, dim] picked by the integer tensor input: input.shape + (dim,). An
     index outside [0, num) raises, as torch's (negative indices do not wrap); the rows picked
     at padding_idx pass no gradient to the weight."""
+    if isinstance(weight, Tensor) and weight.ndim == 2 and weight.shape[0] == 0 and (
+            isinstance(input, Tensor) and input.numel()):
+        raise ValueError(f"[Embedding] the weight {weight.type_str()} has 0 embeddings, so every "
+                         "index is out of range (indices must be in [0, num_embeddings)); make "
+                         "it with num_embeddings > 0")
     rows = _C.embedding(input, weight)
     if padding_idx is None:
         return rows
@@ -126,6 +165,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         )
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"[cross_entropy] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real):
+        raise TypeError(f"[cross_entropy] label_smoothing must be a number in [0, 1], got "
+                        f"{type(label_smoothing).__name__} {label_smoothing!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"[cross_entropy] label_smoothing must be in [0, 1] (as torch), got "
+                         f"{label_smoothing}")
     logits = _class_last(input)
     if not label_smoothing:
         return _C.cross_entropy(logits, target, ignore_index, reduction)
@@ -162,6 +207,8 @@ def mse_loss(input, target, reduction="mean"):
 
 
 def l1_loss(input, target, reduction="mean"):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"[l1_loss] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     d = _C.abs(input - target)
     return {"mean": lambda: _C.mean(d), "sum": lambda: _C.sum(d), "none": lambda: d}[reduction]()
 
@@ -169,6 +216,7 @@ def l1_loss(input, target, reduction="mean"):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(q kᵀ · scale + mask) v over [..., L, E] queries and [..., S, E] keys/values."""
+    _check_attention(query, key, value, attn_mask, scale, enable_gqa)
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else scale
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
@@ -189,6 +237,41 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return _C.matmul(weights, value)
+
+
+def _check_attention(query, key, value, attn_mask, scale, enable_gqa):
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"[{op}] {name} must be a Tensor, got {type(t).__name__}")
+        if t.ndim < 2:
+            raise ValueError(f"[{op}] {name} must have at least 2 dims ([..., L, E] queries, "
+                             f"[..., S, E] keys and values), got {t.type_str()}; unsqueeze(0) "
+                             "a single vector")
+    shapes = f"query {query.type_str()}, key {key.type_str()}, value {value.type_str()}"
+    if key.shape[-1] != query.shape[-1]:
+        raise ValueError(f"[{op}] query and key must have the same embedding size E (last dim), "
+                         f"got {shapes}")
+    if value.shape[-2] != key.shape[-2]:
+        raise ValueError(f"[{op}] key and value must have the same sequence length S (dim -2), "
+                         f"got {shapes}")
+    if scale is None and query.shape[-1] == 0:
+        raise ValueError(f"[{op}] the embedding size E (last dim) is 0, so the default scale "
+                         f"1/sqrt(E) is undefined, got {shapes}: give scale= or E > 0")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        raise TypeError(f"[{op}] scale must be a number or None, got {type(scale).__name__}")
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if value.shape[-3] != hk:
+            raise ValueError(f"[{op}] enable_gqa: key and value must have the same number of "
+                             f"heads (dim -3), got {shapes}")
+        if hk == 0 or hq % hk:
+            raise ValueError(f"[{op}] enable_gqa: the query heads ({hq}, dim -3) must be a "
+                             f"multiple of the key/value heads ({hk}), got {shapes}")
+    if attn_mask is not None and not isinstance(attn_mask, Tensor):
+        raise TypeError(f"[{op}] attn_mask must be a Tensor (bool: where to attend; float: added "
+                        f"to the scores) or None, got {type(attn_mask).__name__}; make one with "
+                        "lazytrace.tensor(...)")
 
 
 def _repeat_heads(t, rep):

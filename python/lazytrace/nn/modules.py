@@ -2,6 +2,7 @@
 
 import collections.abc
 import math
+import numbers
 import operator
 from collections import OrderedDict
 
@@ -10,6 +11,24 @@ from .._tensor import _check_device, _check_dtype, ones, rand, randn, zeros
 from . import functional as F
 from .module import Module, _changed
 from .parameter import Parameter
+
+
+def _count(op, name, value):
+    """value as an int >= 0 (a layer's size): else torch's TypeError / ValueError, naming op."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"[{op}] {name} must be an int >= 0, got {type(value).__name__} {value!r}")
+    if value < 0:
+        raise ValueError(f"[{op}] {name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _normalized_shape(op, normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
+        return (_count(op, "normalized_shape", normalized_shape),)
+    if not isinstance(normalized_shape, collections.abc.Iterable):
+        raise TypeError(f"[{op}] normalized_shape must be an int or a sequence of ints, got "
+                        f"{type(normalized_shape).__name__} {normalized_shape!r}")
+    return tuple(_count(op, "normalized_shape", d) for d in normalized_shape)
 
 
 def _uniform(shape, bound, dtype):
@@ -32,6 +51,8 @@ class Linear(Module):
         super().__init__()
         _check_device(device, "Linear")
         dtype = _check_dtype(dtype, "Linear") or _C.dtype.float32
+        in_features = _count("Linear", "in_features", in_features)
+        out_features = _count("Linear", "out_features", out_features)
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
         self.weight = Parameter(_uniform((out_features, in_features), bound, dtype))
@@ -52,6 +73,8 @@ class Embedding(Module):
         super().__init__()
         _check_device(device, "Embedding")
         dtype = _check_dtype(dtype, "Embedding") or _C.dtype.float32
+        num_embeddings = _count("Embedding", "num_embeddings", num_embeddings)
+        embedding_dim = _count("Embedding", "embedding_dim", embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
             padding_idx = F._padding_index(padding_idx, num_embeddings, "Embedding")
@@ -76,9 +99,7 @@ class LayerNorm(Module):
         super().__init__()
         _check_device(device, "LayerNorm")
         dtype = _check_dtype(dtype, "LayerNorm") or _C.dtype.float32
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape, self.eps = tuple(normalized_shape), eps
+        self.normalized_shape, self.eps = _normalized_shape("LayerNorm", normalized_shape), eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype))
@@ -102,9 +123,7 @@ class RMSNorm(Module):
         super().__init__()
         _check_device(device, "RMSNorm")
         dtype = _check_dtype(dtype, "RMSNorm") or _C.dtype.float32
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape, self.eps = tuple(normalized_shape), eps
+        self.normalized_shape, self.eps = _normalized_shape("RMSNorm", normalized_shape), eps
         if elementwise_affine:
             self.weight = Parameter(ones(*self.normalized_shape, dtype=dtype))
         else:
@@ -120,8 +139,7 @@ class RMSNorm(Module):
 class Dropout(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"[Dropout] p must be in [0, 1], got {p}")
+        F._check_p("Dropout", p)
         self.p = p
 
     def forward(self, input):

@@ -22,6 +22,9 @@ class Parameter(Tensor):
             from .._tensor import zeros
 
             data = zeros(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"[Parameter] data must be a Tensor, got {type(data).__name__}; make "
+                            "one first: nn.Parameter(lazytrace.tensor(data))")
         if requires_grad and not data.dtype.is_floating_point:
             raise ValueError(
                 f"[Parameter] only floating-point tensors can require gradients, got "
@@ -38,5 +41,8 @@ class Buffer(Tensor):
     """nn.Buffer(t): assigned to a Module attribute, it is registered as a buffer."""
 
     def __init__(self, data, persistent=True):
+        if not isinstance(data, Tensor):
+            raise TypeError(f"[Buffer] data must be a Tensor, got {type(data).__name__}; make one "
+                            "first: nn.Buffer(lazytrace.tensor(data))")
         super().__init__(data.detach())
         self.persistent = persistent

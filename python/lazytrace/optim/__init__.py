@@ -2,9 +2,22 @@
 graph with the forward and backward, cached from the second step on), and the learning
 rate is a tensor the update reads, so changing param_groups[i]["lr"] never recompiles."""
 
+import collections.abc
+import numbers
+
 from .. import _lazytrace as _C
 from .._lazytrace import Tensor
 from ..nn.parameter import _OPTIMIZED
+
+
+def _number(op, name, value):
+    """value (a hyperparameter) as a float, keeping value itself; else a TypeError naming op."""
+    if not isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"[{op}] {name} must be a number, got {type(value).__name__} {value!r}")
 
 
 class _ParamGroup(dict):
@@ -51,12 +64,24 @@ class Optimizer:
     _fixed = ()  # hyperparameters the C++ optimizer was made with; only lr may change later
 
     def __init__(self, params, defaults):
+        name = type(self).__name__
         if isinstance(params, Tensor):
             raise TypeError("params must be an iterable of Tensors or of dicts, got a Tensor")
+        if not isinstance(params, collections.abc.Iterable) or isinstance(params, (str, dict)):
+            raise TypeError(f"[{name}] params must be an iterable of Tensors or of dicts (param "
+                            f"groups), got {type(params).__name__}")
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]
+        for i, g in enumerate(params):
+            if isinstance(g, dict) != isinstance(params[0], dict):
+                raise TypeError(f"[{name}] params must be all Tensors or all dicts (param groups), "
+                                f"got {type(params[0]).__name__} at 0 and {type(g).__name__} at {i}")
+        for i, g in enumerate(groups):
+            if "params" not in g:
+                raise ValueError(f"[{name}] param group {i} has no 'params': give each group as "
+                                 "{'params': [tensors], ...hyperparameters}")
         self.defaults = dict(defaults)
         self.param_groups = []
         self._impls = []
@@ -64,10 +89,16 @@ class Optimizer:
         for g in groups:
             group = dict(self.defaults)
             group.update(g)
+            if isinstance(group["params"], Tensor):  # one tensor, as torch takes it
+                group["params"] = [group["params"]]
+            elif not isinstance(group["params"], collections.abc.Iterable):
+                raise TypeError(f"[{name}] a param group's 'params' must be an iterable of "
+                                f"Tensors, got {type(group['params']).__name__}")
             group["params"] = list(group["params"])
             for p in group["params"]:
                 if not isinstance(p, Tensor):
                     raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+            self._check(group)
             for p in group["params"]:
                 try:
                     _OPTIMIZED[id(p)] = p
@@ -78,6 +109,10 @@ class Optimizer:
             group["_made_with"] = {k: group[k] for k in self._fixed}
             self.param_groups.append(group)
             self._impls.append(impl)
+
+    def _check(self, group):
+        """A group's hyperparameters (the defaults, or its own): a TypeError or ValueError
+        naming what is wrong."""
 
     def _make(self, group):
         raise NotImplementedError
@@ -116,7 +151,24 @@ class Optimizer:
         scheduler's initial_lr); the hyperparameters fixed at construction must be the ones
         this optimizer was made with."""
         name = type(self).__name__
-        groups = state_dict["param_groups"]
+        if not isinstance(state_dict, collections.abc.Mapping) or not {
+                "state", "param_groups"} <= set(state_dict):
+            raise TypeError(f"[{name}] load_state_dict expects a dict with 'state' and "
+                            f"'param_groups' (what state_dict() gives), got "
+                            f"{type(state_dict).__name__}"
+                            + (f" with keys {sorted(map(str, state_dict))}"
+                               if isinstance(state_dict, collections.abc.Mapping) else ""))
+        groups, state = state_dict["param_groups"], state_dict["state"]
+        if not isinstance(groups, (list, tuple)) or not all(
+                isinstance(g, collections.abc.Mapping) and isinstance(
+                    g.get("params"), (list, tuple)) for g in groups):
+            raise TypeError(f"[{name}] load_state_dict: 'param_groups' must be a list of dicts, "
+                            "each with 'params' (a list of parameter indices), got "
+                            f"{type(groups).__name__}")
+        if not isinstance(state, collections.abc.Mapping) or not all(
+                isinstance(s, collections.abc.Mapping) for s in state.values()):
+            raise TypeError(f"[{name}] load_state_dict: 'state' must be a dict of parameter index "
+                            f"-> dict of state tensors, got {type(state).__name__}")
         if len(groups) != len(self.param_groups):
             raise ValueError(f"[{name}] load_state_dict got {len(groups)} parameter groups for "
                              f"{len(self.param_groups)}")
@@ -131,12 +183,11 @@ class Optimizer:
                         f"[{name}] load_state_dict: group {i}'s {k} was {saved[k]} where this "
                         f"optimizer has {group[k]}; make the optimizer with the saved "
                         "hyperparameters")
-        state = state_dict["state"]
         for saved, group, impl in zip(groups, self.param_groups, self._impls):
             missing = [j for j in saved["params"] if j not in state]
             if missing:
                 raise ValueError(f"[{name}] load_state_dict: no state for parameter {missing[0]}")
-            impl.load_state([state[j] for j in saved["params"]])
+            impl.load_state([_state_tensors(name, j, state[j]) for j in saved["params"]])
             for k, v in saved.items():  # lr, and what schedulers keep there (initial_lr)
                 if k != "params" and k not in self._fixed:
                     group[k] = v
@@ -156,19 +207,41 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
+def _state_tensors(name, j, s):
+    """Parameter j's saved state as the C++ optimizer loads it: tensors; a number "step"
+    (torch's older form, and what a hand-written state has) becomes a float64 0-d tensor."""
+    out = {}
+    for k, v in s.items():
+        if not isinstance(v, Tensor):
+            if k == "step" and isinstance(v, numbers.Real) and not isinstance(v, bool):
+                v = _C.full((), float(v), _C.dtype.float64)
+            else:
+                raise TypeError(f"[{name}] load_state_dict: parameter {j}'s state {k!r} must be a "
+                                f"Tensor, got {type(v).__name__}")
+        out[k] = v
+    return out
+
+
 class SGD(Optimizer):
     """torch.optim.SGD: lr, momentum, dampening, weight_decay (L2), nesterov."""
 
     _fixed = ("momentum", "dampening", "weight_decay", "nesterov")
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False):
-        if lr < 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"[SGD] lr, momentum and weight_decay must be >= 0, got {lr}, "
-                             f"{momentum}, {weight_decay}")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("[SGD] nesterov needs a momentum and zero dampening")
+        self._check(dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                         nesterov=nesterov))
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov))
+
+    def _check(self, g):
+        lr, momentum, weight_decay = (_number("SGD", k, g[k])
+                                      for k in ("lr", "momentum", "weight_decay"))
+        dampening = _number("SGD", "dampening", g["dampening"])
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"[SGD] lr, momentum and weight_decay must be >= 0, got {g['lr']}, "
+                             f"{g['momentum']}, {g['weight_decay']}")
+        if g["nesterov"] and (momentum <= 0 or dampening != 0):
+            raise ValueError("[SGD] nesterov needs a momentum and zero dampening")
 
     def _make(self, g):
         return _C._SGD(g["params"], float(g["lr"]), float(g["momentum"]), float(g["dampening"]),
@@ -184,10 +257,23 @@ class AdamW(Optimizer):
                  amsgrad=False):
         if amsgrad:
             raise ValueError("[AdamW] amsgrad is not supported")
-        if lr < 0 or eps < 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
-            raise ValueError(f"[AdamW] invalid lr {lr}, eps {eps} or betas {betas}")
+        self._check(dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay))
+
+    def _check(self, g):
+        lr, eps = _number("AdamW", "lr", g["lr"]), _number("AdamW", "eps", g["eps"])
+        _number("AdamW", "weight_decay", g["weight_decay"])
+        betas = g["betas"]
+        if isinstance(betas, (str, bytes)) or not isinstance(betas, collections.abc.Sequence):
+            raise TypeError(f"[AdamW] betas must be a pair (beta1, beta2) of numbers in [0, 1), "
+                            f"got {type(betas).__name__} {betas!r}")
+        if len(betas) != 2:
+            raise ValueError(f"[AdamW] betas must be a pair (beta1, beta2) of numbers in [0, 1), "
+                             f"got {len(betas)} values {tuple(betas)}")
+        b1, b2 = (_number("AdamW", "betas[%d]" % i, b) for i, b in enumerate(betas))
+        if lr < 0 or eps < 0 or not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"[AdamW] invalid lr {g['lr']}, eps {eps} or betas {tuple(betas)}")
 
     def _make(self, g):
         b1, b2 = g["betas"]
