@@ -8,6 +8,8 @@ import operator
 import types
 import weakref
 
+import numpy as np
+
 from . import _lazytrace as _C
 from . import _modes
 from ._tensor import Tensor, arange
@@ -44,24 +46,182 @@ class _Binder:
         return bound.args, bound.kwargs
 
 
+# ---- what a function traced once may have seen of nn.Modules
+#
+# A function traced once (assume_pure, compile, scan with is_fn_pure) keeps the tensors it
+# read through a Module's attributes. A copy_ into them is seen (they are lifted, read at
+# each call); replacing a parameter, buffer or submodule is a structural change
+# (nn/module.py: _structure_changed) that moves this epoch on, and the epoch is part of these
+# tools' keys, so the next call traces again. The era changes as each such trace begins and
+# ends: a module made within one era (being constructed) cannot have been seen by a trace.
+_STRUCTURE_EPOCH = [0]
+_TRACE_ERA = [object()]
+_KEY_MASK = 0x7FFFFFFFFFFFFFFF
+
+
+class _Guard(_modes.Guard):
+    """A traced function's train()/eval() guard, which also marks where its traces begin and
+    end (the C++ caches push it while they trace the function)."""
+
+    __slots__ = ()
+
+    def _push(self):
+        _TRACE_ERA[0] = object()
+        super()._push()
+
+    def _pop(self):
+        super()._pop()
+        _TRACE_ERA[0] = object()
+
+
+def _call_key(guard):
+    """The Python part of a call's cache key: which train()/eval() flags the function read have
+    flipped (0: none) and the module structure epoch."""
+    k = guard.call_key()
+    epoch = _STRUCTURE_EPOCH[0]
+    if epoch:
+        k = hash((k, epoch)) & _KEY_MASK | 1
+    return k
+
+
+def _describe(value):
+    if isinstance(value, Tensor):  # its type, not its values (no sync)
+        return f"Tensor {value.type_str()}"
+    try:
+        r = repr(value)
+    except Exception:
+        r = f"<{type(value).__name__} object>"
+    return f"{type(value).__name__} {r if len(r) <= 60 else r[:57] + '...'}"
+
+
+def _check_callable(tool, what, fn, expected):
+    if not callable(fn):
+        raise TypeError(f"[{tool}] {what} must be callable ({expected}), got {_describe(fn)}")
+
+
+def _check_bool(tool, name, value):
+    if value is True or value is False:
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"[{tool}] {name} must be a bool (True or False), got {_describe(value)}")
+
+
+def _check_remat(tool, remat):
+    if not isinstance(remat, str):
+        raise TypeError(f"[{tool}] remat must be \"save\" or \"recompute\", got "
+                        f"{_describe(remat)}")
+    if remat not in ("save", "recompute"):
+        raise ValueError(f"[{tool}] remat must be \"save\" or \"recompute\", got {remat!r}")
+    return remat
+
+
+class _Bound:
+    """A traced method's state for one instance: its own cache and guard, and the function
+    with the instance bound (held weakly: the instance's tensors are closed over, not kept)."""
+
+    __slots__ = ("ref", "cache", "call", "modes", "fn", "_last_epoch")
+
+
 class _Traced:
     """A function called through a C++ trace cache (assume_pure, compile). Its traces are
-    keyed also on the train()/eval() flags it read (_modes)."""
+    keyed also on the train()/eval() flags it read (_modes) and on the module structure epoch.
+    As a method (a class attribute: @assume_pure on a def in a class body, nn.Module.forward
+    included) each instance has its own traces, its tensors closed over as a closure's are."""
 
-    def __init__(self, fn, cache, call):
+    def __init__(self, fn, tool, make_cache, compiled):
+        if isinstance(fn, (staticmethod, classmethod)):
+            kind = type(fn).__name__
+            raise TypeError(f"[{tool}] got a {kind} object: put @{kind} above @lt.{tool} (the "
+                            f"{kind} wraps the traced function, not the other way round)")
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self._tool = tool
         self._binder = _Binder(fn)
-        self._cache = cache
-        self._call = call
-        self._modes = _modes.Guard()
+        self._make_cache = make_cache
+        self._compiled = compiled
+        self._cache = make_cache()
+        self._call = self._cache.call_compiled if compiled else self._cache.call
+        self._modes = _Guard()
+        self._last_epoch = None  # the structure epoch of its last call
+        self._instances = {}  # id(instance) -> _Bound, while the instance lives
 
     def __call__(self, *args, **kwargs):
         args, kwargs = self._binder.bind(args, kwargs)
-        return self._call(self._fn, args, kwargs, self._modes, self._modes.call_key())
+        return self._run(self, self._call, self._fn, args, kwargs, self._modes)
 
     def __get__(self, obj, objtype=None):
-        return self if obj is None else types.MethodType(self, obj)
+        if obj is None:
+            return self
+        return types.MethodType(self._call_method, obj)
+
+    def _call_method(self, obj, *args, **kwargs):
+        state = self._bound(obj)
+        args, kwargs = self._binder.bind((obj,) + args, kwargs)
+        return self._run(state, state.call, state.fn, args[1:], kwargs, state.modes)
+
+    def _run(self, holder, call, fn, args, kwargs, modes):
+        epoch, last = _STRUCTURE_EPOCH[0], holder._last_epoch
+        holder._last_epoch = epoch
+        try:
+            return call(fn, args, kwargs, modes, _call_key(modes))
+        except RuntimeError as e:
+            msg = str(e)
+            if last is None or last == epoch or "max_different_graphs is" not in msg or \
+                    "evicted" not in msg:
+                raise
+            # the C++ cache sees only the arguments, which are as before
+            head = msg.split(": the signature is the same")[0]
+            raise RuntimeError(
+                f"{head}: an nn.Module parameter, buffer or submodule was replaced (or added, "
+                "or removed) since the last call, and the function is traced again for the new "
+                "structure. Make such changes before the first call (or copy_ new values into "
+                "the existing tensors), or raise the limit.") from None
+
+    def _bound(self, obj):
+        key = id(obj)
+        state = self._instances.get(key)
+        if state is not None and state.ref() is obj:
+            return state
+        instances = self._instances
+
+        def forget(ref, key=key):
+            st = instances.get(key)
+            if st is not None and st.ref is ref:
+                del instances[key]
+
+        try:
+            ref = weakref.ref(obj, forget)
+        except TypeError:
+            raise TypeError(
+                f"[{self._tool}] '{getattr(self._fn, '__qualname__', self._fn)}' is called as a "
+                f"method of a "
+                f"{type(obj).__name__}, which cannot be referenced weakly (its traces are kept "
+                "per instance while it lives): add '__weakref__' to its __slots__, or decorate "
+                "a function that takes the tensors as arguments") from None
+        fn, tool = self._fn, self._tool
+
+        def bound(*args, **kwargs):
+            o = ref()
+            if o is None:
+                raise RuntimeError(f"[{tool}] the method's instance was freed while its "
+                                   "traced call was still in use")
+            return fn(o, *args, **kwargs)
+
+        state = _Bound()
+        state.ref = ref
+        state.cache = self._make_cache()
+        state.call = state.cache.call_compiled if self._compiled else state.cache.call
+        state.modes = _Guard()
+        state.fn = bound
+        state._last_epoch = None
+        instances[key] = state  # a dead instance's entry is gone: its id gets a new state
+        return state
+
+
+def _check_name(tool, name):
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"[{tool}] name must be a str or None, got {_describe(name)}")
 
 
 def assume_pure(fn=None, *, name=None):
@@ -71,11 +231,19 @@ def assume_pure(fn=None, *, name=None):
     and the values of int/float/bool/str arguments. Tensors fn closes over are lifted (each
     call reads their current value); random ops draw fresh numbers on each call; gradients
     flow to arguments and closed-over tensors. fn runs once per signature, its backward
-    included. Reading a value inside (item(), sync()) is a RuntimeError."""
+    included. Reading a value inside (item(), sync()) is a RuntimeError.
+    Rebinding a Python global or closure variable (w = new_tensor) after the first trace is
+    not seen, as in JAX: pass changing tensors as arguments, or copy_ into the tensor; a
+    replaced nn.Module parameter, buffer or submodule is seen (the next call traces again).
+    On a method (nn.Module.forward included) each instance is traced on its own, its
+    tensors closed over."""
+    _check_name("assume_pure", name)
     if fn is None:
         return lambda f: assume_pure(f, name=name)
-    cache = _C._FunctionCache("assume_pure", name or getattr(fn, "__qualname__", "assume_pure"))
-    return _Traced(fn, cache, cache.call)
+    _check_callable("assume_pure", "fn", fn, "the function to trace; write @lt.assume_pure "
+                    "on a def, or lt.assume_pure(f)")
+    label = name or getattr(fn, "__qualname__", "assume_pure")
+    return _Traced(fn, "assume_pure", lambda: _C._FunctionCache("assume_pure", label), False)
 
 
 class _Compile:
@@ -112,14 +280,31 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
     max_different_graphs=N: an (N+1)th signature is an error saying what differed.
     Gradients computed inside stay inside: a fn that runs backward() and neither updates
     the parameters nor returns their .grad raises (run the optimizer step inside too).
-    Also a decorator (@compile(name=...)) and a context manager (with compile(): ...)."""
+    Rebinding a Python global or closure variable (w = new_tensor) after the first trace is
+    not seen, as in JAX: pass changing tensors as arguments, or copy_ into the tensor; a
+    replaced nn.Module parameter, buffer or submodule is seen (the next call traces again).
+    Also a decorator (@compile(name=...)), a method's decorator (each instance traced on its
+    own) and a context manager (with compile(): ...)."""
+    full_graph = _check_bool("compile", "full_graph", full_graph)
+    _check_name("compile", name)
+    if max_different_graphs is not None:
+        if isinstance(max_different_graphs, bool) or not isinstance(max_different_graphs, int):
+            raise TypeError("[compile] max_different_graphs must be a positive int (the number "
+                            "of graphs allowed) or None (no limit), got "
+                            f"{_describe(max_different_graphs)}")
+        if max_different_graphs < 1:
+            raise ValueError("[compile] max_different_graphs must be a positive int (the number "
+                             f"of graphs allowed) or None (no limit), got {max_different_graphs}")
     if fn is None:
         return _Compile(full_graph, name, max_different_graphs)
+    _check_callable("compile", "fn", fn, "the function to compile; write @lt.compile on a "
+                    "def, lt.compile(f), or `with lt.compile():` around a block")
     label = name or getattr(fn, "__name__", "compiled")
     if label == "<lambda>":
         label = "compiled"
-    cache = _C._FunctionCache("compile", label, full_graph, max_different_graphs or 0)
-    return _Traced(fn, cache, cache.call_compiled)
+    limit = max_different_graphs or 0
+    return _Traced(fn, "compile",
+                   lambda: _C._FunctionCache("compile", label, full_graph, limit), True)
 
 
 def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
@@ -127,15 +312,20 @@ def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):
     (final_carry, ys), ys stacking each y. The body is traced and compiled once and the loop
     runs in the backend. carry, xs and y are pytrees (y may be None); tensors fn closes over
     are lifted and get gradients. is_fn_pure: reuse the traced body across calls with the
-    same signature. remat: "save" keeps what the backward needs, "recompute" only the
-    carries (recomputing each iteration in backward)."""
+    same signature (rebinding a variable fn closes over is then not seen, as in JAX; a
+    replaced nn.Module parameter, buffer or submodule is). remat: "save" keeps what the
+    backward needs, "recompute" only the carries (recomputing each iteration in backward)."""
+    _check_callable("scan", "fn", fn, "a function of (carry, x) returning (new_carry, y)")
+    is_fn_pure = _check_bool("scan", "is_fn_pure", is_fn_pure)
+    reverse = _check_bool("scan", "reverse", reverse)
+    remat = _check_remat("scan", remat)
     if not is_fn_pure:  # traced at each call, with the flags of that call
         return _C.scan(fn, init, xs, False, reverse, remat, "scan")
     try:
-        modes = _PURE_MODES.setdefault(fn, _modes.Guard())
-    except TypeError:  # not weakly referenceable: no guard
-        return _C.scan(fn, init, xs, True, reverse, remat, "scan")
-    return _C.scan(fn, init, xs, True, reverse, remat, "scan", modes, modes.call_key())
+        modes = _PURE_MODES.setdefault(fn, _Guard())
+    except TypeError:  # not weakly referenceable: no train()/eval() guard kept
+        modes = _Guard()
+    return _C.scan(fn, init, xs, True, reverse, remat, "scan", modes, _call_key(modes))
 
 
 # the train()/eval() flags each is_fn_pure scan body was seen to read, while it lives
@@ -147,16 +337,32 @@ def while_loop(cond_fn, body_fn, carried_inputs):
     unpacked: cond_fn(*carry) returns a bool tensor, body_fn(*carry) the next carry with the
     same structure, shapes and dtypes. Returns the final carry (a tuple). Not differentiable
     (use fori_loop with int bounds, or scan)."""
+    _check_callable("while_loop", "cond_fn", cond_fn,
+                    "a function of the carry returning a bool tensor")
+    _check_callable("while_loop", "body_fn", body_fn,
+                    "a function of the carry returning the next carry")
     return _C.while_loop(cond_fn, body_fn, carried_inputs)
+
+
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+_INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
 
 
 def fori_loop(lower, upper, body_fn, init_val):
     """jax.lax.fori_loop: body_fn(i, val) -> val for i in [lower, upper). Python int bounds
-    make it a scan (differentiable); tensor bounds a while_loop."""
+    make it a scan (differentiable, i int64); tensor bounds a while_loop, where i has the
+    bounds' dtype: int32 where both are int32 (a Python int bound that fits int32 takes the
+    other's dtype, as JAX's weakly typed ints do), else int64."""
+    _check_callable("fori_loop", "body_fn", body_fn,
+                    "a function of (i, val) returning the next val")
     lower, upper = (b if isinstance(b, Tensor) else _as_index(b, name)
                     for b, name in ((lower, "lower"), (upper, "upper")))
     if isinstance(lower, int) and isinstance(upper, int):
         n = max(upper - lower, 0)
+        if n > _INT64_MAX:
+            raise ValueError(f"[fori_loop] the range [{lower}, {upper}) has more than 2**63 - 1 "
+                             "iterations, more than the int64 loop index i can count; no loop "
+                             "can run them all")
         if n == 0:
             return init_val
         carry, _ = _C.scan(
@@ -164,26 +370,63 @@ def fori_loop(lower, upper, body_fn, init_val):
             "save", "fori_loop",
         )
         return carry
-    bounds = []
+    tensors = {}
     for name, b in (("lower", lower), ("upper", upper)):
-        t = b if isinstance(b, Tensor) else _C.scalar(b, _C.dtype.int64)
-        if t.dtype not in (_C.dtype.int64, _C.dtype.int32) or t.numel() != 1:
-            raise ValueError(f"[fori_loop] tensor bounds must be integer scalars (int32 or int64), "
-                             f"got {name} {t.type_str()}")
-        bounds.append(t.reshape(()).to(_C.dtype.int64))
-    lo, hi = bounds
-    _, _, val = _C.while_loop(
-        lambda i, h, v: i < h, lambda i, h, v: (i + 1, h, body_fn(i, v)), (lo, hi, init_val)
-    )
+        if isinstance(b, Tensor):
+            if b.dtype not in (_C.dtype.int64, _C.dtype.int32) or b.numel() != 1:
+                raise ValueError(f"[fori_loop] tensor bounds must be integer scalars (int32 or "
+                                 f"int64), got {name} {b.type_str()}")
+            tensors[name] = b
+    i32 = all(t.dtype == _C.dtype.int32 for t in tensors.values()) and all(
+        _INT32_MIN <= b <= _INT32_MAX for b in (lower, upper) if isinstance(b, int))
+    dt = _C.dtype.int32 if i32 else _C.dtype.int64
+    lo, hi = (b.reshape(()).to(dt) if isinstance(b, Tensor) else _C.scalar(b, dt)
+              for b in (lower, upper))
+
+    def body(i, h, v):
+        out = body_fn(i, v)
+        _check_same_carry(v, out)
+        return i + 1, h, out
+
+    _, _, val = _C.while_loop(lambda i, h, v: i < h, body, (lo, hi, init_val))
     return val
+
+
+def _check_same_carry(before, after):
+    """fori_loop's body must keep val's structure, shapes and dtypes (named as the user wrote
+    it, not as the while_loop slot it travels in)."""
+    try:
+        la, sa = _C.tree_flatten(before)
+        lb, sb = _C.tree_flatten(after)
+    except Exception:  # not a pytree: while_loop says what is wrong
+        return
+    def shown(spec):
+        text = str(spec)
+        return text[len("TreeSpec("):-1] if text.startswith("TreeSpec(") else text
+
+    if str(sa) != str(sb):
+        raise ValueError(f"[fori_loop] body_fn must return a val of init_val's structure "
+                         f"{shown(sa)}, got {shown(sb)}; return the new val in the same "
+                         "containers")
+    for k, (a, b) in enumerate(zip(la, lb)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            where = "val" if shown(sa) == "*" else f"tensor {k} of val (structure {shown(sa)})"
+            raise ValueError(
+                f"[fori_loop] body_fn must return a val of init_val's shapes and dtypes, but "
+                f"{where} {a.type_str()} became {b.type_str()}; cast the result (e.g. "
+                f"v.to({a.dtype})), or give init_val the dtype the body computes in")
 
 
 def _as_index(b, name):
     try:
-        return operator.index(b)  # an int, or NumPy's integers
+        b = operator.index(b)  # an int, or NumPy's integers
     except TypeError:
         raise TypeError(f"[fori_loop] {name} must be an int or an integer scalar tensor, got "
                         f"{type(b).__name__} {b!r}") from None
+    if not _INT64_MIN <= b <= _INT64_MAX:
+        raise ValueError(f"[fori_loop] {name} = {b} is outside the int64 range "
+                         "[-2**63, 2**63 - 1] of the loop index i; give bounds within it")
+    return b
 
 
 def sync(tensors=None):

@@ -165,11 +165,8 @@ struct PyFunction {
       if (!traced) eager.insert(flat.hash);
     }
     if (!result.is_valid()) result = fn(*args, **kwargs);
-    pytree::Flat of;
-    flatten_tree(result, of, nullptr, "result", tool);
-    std::vector<Tensor> outs = of.tensors();
     nb::gil_scoped_release release;
-    tools::sync_named(&outs, options.name);
+    tools::sync_named(nullptr, options.name);  // the results and what the call wrote
     return result;
   }
 };

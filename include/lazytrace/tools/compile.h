@@ -7,7 +7,8 @@
  *
  * A call syncs what was pending before it (a graph named "<name>_clear_pending"), records
  * fn as one call of its traced body (traced once per signature, as assume_pure does),
- * syncs the results (a graph named "<name>") and returns them materialized. Metrics count
+ * syncs what the call computed, its results and the tensors it wrote (a graph named
+ * "<name>"), and returns the results materialized. Metrics count
  * per name: "ExecuteCount[<name>]", "CompileCount[<name>]". With full_graph, a read of a
  * tensor value inside fn (item(), to_vector(), a host if) is an lt::Error; without it,
  * such a function runs as plain lazy code for that signature (its reads sync as usual).
@@ -75,8 +76,9 @@ class CompiledFunction {
       if (!traced) eager_->insert(flat.hash);
     }
     if (!result) result = std::make_shared<R>(fn_(args...));
-    std::vector<Tensor> outs = pytree::flatten(*result).tensors();
-    tools::sync_named(&outs, options_.name);
+    // everything pending now is the call's: its results and what it wrote (an optimizer's
+    // updates), which a later call would otherwise compute in its "_clear_pending" graph
+    tools::sync_named(nullptr, options_.name);
     return *result;
   }
 

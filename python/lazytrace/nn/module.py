@@ -4,7 +4,7 @@ dicts, train/eval and dtype conversion."""
 
 from collections import OrderedDict
 
-from .. import _modes
+from .. import _modes, _tools
 from .._lazytrace import Tensor
 from .._tensor import _check_device, _check_dtype, dtype
 from .parameter import Buffer, Parameter, _optimized
@@ -21,6 +21,19 @@ def registry_version():
 
 def _changed():
     _version[0] += 1
+
+
+def _structure_changed(module):
+    """A parameter, buffer or submodule of `module` was added, replaced or removed. Where a
+    function traced once (assume_pure, compile, scan with is_fn_pure) may have seen the module
+    (such a trace began or ended since the module was made), the tools' structure epoch moves
+    on, so their next call traces again rather than reuse the tensors or modules the old
+    trace closed over. A module made since (being constructed, or made inside a trace) cannot
+    have been seen: building one costs no retrace. A copied or unpickled module counts as
+    seen. functional_call's temporary swaps are not structural changes."""
+    _version[0] += 1
+    if module.__dict__.get("_lazytrace_born") is not _tools._TRACE_ERA[0]:
+        _tools._STRUCTURE_EPOCH[0] += 1
 
 
 _MISSING = object()
@@ -55,21 +68,33 @@ class _Registry(OrderedDict):
     def __delitem__(self, key):
         super().__delitem__(key)
         self._unmirror(key)
+        self._removed()
 
     def pop(self, key, *default):
         if key in self:
             self._unmirror(key)
+            self._removed()
         return super().pop(key, *default)
 
     def popitem(self, last=True):
         key, value = super().popitem(last)
         self._unmirror(key)
+        self._removed()
         return key, value
 
     def clear(self):
         for key in list(self):
             self._unmirror(key)
+        if self:
+            self._removed()
         super().clear()
+
+    def _removed(self):
+        # a removal is a structural change (the renumbering of ModuleList.insert and del
+        # clears the registry first); functional_call's temporary swaps only set items
+        owner = self.__dict__.get("_owner")
+        if owner is not None:
+            _structure_changed(owner)
 
     def setdefault(self, key, default=None):
         if key not in self:
@@ -90,7 +115,7 @@ class _Registry(OrderedDict):
 def _rebuild_registry(owner, items):
     r = _Registry(owner)
     for key, value in items:
-        r[key] = value
+        r[key] = value  # sets only (a copy being built changes no traced module)
     return r
 
 
@@ -104,6 +129,9 @@ class Module:
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", _Registry(self))
         object.__setattr__(self, "training", True)
+        # when it was made, against the traces of compile/assume_pure/scan (is_fn_pure): a
+        # change to a module no trace can have seen needs no retrace (_structure_changed)
+        self.__dict__["_lazytrace_born"] = _tools._TRACE_ERA[0]
 
     @property
     def training(self):
@@ -128,7 +156,11 @@ class Module:
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
         if name in params or name in buffers or name in modules or isinstance(
                 value, (Parameter, Module, Buffer)):
-            _changed()
+            old = params.get(name, buffers.get(name, modules.get(name, _MISSING)))
+            if old is value:  # the same object again (m.w = m.w): nothing changes
+                _changed()
+            else:
+                _structure_changed(self)
 
         def claim(store):
             for other in (d, params, buffers, modules):
@@ -183,8 +215,7 @@ class Module:
     def __delattr__(self, name):
         for store in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[store]:
-                del self.__dict__[store][name]
-                _changed()
+                del self.__dict__[store][name]  # _Registry: a structural change
                 return
         object.__delattr__(self, name)
 
@@ -233,8 +264,12 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"[Module.register_buffer] '{name}' must be a Tensor or None, got "
                             f"{type(tensor).__name__}")
+        replaces = self._buffers.get(name, _MISSING) is not tensor
         self._buffers[name] = tensor
-        _changed()
+        if replaces:
+            _structure_changed(self)
+        else:
+            _changed()
         if not persistent:
             self._non_persistent.add(name)
         else:
@@ -248,8 +283,12 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"[Module.register_parameter] '{name}' must be a Parameter or None, "
                             f"got {type(param).__name__}; wrap it: nn.Parameter(t)")
+        replaces = self._parameters.get(name, _MISSING) is not param
         self._parameters[name] = param
-        _changed()
+        if replaces:
+            _structure_changed(self)
+        else:
+            _changed()
 
     def add_module(self, name, module):
         self._add_module(name, module, "Module.add_module")
@@ -259,8 +298,12 @@ class Module:
             raise TypeError(f"[{op}] '{name}' must be a Module or None, got "
                             f"{type(module).__name__}")
         self._check_name(op, "module", name, "_modules", class_names_ok)
+        replaces = self._modules.get(name, _MISSING) is not module
         self._modules[name] = module
-        _changed()
+        if replaces:
+            _structure_changed(self)
+        else:
+            _changed()
 
     register_module = add_module
 
@@ -419,6 +462,7 @@ class Module:
     def _apply(self, fn):
         _changed()
         done = {}  # id -> the converted tensor: a tensor held twice (tied weights) stays one
+        replaced = {}  # id -> a module whose tensors were replaced by converted ones
 
         def convert(t, make):
             if id(t) not in done:
@@ -429,11 +473,19 @@ class Module:
         for m in self.modules():
             for name, p in list(m._parameters.items()):
                 if p is not None:
-                    m._parameters[name] = convert(
+                    new = convert(
                         p, lambda new, old: Parameter(new, requires_grad=old.requires_grad))
+                    if new is not p:
+                        replaced[id(m)] = m
+                    m._parameters[name] = new
             for name, b in list(m._buffers.items()):
                 if b is not None:
-                    m._buffers[name] = convert(b, lambda new, old: new)
+                    new = convert(b, lambda new, old: new)
+                    if new is not b:
+                        replaced[id(m)] = m
+                    m._buffers[name] = new
+        for m in replaced.values():
+            _structure_changed(m)
         return self
 
     def to(self, *args, **kwargs):
