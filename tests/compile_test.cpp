@@ -51,6 +51,27 @@ TEST(Compile, OneGraphRunPerCallTracedOncePerSignature) {
   EXPECT_EQ(counter("ExecuteCount") - before, 1);
 }
 
+// What a step writes (an optimizer's update) is computed at its call, under its name: its
+// writes are not left for the next call's "_clear_pending" graph.
+TEST(Compile, WritesRunAtTheCallUnderTheStepsName) {
+  Tensor w = lt::tensor({1.0f, -2.0f});
+  auto update = lt::compile(
+      [&](const Tensor& x) {
+        w.copy_(w * 0.5f);
+        return x + 1.0f;
+      },
+      {.name = "writes_only"});
+  const Tensor x = lt::tensor({0.0f});
+  lt::sync();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(update(x).item<float>(), 1.0f);
+    EXPECT_FALSE(w.is_pending()) << i;
+  }
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.125f, -0.25f}));
+  EXPECT_EQ(counter("ExecuteCount[writes_only]"), 3);
+  EXPECT_EQ(counter("ExecuteCount[writes_only_clear_pending]"), 0);
+}
+
 TEST(Compile, FullGraphRejectsReadsInsideTheFunction) {
   auto reads = [](const Tensor& x) { return x * lt::sum(x).item<float>(); };
   auto strict = lt::compile(reads, {.full_graph = true, .name = "strict"});
