@@ -119,6 +119,10 @@ const std::vector<Tensor>& TraceScope::written() const {
   return ctx_->written;
 }
 
+bool writes_allowed() {
+  return g_ctx && g_ctx->writes_allowed;
+}
+
 bool write_outer(const Tensor& t, ir::NodePtr node) {
   if (!g_ctx || !g_ctx->writes_allowed) return false;
   TraceContext& c = *g_ctx;

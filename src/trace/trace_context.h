@@ -97,6 +97,8 @@ const Tensor& lifted_placeholder(const Tensor& t);
 inline const ir::NodePtr& lift(const Tensor& t) {
   return lifted_placeholder(t).impl()->node;
 }
+/** Whether the active trace lets the function write into outer tensors (compile). */
+bool writes_allowed();
 /** In a trace that allows writes, gives outer tensor t the value `node` (copy_) and
  * returns true; false if the active trace does not allow writes. */
 bool write_outer(const Tensor& t, ir::NodePtr node);
