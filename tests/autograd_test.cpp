@@ -570,6 +570,52 @@ TEST(Autograd, ALongTapeIsReleasedAndRunWithoutDeepRecursion) {
   SUCCEED();
 }
 
+// custom_function: a hand-written backward (here softplus's, reading its input, and a
+// second output's, reading that output) against the derivative in double, first and second.
+TEST(Autograd, CustomFunctionUsesItsBackwardAndIsDifferentiableAgain) {
+  const std::vector<double> xs = {-1.5, 0.25, 2.0};
+  auto apply = [](const lt::Tensor& x) {
+    lt::Tensor y, e;
+    {
+      lt::NoGradGuard no_grad;
+      y = lt::log1p(lt::exp(x));  // softplus
+      e = lt::exp(x);
+    }
+    return lt::autograd::custom_function(
+        "softplus_exp", {x}, {y, e}, [x](const Ts& g, const Ts& out) {
+          return Ts{g[0] * lt::sigmoid(x) + g[1] * out[1]};  // exp' = exp: reads its output
+        });
+  };
+  lt::Tensor x = lt::tensor(xs, {3}).requires_grad_();
+  Ts out = apply(x);
+  lt::Tensor loss = lt::sum(out[0]) + lt::sum(out[1] * 0.5);
+  Ts g = lt::autograd::grad({loss}, {x}, {}, {.create_graph = true});
+  Ts gg = lt::autograd::grad({lt::sum(g[0])}, {x});
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double s = 1 / (1 + std::exp(-xs[i])), e = std::exp(xs[i]);
+    EXPECT_NEAR(g[0].to_vector<double>()[i], s + 0.5 * e, 1e-12);
+    EXPECT_NEAR(gg[0].to_vector<double>()[i], s * (1 - s) + 0.5 * e, 1e-12);
+  }
+  // an unused output's gradient reaches backward as zeros; no grad mode: no history
+  lt::Tensor x2 = lt::tensor(xs, {3}).requires_grad_();
+  lt::sum(apply(x2)[1]).backward();
+  EXPECT_NEAR(x2.grad().to_vector<double>()[1], std::exp(0.25), 1e-12);
+  {
+    lt::NoGradGuard no_grad;
+    EXPECT_FALSE(apply(x2)[0].requires_grad());
+  }
+  lt::Tensor bad = lt::autograd::custom_function(
+      "bad", {x2}, {lt::sum(x2.detach())}, [](const Ts& g, const Ts&) { return Ts{g[0]}; })[0];
+  expect_error([&] { bad.backward(); },
+               "[bad] backward's gradient 0 has shape [] but input 0 has shape [3]");
+  lt::Tensor two =
+      lt::autograd::custom_function("two", {x2}, {x2.detach()}, [](const Ts& g, const Ts&) {
+        return Ts{g[0], g[0]};
+      })[0];
+  expect_error([&] { lt::sum(two).backward(); },
+               "[two] backward returned 2 gradients for 1 inputs");
+}
+
 TEST(AutogradErrors, EachMistakeGetsAClearError) {
   expect_error(
       [] {

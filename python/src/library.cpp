@@ -62,6 +62,31 @@ void bind_library(nb::module_& m) {
       nb::arg("outputs"), nb::arg("inputs"), nb::arg("grad_outputs").none() = nb::none(),
       nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
       nb::arg("zeros_for_unused") = true);
+  // lazytrace.autograd.Function: `backward(grads, outputs)` is the Python backward over lists
+  m.def(
+      "custom_function",
+      [](const std::string& name, const std::vector<Tensor>& inputs,
+         const std::vector<Tensor>& outputs, nb::handle backward) {
+        auto fn = std::make_shared<PyRef>(backward);  // released with the GIL taken
+        return autograd::custom_function(
+            name, inputs, outputs,
+            [fn, name](const std::vector<Tensor>& grads, const std::vector<Tensor>& outs) {
+              nb::gil_scoped_acquire gil;
+              nb::list gs, os;
+              for (const Tensor& g : grads) gs.append(nb::cast(g));
+              for (const Tensor& o : outs) os.append(nb::cast(o));
+              nb::object r = fn->get()(gs, os);
+              std::vector<Tensor> out;
+              for (nb::handle h : r) {
+                if (!h.is_none() && !is_tensor(h))
+                  fail(name, "backward returned ", kind_of(h), " for input ", out.size(),
+                       "; return a Tensor (or None) per input of forward.");
+                out.push_back(h.is_none() ? Tensor() : nb::cast<Tensor>(h));
+              }
+              return out;
+            });
+      },
+      nb::arg("name"), nb::arg("inputs"), nb::arg("outputs"), nb::arg("backward"));
 
   // ---- optimizers (lazytrace/optim.py keeps param_groups over them)
   nb::class_<optim::Optimizer>(m, "_Optimizer")

@@ -214,3 +214,150 @@ def test_autograd_grad_arguments_as_torch():
     assert g.requires_grad
     (h,) = lt.autograd.grad(g.sum(), [a])
     assert h.tolist() == [6.0, 12.0]
+
+
+# ---------------------------------------------------------------- autograd.Function
+
+
+class _Exp(lt.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+def test_function_with_its_own_backward_matches_the_derivative():
+    xs = np.array([0.5, -1.0, 2.0])
+    x = lt.tensor(xs, dtype=lt.float64, requires_grad=True)
+    w = np.array([1.0, 2.0, -3.0])
+    (_Exp.apply(x) * lt.tensor(w, dtype=lt.float64)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(xs) * w, rtol=1e-14)
+    # gradients of gradients: backward's ops are recorded with create_graph
+    x = lt.tensor(xs, dtype=lt.float64, requires_grad=True)
+    (g,) = lt.autograd.grad(_Exp.apply(x).sum(), x, create_graph=True)
+    (gg,) = lt.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), np.exp(xs), rtol=1e-14)
+
+
+def test_function_outputs_non_tensor_inputs_and_setup_context():
+    class SplitScale(lt.autograd.Function):  # (x * k, x.sum() as an int count, x * 2)
+        @staticmethod
+        def forward(x, k, note):
+            return x * k, (x > 0).sum(), x * 2.0
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.k = inputs[1]
+            ctx.mark_non_differentiable(output[1])
+
+        @staticmethod
+        def backward(ctx, ga, gcount, gb):
+            assert gcount.tolist() == 0  # a non-differentiable output's gradient: zeros
+            return ga * ctx.k + gb * 2.0, None, None
+
+    x = lt.tensor([1.0, -2.0], requires_grad=True)
+    a, count, b = SplitScale.apply(x, 3.0, "note")
+    assert not count.requires_grad and count.tolist() == 1
+    a.sum().backward(retain_graph=True)  # b unused: zeros reach backward for it
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    x.grad = None
+    (a.sum() + (b * 5.0).sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [13.0, 13.0])
+
+
+def test_straight_through_function_inside_the_tools_matches_eager():
+    class Round(lt.autograd.Function):  # the straight-through estimator
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        @lt.autograd.once_differentiable
+        def backward(ctx, g):
+            return g
+
+    xs = np.array([[0.3, 1.7], [-2.2, 0.9], [1.1, -0.4]], np.float32)
+    w = lt.tensor([1.5, -2.0], requires_grad=True)
+
+    def loss(x):
+        return (Round.apply(x * w) * x).sum()
+
+    for tool in (lambda f: f, lt.assume_pure, lt.compile):
+        w.grad = None
+        if tool is lt.compile:
+            def step(x):
+                loss(x).backward()
+                return w.grad
+            g = tool(step)(lt.tensor(xs)).detach().numpy()
+        else:
+            tool(loss)(lt.tensor(xs)).backward()
+            g = w.grad.numpy()
+        np.testing.assert_allclose(g, (xs * xs).sum(0), rtol=1e-6)
+    # in a scan body, over the rows
+    w.grad = None
+    carry, _ = lt.scan(lambda c, x: (c + loss(x), None), lt.zeros(()), lt.tensor(xs))
+    carry.backward()
+    np.testing.assert_allclose(w.grad.numpy(), (xs * xs).sum(0), rtol=1e-6)
+
+
+def test_function_mistakes_are_errors():
+    class WrongCount(lt.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    class WrongShape(lt.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.sum()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    x = lt.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"\[WrongCount\] backward returned 1 gradients for "
+                                           r"the 2 inputs of forward"):
+        WrongCount.apply(x, x).sum().backward()
+    with pytest.raises(ValueError, match=r"\[WrongShapeBackward\] backward's gradient 0 has shape "
+                                         r"\[\] but input 0 has shape \[2\]"):
+        WrongShape.apply(x).backward()
+    with pytest.raises(RuntimeError, match=r"a Function is not instantiated"):
+        WrongShape()
+    with pytest.raises(TypeError, match=r"save_for_backward\] argument 0 is a int"):
+        lt.autograd.FunctionCtx().save_for_backward(3)
+
+
+def test_function_outputs_free_their_backward():
+    # the backward closure must not hold the outputs (a cycle through C++ that Python's GC
+    # cannot see): dropping the output frees ctx
+    import gc
+    import weakref
+
+    refs = []
+
+    class Keep(lt.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            refs.append(weakref.ref(ctx))
+            ctx.save_for_backward(x)
+            return x * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0
+
+    y = Keep.apply(lt.ones(3, requires_grad=True))
+    del y
+    gc.collect()
+    assert refs[0]() is None

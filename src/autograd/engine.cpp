@@ -2,7 +2,9 @@
 // Function's VJP once all gradients flowing into it are summed, in dependency order; the
 // VJPs record ops like any other code, so the whole backward pass is one lazy graph.
 #include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -38,11 +40,15 @@ Tensor ones_for(const Tensor& t) {
   return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, t.dtype(), t.shape(), one));
 }
 
-Tensor zeros_for(const Tensor& t) {
+Tensor zeros_of(const Shape& shape, DType dtype) {
   trace::OpScope scope;
-  ir::NodePtr zero = ir::make_scalar(0, 0, t.dtype());
-  if (t.ndim() == 0) return trace::make_pending(std::move(zero));
-  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, t.dtype(), t.shape(), zero));
+  ir::NodePtr zero = ir::make_scalar(0, 0, dtype);
+  if (shape.size() == 0) return trace::make_pending(std::move(zero));
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, zero));
+}
+
+Tensor zeros_for(const Tensor& t) {
+  return zeros_of(t.shape(), t.dtype());
 }
 
 void check_grad_shape(const char* op, const Tensor& t, const Tensor& g, size_t i) {
@@ -477,6 +483,77 @@ void Tensor::set_grad(const Tensor& grad) {
   if (!grad.defined() && !self.impl()->autograd) return;
   autograd::meta_of(self).grad = grad;
 }
+
+namespace autograd {
+
+std::vector<Tensor> custom_function(const std::string& name, const std::vector<Tensor>& inputs,
+                                    const std::vector<Tensor>& outputs, CustomBackward backward) {
+  if (!backward) fail(name, "custom_function needs a backward function.");
+  if (outputs.empty()) fail(name, "custom_function needs at least one output.");
+  std::vector<const Tensor*> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) fail(name, "input ", i, " is an undefined tensor.");
+    in.push_back(&inputs[i]);
+  }
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) fail(name, "output ", i, " is an undefined tensor.");
+    outs.push_back(outputs[i].detach());  // its own handle: the caller's keeps no history
+  }
+  bool any = false;
+  for (const Tensor* t : in) any = any || requires_grad(*t);
+  if (!grad_enabled() || !any) return outs;
+  // a Function's name outlives any caller's string
+  static std::mutex mu;
+  static std::set<std::string, std::less<>> names;
+  const char* fn_name;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    fn_name = names.insert(name).first->c_str();
+  }
+  struct Type {
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Type> in_types, out_types;
+  for (const Tensor& t : inputs) in_types.push_back({t.shape(), t.dtype()});
+  for (const Tensor& t : outs) out_types.push_back({t.shape(), t.dtype()});
+  // the outputs by node, as an op keeps its result (no cycle through their history)
+  std::vector<ir::NodePtr> out_nodes;
+  for (const Tensor& t : outs) out_nodes.push_back(trace::node_of(t));
+  record_multi(
+      outs, fn_name, in,
+      [fn_name, backward = std::move(backward), in_types, out_types,
+       out_nodes](const std::vector<Tensor>& grads) {
+        std::vector<Tensor> g(out_types.size()), o(out_types.size());
+        for (size_t i = 0; i < g.size(); ++i) {
+          g[i] = i < grads.size() && grads[i].defined()
+                     ? grads[i]
+                     : zeros_of(out_types[i].shape, out_types[i].dtype);
+          o[i] = with_running_history(trace::tensor_of(out_nodes[i]), static_cast<int>(i));
+        }
+        std::vector<Tensor> r = backward(g, o);
+        if (r.size() != in_types.size())
+          fail(
+              fn_name, "backward returned ", r.size(), " gradients for ", in_types.size(),
+              " inputs; return one per input (an undefined tensor, or None, where there is none).");
+        for (size_t i = 0; i < r.size(); ++i) {
+          if (!r[i].defined()) continue;
+          if (r[i].shape() != in_types[i].shape)
+            fail(fn_name, "backward's gradient ", i, " has shape ", r[i].shape().str(),
+                 " but input ", i, " has shape ", in_types[i].shape.str(),
+                 "; return a gradient of the input's shape.");
+          if (!is_floating(r[i].dtype()))
+            fail(fn_name, "backward's gradient ", i, " is ", r[i].type_str(),
+                 "; a gradient must be floating.");
+          r[i] = as_dtype(r[i], in_types[i].dtype);
+        }
+        return r;
+      });
+  return outs;
+}
+
+}  // namespace autograd
 
 Tensor Tensor::detach() const {
   const TensorImpl& impl = checked(*this, "detach");

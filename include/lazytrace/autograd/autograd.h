@@ -1,5 +1,7 @@
 #pragma once
 /** Reverse-mode autograd: grad mode guards and the functional gradient. */
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "lazytrace/trace/tensor.h"
@@ -54,6 +56,25 @@ struct GradOptions {
  */
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs = {}, GradOptions options = {});
+
+/** A hand-written backward: one gradient per output and the outputs in, one gradient per
+ * input out. */
+using CustomBackward = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
+                                                         const std::vector<Tensor>& outputs)>;
+
+/**
+ * A differentiable function with its own backward, as torch.autograd.Function: `outputs`
+ * were computed from `inputs` (under NoGradGuard, or from detached inputs); the returned
+ * tensors are the outputs (new handles) with a gradient history whose VJP is `backward`.
+ * It gets one gradient per output (zeros where none reached an output) and the outputs
+ * (with their history in a create_graph backward, so that a rule reading its result, as
+ * exp's, has a gradient too), and returns one gradient per input: of the input's shape
+ * (cast to its dtype), or undefined for none. The backward's ops are recorded like any
+ * others (lazily; differentiable again with create_graph). Where
+ * no input requires grad, or gradients are not recorded, the outputs get no history.
+ */
+std::vector<Tensor> custom_function(const std::string& name, const std::vector<Tensor>& inputs,
+                                    const std::vector<Tensor>& outputs, CustomBackward backward);
 
 /**
  * Counts the optimizers that update `leaf` (one that requires grad): an optimizer holds
