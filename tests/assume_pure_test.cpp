@@ -360,6 +360,21 @@ TEST(AssumePure, PurityCheckCatchesAGraphThatDependsOnAHostCounter) {
                {"[assume_pure]", "is not pure", "node %", "Make it depend only on its arguments"});
 }
 
+TEST(AssumePure, PurityCheckCatchesAHostNumberThatChanged) {
+  double scale = 2;  // read by the function: the same graph with another number
+  setenv("LAZYTRACE_CHECK_PURITY", "1", 1);
+  auto checked = lt::assume_pure([&scale](const Tensor& x) { return x * scale; });
+  unsetenv("LAZYTRACE_CHECK_PURITY");
+  Tensor x = lt::tensor({1.0f});
+  EXPECT_EQ(checked(x).item<float>(), 2.0f);
+  EXPECT_EQ(checked(x).item<float>(), 2.0f);  // the same number: pure so far
+  scale = 3;
+  expect_error([&] { checked(x); }, {"[assume_pure]", "is not pure",
+                                     "gave the number 3 where "
+                                     "the first trace had 2",
+                                     "lt::scalar(v)"});
+}
+
 TEST(AssumePure, Errors) {
   Tensor outside = lt::tensor({1.0f, 2.0f});
   auto writes = lt::assume_pure([outside](const Tensor& x) {

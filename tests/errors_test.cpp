@@ -151,6 +151,13 @@ TEST(Errors, CreationAndUndefined) {
   expect_error([] { (void)lt::arange(5, 0, 1); }, {"[arange]", "empty"});
   expect_error([] { (void)(lt::Tensor() + 1.0f); }, {"[add]", "undefined"});
   expect_error([] { (void)lt::Tensor().shape(); }, {"[shape]", "undefined"});
+  expect_error([] { (void)lt::Tensor().item<float>(); }, {"[item]", "undefined"});
+  expect_error([] { (void)lt::arange(0, 1e19); }, {"[arange]", "more than a tensor can hold"});
+  expect_error(
+      [] {
+        (void)lt::zeros({int64_t{1} << 40, int64_t{1} << 40});
+      },
+      {"[full]", "more bytes than 64 bits can count"});
   expect_error(
       [] {
         lt::Tensor t = f32({3});

@@ -97,20 +97,21 @@ Node::~Node() {
   t_release_queue = nullptr;
 }
 
-namespace {
 // A shape whose element or byte count does not fit in 64 bits would wrap and compute garbage.
-void check_size(OpKind op, DType dtype, const Shape& shape) {
+void check_size(const char* op, DType dtype, const Shape& shape) {
   int64_t n = static_cast<int64_t>(itemsize(dtype));
   for (int64_t d : shape)
     if (__builtin_mul_overflow(n, d, &n))
-      fail(op_name(op), "a ", dtype_name(dtype), " tensor of shape ", shape.str(),
+      fail(op, "a ", dtype_name(dtype), " tensor of shape ", shape.str(),
            " has more bytes than 64 bits can count (more than any memory holds); make it "
            "smaller.");
 }
 
+namespace {
+
 NodePtr make_node_impl(OpKind op, DType dtype, Shape shape, NodePtr* operands, int count,
                        Attrs attrs) {
-  check_size(op, dtype, shape);
+  check_size(op_name(op), dtype, shape);
   auto n = std::allocate_shared<Node>(PoolAllocator<Node>(), op, dtype, std::move(shape), operands,
                                       count, attrs);
   n->local_hash = local_hash_of(*n);

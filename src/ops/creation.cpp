@@ -8,10 +8,11 @@
 namespace lazytrace {
 namespace {
 
-void check_shape(const char* op, const Shape& shape) {
+void check_shape(const char* op, const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0)
       fail(op, "negative dimension ", d, " in shape ", shape.str(), "; sizes must be >= 0.");
+  ir::check_size(op, dtype, shape);
 }
 
 template <typename T>
@@ -30,7 +31,7 @@ Tensor from_host(const T* data, size_t n, DType dtype, const Shape& shape) {
 
 template <typename T>
 Tensor tensor(const std::vector<T>& data, const Shape& shape) {
-  check_shape("tensor", shape);
+  check_shape("tensor", shape, dtype_of<T>());
   if (static_cast<int64_t>(data.size()) != shape.numel())
     fail("tensor", "got ", data.size(), " values for shape ", shape.str(), ", which holds ",
          shape.numel(), "; pass exactly one value per element.");
@@ -77,7 +78,7 @@ Tensor scalar(Scalar value) {
 
 Tensor full(const Shape& shape, Scalar value, DType dtype) {
   trace::OpScope scope;
-  check_shape("full", shape);
+  check_shape("full", shape, dtype);
   ir::NodePtr s = ops::scalar_node(value, dtype, "full");
   if (shape.size() == 0) return trace::make_pending(s);
   return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));
@@ -108,7 +109,11 @@ Tensor arange(double start, double stop, double step, DType dtype) {
          "; swap start and stop or flip the sign of step.");
   if (dtype == DType::bool_)
     fail("arange", "dtype bool is not supported; use int64 or a float dtype.");
-  const auto n = static_cast<int64_t>(std::ceil((stop - start) / step));
+  const double count = std::ceil((stop - start) / step);
+  if (!(count < 9.2e18))  // (also a count that overflowed a double)
+    fail("arange", "the range [", start, ", ", stop, ") by step ", step, " has ", count,
+         " elements, more than a tensor can hold; use a shorter range or a larger step.");
+  const auto n = static_cast<int64_t>(count);
   ir::Attrs a;
   a.push_double(start);
   a.push_double(step);
@@ -126,7 +131,7 @@ thread_local BatchRows t_batch_rows;
 Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype, int64_t total = -1,
               int64_t skip = 0) {
   trace::OpScope scope;
-  check_shape(name, shape);
+  check_shape(name, shape, dtype);
   if (!is_floating(dtype))
     fail(name, "dtype ", dtype_name(dtype),
          " is not a floating type; draw floats and convert with astype.");

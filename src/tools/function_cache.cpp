@@ -371,6 +371,16 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
              "' is not pure: tracing it again with the same signature gave a different graph (",
              where, "). Make it depend only on its arguments: pass changing values as tensors.");
       }
+      // the graph's hash leaves out its numbers (a new number never recompiles): a host
+      // number the function reads (a global, a captured variable) shows here
+      const std::vector<ir::Node*>&was = entry_->body->scalars, &now = body->scalars;
+      for (size_t i = 0; i < was.size() && i < now.size(); ++i)
+        if (was[i]->value != now[i]->value || was[i]->ivalue != now[i]->ivalue)
+          fail(cache_.tool(), "'", cache_.options.name,
+               "' is not pure: tracing it again with the same signature gave the number ",
+               now[i]->value, " where the first trace had ", was[i]->value,
+               ": it reads a host value that changed (a global, a captured variable). Pass "
+               "changing values as tensors (lt::scalar(v)), or as static arguments.");
     }
   }
 }

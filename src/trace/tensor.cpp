@@ -275,6 +275,7 @@ std::string Tensor::type_str() const {
 }
 
 void Tensor::check_one_element(const char* op) const {
+  impl_of(*this, op);  // an undefined tensor, named by op
   if (numel() != 1)
     fail(op, "a tensor of shape ", shape().str(), " has ", numel(),
          " elements; only a one-element tensor converts to a scalar. Use to_vector() for all "
