@@ -298,6 +298,24 @@ TEST(Dist, RunThreadsReadsTheTimeoutThenAndKeepsTheCallersBatchRows) {
   EXPECT_EQ(rows.total, 0);
 }
 
+// Rank 0 runs on the caller's thread, so the caller's pending tensors are its own. A rank
+// whose graph reads one while rank 0's sync computes it (and waits in a collective for that
+// rank) computes it itself instead of waiting for rank 0: waiting hung both.
+TEST(Dist, ARankReadingRankZerosPendingTensorDoesNotWaitForIt) {
+  lt::dist::set_timeout(20);
+  const lt::Tensor shared = lt::arange(0, 8, 1, lt::DType::float32) * 2.0f;  // pending: 56
+  std::vector<float> got(2);
+  lt::dist::run_threads(2, [&](int r) {
+    if (r == 1)  // rank 0 is in its collective by now, with `shared` among its roots
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const lt::Tensor sum = lt::all_reduce(lt::sum(shared) * (r + 1.0f));
+    lt::sync();  // every pending tensor of this thread: rank 0's include `shared`
+    got[static_cast<size_t>(r)] = sum.item<float>();
+  });
+  lt::dist::set_timeout(300);
+  EXPECT_EQ(got, (std::vector<float>{56 * 3, 56 * 3}));
+}
+
 // 16-bit floats are summed in float32 and rounded once (as the MPI ranks sum them), not
 // rounded after each rank's term: 1024 + 0.5 + 0.5 is 1025 in float16, not 1024; a scale
 // applies before that rounding too.

@@ -157,8 +157,18 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
       metrics::named_counter("ExecuteCount[" + name + "]").add();
       if (compiles) metrics::named_counter("CompileCount[" + name + "]").add();
     }
-    if (exe->collectives())
+    if (exe->collectives()) {
+      // This run waits for the other ranks. A sync on another thread (threads as ranks)
+      // that reaches one of these roots must not wait for it in turn: it computes them
+      // itself (they are this thread's pending tensors it shares, as a batch made before
+      // run_threads), else neither would go on.
+      {
+        std::lock_guard<std::mutex> relock(*lock.mutex());
+        for (ir::Node* r : roots) r->in_flight = false;
+      }
+      g_cut.notify_all();
       comm.check_same_collectives(exe->collectives(), exe->describe_collectives(), name);
+    }
     metrics::ScopedTimer t(metrics::execute_time);
     results = exe->run(params, scalars, donated);
   } catch (...) {
