@@ -68,8 +68,8 @@ void bind_functional(nb::module_& m) {
   // lazytrace.nn.utils
   m.def("total_norm", &nn::total_norm, nb::arg("tensors"), nb::arg("norm_type"));
   m.def("grad_norm", &nn::grad_norm, nb::arg("params"), nb::arg("norm_type"));
-  m.def("clip_grads_with_norm_", &nn::clip_grads_with_norm_, nb::arg("params"),
-        nb::arg("max_norm"), nb::arg("total_norm"));
+  m.def("clip_grads_with_norm_", &nn::clip_grads_with_norm_, nb::arg("params"), nb::arg("max_norm"),
+        nb::arg("total_norm"));
   m.def("clip_grad_value_", &nn::clip_grad_value_, nb::arg("params"), nb::arg("clip_value"));
 }
 
