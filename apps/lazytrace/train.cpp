@@ -44,7 +44,9 @@ int train(int argc, char** argv) {
   f.add("lr-schedule", "constant", "after the warmup: constant, or cosine (decays towards 0)");
   f.add("clip-grad-norm", "0", "clip the gradients' norm to this each step (0: no clipping)");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
-  f.add("init", "", "weights to start from (a file saved by train; its shape wins)");
+  f.add("init", "",
+        "weights to start from (a file saved by train; its shape wins; AdamW's moments and the "
+        "schedule start anew)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
   if (!f.parse(argc, argv)) return 0;
   const int ranks = lt::dist::init();  // under mpirun: this process's rank of the job
