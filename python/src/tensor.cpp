@@ -42,7 +42,10 @@ bool scalar_of(nb::handle h, Scalar& out) {
     int overflow = 0;
     const long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (overflow)
-      throw nb::value_error("lazytrace: the integer does not fit in int64; use a float.");
+      throw nb::value_error(("[number] the integer " + nb::cast<std::string>(nb::str(h)) +
+                             " does not fit in int64, the widest tensor integer; use a float "
+                             "or a smaller number.")
+                                .c_str());
     out = Scalar(v);
     return true;
   }

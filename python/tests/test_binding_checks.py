@@ -105,3 +105,9 @@ def test_backward_inside_a_pure_function_is_an_error():
 
     np.testing.assert_array_equal(lt.assume_pure(local)(lt.tensor([1.0, 2.0])).numpy(),
                                   [2.0, 4.0])
+
+
+def test_a_python_int_past_int64_names_the_number():
+    with pytest.raises(ValueError, match=r"\[number\] the integer 1180591620717411303424 does "
+                                         r"not fit in int64"):
+        lt.ones(2) + 2**70
