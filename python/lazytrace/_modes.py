@@ -25,6 +25,11 @@ def read(module):
             guard.add(module)
 
 
+def tracing():
+    """Whether a guard is recording on this thread (a trace is running)."""
+    return bool(getattr(_local, "stack", None))
+
+
 class Guard:
     """The modules one traced function was seen to read, each with its flag when first read.
     key() is () while every flag is as first read (the traces made before any flipped keep

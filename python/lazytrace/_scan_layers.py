@@ -6,7 +6,9 @@ import weakref
 import numpy as np
 
 from . import _lazytrace as _C
+from . import _modes
 from ._tensor import Tensor, arange, stack
+from .nn.module import settings_version
 
 # the scan bodies of each template layer, kept while the layer lives: with is_layer_pure the
 # C++ cache keys on the body's identity
@@ -152,6 +154,32 @@ def _module_pairs(a, b, seen=None):
     return out
 
 
+# the layers whose settings were last found alike, while no module attribute was set since
+# (nn.module.settings_version): a call with the same layers skips the walk over every layer
+_ALIKE = {}  # ids of the layers -> (settings version, the layers held weakly, layer 0's)
+
+
+def _alike_settings(layers):
+    """Layer 0's settings, after checking that every layer's are alike (_check_alike)."""
+    key = tuple(map(id, layers))
+    version = settings_version()
+    hit = _ALIKE.get(key)
+    if hit is not None and hit[0] == version and all(
+            r() is layer for r, layer in zip(hit[1], layers)):
+        if _modes.tracing():  # an enclosing trace depends on the flags the walk reads
+            for layer in layers:
+                for m in layer.modules():
+                    m.training  # noqa: B018  (the read is what counts)
+        return hit[2]
+    settings = [_settings(layer) for layer in layers]
+    _check_alike(layers, settings)
+    if len(_ALIKE) >= 16:
+        _ALIKE.clear()
+    # (the walk above reads train()/eval() flags: the version after it is the one to match)
+    _ALIKE[key] = (settings_version(), [weakref.ref(layer) for layer in layers], settings[0])
+    return settings[0]
+
+
 def _body_for(layer, settings):
     # one body per settings of the layer (train()/eval() flags included): a traced body kept
     # for is_layer_pure has the settings it was traced with (dropout on or off) built in
@@ -248,11 +276,9 @@ def scan_layers(layers, input_data, is_layer_pure=False, remat="save"):
                 f"[scan_layers] layer {i} is a {type(layer).__name__} but layer 0 is a "
                 f"{type(first).__name__}: scan_layers runs layer 0's forward on every layer's "
                 "weights, so the layers must be of one class")
-    settings = [_settings(layer) for layer in layers]
-    _check_alike(layers, settings)
     xs = {name: stack([n[name] for n in named]) for named in per_kind for name in named[0]}
     if not xs:  # weightless layers: something to count iterations by
         xs[_COUNT] = arange(len(layers))
-    carry, _ = _C.scan(_body_for(first, settings[0]), input_data, xs, is_layer_pure, False,
-                       remat, "scan_layers")
+    carry, _ = _C.scan(_body_for(first, _alike_settings(layers)), input_data, xs, is_layer_pure,
+                       False, remat, "scan_layers")
     return carry

@@ -501,3 +501,35 @@ def test_layers_deepcopy():
     x = lt.randn(4)
     assert copies[0].weight is not layers[0].weight
     assert_rel_close(scan_layers(copies, x), loop(layers, x), 1e-6)
+
+
+def test_the_alike_check_is_kept_between_calls_but_sees_changes():
+    layers = lt.nn.ModuleList([lt.nn.LayerNorm(4) for _ in range(3)])
+    x = lt.randn(2, 4)
+    lt.scan_layers(layers, x)
+    layers[1].eps = 1e-3
+    with pytest.raises(ValueError, match=r"layer 1 differs from layer 0 in 'eps'"):
+        lt.scan_layers(layers, x)
+    layers[1].eps = layers[0].eps
+    lt.scan_layers(layers, x)
+    layers[2].eval()
+    with pytest.raises(ValueError, match=r"layer 2 differs from layer 0 in 'training'"):
+        lt.scan_layers(layers, x)
+
+
+def test_a_compiled_scan_layers_sees_eval_after_an_eager_call():
+    # the eager call leaves the alike check and the layer's body cached: the compiled
+    # function's trace must still learn that it depends on the train()/eval() flags
+    lt.manual_seed(0)
+    layers = lt.nn.ModuleList([lt.nn.Sequential(lt.nn.Linear(4, 4), lt.nn.Dropout(0.5))
+                               for _ in range(2)])
+    x = lt.ones(16, 4)
+    lt.scan_layers(layers, x, is_layer_pure=True)
+    f = lt.compile(lambda x: lt.scan_layers(layers, x, is_layer_pure=True))
+    f(x)
+    layers.eval()
+    expected = x
+    for layer in layers:
+        expected = layer(expected)
+    np.testing.assert_allclose(f(x).detach().numpy(), expected.detach().numpy(), rtol=1e-6,
+                               atol=1e-6)

@@ -13,6 +13,15 @@ from .parameter import Buffer, Parameter, _optimized
 _version = [0]  # bumped whenever any module's parameters, buffers or submodules change
 
 
+# bumped whenever a module attribute is set or deleted (its settings may change: what
+# scan_layers compares from layer to layer) or the module tree changes
+_settings_version = [0]
+
+
+def settings_version():
+    return _settings_version[0]
+
+
 def registry_version():
     """A number that changes whenever a parameter, buffer or submodule of any module is
     added, replaced or removed (so a cache of named_parameters() knows it is still right)."""
@@ -32,6 +41,7 @@ def _structure_changed(module):
     have been seen: building one costs no retrace. A copied or unpickled module counts as
     seen. functional_call's temporary swaps are not structural changes."""
     _version[0] += 1
+    _settings_version[0] += 1
     if module.__dict__.get("_lazytrace_born") is not _tools._TRACE_ERA[0]:
         _tools._STRUCTURE_EPOCH[0] += 1
 
@@ -143,10 +153,12 @@ class Module:
 
     @training.setter
     def training(self, mode):
+        _settings_version[0] += 1
         self.__dict__["_lazytrace_training"] = bool(mode)
 
     # ---- registration
     def __setattr__(self, name, value):
+        _settings_version[0] += 1
         d = self.__dict__
         if "_parameters" not in d:
             raise AttributeError(
@@ -213,6 +225,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
+        _settings_version[0] += 1
         for store in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__[store]:
                 del self.__dict__[store][name]  # _Registry: a structural change
