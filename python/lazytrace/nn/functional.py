@@ -1,5 +1,6 @@
 """torch.nn.functional over lazytrace ops."""
 
+import builtins
 import math
 import numbers
 import operator
@@ -21,6 +22,14 @@ def _floating(op, input):
 
 def _check_normalized(op, input, normalized_shape, **params):
     _floating(op, input)
+    if type(normalized_shape) is int:  # the common case, fast
+        shape = (normalized_shape,)
+        w = params.get("weight")
+        if (builtins.all(t is None or isinstance(t, Tensor) for t in params.values())
+                and input.ndim >= 1 and input.shape[-1] == normalized_shape
+                and (w is None or tuple(w.shape) == shape)
+                and (params.get("bias") is None or tuple(params["bias"].shape) == shape)):
+            return 1
     try:
         shape = ((operator.index(normalized_shape),) if not isinstance(normalized_shape, bool)
                  else None)
