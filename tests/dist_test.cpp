@@ -316,6 +316,29 @@ TEST(Dist, ARankReadingRankZerosPendingTensorDoesNotWaitForIt) {
   EXPECT_EQ(got, (std::vector<float>{56 * 3, 56 * 3}));
 }
 
+// ... and rank 0's run, which another rank may then compute beside it, writes into none of
+// its inputs: here y = 2x + 1 with x held only by y's graph, which rank 0's run would
+// otherwise overwrite with y while rank 1 reads x (1 in 3 trials read a wrong y).
+TEST(Dist, ARankComputingRankZerosRootReadsItsInputsIntact) {
+  for (int trial = 0; trial < 16; ++trial) {
+    lt::Tensor x = lt::rand({int64_t{1} << 21});
+    const std::vector<float> xs = x.to_vector<float>();
+    const lt::Tensor y = x * 2.0f + 1.0f;  // pending, this thread's (rank 0's)
+    x = lt::Tensor();
+    std::vector<std::vector<float>> got(2);
+    lt::dist::run_threads(2, [&](int r) {
+      const lt::Tensor s = lt::all_reduce(lt::ones({4}));
+      if (r == 0) lt::sync({y, s});  // y a root of a run with a collective
+      (void)s.to_vector<float>();
+      got[static_cast<size_t>(r)] = y.to_vector<float>();
+    });
+    for (int r = 0; r < 2; ++r)
+      for (size_t i = 0; i < xs.size(); i += 997)
+        ASSERT_EQ(got[static_cast<size_t>(r)][i], xs[i] * 2.0f + 1.0f)
+            << "trial " << trial << ", rank " << r << ", element " << i;
+  }
+}
+
 // 16-bit floats are summed in float32 and rounded once (as the MPI ranks sum them), not
 // rounded after each rank's term: 1024 + 0.5 + 0.5 is 1025 in float16, not 1024; a scale
 // applies before that rounding too.

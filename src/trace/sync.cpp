@@ -158,15 +158,19 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
       if (compiles) metrics::named_counter("CompileCount[" + name + "]").add();
     }
     if (exe->collectives()) {
-      // This run waits for the other ranks. A sync on another thread (threads as ranks)
-      // that reaches one of these roots must not wait for it in turn: it computes them
-      // itself (they are this thread's pending tensors it shares, as a batch made before
-      // run_threads), else neither would go on.
-      {
-        std::lock_guard<std::mutex> relock(*lock.mutex());
-        for (ir::Node* r : roots) r->in_flight = false;
+      if (comm.cache_slot() != 0) {
+        // This run waits for the other ranks, which are threads of this process. A rank
+        // whose sync reaches one of these roots (this thread's pending tensors it shares,
+        // as a batch made before run_threads) must not wait for it in turn, or neither
+        // would go on: it computes them itself, from the same inputs, which this run then
+        // must not overwrite (its own run holds them: it never overwrites this run's).
+        std::fill(donated.begin(), donated.end(), char{0});
+        {
+          std::lock_guard<std::mutex> relock(*lock.mutex());
+          for (ir::Node* r : roots) r->in_flight = false;
+        }
+        g_cut.notify_all();
       }
-      g_cut.notify_all();
       comm.check_same_collectives(exe->collectives(), exe->describe_collectives(), name);
     }
     metrics::ScopedTimer t(metrics::execute_time);
