@@ -194,6 +194,54 @@ def test_warm_restarts_follow_the_periods_a_counter_gives():
         np.testing.assert_allclose(got[:, 0], expected, rtol=1e-12)
 
 
+def test_warm_restarts_with_growing_periods_far_out_and_fractional_epochs():
+    # restarts at sums of a geometric series (1 + 3 + 9 + 27 + 81 = 121): a logarithm of
+    # them rounds either way, a count does not
+    for t0, mult in [(1, 3), (1, 10), (5, 3)]:
+        p = lt.zeros(1, requires_grad=True)
+        opt = lt.optim.SGD([p], lr=0.1)
+        sched = S.CosineAnnealingWarmRestarts(opt, T_0=t0, T_mult=mult)
+        t_cur, t_i = 0, t0
+        for epoch in range(1, 700):
+            t_cur += 1
+            if t_cur >= t_i:
+                t_cur, t_i = t_cur - t_i, t_i * mult
+            sched.step()
+            want = 0.1 * (1 + math.cos(math.pi * t_cur / t_i)) / 2
+            assert math.isclose(opt.param_groups[0]["lr"], want, rel_tol=1e-12,
+                                abs_tol=1e-15), (t0, mult, epoch)
+    # torch documents step(epoch + i / iters) for per-iteration restarts
+    p = lt.zeros(1, requires_grad=True)
+    opt = lt.optim.SGD([p], lr=0.1)
+    sched = S.CosineAnnealingWarmRestarts(opt, T_0=4)
+    sched.step(2.5)
+    assert math.isclose(opt.param_groups[0]["lr"], 0.1 * (1 + math.cos(math.pi * 2.5 / 4)) / 2)
+
+
+def test_clipping_by_infinity_reports_the_norm_and_changes_nothing():
+    params, grads = grads_of([(3, 2)], seed=5)
+    total = lt.nn.utils.clip_grad_norm_(params, math.inf)
+    np.testing.assert_allclose(float(total), np_norm(grads, 2), rtol=2e-6)
+    np.testing.assert_allclose(params[0].grad.numpy(), grads[0], rtol=1e-6)
+
+
+def test_the_norm_of_gradients_with_history_is_not_recorded():
+    x = lt.tensor([1.0, 2.0], requires_grad=True)
+    (g,) = lt.autograd.grad((x ** 3).sum(), x, create_graph=True)
+    assert g.requires_grad
+    assert not lt.nn.utils.get_total_norm([g]).requires_grad
+
+
+def test_a_pure_function_reads_an_outer_tensors_grad():
+    w = lt.tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()
+    norm = lt.assume_pure(lambda s: lt.nn.utils.get_total_norm([w.grad]) * s)
+    assert float(norm(lt.tensor(2.0))) == 20.0
+    with pytest.raises(ValueError, match=r"\[assume_pure\] the traced function writes into"):
+        lt.assume_pure(lambda s: lt.nn.utils.clip_grad_norm_([w], 1.0) * s)(lt.tensor(1.0))
+    np.testing.assert_array_equal(w.grad.numpy(), [6.0, 8.0])
+
+
 def test_sequential_warmup_then_cosine():
     got = rates(lambda o: S.SequentialLR(o, [S.LinearLR(o, 0.1, 1.0, total_iters=3),
                                              S.CosineAnnealingLR(o, T_max=5)], milestones=[3]),

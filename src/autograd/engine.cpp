@@ -470,7 +470,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
 Tensor Tensor::grad() const {
   checked(*this, "grad");
-  const auto& m = autograd::on_tape(*this).impl()->autograd;  // a stand-in's, when traced
+  // Traced: a stand-in's, where the function may run backward() (compile); in a pure
+  // function, the outer tensor's own (a value it reads, lifted where used)
+  const Tensor& holder =
+      trace::is_outer(*this) && !trace::writes_allowed() ? *this : autograd::on_tape(*this);
+  const auto& m = holder.impl()->autograd;
   return m ? m->grad : Tensor();
 }
 

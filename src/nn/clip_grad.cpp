@@ -44,6 +44,7 @@ Tensor total_norm(const std::vector<Tensor>& tensors, double norm_type) {
     if (tensors[i].dtype() == DType::float64) acc = DType::float64;
   }
   if (tensors.empty()) return scalar(0.0, acc);
+  NoGradGuard no_grad;  // as torch: a norm of gradients, not a function to differentiate
   const bool inf = std::isinf(norm_type);
   std::vector<Tensor> parts;  // per tensor: max |x|, or sum |x|^p
   for (const Tensor& t : tensors) {
@@ -72,8 +73,8 @@ Tensor grad_norm(const std::vector<Tensor>& params, double norm_type) {
 void clip_grads_with_norm_(const std::vector<Tensor>& params, double max_norm,
                            const Tensor& total_norm) {
   const char* op = "clip_grad_norm_";
-  if (!(max_norm >= 0) || std::isinf(max_norm))
-    fail(op, "max_norm must be a finite number >= 0, got ", max_norm, ".");
+  if (!(max_norm >= 0))  // (infinity clips nothing: the norm alone, as torch)
+    fail(op, "max_norm must be a number >= 0, got ", max_norm, ".");
   if (!total_norm.defined() || total_norm.ndim() != 0 || !is_floating(total_norm.dtype()))
     fail(op, "the total norm must be a floating 0-d tensor, got ",
          total_norm.defined() ? total_norm.type_str() : std::string("an undefined tensor"), ".");

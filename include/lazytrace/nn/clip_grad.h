@@ -14,7 +14,7 @@ namespace lazytrace::nn {
  * torch.nn.utils.get_total_norm: the `norm_type`-norm of the floating tensors taken together
  * as one vector, (sum |x|^p)^(1/p), or max |x| for p = infinity. A 0-d tensor, float64 if a
  * tensor is, else float32 (16-bit tensors are summed in float32); 0 for no tensors.
- * norm_type must be positive (or infinity).
+ * norm_type must be positive (or infinity). Not recorded for gradients (as torch's).
  */
 Tensor total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0);
 

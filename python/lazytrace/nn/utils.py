@@ -7,6 +7,7 @@ import math
 from .. import _lazytrace as _C
 from .._lazytrace import Tensor
 from .._tensor import tensor
+from .._tools import no_grad
 
 
 def _params(op, parameters):
@@ -45,7 +46,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     pass [p.grad for p in params]): a 0-d tensor, float32 unless a tensor is float64.
     error_if_nonfinite reads it and raises if it is NaN or infinite."""
     op = "get_total_norm"
-    total = _C.total_norm(_params(op, tensors), _number(op, "norm_type", norm_type))
+    with no_grad():  # as torch: the norm of gradients, not a function to differentiate
+        total = _C.total_norm(_params(op, tensors), _number(op, "norm_type", norm_type))
     if error_if_nonfinite:
         _check_finite(op, total, norm_type)
     return total
@@ -57,8 +59,9 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     op = "clip_grads_with_norm_"
     if not isinstance(total_norm, Tensor):
         total_norm = tensor(_number(op, "total_norm", total_norm))
-    _C.clip_grads_with_norm_(_params(op, parameters), _number(op, "max_norm", max_norm),
-                             total_norm)
+    with no_grad():
+        _C.clip_grads_with_norm_(_params(op, parameters), _number(op, "max_norm", max_norm),
+                                 total_norm)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
@@ -70,10 +73,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     op = "clip_grad_norm_"
     params = _params(op, parameters)
     max_norm = _number(op, "max_norm", max_norm)
-    total = _C.grad_norm(params, _number(op, "norm_type", norm_type))
-    if error_if_nonfinite:
-        _check_finite(op, total, norm_type)
-    _C.clip_grads_with_norm_(params, max_norm, total)
+    with no_grad():
+        total = _C.grad_norm(params, _number(op, "norm_type", norm_type))
+        if error_if_nonfinite:
+            _check_finite(op, total, norm_type)
+        _C.clip_grads_with_norm_(params, max_norm, total)
     return total
 
 

@@ -66,7 +66,7 @@ class LRScheduler:
 
     def step(self, epoch=None):
         self._step_count += 1
-        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch  # may be fractional
         values = self.get_lr()
         if len(values) != len(self.optimizer.param_groups):
             raise ValueError(f"[{type(self).__name__}] get_lr() gave {len(values)} rates for "
@@ -219,15 +219,15 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def _period(self, epoch):
-        """(epochs into the current period, its length)."""
+        """(epochs into the current period, its length), counted in integers (a logarithm
+        rounds wrong at some restarts)."""
         if self.T_mult == 1:
             return epoch % self.T_0, self.T_0
-        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
-        start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
-        if start > epoch:  # the logarithm rounded up
-            n -= 1
-            start = self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
-        return epoch - start, self.T_0 * self.T_mult ** n
+        start, period = 0, self.T_0
+        while epoch >= start + period:
+            start += period
+            period *= self.T_mult
+        return epoch - start, period
 
     def _lr_at(self, base, epoch):
         t, period = self._period(max(epoch, 0))
@@ -310,7 +310,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     def step(self, metrics, epoch=None):
         current = float(metrics)
-        self.last_epoch = self.last_epoch + 1 if epoch is None else int(epoch)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._better(current, self.best):
             self.best, self.num_bad_epochs = current, 0
         else:
