@@ -117,10 +117,10 @@ Trained data_parallel(int n, bool compiled, lt::dist::DataParallelOptions option
       opt.zero_grad();
       return dp.average(loss);
     };
-    auto step = lt::compile(train_step, {.name = "dp_step" + std::to_string(n) +
-                                                 (options.shard_optimizer ? "_zero1" : "") +
-                                                 (stacked ? "_stacked" : "") +
-                                                 (clip > 0 ? "_clip" : "")});
+    auto step =
+        lt::compile(train_step, {.name = "dp_step" + std::to_string(n) +
+                                         (options.shard_optimizer ? "_zero1" : "") +
+                                         (stacked ? "_stacked" : "") + (clip > 0 ? "_clip" : "")});
     std::vector<float> losses;
     for (int s = 0; s < kSteps; ++s) {
       auto [begin, end] = lt::dist::shard(8);
