@@ -68,11 +68,11 @@ struct RunResult {
 /** Called after each step with its 1-based number, the loss and the seconds so far. */
 using StepFn = std::function<void(int64_t step, float loss, double seconds)>;
 
+/** The learning rate of step 1, 2, ...: o.lr after the warmup, or its cosine decay. */
+double learning_rate(const RunOptions& o, int64_t step);
 /** Trains the decoder with AdamW on random windows of `text`, measuring as it goes; data
  * parallel over the ranks of lt::dist when there are several (each draws the same global
  * batch and runs its rows). */
-/** The learning rate of step 1, 2, ...: o.lr after the warmup, or its cosine decay. */
-double learning_rate(const RunOptions& o, int64_t step);
 RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& on_step);
 
 /** A progress line: a bar with step, loss, tokens/s and ETA on a terminal, plain lines

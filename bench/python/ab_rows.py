@@ -6,7 +6,8 @@ Run it once per build with that build's package first on PYTHONPATH, e.g.
         PYTHONPATH=$b/python .venv-bench/bin/python bench/python/ab_rows.py forward --grad 1
     done; done
 
-  forward [--grad 0|1] [--reps N]  best of N recordings of the 100-layer decoder's forward (ms)
+  forward [--grad 0|1] [--reps N] [--mode loop|scan]  best of N recordings of the 100-layer
+                                   decoder's forward, layers as a loop or scan_layers (ms)
   whole [--grad 0|1] [--rounds N]  best of N rounds of 200 whole-model calls, dict of weights (us)
   step [--layers L] [--mode loop|scan] [--reps N]  median training step, spec size (ms)
   tracing                          the tracing table of bench_python.py alone
@@ -28,18 +29,18 @@ from lazytrace.func import functional_call  # noqa: E402
 from lazytrace.models import Decoder  # noqa: E402
 
 
-def decoder():
+def decoder(mode="loop"):
     import bench_python as b
 
     tokens = lt.tensor(np.arange(16).reshape(2, 8) % 256)
     lt.manual_seed(0)
-    model = Decoder(b.spec_config(100), layers_mode="loop")
+    model = Decoder(b.spec_config(100), layers_mode=mode)  # per-layer weights
     lt.sync()  # the weights, so the timed recordings hold only the forward
     return model, tokens
 
 
-def forward(grad, reps):
-    model, tokens = decoder()
+def forward(grad, reps, mode):
+    model, tokens = decoder(mode)
     best = float("inf")
     with lt.set_grad_enabled(grad):
         for _ in range(reps):
@@ -47,7 +48,7 @@ def forward(grad, reps):
             y = model(tokens)
             best = min(best, time.perf_counter() - t0)
             del y
-    print(f"forward, grad={int(grad)}: best of {reps}: {best * 1e3:.3f} ms")
+    print(f"forward, {mode}, grad={int(grad)}: best of {reps}: {best * 1e3:.3f} ms")
 
 
 def whole(grad, rounds, calls=200):
@@ -110,7 +111,7 @@ def main():
     ap.add_argument("--mode", choices=["loop", "scan"], default="loop")
     a = ap.parse_args()
     if a.row == "forward":
-        forward(bool(a.grad), a.reps)
+        forward(bool(a.grad), a.reps, a.mode)
     elif a.row == "whole":
         whole(bool(a.grad), a.rounds)
     elif a.row == "step":

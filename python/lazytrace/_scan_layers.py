@@ -8,6 +8,7 @@ import numpy as np
 from . import _lazytrace as _C
 from . import _modes
 from ._tensor import Tensor, arange, stack
+from ._tools import _clipped_repr
 from .nn.module import settings_version
 
 # the scan bodies of each template layer, kept while the layer lives: with is_layer_pure the
@@ -109,11 +110,7 @@ def _show(value):
         return f"a tensor {value.type_str()} (not a parameter or buffer)"
     if value is _ABSENT:
         return "(not set)"
-    try:
-        r = repr(value)
-    except Exception:
-        r = f"<{type(value).__name__} object>"
-    return r if len(r) <= 80 else r[:77] + "..."
+    return _clipped_repr(value, 80)
 
 
 def _check_alike(layers, settings):

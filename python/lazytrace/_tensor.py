@@ -274,7 +274,8 @@ _MAX_NDIM = 64  # NumPy's limit (NPY_MAXDIMS): the data passes through an array
 
 
 def _data_kinds(data, op="tensor", root="data"):
-    """The kinds of data's elements ("f", "i", "b"), after checking that data is what a tensor
+    """The kinds of data's elements ("f", "i", "b"; "T" too where data is a list or tuple holding
+    a tensor itself), after checking that data is what a tensor
     can hold: numbers, bools, numpy arrays and scalars of those, tensors, and (nested) lists
     and tuples of them of one shape. Else a TypeError naming op and the element's path and
     type (None, a str, ...), or a ValueError for ragged lists, as torch's tensor()."""
@@ -293,6 +294,8 @@ def _data_kinds(data, op="tensor", root="data"):
             return ()
         if isinstance(x, Tensor):
             kinds.add("f" if x.dtype in _FLOATING else "b" if x.dtype == _C.dtype.bool else "i")
+            if depth == 1:
+                kinds.add("T")  # made by stacking (_make_tensor)
             return tuple(x.shape)
         if isinstance(x, (list, tuple, range)):
             if depth >= _MAX_NDIM:
@@ -377,9 +380,10 @@ def _check_arange_range(start, end, step, d):
 
 def _infer_dtype(data, op="tensor", root="data"):
     """torch.tensor's rule: Python floats are float32, ints int64, bools bool (a numpy array
-    keeps its dtype); checks the data (_data_kinds)."""
+    keeps its dtype); checks the data. Returns (the dtype, _data_kinds' kinds: () for a
+    tensor or an array)."""
     if isinstance(data, Tensor):
-        return data.dtype
+        return data.dtype, ()
     if isinstance(data, (np.ndarray, np.generic)):
         nd = data.dtype
         if nd not in _NP_TO_LT and nd.kind in "biuf" and not nd.isnative:
@@ -389,15 +393,15 @@ def _infer_dtype(data, op="tensor", root="data"):
                 f"[{op}] numpy dtype {data.dtype} has no lazytrace dtype; lazytrace has float32, "
                 "float64, float16, int32, int64 and bool: convert first (a.astype(np.float32))"
             )
-        return _NP_TO_LT[nd]
+        return _NP_TO_LT[nd], ()
     kinds = _data_kinds(data, op, root)
     if "f" in kinds:
-        return _C.dtype.float32
+        return _C.dtype.float32, kinds
     if "i" in kinds:
-        return _C.dtype.int64
+        return _C.dtype.int64, kinds
     if "b" in kinds:
-        return _C.dtype.bool
-    return _C.dtype.float32  # an empty list
+        return _C.dtype.bool, kinds
+    return _C.dtype.float32, kinds  # an empty list
 
 
 # the values an integer dtype holds, and (as floats, truncated toward zero) the open interval
@@ -480,10 +484,10 @@ def _make_tensor(data, d, op="tensor", root="data"):
         d = d or data.dtype
         return data.detach().clone() if data.dtype == d else _C.astype(data.detach(), d)
     if d is None:
-        d, kinds = _infer_dtype(data, op, root), ()
+        d, kinds = _infer_dtype(data, op, root)
     else:  # checked all the same: None and str are not numbers whatever the dtype
         kinds = _data_kinds(data, op, root)
-    if isinstance(data, (list, tuple)) and builtins.any(isinstance(v, Tensor) for v in data):
+    if "T" in kinds:  # a list or tuple holding tensors (the walk above saw them)
         return stack([_make_tensor(v, d, op, root) for v in data])
     if d in _INT_RANGE and ("f" in kinds or (isinstance(data, (np.ndarray, np.generic))
                                               and data.dtype.kind == "f")):
@@ -547,12 +551,7 @@ def _dim(input, dim, op):
     """dim of input as a dim in [0, ndim); a 0-d tensor takes 0 and -1 (as torch); else a
     ValueError naming op (the C++ library's wording)."""
     n = builtins.max(input.ndim, 1)
-    d = dim if type(dim) is int else None
-    if d is None and not isinstance(dim, (builtins.bool, np.bool_)):
-        try:
-            d = operator.index(dim)  # numpy integers, integer tensors of one element
-        except TypeError:
-            pass
+    d = dim if type(dim) is int else _as_dim(dim)
     if d is None:
         raise TypeError(f"[{op}] dim must be an int, got {type(dim).__name__} {_short_repr(dim)}")
     if not -n <= d < n:
@@ -562,16 +561,24 @@ def _dim(input, dim, op):
     return d % n
 
 
-def _dim_int(d, op):
-    """A dim as an int: ints, numpy integers and integer tensors of one element; a float, a
-    bool or anything else is a TypeError (torch: "argument 'dim' must be int")."""
+def _as_dim(d):
+    """d as an int where it is one (ints, numpy integers, integer tensors of one element), else
+    None (a float, a bool, anything else)."""
     if type(d) is int:
         return d
-    if not isinstance(d, (builtins.bool, np.bool_)):
-        try:
-            return operator.index(d)
-        except TypeError:
-            pass
+    if isinstance(d, (builtins.bool, np.bool_)):
+        return None
+    try:
+        return operator.index(d)
+    except TypeError:
+        return None
+
+
+def _dim_int(d, op):
+    """A dim as an int (_as_dim), else a TypeError (torch: "argument 'dim' must be int")."""
+    i = _as_dim(d)
+    if i is not None:
+        return i
     raise TypeError(f"[{op}] dim must be an int or a tuple of ints, got {type(d).__name__} "
                     f"{_short_repr(d)}")
 

@@ -84,14 +84,20 @@ def _call_key(guard):
     return k
 
 
-def _describe(value):
-    if isinstance(value, Tensor):  # its type, not its values (no sync)
-        return f"Tensor {value.type_str()}"
+def _clipped_repr(value, limit=60):
+    """repr(value) cut to `limit` characters (for error messages; a failing repr is shown as
+    <type object>)."""
     try:
         r = repr(value)
     except Exception:
         r = f"<{type(value).__name__} object>"
-    return f"{type(value).__name__} {r if len(r) <= 60 else r[:57] + '...'}"
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def _describe(value):
+    if isinstance(value, Tensor):  # its type, not its values (no sync)
+        return f"Tensor {value.type_str()}"
+    return f"{type(value).__name__} {_clipped_repr(value)}"
 
 
 def _check_callable(tool, what, fn, expected):
@@ -120,7 +126,7 @@ class _Bound:
     """A traced method's state for one instance: its own cache and guard, and the function
     with the instance bound (held weakly: the instance's tensors are closed over, not kept)."""
 
-    __slots__ = ("ref", "cache", "call", "modes", "fn", "_last_epoch")
+    __slots__ = ("ref", "call", "modes", "fn", "_last_epoch")
 
 
 class _Traced:
@@ -129,7 +135,7 @@ class _Traced:
     As a method (a class attribute: @assume_pure on a def in a class body, nn.Module.forward
     included) each instance has its own traces, its tensors closed over as a closure's are."""
 
-    def __init__(self, fn, tool, make_cache, compiled):
+    def __init__(self, fn, tool, make_call):
         if isinstance(fn, (staticmethod, classmethod)):
             kind = type(fn).__name__
             raise TypeError(f"[{tool}] got a {kind} object: put @{kind} above @lt.{tool} (the "
@@ -138,10 +144,8 @@ class _Traced:
         self._fn = fn
         self._tool = tool
         self._binder = _Binder(fn)
-        self._make_cache = make_cache
-        self._compiled = compiled
-        self._cache = make_cache()
-        self._call = self._cache.call_compiled if compiled else self._cache.call
+        self._make_call = make_call  # a new C++ cache's call (one per instance of a method)
+        self._call = make_call()
         self._modes = _Guard()
         self._last_epoch = None  # the structure epoch of its last call
         self._instances = {}  # id(instance) -> _Bound, while the instance lives
@@ -210,8 +214,7 @@ class _Traced:
 
         state = _Bound()
         state.ref = ref
-        state.cache = self._make_cache()
-        state.call = state.cache.call_compiled if self._compiled else state.cache.call
+        state.call = self._make_call()
         state.modes = _Guard()
         state.fn = bound
         state._last_epoch = None
@@ -243,7 +246,7 @@ def assume_pure(fn=None, *, name=None):
     _check_callable("assume_pure", "fn", fn, "the function to trace; write @lt.assume_pure "
                     "on a def, or lt.assume_pure(f)")
     label = name or getattr(fn, "__qualname__", "assume_pure")
-    return _Traced(fn, "assume_pure", lambda: _C._FunctionCache("assume_pure", label), False)
+    return _Traced(fn, "assume_pure", lambda: _C._FunctionCache("assume_pure", label).call)
 
 
 class _Compile:
@@ -304,7 +307,7 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
         label = "compiled"
     limit = max_different_graphs or 0
     return _Traced(fn, "compile",
-                   lambda: _C._FunctionCache("compile", label, full_graph, limit), True)
+                   lambda: _C._FunctionCache("compile", label, full_graph, limit).call_compiled)
 
 
 def scan(fn, init, xs, is_fn_pure=False, reverse=False, remat="save"):

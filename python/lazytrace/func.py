@@ -11,7 +11,6 @@ def _merge(parameter_and_buffer_dicts):
     given = parameter_and_buffer_dicts
     if isinstance(given, collections.abc.Mapping):
         return given
-    bad = None
     if not isinstance(given, (tuple, list)):
         bad = type(given).__name__
     else:

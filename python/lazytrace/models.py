@@ -17,6 +17,9 @@ from .nn import Embedding, Linear, Module, ModuleList, Parameter, RMSNorm
 from .nn import functional as F
 from .nn.module import registry_version
 
+_INT_FIELDS = ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")
+_FLOAT_FIELDS = ("rope_theta", "norm_eps")  # absent from files the C++ command line wrote
+
 
 @dataclass
 class DecoderConfig:
@@ -35,12 +38,12 @@ class DecoderConfig:
         return self.hidden // self.heads
 
     def validate(self):
-        for name in ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq"):
+        for name in _INT_FIELDS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise TypeError(f"[DecoderConfig] {name} must be an int, got {type(v).__name__} "
                                 f"{v!r}")
-        for name in ("rope_theta", "norm_eps"):
+        for name in _FLOAT_FIELDS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, numbers.Real):
                 raise TypeError(f"[DecoderConfig] {name} must be a number, got "
@@ -48,7 +51,7 @@ class DecoderConfig:
             if not (v > 0 if name == "rope_theta" else v >= 0):
                 raise ValueError(f"[DecoderConfig] {name} must be "
                                  f"{'positive' if name == 'rope_theta' else '>= 0'}, got {v}")
-        for name in ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq"):
+        for name in _INT_FIELDS:
             if getattr(self, name) <= 0:
                 raise ValueError(f"[DecoderConfig] {name} must be positive, got {getattr(self, name)}")
         if self.hidden % self.heads:
@@ -302,10 +305,6 @@ class Decoder(Module):
                 f"{self.config.max_seq}")
         h = self.embed(tokens)
         return self.head(self.norm(self.run_layers(h)))
-
-
-_INT_FIELDS = ("vocab", "hidden", "intermediate", "heads", "kv_heads", "layers", "max_seq")
-_FLOAT_FIELDS = ("rope_theta", "norm_eps")  # absent from files the C++ command line wrote
 
 
 def _config_from_metadata(meta):

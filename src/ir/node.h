@@ -123,10 +123,10 @@ inline bool is_matrix_transpose(OpKind op, const Attrs& perm) {
   return op == OpKind::Permute && perm.n == 2 && perm[0] == 1 && perm[1] == 0;
 }
 
-/** A new op node; its hashes are computed here. Operands passed by value are moved in. */
 /** lt::Error naming `op` where a tensor of this type would have more bytes than 64 bits
  * count (make_node checks every node; creation ops check first, in their own name). */
 void check_size(const char* op, DType dtype, const Shape& shape);
+/** A new op node; its hashes are computed here. Operands passed by value are moved in. */
 NodePtr make_node(OpKind op, DType dtype, Shape shape, Attrs attrs = {});
 NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, Attrs attrs = {});
 NodePtr make_node(OpKind op, DType dtype, Shape shape, NodePtr a, NodePtr b, Attrs attrs = {});

@@ -3,7 +3,6 @@
 #include "lazytrace/nn/clip_grad.h"
 
 #include <cmath>
-#include <limits>
 
 #include "lazytrace/autograd/autograd.h"
 #include "lazytrace/ops/ops.h"

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "core/check.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::trace {
@@ -123,15 +124,14 @@ bool writes_allowed() {
   return g_ctx && g_ctx->writes_allowed;
 }
 
-bool write_outer(const Tensor& t, ir::NodePtr node) {
-  if (!g_ctx || !g_ctx->writes_allowed) return false;
+void write_outer(const Tensor& t, ir::NodePtr node) {
+  LT_CHECK(writes_allowed(), "an outer tensor is written only where the trace allows it");
   TraceContext& c = *g_ctx;
   Tensor ph = lifted_placeholder(t);  // its old value stays the input; reads now see `node`
   set_value(*ph.impl(), std::move(node));
   bool seen = false;
   for (const Tensor& w : c.written) seen = seen || w.impl() == t.impl();
   if (!seen) c.written.push_back(t);
-  return true;
 }
 
 std::shared_ptr<const ir::Body> TraceScope::finish(const std::vector<Tensor>& outputs,

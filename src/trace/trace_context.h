@@ -99,9 +99,9 @@ inline const ir::NodePtr& lift(const Tensor& t) {
 }
 /** Whether the active trace lets the function write into outer tensors (compile). */
 bool writes_allowed();
-/** In a trace that allows writes, gives outer tensor t the value `node` (copy_) and
- * returns true; false if the active trace does not allow writes. */
-bool write_outer(const Tensor& t, ir::NodePtr node);
+/** In a trace that allows writes (writes_allowed()), gives outer tensor t the value `node`
+ * (copy_). */
+void write_outer(const Tensor& t, ir::NodePtr node);
 /** Throws the error for a tensor made inside a traced function and used after it ended. */
 [[noreturn]] void escaped_from_trace(const char* op);
 /** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */

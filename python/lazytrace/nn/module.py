@@ -153,8 +153,10 @@ class Module:
 
     @training.setter
     def training(self, mode):
-        _settings_version[0] += 1
-        self.__dict__["_lazytrace_training"] = bool(mode)
+        mode = bool(mode)
+        if self.__dict__.get("_lazytrace_training") is not mode:  # model.train() each step
+            _settings_version[0] += 1                               # keeps scan_layers' check
+            self.__dict__["_lazytrace_training"] = mode
 
     # ---- registration
     def __setattr__(self, name, value):
@@ -269,6 +271,17 @@ class Module:
                     "" if " of " in what else f", or remove it first (del module.{name})")
                 raise KeyError(f"[{op}] attribute '{name}' already exists ({what}): {fix}")
 
+    def _register(self, store, name, value):
+        """self.<store>[name] = value: a structural change (_structure_changed) unless it
+        held value already."""
+        registry = self.__dict__[store]
+        replaces = registry.get(name, _MISSING) is not value
+        registry[name] = value
+        if replaces:
+            _structure_changed(self)
+        else:
+            _changed()
+
     def register_buffer(self, name, tensor, persistent=True):
         if "_buffers" not in self.__dict__:
             raise AttributeError("[Module.register_buffer] cannot assign buffer before "
@@ -277,12 +290,7 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"[Module.register_buffer] '{name}' must be a Tensor or None, got "
                             f"{type(tensor).__name__}")
-        replaces = self._buffers.get(name, _MISSING) is not tensor
-        self._buffers[name] = tensor
-        if replaces:
-            _structure_changed(self)
-        else:
-            _changed()
+        self._register("_buffers", name, tensor)
         if not persistent:
             self._non_persistent.add(name)
         else:
@@ -296,12 +304,7 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"[Module.register_parameter] '{name}' must be a Parameter or None, "
                             f"got {type(param).__name__}; wrap it: nn.Parameter(t)")
-        replaces = self._parameters.get(name, _MISSING) is not param
-        self._parameters[name] = param
-        if replaces:
-            _structure_changed(self)
-        else:
-            _changed()
+        self._register("_parameters", name, param)
 
     def add_module(self, name, module):
         self._add_module(name, module, "Module.add_module")
@@ -311,12 +314,7 @@ class Module:
             raise TypeError(f"[{op}] '{name}' must be a Module or None, got "
                             f"{type(module).__name__}")
         self._check_name(op, "module", name, "_modules", class_names_ok)
-        replaces = self._modules.get(name, _MISSING) is not module
-        self._modules[name] = module
-        if replaces:
-            _structure_changed(self)
-        else:
-            _changed()
+        self._register("_modules", name, module)
 
     register_module = add_module
 

@@ -321,9 +321,7 @@ class Sequential(Module):
         del self[idx]
         return m
 
-    def append(self, module):
-        self.add_module(str(len(self._modules)), module)
-        return self
+    append = ModuleList.append
 
     def insert(self, index, module):
         """Inserts module before index (-len <= index <= len); the modules are renumbered

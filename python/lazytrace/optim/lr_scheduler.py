@@ -14,6 +14,12 @@ import math
 from . import Optimizer
 
 
+def _check_int(op, name, value, low, what):
+    """value must be an int (not a bool) >= low; else a ValueError saying it is `what`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"[{op}] {name} must be {what}, got {value!r}")
+
+
 class LRScheduler:
     """Base class: subclasses define get_lr() (one rate per param group) from self.base_lrs
     and self.last_epoch, as torch's do."""
@@ -23,8 +29,7 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"[{name}] optimizer must be a lazytrace.optim optimizer, got "
                             f"{type(optimizer).__name__}")
-        if isinstance(last_epoch, bool) or not isinstance(last_epoch, int) or last_epoch < -1:
-            raise ValueError(f"[{name}] last_epoch must be an int >= -1, got {last_epoch!r}")
+        _check_int(name, "last_epoch", last_epoch, -1, "an int >= -1")
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -108,8 +113,7 @@ class StepLR(LRScheduler):
     """base_lr * gamma ** (epoch // step_size)."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"[StepLR] step_size must be a positive int, got {step_size!r}")
+        _check_int("StepLR", "step_size", step_size, 1, "a positive int")
         self.step_size, self.gamma = step_size, gamma
         super().__init__(optimizer, last_epoch)
 
@@ -152,8 +156,7 @@ class LinearLR(LRScheduler):
             raise ValueError(f"[LinearLR] start_factor must be in (0, 1], got {start_factor}")
         if not 0 <= end_factor <= 1:
             raise ValueError(f"[LinearLR] end_factor must be in [0, 1], got {end_factor}")
-        if isinstance(total_iters, bool) or not isinstance(total_iters, int) or total_iters < 0:
-            raise ValueError(f"[LinearLR] total_iters must be an int >= 0, got {total_iters!r}")
+        _check_int("LinearLR", "total_iters", total_iters, 0, "an int >= 0")
         self.start_factor, self.end_factor, self.total_iters = (start_factor, end_factor,
                                                                 total_iters)
         super().__init__(optimizer, last_epoch)
@@ -180,9 +183,7 @@ class PolynomialLR(LRScheduler):
     """base_lr * (1 - min(epoch, total_iters) / total_iters) ** power."""
 
     def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1):
-        if isinstance(total_iters, bool) or not isinstance(total_iters, int) or total_iters <= 0:
-            raise ValueError(f"[PolynomialLR] total_iters must be a positive int, got "
-                             f"{total_iters!r}")
+        _check_int("PolynomialLR", "total_iters", total_iters, 1, "a positive int")
         self.total_iters, self.power = total_iters, power
         super().__init__(optimizer, last_epoch)
 
@@ -209,12 +210,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     one before (SGDR)."""
 
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1):
-        if isinstance(T_0, bool) or not isinstance(T_0, int) or T_0 <= 0:
-            raise ValueError(f"[CosineAnnealingWarmRestarts] T_0 must be a positive int, got "
-                             f"{T_0!r}")
-        if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
-            raise ValueError(f"[CosineAnnealingWarmRestarts] T_mult must be an int >= 1, got "
-                             f"{T_mult!r}")
+        _check_int("CosineAnnealingWarmRestarts", "T_0", T_0, 1, "a positive int")
+        _check_int("CosineAnnealingWarmRestarts", "T_mult", T_mult, 1, "an int >= 1")
         self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
         super().__init__(optimizer, last_epoch)
 
