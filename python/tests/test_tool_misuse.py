@@ -529,3 +529,21 @@ def test_max_different_graphs_names_a_structural_change():
     assert msg.startswith("[compile] 'compiled' would produce graph 2 but max_different_graphs "
                           "is 1: an nn.Module parameter, buffer or submodule was replaced")
     assert "evicted" not in msg
+
+
+def test_inserting_into_an_empty_module_list_retraces_a_pure_forward():
+    class M(lt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = lt.nn.ModuleList()
+
+        @lt.assume_pure
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+    m, x = M(), lt.ones(2, 3)
+    assert m(x).sum().item() == 6.0
+    m.blocks.insert(0, lt.nn.Linear(3, 3))
+    np.testing.assert_allclose(m(x).detach().numpy(), m.blocks[0](x).detach().numpy(), rtol=1e-6)

@@ -9,7 +9,7 @@ from collections import OrderedDict
 from .. import _lazytrace as _C
 from .._tensor import _check_device, _check_dtype, ones, rand, randn, zeros
 from . import functional as F
-from .module import Module, _changed
+from .module import Module, _structure_changed
 from .parameter import Parameter
 
 
@@ -226,7 +226,7 @@ def _renumber(container, items):
     modules.clear()
     for i, m in enumerate(items):
         modules[str(i)] = m
-    _changed()
+    _structure_changed(container)  # (clear() counts only a removal: not an insert into [])
 
 
 class ModuleList(Module):
