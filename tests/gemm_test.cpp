@@ -256,3 +256,101 @@ TEST(GemmChoice, MatmulIsRightAndStableWithTheChoiceOnAndOff) {
   EXPECT_EQ(lt::debug::kernel_choices(), choices) << "measured with the pass off";
   lt::debug::set_disabled_passes({});
 }
+
+namespace {
+
+// Whether this CPU has the bfloat16 dot products (AVX512_BF16) and the build oneDNN.
+bool native_bf16() {
+  return cpu::gemm_lib_available(GemmLib::OneDnn) && __builtin_cpu_supports("avx512bf16");
+}
+
+// A product of bfloat16 values, summed in float32 and rounded once: within half a bfloat16
+// step of the float64 product plus float32's summation error.
+void expect_bf16_near(double got, double ref, double mag, int64_t k, const std::string& what) {
+  const double tol = std::abs(ref) * std::ldexp(1.0, -8) + mag * k * 1e-7 + 1e-30;
+  ASSERT_LE(std::abs(got - ref), tol) << what << ": got " << got << ", want " << ref;
+}
+
+}  // namespace
+
+// The bfloat16 product on the CPU's bfloat16 instructions, at every layout with padded
+// leading dimensions: right where it runs, and C untouched where it declines (a CPU without
+// them), which it must do exactly there.
+TEST(GemmLibs, Bfloat16ProductsMatchAFloat64Loop) {
+  const int64_t shapes[][3] = {
+      {1, 1, 1}, {5, 300, 40}, {17, 33, 65}, {16, 1024, 128}, {64, 96, 16}};
+  for (const auto& s : shapes)
+    for (int layout = 0; layout < 4; ++layout) {
+      const int64_t m = s[0], n = s[1], k = s[2];
+      const bool ta = layout & 1, tb = layout & 2;
+      const int64_t pad = 3;
+      const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+      auto bf16s = [](size_t count, uint32_t seed) {
+        std::vector<lt::BFloat16> v;
+        for (float x : randoms(count, seed)) v.emplace_back(x);
+        return v;
+      };
+      const std::vector<lt::BFloat16> a = bf16s(static_cast<size_t>((ta ? k : m) * lda), 1);
+      const std::vector<lt::BFloat16> b = bf16s(static_cast<size_t>((tb ? n : k) * ldb), 2);
+      std::vector<lt::BFloat16> c(static_cast<size_t>(m * ldc), lt::BFloat16(7.0f));
+      const cpu::GemmOperand oa{ta, lda, ta ? 1 : lda, ta ? lda : 1};
+      const cpu::GemmOperand ob{tb, ldb, tb ? 1 : ldb, tb ? ldb : 1};
+      const bool ran = cpu::run_gemm_bf16({m, n, k, a.data(), oa, b.data(), ob, c.data(), ldc});
+      ASSERT_EQ(ran, native_bf16());
+      const std::string what = std::to_string(m) + "x" + std::to_string(k) + "@" +
+                               std::to_string(k) + "x" + std::to_string(n) + (ta ? " Aᵀ" : "") +
+                               (tb ? " Bᵀ" : "");
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const float got = c[static_cast<size_t>(i * ldc + j)];
+          if (!ran || j >= n) {
+            ASSERT_EQ(got, 7.0f) << what << ": wrote C at " << i << ", " << j;
+            continue;
+          }
+          double ref = 0, mag = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const double x = a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)];
+            const double y = b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)];
+            ref += x * y;
+            mag += std::abs(x * y);
+          }
+          expect_bf16_near(got, ref, mag, k, what);
+        }
+    }
+  if (!native_bf16()) GTEST_SKIP() << "no AVX512_BF16 (or no oneDNN): declining checked";
+}
+
+// lt::matmul in bfloat16, batched (one product of all rows) and transposed, with the choice on
+// (which times the widening to float32 against the bfloat16 instructions) and off (the widening):
+// both right, and the choice lists the product as bf16.
+TEST(GemmChoice, Bfloat16MatmulIsRightWithTheChoiceOnAndOff) {
+  for (const bool choice : {true, false}) {
+    if (!choice) lt::debug::set_disabled_passes({"gemm_choice"});
+    lt::manual_seed(5);
+    const int64_t batch = 3, m = 40, k = 96, n = 64;
+    lt::Tensor a = lt::astype(lt::randn({batch, m, k}), lt::bfloat16);
+    lt::Tensor b = lt::astype(lt::randn({n, k}), lt::bfloat16);
+    lt::Tensor c = lt::matmul(a, lt::transpose(b));
+    ASSERT_EQ(c.dtype(), lt::bfloat16);
+    const std::vector<float> va = lt::astype(a, lt::float32).to_vector<float>();
+    const std::vector<float> vb = lt::astype(b, lt::float32).to_vector<float>();
+    const std::vector<float> vc = lt::astype(c, lt::float32).to_vector<float>();
+    for (int64_t bi = 0; bi < batch; ++bi)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double ref = 0, mag = 0;
+          for (int64_t q = 0; q < k; ++q) {
+            const double x = va[static_cast<size_t>((bi * m + i) * k + q)];
+            const double y = vb[static_cast<size_t>(j * k + q)];
+            ref += x * y;
+            mag += std::abs(x * y);
+          }
+          expect_bf16_near(vc[static_cast<size_t>((bi * m + i) * n + j)], ref, mag, k,
+                           choice ? "choice on" : "choice off");
+        }
+    lt::debug::set_disabled_passes({});
+  }
+  const std::string choices = lt::debug::kernel_choices();
+  EXPECT_NE(choices.find("120 x 96 @ 96 x 64 (NT, "), std::string::npos) << choices;
+  EXPECT_NE(choices.find("bf16)"), std::string::npos) << choices;
+}

@@ -68,6 +68,13 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& w
   }
 }
 
+// t's values as floats (a bfloat16 tensor computed first, then widened in a graph of its own)
+std::vector<float> floats(const Tensor& t) {
+  if (t.dtype() == lt::float32) return t.to_vector<float>();
+  lt::sync({t});
+  return lt::astype(t, lt::float32).to_vector<float>();
+}
+
 // f's result natively (which it checks it was) and interpreted.
 std::pair<std::vector<float>, std::vector<float>> both(const std::function<Tensor()>& f) {
   PassesOff none({});
@@ -75,12 +82,12 @@ std::pair<std::vector<float>, std::vector<float>> both(const std::function<Tenso
   const std::string program = lt::debug::to_program({y});
   EXPECT_NE(program.find("native code"), std::string::npos) << program;
   const int64_t runs = lt::metrics::counter("JitFusedRuns");
-  std::vector<float> native = y.to_vector<float>();
+  std::vector<float> native = floats(y);
   EXPECT_GT(lt::metrics::counter("JitFusedRuns"), runs);
   PassesOff off({"jit_fused"});
   Tensor again = f();
   EXPECT_EQ(lt::debug::to_program({again}).find("native code"), std::string::npos);
-  return {native, again.to_vector<float>()};
+  return {native, floats(again)};
 }
 
 Tensor vec(const std::vector<float>& v) {
@@ -635,3 +642,53 @@ TEST(Jit, StepsItDoesNotTakeAreInterpreted) {
 }
 
 }  // namespace
+
+// bfloat16 steps (AVX-512): loads widened, every op's result rounded to bfloat16, casts both
+// ways (the rounding of every kind of float: ties, NaN, infinities, denormals), bfloat16
+// constants, row values and results, at every length of tail: the interpreter's bits.
+TEST(Jit, Bfloat16StepsGiveTheInterpretersBits) {
+  LT_SKIP_WITHOUT_ISA(lazytrace::cpu::has_avx512() && __builtin_cpu_supports("avx512bw"), "avx512",
+                      "bfloat16 steps run natively on AVX-512 (with BW) only");
+  const std::vector<float> xs = all_kinds(1 << 16);
+  const std::vector<float> ys(xs.rbegin(), xs.rend());
+  Tensor x32 = vec(xs), y32 = vec(ys);
+  Tensor x = lt::astype(x32, lt::bfloat16), y = lt::astype(y32, lt::bfloat16);
+  lt::sync({x32, y32, x, y});
+  const std::vector<std::pair<std::string, std::function<Tensor()>>> steps = {
+      {"astype(x32, bf16)", [&] { return lt::astype(x32 * 1.0f, lt::bfloat16); }},
+      {"x + y", [&] { return x + y; }},
+      {"x * y - x / y", [&] { return x * y - x / y; }},
+      {"x * 0.3 + 1", [&] { return x * 0.3f + 1.0f; }},
+      {"x * y32 (float32)", [&] { return x * y32; }},
+      {"astype(x, f32) * 3", [&] { return lt::astype(x, lt::float32) * 3.0f; }},
+      {"exp(x)", [&] { return lt::exp(x); }},
+      {"tanh(x)", [&] { return lt::tanh(x); }},
+      {"sigmoid(x) * y", [&] { return lt::sigmoid(x) * y; }},
+      {"silu(x)", [&] { return lt::silu(x); }},
+      {"gelu(x)", [&] { return lt::gelu(x); }},
+      {"rsqrt(x)", [&] { return lt::rsqrt(x); }},
+      {"relu(-x)", [&] { return lt::relu(-x); }},
+      {"where(x < y, x, y)", [&] { return lt::where(x < y, x, y); }},
+  };
+  for (const auto& [name, f] : steps) {
+    auto [native, interpreted] = both(f);
+    expect_same_bits(native, interpreted, xs, name);
+  }
+  // a bfloat16 value per row (a [rows, 1] column) beside rows of float32 and of bfloat16
+  const int64_t rows = 64, width = 70;
+  Tensor col = lt::slice(lt::reshape(lt::slice(x, 0, 0, rows * width), {rows, width}), 1, 5, 6);
+  Tensor m32 = lt::reshape(lt::slice(y32, 0, 0, rows * width), {rows, width});
+  Tensor m = lt::reshape(lt::slice(y, 0, 0, rows * width), {rows, width});
+  lt::sync({col, m32, m});
+  auto [n1, i1] = both([&] { return lt::exp(m - col); });
+  expect_same_bits(n1, i1, ys, "exp(m - column)");
+  auto [n2, i2] = both([&] { return m32 / col; });
+  expect_same_bits(n2, i2, ys, "m32 / column");
+  // every length of tail, and lengths the threads share
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 33, 100, 1023, 1025, 4097, 20000}) {
+    Tensor a = lt::slice(x, 0, 0, n), b = lt::slice(y, 0, 0, n);
+    lt::sync({a, b});
+    auto [native, interpreted] = both([&] { return lt::sigmoid(a) * 2.0f + b; });
+    expect_same_bits(native, interpreted, xs, "sigmoid(a) * 2 + b, " + std::to_string(n));
+  }
+}

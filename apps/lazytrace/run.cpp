@@ -168,8 +168,11 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     const std::vector<int64_t> mine(tokens.begin() + row0 * (t + 1),
                                     tokens.begin() + row1 * (t + 1));
     lt::Tensor data = lt::tensor(mine, {row1 - row0, t + 1});
-    lt::Tensor loss =
-        nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));
+    lt::Tensor loss;
+    {
+      lt::AutocastGuard autocast(o.autocast);
+      loss = nn::cross_entropy((*r.model)(lt::slice(data, 1, 0, t)), lt::slice(data, 1, 1, t + 1));
+    }
     loss.backward();
     if (dp) {
       dp->reduce_gradients();

@@ -42,6 +42,7 @@ struct RunOptions {
   int64_t warmup_steps = 0;   // the rate rises linearly over these first steps
   bool cosine = false;        // then decays as a cosine towards 0 by the last step
   double clip_grad_norm = 0;  // the gradients' norm clipped to this (0: not clipped)
+  bool autocast = false;      // the forward's products in bfloat16 (lt::AutocastGuard)
   uint64_t seed = 0;
   std::string init;  // weights to start from
   // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of

@@ -43,6 +43,9 @@ int train(int argc, char** argv) {
   f.add("warmup-steps", "0", "steps over which the learning rate rises linearly to --lr");
   f.add("lr-schedule", "constant", "after the warmup: constant, or cosine (decays towards 0)");
   f.add("clip-grad-norm", "0", "clip the gradients' norm to this each step (0: no clipping)");
+  f.add_switch("autocast",
+               "mixed precision: the forward's products in bfloat16 (torch.autocast's policy; "
+               "about twice as fast on CPUs with AVX512_BF16), weights and AdamW in float32");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "",
         "weights to start from (a file saved by train; its shape wins; AdamW's moments and the "
@@ -59,6 +62,7 @@ int train(int argc, char** argv) {
   o.shard_optimizer = f.given("shard-optimizer");
   o.warmup_steps = f.integer("warmup-steps", 0);
   o.cosine = f.choice("lr-schedule", {"constant", "cosine"}) == "cosine";
+  o.autocast = f.given("autocast");
   o.clip_grad_norm = f.number("clip-grad-norm");
   if (!(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0))
     throw UsageError(

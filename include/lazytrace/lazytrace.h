@@ -20,6 +20,7 @@
 #include "lazytrace/nn/module.h"
 #include "lazytrace/nn/safetensors.h"
 #include "lazytrace/nn/scan_layers.h"
+#include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
 #include "lazytrace/optim/optim.h"
 #include "lazytrace/tools/assume_pure.h"

@@ -29,6 +29,7 @@ from ._tensor import dtype
 from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan,
                      set_grad_enabled, sync, while_loop)
 from ._scan_layers import scan_layers
+from ._autocast import autocast, get_autocast_dtype, is_autocast_enabled
 from ._pytree import tree_map, tree_leaves
 from . import autograd, debug, distributed, func, metrics, nn, optim, experimental, models  # noqa: E402
 

@@ -47,6 +47,11 @@ void bind_library(nb::module_& m) {
   // ---- grad mode
   m.def("is_grad_enabled", &is_grad_enabled);
   m.def("_set_grad_enabled", &set_grad_enabled);
+  // ---- autocast (lazytrace.autocast holds a guard per block or call)
+  nb::class_<AutocastGuard>(m, "_AutocastGuard").def(nb::init<bool, DType>());
+  m.def("is_autocast_enabled", &is_autocast_enabled);
+  m.def("get_autocast_dtype", &autocast_dtype);
+  m.def("_autocast_float32", &ops::autocast_float32);
   m.def(
       "grad",
       [](const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,

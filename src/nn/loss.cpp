@@ -1,9 +1,11 @@
 // Losses. cross_entropy picks each target's log-probability with a one-hot select, which
-// fuses with log_softmax; its gradient is softmax minus the one-hot target.
+// fuses with log_softmax; its gradient is softmax minus the one-hot target. Under autocast
+// each takes its inputs in float32 (lazytrace/ops/autocast.h).
 #include "lazytrace/nn/loss.h"
 
 #include <string_view>
 
+#include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
 #include "ops/checks.h"
 
@@ -55,8 +57,9 @@ Tensor nll(const char* op, const Tensor& log_probs, const Tensor& targets, int64
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index,
                      Reduction reduction) {
+  const Tensor logits = ops::autocast_float32(logits_in);
   if (logits.defined() && is_floating(logits.dtype()) && logits.ndim() >= 1)
     return nll("cross_entropy", log_softmax(logits, -1), targets, ignore_index, reduction);
   return nll("cross_entropy", logits, targets, ignore_index, reduction);  // its errors
@@ -64,12 +67,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_index,
                 Reduction reduction) {
-  return nll("nll_loss", log_probs, targets, ignore_index, reduction);
+  return nll("nll_loss", ops::autocast_float32(log_probs), targets, ignore_index, reduction);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   if (!input.defined() || !target.defined()) fail("mse_loss", "got an undefined tensor.");
-  Tensor d = input - target;
+  Tensor d = ops::autocast_float32(input) - ops::autocast_float32(target);
   return mean(d * d);
 }
 

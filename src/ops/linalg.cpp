@@ -1,5 +1,6 @@
 // matmul: NumPy semantics, batch dims broadcast; the backend calls BLAS. Its VJP is two
-// more matmuls.
+// more matmuls. Under autocast its float32 operands are cast to the lower precision first.
+#include "lazytrace/ops/autocast.h"
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -35,10 +36,12 @@ std::vector<Tensor> matmul_vjp(const Tensor& g, const Tensor& a, const Tensor& b
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   trace::OpScope scope;
-  ops::check_defined("matmul", a, "self");
-  ops::check_defined("matmul", b, "other");
+  ops::check_defined("matmul", a_in, "self");
+  ops::check_defined("matmul", b_in, "other");
+  // autocast: float32 operands cast to the lower precision first (lazytrace/ops/autocast.h)
+  const Tensor a = ops::autocast_lower(a_in), b = ops::autocast_lower(b_in);
   DType common = ops::result_type({ops::PromoteArg::of(a), ops::PromoteArg::of(b)});
   if (common == DType::bool_)
     fail("matmul", "is not defined for bool tensors (", ops::type_of(a), ", ", ops::type_of(b),

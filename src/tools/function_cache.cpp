@@ -342,7 +342,7 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
     : cache_(cache),
       flat_(std::move(flat)),
-      key_(keyed_by_batch_rows(flat_.hash)),
+      key_(keyed_by_thread_state(flat_.hash)),
       describe_(describe) {
   key_ = key_with_modes(key_, cache_.modes);
   entry_ = cache_.find(key_);

@@ -428,7 +428,7 @@ ScanOutputs run_scan(const ScanArgs& a, const LoopTraceFn& fn) {
   for (auto& [shape, dtype] : slice) shape = Shape(shape.begin() + 1, shape.end());
 
   std::shared_ptr<ScanEntry> e;
-  uint64_t key = a.cache_key ? keyed_by_batch_rows(a.cache_key) : 0;
+  uint64_t key = a.cache_key ? keyed_by_thread_state(a.cache_key) : 0;
   std::shared_ptr<ModeGuard> modes;  // held across the trace: the cache may drop it
   if (key) {
     {

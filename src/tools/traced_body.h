@@ -6,17 +6,21 @@
 #include <vector>
 
 #include "core/hash.h"
+#include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::tools {
 
 /**
- * A trace cache's key, joined with this thread's batch rows (lt::BatchRows) where it has
- * some: a traced body holds the offset of dropout's draws for those rows, so a thread with
- * other rows (a thread rank) traces its own.
+ * A trace cache's key, joined with what of this thread's state a trace builds in: its batch
+ * rows (lt::BatchRows) where it has some (a traced body holds the offset of dropout's draws
+ * for those rows, so a thread with other rows, a thread rank, traces its own), and autocast
+ * (its casts are in the trace).
  */
-inline uint64_t keyed_by_batch_rows(uint64_t key) {
+inline uint64_t keyed_by_thread_state(uint64_t key) {
+  if (is_autocast_enabled())
+    key = hash_combine(key, 0xa17ca57u + static_cast<uint64_t>(autocast_dtype())) | 1;
   const BatchRows r = batch_rows();
   if (r.count == 0) return key;
   for (int64_t v : {r.first, r.count, r.total}) key = hash_combine(key, static_cast<uint64_t>(v));

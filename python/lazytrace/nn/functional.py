@@ -154,6 +154,11 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _C.rms_norm(input, n, weight, eps)
 
 
+def _loss_input(t):
+    # the losses take float32 under autocast, as torch's (a bfloat16 or float16 tensor cast up)
+    return _C._autocast_float32(t) if isinstance(t, Tensor) else t
+
+
 def _class_last(input):
     # torch puts classes at dim 1 of [N, C, d1, ...]; the C++ loss takes them last
     if input.ndim > 2:
@@ -180,7 +185,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"[cross_entropy] label_smoothing must be in [0, 1] (as torch), got "
                          f"{label_smoothing}")
-    logits = _class_last(input)
+    logits = _loss_input(_class_last(input))
     if not label_smoothing:
         return _C.cross_entropy(logits, target, ignore_index, reduction)
     nll = _C.cross_entropy(logits, target, ignore_index, "none")
@@ -207,6 +212,7 @@ def mse_loss(input, target, reduction="mean"):
                          "must have the same shape (or shapes that broadcast)")
     if reduction == "mean":
         return _C.mse_loss(input, target)
+    input, target = _loss_input(input), _loss_input(target)
     d = (input - target) * (input - target)
     if reduction == "sum":
         return _C.sum(d)
@@ -218,7 +224,7 @@ def mse_loss(input, target, reduction="mean"):
 def l1_loss(input, target, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"[l1_loss] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
-    d = _C.abs(input - target)
+    d = _C.abs(_loss_input(input) - _loss_input(target))
     return {"mean": lambda: _C.mean(d), "sum": lambda: _C.sum(d), "none": lambda: d}[reduction]()
 
 

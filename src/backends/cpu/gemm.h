@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/small_gemm.h"
+#include "lazytrace/core/half.h"
 
 namespace lazytrace::cpu {
 
@@ -62,6 +63,26 @@ bool run_gemm_with(GemmLib lib, const GemmArgs& g);
 /** The fixed rule: lazytrace's small kernels where they take the product, OpenBLAS else. */
 void run_gemm_fixed(const GemmArgs& g);
 
+/** C[m, n] (row stride ldc, overwritten) = A[m, k] B[k, n] in bfloat16; m, n, k > 0. */
+struct GemmArgsBf16 {
+  int64_t m, n, k;
+  const BFloat16* a;
+  GemmOperand oa;
+  const BFloat16* b;
+  GemmOperand ob;
+  BFloat16* c;
+  int64_t ldc;
+};
+
+/**
+ * Runs the product on the CPU's bfloat16 dot-product instructions (AVX512_BF16, by oneDNN's
+ * matmul, summing in float32 and rounding C once) and returns true; returns false, touching
+ * nothing, where the build has no oneDNN or the CPU no such instructions. The fixed rule for
+ * bfloat16 (matmul.cpp) widens the operands to float32 and runs the float32 kernels; GemmChoice
+ * picks between the two as GemmLib::Lazytrace and GemmLib::OneDnn.
+ */
+bool run_gemm_bf16(const GemmArgsBf16& g);
+
 /** C = A B in float64, by OpenBLAS (A and B as BLAS operands). */
 void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,
                const double* b, const GemmOperand& ob, double* c, int64_t ldc);
@@ -83,7 +104,7 @@ void init_gemm_libs();
 
 /**
  * The fastest kernel and cut (GemmPlan) per product, measured at the product's first run
- * and kept. A product is its sizes, strides, batch count and thread count (and whether
+ * and kept. A product is its dtype, sizes, strides, batch count and thread count (and whether
  * its cut may be chosen); the caller runs
  * all of it (every block, on every thread, as it always will) with one plan and reports
  * whether its kernel took every block. GemmLib::Lazytrace on the rule's cut stands for the
@@ -97,7 +118,7 @@ class GemmChoice {
   static constexpr int64_t kMinWork = int64_t{1} << 15;
 
   struct Key {
-    int64_t v[10];
+    int64_t v[11];
     bool operator==(const Key&) const = default;
   };
   /** The plan kept for `key`, if it was measured. */

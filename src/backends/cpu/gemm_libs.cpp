@@ -4,12 +4,18 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <unordered_map>
+#include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "core/hash.h"
 
 #if LAZYTRACE_HAVE_ONEDNN
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 #endif
 #if LAZYTRACE_HAVE_XSMM
 #include <libxsmm.h>
@@ -54,6 +60,97 @@ bool run_onednn(const GemmArgs& g) {
   if (threads != 1) omp_set_num_threads(threads);
   return ok;
 }
+
+// oneDNN's bfloat16 matmul, one primitive per layout and size, made on first use by each
+// thread that runs it (primitives are then never shared between threads) and run on a team
+// of one, with a scratchpad the caller passes in.
+class Bf16Matmuls {
+ public:
+  static bool native() {
+    static const bool yes = [] {
+      const unsigned isa = dnnl_get_effective_cpu_isa();
+      return (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    }();
+    return yes;
+  }
+
+  bool run(const GemmArgsBf16& g) {
+    const Key key{g.m, g.n, g.k, g.oa.trans, g.oa.ld, g.ob.trans, g.ob.ld, g.ldc};
+    auto it = made_.find(key);
+    if (it == made_.end()) {
+      if (made_.size() >= kMaxPrimitives) made_.clear();
+      it = made_.emplace(key, make(g)).first;
+    }
+    Made& p = it->second;
+    if (!p.ok) return false;
+    p.a.set_data_handle(const_cast<BFloat16*>(g.a));
+    p.b.set_data_handle(const_cast<BFloat16*>(g.b));
+    p.c.set_data_handle(g.c);
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+    if (p.scratch_bytes > 0) {
+      scratch_.resize(p.scratch_bytes);
+      p.scratch.set_data_handle(scratch_.data());
+      args.emplace(DNNL_ARG_SCRATCHPAD, p.scratch);
+    }
+    const int threads = omp_get_max_threads();
+    if (threads != 1) omp_set_num_threads(1);
+    p.prim.execute(stream_, args);
+    if (threads != 1) omp_set_num_threads(threads);
+    return true;
+  }
+
+ private:
+  static constexpr size_t kMaxPrimitives = 512;
+  using Key = std::array<int64_t, 8>;
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      uint64_t h = 0;
+      for (int64_t v : k) h = hash_combine(h, static_cast<uint64_t>(v));
+      return static_cast<size_t>(h);
+    }
+  };
+  struct Made {
+    bool ok = false;
+    dnnl::matmul prim;
+    dnnl::memory a, b, c, scratch;
+    size_t scratch_bytes = 0;
+  };
+
+  // A BLAS operand of rows x cols as oneDNN's strides.
+  static dnnl::memory::desc desc_of(int64_t rows, int64_t cols, const GemmOperand& o) {
+    const int64_t ld = std::max<int64_t>(o.ld, 1);
+    return dnnl::memory::desc({rows, cols}, dnnl::memory::data_type::bf16,
+                              o.trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
+  }
+
+  Made make(const GemmArgsBf16& g) {
+    Made p;
+    try {
+      const dnnl::memory::desc a = desc_of(g.m, g.k, g.oa), b = desc_of(g.k, g.n, g.ob);
+      const dnnl::memory::desc c({g.m, g.n}, dnnl::memory::data_type::bf16,
+                                 dnnl::memory::dims{g.ldc, 1});
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine_);
+      p.prim = dnnl::matmul(pd);
+      p.a = dnnl::memory(a, engine_, DNNL_MEMORY_NONE);
+      p.b = dnnl::memory(b, engine_, DNNL_MEMORY_NONE);
+      p.c = dnnl::memory(c, engine_, DNNL_MEMORY_NONE);
+      p.scratch = dnnl::memory(pd.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
+      p.scratch_bytes = pd.scratchpad_desc().get_size();
+      p.ok = true;
+    } catch (const dnnl::error&) {
+      p.ok = false;  // a layout oneDNN does not take: the fixed rule runs it
+    }
+    return p;
+  }
+
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream_{engine_};
+  std::unordered_map<Key, Made, KeyHash> made_;
+  std::vector<char> scratch_;
+};
 #endif
 
 // libxsmm is column-major: row-major C[m, n] is its C'[n, m] = B' A', with B as the n x k
@@ -127,6 +224,17 @@ bool run_gemm_with(GemmLib lib, const GemmArgs& g) {
 
 void run_gemm_fixed(const GemmArgs& g) {
   if (!run_small(g)) run_openblas(g);
+}
+
+bool run_gemm_bf16(const GemmArgsBf16& g) {
+#if LAZYTRACE_HAVE_ONEDNN
+  if (!Bf16Matmuls::native()) return false;
+  thread_local Bf16Matmuls matmuls;
+  return matmuls.run(g);
+#else
+  (void)g;
+  return false;
+#endif
 }
 
 void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,

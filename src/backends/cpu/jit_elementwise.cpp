@@ -114,6 +114,7 @@ struct Plan {
   struct RowValue {
     int reg, ptr;
     bool boolean;
+    bool bf16 = false;  // a bfloat16 value, widened
   };
   std::vector<RowValue> rows;  // loaded at each row's start
   // the ops' constants kept in registers of their own (pass jit_constants): bits, register
@@ -184,8 +185,13 @@ class Gen : public Xbyak::CodeGenerator {
     Label row, loop, tail, row_end;
     L(row);
     for (const Plan::RowValue& v : plan.rows) {
-      if (v.boolean) {  // widened to a 32-bit 0 or 1, as Bool loads are
-        movzx(r8d, byte[ptr_[v.ptr]]);
+      if (v.boolean || v.bf16) {  // widened to 32-bit lanes: 0 or 1, or a bfloat16's float
+        if (v.boolean) {
+          movzx(r8d, byte[ptr_[v.ptr]]);
+        } else {
+          movzx(r8d, word[ptr_[v.ptr]]);
+          shl(r8d, 16);
+        }
         vmovd(Xmm(v.reg), r8d);
         vpbroadcastd(V(v.reg), Xmm(v.reg));
       } else {
@@ -662,8 +668,35 @@ class Gen : public Xbyak::CodeGenerator {
     for (size_t s = 0; s < plan_.step->stores.size(); ++s) each([&] { store(s, false, stream); });
   }
 
-  // instruction i of the step's program, for the vector regs_ and disp_ say
+  // element r10 of pointer p (in the vector disp_ says), of `size` bytes each
+  Xbyak::Address element(const Xbyak::Reg64& p, int size) {
+    return ptr[p + r10 * size + disp_ / 4 * size];
+  }
+
+  // instruction i of the step's program, for the vector regs_ and disp_ say: its value,
+  // rounded to bfloat16 where that is its dtype (registers hold such values as floats)
   void instr(size_t i, bool masked) {
+    const Instr& ins = plan_.step->program[i];
+    compute(i, masked);
+    if constexpr (kWide)
+      if (ins.op != OpKind::Data && ins.dtype == DType::bfloat16) round_bf16(V((*regs_)[i]));
+  }
+
+  // d = d rounded to the nearest bfloat16, ties to even, kept as a float; a NaN quieted
+  // (BFloat16::from_float's bits)
+  void round_bf16(const Vec& d) {
+    using namespace Xbyak;
+    const Vec t = T(0);
+    vpsrld(t, d, 16);
+    vpandd(t, t, cbits(1));
+    vpaddd(t, t, d);
+    vpaddd(t, t, cbits(0x7fff));
+    vcmpps(k2, d, d, kUnord);
+    vpord(t | k2, d, cbits(0x00400000));
+    vpandd(d, t, cbits(0xffff0000u));
+  }
+
+  void compute(size_t i, bool masked) {
     using namespace Xbyak;
     const FusedStep& st = *plan_.step;
     const Instr& ins = st.program[i];
@@ -672,7 +705,16 @@ class Gen : public Xbyak::CodeGenerator {
       if ((*regs_)[i] < 0) return;  // a single value, or a load read where it is used
       const Reg64& p = ptr_[std::max(plan_.ptr_of[i], 0)];
       const Address a = ptr[p + r10 * 4 + disp_];
-      if (plan_.load[i] == Load::Vector) {
+      if (plan_.load[i] == Load::Vector &&
+          st.loads[static_cast<size_t>(ins.load)].dtype == DType::bfloat16) {
+        if constexpr (kWide) {  // 16 bfloat16s widened: their bits are a float's upper half
+          if (!masked)
+            vpmovzxwd(d, element(p, 2));
+          else
+            vpmovzxwd(d | k1 | T_z, element(p, 2));
+          vpslld(d, d, 16);
+        }
+      } else if (plan_.load[i] == Load::Vector) {
         if (!masked)
           vmovups(d, a);
         else if constexpr (kWide)
@@ -685,6 +727,11 @@ class Gen : public Xbyak::CodeGenerator {
       return;  // Single and Row values are in their registers or consts already
     }
     const size_t s0 = static_cast<size_t>(plan_.srcs[0][i]);
+    if (ins.op == OpKind::Cast) {  // float32 <-> bfloat16: the rounding is instr's
+      const Vec a = reg(s0);
+      if (a.getIdx() != d.getIdx()) vmovaps(d, a);
+      return;
+    }
     if (ins.src[1] < 0) {
       unary(ins.op, d, reg(s0), plan_.ranged[i] != 0);
       return;
@@ -729,6 +776,17 @@ class Gen : public Xbyak::CodeGenerator {
     using namespace Xbyak;
     const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
     const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
+    if (plan_.step->stores[s].dst.dtype == DType::bfloat16) {
+      if constexpr (kWide) {  // the value is rounded already: its upper halves, narrowed
+        const Address h = element(ptr_[plan_.store_ptr[s]], 2);
+        vpsrld(T(0), v, 16);
+        if (!masked)
+          vpmovdw(h, T(0));
+        else
+          vpmovdw(h | k1, T(0));
+      }
+      return;
+    }
     if (!masked)
       stream ? vmovntps(a, v) : vmovups(a, v);
     else if constexpr (kWide)
@@ -859,14 +917,17 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
   std::vector<int32_t> w{Gen<Isa>::kWide, stream, singles, plan.n_ptr,
                          static_cast<int32_t>(plan.reg_of.size())};
   for (size_t i = 0; i < plan.reg_of.size(); ++i)
-    w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op), plan.reg_of[i],
+    w.insert(w.end(), {static_cast<int32_t>(plan.step->program[i].op),
+                       static_cast<int32_t>(plan.step->program[i].dtype), plan.reg_of[i],
                        plan.const_of[i], static_cast<int32_t>(plan.load[i]), plan.ptr_of[i],
                        plan.srcs[0][i], plan.srcs[1][i], plan.srcs[2][i], plan.ranged[i]});
   for (const auto& m : plan.reg_of_vectors) {
     w.insert(w.end(), m.begin(), m.end());
     w.push_back(-1);
   }
-  for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean});
+  for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean, r.bf16});
+  for (const auto& l : plan.step->loads) w.push_back(static_cast<int32_t>(l.dtype));
+  for (const auto& st : plan.step->stores) w.push_back(static_cast<int32_t>(st.dst.dtype));
   for (const auto& [bits, reg] : plan.pinned) w.insert(w.end(), {static_cast<int32_t>(bits), reg});
   w.insert(w.end(), plan.store_ptr.begin(), plan.store_ptr.end());
   w.insert(w.end(), plan.store_val.begin(), plan.store_val.end());
@@ -936,14 +997,20 @@ std::vector<char> spared_ops(const FusedStep& st, const std::vector<int>& operan
 template <typename Isa>
 std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptions& options) {
   if (st.stores.empty()) return nullptr;
+  // float32 values, and on AVX-512 bfloat16 ones (held as floats, rounded after each op)
+  constexpr bool kBf16 = std::is_same_v<Isa, Avx512>;
+  auto floating = [&](DType t) { return t == DType::float32 || (kBf16 && t == DType::bfloat16); };
   std::vector<const View*> views;  // loads read per element or per row, then the stores
+  bool any_bf16 = false;
   for (const View& v : st.loads) {
-    if (v.dtype != DType::float32 && v.dtype != DType::bool_) return nullptr;
+    if (!floating(v.dtype) && v.dtype != DType::bool_) return nullptr;
+    any_bf16 = any_bf16 || v.dtype == DType::bfloat16;
     if (!v.is_single_value()) views.push_back(&v);
   }
   const size_t n_loads = views.size();
   for (const auto& s : st.stores) {
-    if (s.dst.dtype != DType::float32) return nullptr;
+    if (!floating(s.dst.dtype)) return nullptr;
+    any_bf16 = any_bf16 || s.dst.dtype == DType::bfloat16;
     views.push_back(&s.dst);
   }
   for (const View* v : views)
@@ -994,10 +1061,12 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
       is_bool[i] = boolean;
     } else {
       const int arity = ins.src[2] >= 0 ? 3 : ins.src[1] >= 0 ? 2 : 1;
-      if (!takes(ins.op) || ir::op_info(ins.op).arity != arity || ins.in_dtype != DType::float32)
+      if (!(takes(ins.op) || ins.op == OpKind::Cast) || ir::op_info(ins.op).arity != arity ||
+          !floating(ins.in_dtype))
         return nullptr;
       const bool compare = ir::is_compare(ins.op);
-      if (ins.dtype != (compare ? DType::bool_ : DType::float32)) return nullptr;
+      if (compare ? ins.dtype != DType::bool_ : !floating(ins.dtype)) return nullptr;
+      any_bf16 = any_bf16 || ins.dtype == DType::bfloat16 || ins.in_dtype == DType::bfloat16;
       for (int j = 0; j < arity; ++j) {
         const int v = reg_val[static_cast<size_t>(ins.src[j])];
         if (v < 0) return nullptr;
@@ -1012,7 +1081,9 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   }
   for (const auto& s : st.stores) {
     const int v = reg_val[static_cast<size_t>(s.reg)];
-    if (v < 0 || is_bool[static_cast<size_t>(v)]) return nullptr;
+    if (v < 0 || is_bool[static_cast<size_t>(v)] ||
+        st.program[static_cast<size_t>(v)].dtype != s.dst.dtype)
+      return nullptr;
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
     plan.store_val.push_back(v);
   }
@@ -1060,7 +1131,8 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
     plan.reg_of[i] = take();
     if (plan.reg_of[i] < 0) return nullptr;
     if (plan.load[i] == Load::Row)
-      plan.rows.push_back({plan.reg_of[i], plan.ptr_of[i], is_bool[i] != 0});
+      plan.rows.push_back({plan.reg_of[i], plan.ptr_of[i], is_bool[i] != 0,
+                           st.program[i].dtype == DType::bfloat16});
   }
   for (int j = 0; j < 3; ++j)
     for (size_t i = 0; i < n; ++i)
@@ -1132,7 +1204,8 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   // the ops spared their clamps by literal values; the others may be by the single values
   // of a run where, with those values 1, their operand is bounded (not where memory's values
   // reach it)
-  if (options.ranges) {
+  // (value_ranges knows float32's arithmetic, not bfloat16's roundings)
+  if (options.ranges && !any_bf16) {
     std::vector<std::optional<double>> known(st.loads.size()), ones(st.loads.size());
     for (size_t l = 0; l < st.loads.size(); ++l) {
       const View& v = st.loads[l];
@@ -1236,8 +1309,13 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
   values.resize(k.single_loads.size());
   for (size_t i = 0; i < k.single_loads.size(); ++i) {
     const View& v = st.loads[static_cast<size_t>(k.single_loads[i])];
-    values[i] = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
-                              : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
+    if (v.dtype == DType::bfloat16)  // a constant rounded, as the interpreter rounds it
+      values[i] = v.is_scalar() ? static_cast<float>(BFloat16(static_cast<float>(ctx.scalar(v).f)))
+                                : static_cast<float>(reinterpret_cast<const BFloat16*>(
+                                      ctx.base[v.storage])[v.offset]);
+    else
+      values[i] = v.is_scalar() ? static_cast<float>(ctx.scalar(v).f)
+                                : reinterpret_cast<const float*>(ctx.base[v.storage])[v.offset];
   }
   bool for_values = false;
   const std::shared_ptr<const JitCode> chosen =

@@ -51,8 +51,8 @@ void batch_offsets(const MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
   }
 }
 
-// The float32 kernel a product runs with (gemm.h): by the fixed rule, or by the library
-// GemmChoice times or kept. A block the library declines runs by the fixed rule and is
+// The kernel a float32 or bfloat16 product runs with (gemm.h): by the fixed rule, or by the
+// library GemmChoice times or kept. A block the library declines runs by the fixed rule and is
 // reported in `declined`.
 struct Kernel {
   GemmLib lib = GemmLib::Lazytrace;
@@ -103,6 +103,14 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
   if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>) {
     gemm<S>(oa, ob, m, n, k, A, B, c, ldc, hints);
   } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
+    if constexpr (std::is_same_v<S, BFloat16>) {
+      if (hints.kernel.lib == GemmLib::OneDnn) {
+        if (run_gemm_bf16({m, n, k, A, oa, B, ob, c, ldc})) return;
+        if (hints.kernel.declined != nullptr)
+          hints.kernel.declined->store(true, std::memory_order_relaxed);
+      }
+    }
+    // the fixed rule: widened to float32, multiplied by float32's
     thread_local std::vector<float> fa, fb, fc;
     fa.resize(static_cast<size_t>(m * k));
     fb.resize(static_cast<size_t>(k * n));
@@ -112,7 +120,7 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[i * ob.rs + j * ob.cs]);
     Operand ra{false, k, k, 1}, rb{false, n, n, 1};
-    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n, {nullptr, {}, hints.kernel});
+    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = S(fc[i * n + j]);
   } else {
@@ -263,12 +271,13 @@ void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
   });
 }
 
-// Whether GemmChoice picks the product's kernel: float32, each matrix large enough, and not
+// Whether GemmChoice picks the product's kernel: float32 or bfloat16 (the fixed rule's
+// widening against the CPU's bfloat16 instructions), each matrix large enough, and not
 // a product of lazytrace's small kernels' sizes (few rows, or a short reduction) that a
 // loop asks to read ahead: only those kernels take the hints, and the time they save falls
 // on the steps after the product, which its own timing would not see.
 bool chooses(const MatmulStep& s, const RunContext& ctx) {
-  if (ctx.gemm_choice == nullptr || s.dtype != DType::float32 ||
+  if (ctx.gemm_choice == nullptr || (s.dtype != DType::float32 && s.dtype != DType::bfloat16) ||
       work_of(s) / batches_of(s) < GemmChoice::kMinWork)
     return false;
   const bool hinted = ctx.read_ahead != nullptr || ctx.shadows.begin != ctx.shadows.end;
@@ -276,14 +285,15 @@ bool chooses(const MatmulStep& s, const RunContext& ctx) {
   return !(hinted && (m <= 32 || k <= 32));
 }
 
-// What makes two products the same to GemmChoice: sizes, the strides of the matrices, the
-// batch count, the threads they are shared out over, and whether their cut is chosen too
-// (the gemm_split pass; on and off keep plans of their own).
+// What makes two products the same to GemmChoice: dtype, sizes, the strides of the
+// matrices, the batch count, the threads they are shared out over, and whether their cut is
+// chosen too (the gemm_split pass; on and off keep plans of their own).
 GemmChoice::Key key_of(const MatmulStep& s, const RunContext& ctx) {
   const int na = s.a.shape.size(), nb = s.b.shape.size(), no = s.out_shape.size();
   return {{s.out_shape[no - 2], s.out_shape[no - 1], s.a.shape[na - 1], s.a.strides[na - 2],
            s.a.strides[na - 1], s.b.strides[nb - 2], s.b.strides[nb - 1], batches_of(s),
-           runtime::num_threads(), ctx.passes.on(runtime::Pass::GemmSplit)}};
+           runtime::num_threads(), ctx.passes.on(runtime::Pass::GemmSplit),
+           static_cast<int64_t>(s.dtype)}};
 }
 
 std::string describe_product(const MatmulStep& s) {
@@ -294,7 +304,8 @@ std::string describe_product(const MatmulStep& s) {
   return (nbatch > 1 ? std::to_string(nbatch) + " x " : std::string()) + std::to_string(m) + " x " +
          std::to_string(k) + " @ " + std::to_string(k) + " x " + std::to_string(n) + " (" +
          (oa.trans ? "T" : "N") + (ob.trans ? "T" : "N") + ", " +
-         std::to_string(runtime::num_threads()) + " threads)";
+         std::to_string(runtime::num_threads()) + " threads" +
+         (s.dtype == DType::float32 ? "" : std::string(", ") + dtype_short(s.dtype)) + ")";
 }
 
 // The kernel a product runs with: the fixed rule, or the one GemmChoice kept for it (which
@@ -306,14 +317,19 @@ std::optional<Kernel> chosen_kernel(const MatmulStep& s, const RunContext& ctx) 
   return std::nullopt;
 }
 
+template <typename S>
 void measure_product(const MatmulStep& s, const RunContext& ctx) {
   const GemmChoice::Key key = key_of(s, ctx);
   const Sharing sharing = sharing_of(s);  // a product cut into blocks: the cut is a choice too
   ctx.gemm_choice->measure(
       key,
       [&](GemmPlan plan) {
+        // bfloat16: the fixed rule or the CPU's bfloat16 instructions (oneDNN); no other
+        if (std::is_same_v<S, BFloat16> && plan.lib != GemmLib::Lazytrace &&
+            plan.lib != GemmLib::OneDnn)
+          return false;
         std::atomic<bool> declined{false};
-        run_product<float>(s, ctx, {plan.lib, plan.other_split, &declined});
+        run_product<S>(s, ctx, {plan.lib, plan.other_split, &declined});
         return !declined.load();
       },
       key.v[9] != 0 && !sharing.along_reduction && sharing.parts > 1, describe_product(s),
@@ -322,11 +338,11 @@ void measure_product(const MatmulStep& s, const RunContext& ctx) {
 
 template <typename S>
 void matmul_typed(const MatmulStep& s, const RunContext& ctx) {
-  if constexpr (std::is_same_v<S, float>) {
+  if constexpr (std::is_same_v<S, float> || std::is_same_v<S, BFloat16>) {
     if (std::optional<Kernel> kernel = chosen_kernel(s, ctx))
       run_product<S>(s, ctx, *kernel);
     else
-      measure_product(s, ctx);
+      measure_product<S>(s, ctx);
   } else {
     run_product<S>(s, ctx, {});
   }
