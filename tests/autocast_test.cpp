@@ -204,3 +204,18 @@ TEST(Autocast, ADecoderTrainsAsInFloat32) {
     EXPECT_NEAR(bf16[i], f32[i], 0.05 * f32[0]) << "step " << i;
   EXPECT_LT(bf16.back(), 0.5 * bf16.front());
 }
+
+// nn::Linear under autocast casts its weight (as stored) and its bias, as torch's linear:
+// the result is bfloat16 and equals the layer on explicitly cast tensors.
+TEST(Autocast, LinearCastsItsWeightAndBias) {
+  lt::manual_seed(4);
+  lt::nn::Linear layer(16, 8);
+  lt::Tensor x = lt::randn({3, 16});
+  lt::Tensor want = lt::matmul(lt::astype(x, lt::bfloat16),
+                               lt::transpose(lt::astype(layer.weight, lt::bfloat16))) +
+                    lt::astype(layer.bias, lt::bfloat16);
+  lt::AutocastGuard autocast;
+  lt::Tensor got = layer(x);
+  ASSERT_EQ(got.dtype(), lt::bfloat16);
+  EXPECT_EQ(values(got), values(want));
+}

@@ -33,8 +33,9 @@ void bind_functional(nb::module_& m) {
                w.ndim() ? w.shape()[w.ndim() - 1] : 0,
                " (weight is [out_features, in_features]): give the input in_features as its "
                "last dim.");
-        Tensor y = matmul(x, transpose(w, 0, 1));
-        return b ? y + *b : y;
+        // under autocast: the weight cast as stored (a read in order), the bias too (torch's)
+        Tensor y = matmul(x, transpose(ops::autocast_lower(w), 0, 1));
+        return b ? y + ops::autocast_lower(*b) : y;
       },
       nb::arg("input"), nb::arg("weight"), nb::arg("bias").none() = nb::none(),
       "input @ weight.T + bias, weight [out_features, in_features] as torch's.");

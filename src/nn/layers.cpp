@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
 #include "ops/checks.h"
 
@@ -51,8 +52,9 @@ Tensor Linear::forward(const Tensor& x) const {
         return "Linear(" + std::to_string(in_features) + ", " + std::to_string(out_features) + ")";
       },
       x, in_features);
-  Tensor y = matmul(x, transpose(weight));
-  return bias.defined() ? y + bias : y;
+  // under autocast: the weight cast as stored (a read in order), the bias too (torch's)
+  Tensor y = matmul(x, transpose(ops::autocast_lower(weight)));
+  return bias.defined() ? y + ops::autocast_lower(bias) : y;
 }
 
 Embedding::Embedding(int64_t num, int64_t dim) : num_embeddings(num), embedding_dim(dim) {
