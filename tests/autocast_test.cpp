@@ -52,7 +52,7 @@ TEST(Autocast, ProductsRunInBfloat16AsExplicitCastsDo) {
     }
 }
 
-TEST(Autocast, LeavesFloat64IntegersAndLowerOperandsAlone) {
+TEST(Autocast, LeavesFloat64AndIntegersAlone) {
   lt::AutocastGuard autocast;
   lt::Tensor d = lt::ones({3, 3}, lt::float64);
   EXPECT_EQ(lt::matmul(d, d).dtype(), lt::float64);
@@ -60,9 +60,9 @@ TEST(Autocast, LeavesFloat64IntegersAndLowerOperandsAlone) {
   EXPECT_EQ(lt::matmul(i, i).dtype(), lt::int64);
   // a float32 operand beside a float64 one is cast, then promoted, as torch's autocast does
   EXPECT_EQ(lt::matmul(lt::ones({3, 3}), d).dtype(), lt::float64);
+  // a float16 operand is cast too, as torch casts every floating operand but float64
   lt::Tensor h = lt::ones({3, 3}, lt::float16);
-  EXPECT_EQ(lt::matmul(h, lt::ones({3, 3})).dtype(), lt::float32)  // f16 and bf16 promote
-      << "a float16 operand under bfloat16 autocast";
+  EXPECT_EQ(lt::matmul(h, lt::ones({3, 3})).dtype(), lt::bfloat16);
   EXPECT_EQ(lt::matmul(lt::ones({3, 3}, lt::bfloat16), lt::ones({3, 3})).dtype(), lt::bfloat16);
   // elementwise ops are not cast
   EXPECT_EQ((lt::ones({3}) + lt::ones({3})).dtype(), lt::float32);
@@ -79,6 +79,7 @@ TEST(Autocast, NestsTurnsOffAndTakesFloat16) {
     {
       lt::AutocastGuard half(true, lt::float16);
       EXPECT_EQ(lt::matmul(a, a).dtype(), lt::float16);
+      EXPECT_EQ(lt::matmul(lt::astype(a, lt::bfloat16), a).dtype(), lt::float16);
       EXPECT_EQ(values(lt::matmul(a, a)), std::vector<float>(4, 2.0f));
     }
     EXPECT_FALSE(lt::is_autocast_enabled());
@@ -218,4 +219,51 @@ TEST(Autocast, LinearCastsItsWeightAndBias) {
   lt::Tensor got = layer(x);
   ASSERT_EQ(got.dtype(), lt::bfloat16);
   EXPECT_EQ(values(got), values(want));
+}
+
+// A cached function's backward is traced when a backward first reaches it, usually after the
+// guard has ended: it runs under the autocast state its forward was traced with, so the
+// gradients are those of the bfloat16 products that ran (found in review: they were traced
+// without autocast, and wrong).
+TEST(Autocast, ACachedFunctionsBackwardRunsUnderItsForwardsState) {
+  lt::manual_seed(6);
+  lt::Tensor x = lt::randn({8, 16});
+  lt::Tensor w0 = lt::randn({16, 4});
+  lt::sync({x, w0});
+  auto eager_grad = [&] {
+    lt::Tensor w = (w0 * 1.0f).requires_grad_();  // a leaf of its own
+    lt::Tensor y = lt::matmul(lt::astype(x, lt::bfloat16), lt::astype(w, lt::bfloat16));
+    lt::sum(lt::astype(y, lt::float32) * lt::arange(4.0, lt::float32)).backward();
+    return w.grad().to_vector<float>();
+  };
+  const std::vector<float> want = eager_grad();
+  auto product = [](const lt::Tensor& a, const lt::Tensor& b) { return lt::matmul(a, b); };
+  auto pure = lt::assume_pure(product);
+  auto compiled = lt::compile(product);
+  for (int tool = 0; tool < 2; ++tool) {
+    lt::Tensor w = (w0 * 1.0f).requires_grad_();
+    lt::Tensor y;
+    {
+      lt::AutocastGuard autocast;
+      y = tool == 0 ? pure(x, w) : compiled(x, w);
+    }
+    ASSERT_EQ(y.dtype(), lt::bfloat16);
+    lt::sum(lt::astype(y, lt::float32) * lt::arange(4.0, lt::float32)).backward();
+    EXPECT_EQ(w.grad().to_vector<float>(), want) << (tool == 0 ? "assume_pure" : "compile");
+  }
+}
+
+// Threads as ranks: every rank records under the caller's state (rank 0 is the caller's
+// thread), so their graphs and collectives agree.
+TEST(Autocast, ThreadRanksRecordUnderTheCallersState) {
+  lt::AutocastGuard autocast(true, lt::float16);
+  std::vector<int> seen(3, 0);
+  lt::dist::run_threads(3, [&](int rank) {
+    lt::Tensor y = lt::all_reduce(lt::matmul(lt::ones({2, 2}), lt::ones({2, 2})));
+    seen[static_cast<size_t>(rank)] =
+        lt::is_autocast_enabled() && lt::autocast_dtype() == lt::float16 &&
+        y.dtype() == lt::float16 && values(y) == std::vector<float>(4, 6.0f);
+  });
+  EXPECT_EQ(seen, std::vector<int>(3, 1));
+  EXPECT_EQ(lt::autocast_dtype(), lt::float16);
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <lazytrace/core/half.h>
 #include <lazytrace/lazytrace.h>
 #include <map>
 #include <set>
@@ -2381,6 +2382,45 @@ TEST(OpsReduce, ContiguousRowsOfEveryLengthMatchAPlainLoop) {
           << "n " << n << " row " << r;
     }
   }
+}
+
+// Long reductions to a few values (a whole tensor summed, a gradient's norm): the rows, their
+// dims merged where memory is one run, are shared out in fixed chunks, each summed on its own
+// and combined in order. Against a float64 loop: sums, means, amax (a NaN in the last chunk
+// makes it NaN), a bfloat16 tensor, and a transposed view, whose dims do not merge.
+TEST(OpsReduce, LongReductionsToFewValuesMatchAPlainLoop) {
+  const int64_t rows = 300, cols = 1001;  // 300,300 values: ten chunks and a part
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<float>(static_cast<int64_t>(i * 2654435761u % 2001) - 1000) / 97.0f;
+  const Tensor t = lt::tensor(v, lt::Shape{rows, cols});
+  double s = 0, m = -1e300;
+  for (float x : v) {
+    s += x;
+    m = std::max(m, static_cast<double>(x));
+  }
+  EXPECT_NEAR(lt::sum(t).item<double>(), s, 1e-6 * std::abs(s) + 1e-3);
+  EXPECT_NEAR(lt::mean(t).item<double>(), s / static_cast<double>(v.size()), 1e-6);
+  EXPECT_EQ(lt::amax(t).item<double>(), static_cast<float>(m));
+  EXPECT_NEAR(lt::sum(lt::transpose(t, 0, 1)).item<double>(), s, 1e-6 * std::abs(s) + 1e-3);
+  // one output per row of two: each row in chunks
+  const std::vector<float> halves = lt::sum(lt::reshape(t, {2, -1}), {1}).to_vector<float>();
+  double h0 = 0;
+  for (size_t i = 0; i < v.size() / 2; ++i) h0 += v[i];
+  EXPECT_NEAR(halves[0], h0, 1e-6 * std::abs(h0) + 1e-3);
+  EXPECT_NEAR(halves[0] + halves[1], s, 1e-5 * std::abs(s) + 1e-2);
+  // bfloat16: widened in blocks, summed in float64, rounded once
+  const Tensor b = lt::astype(t, lt::bfloat16);
+  double sb = 0;
+  for (float x : lt::astype(b, lt::float32).to_vector<float>()) sb += x;
+  EXPECT_EQ(lt::sum(b).dtype(), lt::bfloat16);
+  EXPECT_EQ(lt::astype(lt::sum(b), lt::float32).item<float>(),
+            static_cast<float>(lt::BFloat16(static_cast<float>(sb))));
+  // a NaN in the last chunk
+  std::vector<float> w = v;
+  w.back() = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(std::isnan(lt::amax(lt::tensor(w, lt::Shape{rows, cols})).item<float>()));
+  EXPECT_TRUE(std::isnan(lt::sum(lt::tensor(w, lt::Shape{rows, cols})).item<float>()));
 }
 
 // ---------------------------------------------------------------------------- read-back

@@ -1,5 +1,6 @@
 """lazytrace.autocast: mixed precision, as torch.autocast on the CPU (the C++ AutocastGuard)."""
 import functools
+import threading
 
 from . import _lazytrace as _C
 
@@ -7,9 +8,9 @@ _LOWER = (_C.dtype.bfloat16, _C.dtype.float16)
 
 
 class autocast:
-    """Inside, products (matmul, nn.Linear, attention, a decoder's head) of float32 operands
-    run in `dtype` (bfloat16, or float16), as torch.autocast("cpu") does: each float32 operand
-    is cast first (a recorded cast whose gradient casts back, so float32 parameters get
+    """Inside, products (matmul, nn.Linear, attention, a decoder's head) run in `dtype`
+    (bfloat16, or float16), as torch.autocast("cpu") does: each floating operand but a float64
+    one is cast first (a recorded cast whose gradient casts back, so float32 parameters get
     float32 gradients) and the product's result is in `dtype`. The losses take float32;
     every other op runs in the dtype its operands promote to. On a CPU with bfloat16 dot
     products (AVX512_BF16) such a product runs about twice as fast as in float32.
@@ -41,14 +42,15 @@ class autocast:
             raise TypeError(f"[autocast] cache_enabled must be a bool or None, got "
                             f"{type(cache_enabled).__name__}")
         self.device_type, self.fast_dtype, self.enabled = device_type, dtype, enabled
-        self._guards = []  # one per block entered (nested uses of one instance)
+        self._guards = threading.local()  # per thread, one per block entered (nesting)
 
     def __enter__(self):
-        self._guards.append(_C._AutocastGuard(self.enabled, self.fast_dtype))
+        stack = self._guards.__dict__.setdefault("stack", [])
+        stack.append(_C._AutocastGuard(self.enabled, self.fast_dtype))
         return self
 
     def __exit__(self, *exc):
-        self._guards.pop()  # the guard's end restores the state before it
+        self._guards.stack.pop()  # the guard's end restores the state before it
         return False
 
     def __call__(self, fn):
@@ -66,8 +68,8 @@ class autocast:
 
 
 def is_autocast_enabled(device_type="cpu"):
-    """Whether autocast is on on this thread."""
-    return _C.is_autocast_enabled()
+    """Whether autocast is on on this thread (for the CPU: lazytrace has no other device)."""
+    return device_type == "cpu" and _C.is_autocast_enabled()
 
 
 def get_autocast_dtype(device_type="cpu"):

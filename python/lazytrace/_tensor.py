@@ -1078,7 +1078,7 @@ def matmul(a, b):
 
 
 def outer(a, b):
-    return _C.matmul(_C.unsqueeze(a, 1), _C.unsqueeze(b, 0))
+    return _C.unsqueeze(a, 1) * _C.unsqueeze(b, 0)  # a product of each pair (autocast leaves it)
 
 
 def index_select(input, dim, index):

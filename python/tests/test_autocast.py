@@ -157,3 +157,55 @@ def test_a_decoder_trains_under_autocast_as_in_float32():
         np.testing.assert_allclose(mixed[0], f32[0], rtol=1e-2)
         np.testing.assert_allclose(mixed, f32, atol=0.05 * f32[0])
         assert mixed[-1] < 0.5 * mixed[0]
+
+
+def test_a_compiled_functions_backward_runs_under_its_forwards_autocast():
+    # the backward of lt.compile is traced when backward() first reaches it, after the block
+    # (found in review: it was traced without autocast, and its gradients were wrong)
+    rng = np.random.default_rng(4)
+    xn = rng.standard_normal((4, 8)).astype(np.float32)
+    wn = rng.standard_normal((8, 3)).astype(np.float32)
+    grads = []
+    for fn in (lambda x, w: x @ w, lt.compile(lambda x, w: x @ w)):
+        x, w = lt.tensor(xn), lt.tensor(wn, requires_grad=True)
+        with lt.autocast("cpu"):
+            y = fn(x, w)
+        assert y.dtype == lt.bfloat16
+        y.float().sum().backward()
+        grads.append(w.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+    np.testing.assert_allclose(grads[0], np.broadcast_to(bf16(xn).sum(0)[:, None], (8, 3)),
+                               rtol=2 ** -8)
+
+
+def test_outer_is_not_a_product_for_autocast_and_cuda_is_never_on():
+    a, b = lt.tensor([1.0, 3.0]), lt.tensor([1.0009765625, 1.0029296875])
+    with lt.autocast("cpu"):
+        o = lt.outer(a, b)
+        assert not lt.is_autocast_enabled("cuda")
+    assert o.dtype == lt.float32  # torch.outer is a multiply: exact, as without autocast
+    np.testing.assert_array_equal(o.numpy(), np.outer(a.numpy(), b.numpy()))
+
+
+def test_thread_ranks_and_threads_sharing_one_autocast_instance():
+    import threading
+
+    ac = lt.autocast("cpu")
+    with ac:
+        seen = {}
+        lt.distributed.run_threads(2, lambda r: seen.__setitem__(r, lt.is_autocast_enabled()))
+    assert seen == {0: True, 1: True}
+    # one instance entered on two threads: each thread's block restores its own state
+    states, ready = [], threading.Barrier(2)
+
+    def worker():
+        with ac:
+            ready.wait()
+        states.append(lt.is_autocast_enabled())
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert states == [False, False] and not lt.is_autocast_enabled()

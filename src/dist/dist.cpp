@@ -11,6 +11,7 @@
 #include "dist/mpi.h"
 #include "dist/thread_group.h"
 #include "lazytrace/core/error.h"
+#include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
 #include "runtime/communicator.h"
 
@@ -86,8 +87,12 @@ void run_threads(int n, const std::function<void(int)>& fn) {
   std::vector<std::unique_ptr<ThreadRank>> ranks = make_thread_group(n);
   std::mutex mu;
   std::exception_ptr first;
+  // every rank records under the caller's autocast state, as rank 0 (the caller's thread) does
+  const bool autocast = is_autocast_enabled();
+  const DType autocast_to = autocast_dtype();
   auto body = [&](int r) {
     runtime::CommunicatorScope scope(ranks[static_cast<size_t>(r)].get());
+    AutocastGuard autocast_guard(autocast, autocast_to);
     // rank 0 runs on the caller's thread: its batch rows (set by shard) stay the caller's
     struct KeepRows {
       BatchRows rows = batch_rows();

@@ -44,7 +44,9 @@ Tensor autocast_float32(const Tensor& t) {
 }
 
 Tensor autocast_lower(const Tensor& t) {
-  if (!t_enabled || !t.defined() || t.dtype() != DType::float32) return t;
+  if (!t_enabled || !t.defined() || !is_floating(t.dtype()) || t.dtype() == DType::float64 ||
+      t.dtype() == t_dtype)
+    return t;
   return astype(t, t_dtype);
 }
 

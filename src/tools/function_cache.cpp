@@ -75,6 +75,10 @@ struct Entry {
   std::vector<std::string> parts;  // the described signature, for explanations
   std::vector<std::pair<Shape, DType>> leaf_types;
   TraceFn retrace;
+  // the autocast state it was traced under (part of the key): its backward, traced later,
+  // runs under it too
+  bool autocast = false;
+  DType autocast_dtype = DType::bfloat16;
   std::shared_ptr<void> result;
   // forward
   std::shared_ptr<const ir::Body> body;
@@ -330,6 +334,7 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
   trace::TraceScope scope(std::string(tool) + " (backward)");
   scope.set_lift_grad(trace::TraceScope::LiftGrad::all);
   EnableGradGuard grad_on;
+  AutocastGuard autocast(e.autocast, e.autocast_dtype);
   std::vector<Tensor> ph;
   for (const auto& [shape, dtype] : e.leaf_types) ph.push_back(scope.input(shape, dtype, true));
   scope.lift_first(e.lifted);
@@ -393,6 +398,8 @@ void CachedCall::trace(TraceFn fn) {
     described.parts.push_back(c.modes.flipped() == 0
                                   ? "train()/eval() modes: as at the first trace"
                                   : "train()/eval() modes: some changed since the first trace");
+  if (is_autocast_enabled())  // for explanations: autocast is part of the key
+    described.parts.push_back(std::string("autocast: ") + dtype_name(autocast_dtype()));
   const bool explain = env_flag("LAZYTRACE_EXPLAIN_CACHE_MISSES");
   std::string why;
   if (explain || c.options.max_different_graphs > 0) {
@@ -413,6 +420,8 @@ void CachedCall::trace(TraceFn fn) {
   e->parts = std::move(described.parts);
   for (const Tensor* t : flat_.leaves) e->leaf_types.emplace_back(t->shape(), t->dtype());
   e->retrace = std::move(fn);
+  e->autocast = is_autocast_enabled();
+  e->autocast_dtype = autocast_dtype();
   choose_packed(*e, flat_);
   {
     trace::TraceScope scope(c.tool());

@@ -45,7 +45,8 @@ double timeout();
  * Runs fn(rank) on n threads of this process, each thread rank `rank` of one group of n
  * (collectives through shared memory): data parallelism without mpirun, for tests. Returns
  * when every rank returned; an exception of one rank fails the others' collectives and is
- * rethrown here (the first to happen).
+ * rethrown here (the first to happen). Every rank records under the caller's autocast state
+ * (rank 0 is the caller's thread).
  */
 void run_threads(int n, const std::function<void(int rank)>& fn);
 

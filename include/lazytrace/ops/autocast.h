@@ -1,8 +1,8 @@
 #pragma once
 /**
  * Mixed precision, as torch.autocast(device_type="cpu"): while an AutocastGuard is alive on
- * this thread, products of float32 operands (lt::matmul, and so nn::Linear, attention and the
- * decoder's head) run in bfloat16 (or float16): each float32 operand is cast first (a
+ * this thread, products (lt::matmul, and so nn::Linear, attention and the decoder's head) run
+ * in bfloat16 (or float16): each floating operand but a float64 one is cast first (a
  * recorded cast, whose gradient casts back, so float32 parameters get float32 gradients)
  * and the product's result has the lower dtype. On a CPU with bfloat16 dot products
  * (AVX512_BF16) such a product runs about twice as fast as in float32. The losses
@@ -48,7 +48,7 @@ namespace ops {
  * lower-precision float; `t` otherwise. */
 Tensor autocast_float32(const Tensor& t);
 /** `t` for a product under autocast: cast to autocast_dtype() where autocast is on and `t`
- * is float32; `t` otherwise. */
+ * is floating but not float64 (torch's rule); `t` otherwise. */
 Tensor autocast_lower(const Tensor& t);
 }  // namespace ops
 

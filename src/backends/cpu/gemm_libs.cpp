@@ -89,7 +89,7 @@ class Bf16Matmuls {
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
     if (p.scratch_bytes > 0) {
-      scratch_.resize(p.scratch_bytes);
+      scratch_.resize((p.scratch_bytes + sizeof(Line) - 1) / sizeof(Line));
       p.scratch.set_data_handle(scratch_.data());
       args.emplace(DNNL_ARG_SCRATCHPAD, p.scratch);
     }
@@ -149,7 +149,10 @@ class Bf16Matmuls {
   dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream_{engine_};
   std::unordered_map<Key, Made, KeyHash> made_;
-  std::vector<char> scratch_;
+  struct alignas(64) Line {
+    char bytes[64];
+  };
+  std::vector<Line> scratch_;  // oneDNN's scratchpad, on cache lines
 };
 #endif
 

@@ -39,12 +39,50 @@ template <typename S, typename A>
 A reduce_row(OpKind op, const S* x, int64_t n) {
   if constexpr (std::is_same_v<S, float> && std::is_same_v<A, double>)
     return op == OpKind::Amax ? max_row_f32(x, n) : sum_row_f32(x, n);  // reduce_row.h
+  if constexpr ((std::is_same_v<S, Half> ||
+                 std::is_same_v<S, BFloat16>)&&std::is_same_v<A, double>) {
+    // widened a block at a time, each block by float32's loops, the blocks combined in order
+    constexpr int64_t kBlock = 256;
+    float block[kBlock];
+    A acc = init_value<A>(op);
+    for (int64_t j = 0; j < n; j += kBlock) {
+      const int64_t m = std::min(kBlock, n - j);
+      for (int64_t q = 0; q < m; ++q) block[q] = static_cast<float>(x[j + q]);
+      acc = combine(op, acc, reduce_row<float, A>(op, block, m));
+    }
+    return acc;
+  }
   A acc[4] = {init_value<A>(op), init_value<A>(op), init_value<A>(op), init_value<A>(op)};
   int64_t j = 0;
   for (; j + 4 <= n; j += 4)
     for (int q = 0; q < 4; ++q) acc[q] = combine(op, acc[q], convert<A>(x[j + q]));
   for (; j < n; ++j) acc[0] = combine(op, acc[0], convert<A>(x[j]));
   return combine(op, combine(op, acc[0], acc[1]), combine(op, acc[2], acc[3]));
+}
+
+// Elements a thread sums on its own where a few long rows are shared out (reduce_typed).
+constexpr int64_t kChunk = int64_t{1} << 15;
+
+// Merges the reduced dims that are one run of memory together, dropping size-1 dims.
+void merge_runs(Shape& shape, std::vector<int64_t>& strides) {
+  std::vector<int64_t> dims, mstr;
+  for (int d = 0; d < shape.size(); ++d) {
+    const int64_t st = strides[static_cast<size_t>(d)];
+    if (shape[d] == 1) continue;
+    if (!mstr.empty() && mstr.back() == st * shape[d]) {
+      dims.back() *= shape[d];
+      mstr.back() = st;
+    } else {
+      dims.push_back(shape[d]);
+      mstr.push_back(st);
+    }
+  }
+  if (dims.empty() && shape.size() > 0) {  // every dim of size 1: one element
+    dims.push_back(1);
+    mstr.push_back(1);
+  }
+  shape = Shape(dims);
+  strides = std::move(mstr);
 }
 
 template <typename S, typename O>
@@ -68,6 +106,7 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
       kstr.push_back(in.strides[d]);
     }
   }
+  merge_runs(rshape, rstr);  // a whole tensor summed is one row
   const int64_t nout = kshape.numel(), nred = rshape.numel();
   const OpKind op = s.op;
   auto finish = [&](A acc) -> O {
@@ -81,6 +120,28 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
     const bool row = rshape.size() == 1 && rstr[0] == 1;  // one contiguous run each
     const Shape ks = kshape.size() ? kshape : Shape{1};   // (all reduced: one output)
     const int64_t* kst = kshape.size() ? kstr.data() : &nred;
+    if (row && nout < runtime::num_threads() && nred >= 2 * kChunk) {
+      // fewer outputs than threads, long rows: each row in chunks the threads share, the
+      // chunks' results combined in order (the chunks are fixed: the same bits whatever
+      // the threads)
+      const int64_t chunks = (nred + kChunk - 1) / kChunk;
+      thread_local std::vector<A> parts;
+      parts.resize(static_cast<size_t>(nout * chunks));
+      A* part = parts.data();
+      runtime::parallel_for(nout * chunks, 1, [&](int64_t w0, int64_t w1) {
+        for (int64_t w = w0; w < w1; ++w) {
+          const int64_t o = w / chunks, c = w % chunks;
+          const int64_t base = offset_of(o, ks, kst, in.offset) + c * kChunk;
+          part[w] = reduce_row<S, A>(op, p + base, std::min(kChunk, nred - c * kChunk));
+        }
+      });
+      for (int64_t o = 0; o < nout; ++o) {
+        A acc = part[o * chunks];
+        for (int64_t c = 1; c < chunks; ++c) acc = combine(op, acc, part[o * chunks + c]);
+        out[o] = finish(acc);
+      }
+      return;
+    }
     runtime::parallel_for(
         nout, std::max<int64_t>(1, 16384 / std::max<int64_t>(nred, 1)),
         [&](int64_t o0, int64_t o1) {
