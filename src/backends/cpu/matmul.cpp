@@ -96,6 +96,25 @@ void gemm(const Operand& a, const Operand& b, int64_t m, int64_t n, int64_t k, c
   }
 }
 
+// A 16-bit operand of rows x cols as float32 in `buf`, packed in its own layout: row after
+// row, or (transposed) column after column; returns it as a BLAS operand of `buf`.
+template <typename S>
+Operand widen(const Operand& o, int64_t rows, int64_t cols, const S* p, std::vector<float>& buf) {
+  buf.resize(static_cast<size_t>(rows * cols));
+  // `runs` runs of `len` values, run r at p + r * outer, values `inner` apart
+  const int64_t runs = o.trans ? cols : rows, len = o.trans ? rows : cols;
+  const int64_t outer = o.trans ? o.cs : o.rs, inner = o.trans ? o.rs : o.cs;
+  for (int64_t r = 0; r < runs; ++r) {
+    const S* src = p + r * outer;
+    float* dst = buf.data() + r * len;
+    if (inner == 1)
+      for (int64_t j = 0; j < len; ++j) dst[j] = static_cast<float>(src[j]);
+    else
+      for (int64_t j = 0; j < len; ++j) dst[j] = static_cast<float>(src[j * inner]);
+  }
+  return o.trans ? Operand{true, rows, 1, rows} : Operand{false, cols, cols, 1};
+}
+
 // One block: C[rm, rn] (row stride ldc) = A[rm, k] B[k, rn].
 template <typename S>
 void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, int64_t k,
@@ -110,19 +129,17 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
           hints.kernel.declined->store(true, std::memory_order_relaxed);
       }
     }
-    // the fixed rule: widened to float32, multiplied by float32's
+    // the fixed rule: widened to float32, each operand in its own layout (its runs of memory
+    // in order), multiplied by float32's
     thread_local std::vector<float> fa, fb, fc;
-    fa.resize(static_cast<size_t>(m * k));
-    fb.resize(static_cast<size_t>(k * n));
+    const Operand wa = widen(oa, m, k, A, fa), wb = widen(ob, k, n, B, fb);
     fc.resize(static_cast<size_t>(m * n));
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < k; ++j) fa[i * k + j] = static_cast<float>(A[i * oa.rs + j * oa.cs]);
-    for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = 0; j < n; ++j) fb[i * n + j] = static_cast<float>(B[i * ob.rs + j * ob.cs]);
-    Operand ra{false, k, k, 1}, rb{false, n, n, 1};
-    gemm<float>(ra, rb, m, n, k, fa.data(), fb.data(), fc.data(), n);
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = S(fc[i * n + j]);
+    gemm<float>(wa, wb, m, n, k, fa.data(), fb.data(), fc.data(), n);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* r = fc.data() + i * n;
+      S* out = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) out[j] = S(r[j]);
+    }
   } else {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
