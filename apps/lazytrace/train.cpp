@@ -44,8 +44,9 @@ int train(int argc, char** argv) {
   f.add("lr-schedule", "constant", "after the warmup: constant, or cosine (decays towards 0)");
   f.add("clip-grad-norm", "0", "clip the gradients' norm to this each step (0: no clipping)");
   f.add_switch("autocast",
-               "mixed precision: the forward's products in bfloat16 (torch.autocast's policy; "
-               "about twice as fast on CPUs with AVX512_BF16), weights and AdamW in float32");
+               "mixed precision: the products in bfloat16 (torch.autocast's policy; "
+               "products about twice as fast on CPUs with AVX512_BF16, worth it where they "
+               "dominate the step), weights and AdamW in float32");
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "",
         "weights to start from (a file saved by train; its shape wins; AdamW's moments and the "
