@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include <lazytrace/core/half.h>
@@ -266,4 +267,40 @@ TEST(Autocast, ThreadRanksRecordUnderTheCallersState) {
   });
   EXPECT_EQ(seen, std::vector<int>(3, 1));
   EXPECT_EQ(lt::autocast_dtype(), lt::float16);
+}
+
+// The backward's products run in the forward's dtype, never cast again: a function that turns
+// autocast off inside gets float32 gradients, compiled or not, and a backward run inside an
+// autocast block gives what it gives outside (found in review).
+TEST(Autocast, BackwardProductsAreNeverCastAgain) {
+  lt::manual_seed(7);
+  lt::Tensor x0 = lt::randn({8, 16}), w0 = lt::randn({16, 4});
+  lt::sync({x0, w0});
+  auto off_inside = [](const lt::Tensor& a, const lt::Tensor& b) {
+    lt::AutocastGuard off(false);
+    return lt::matmul(a, b);
+  };
+  auto grad_of = [&](const std::function<lt::Tensor(const lt::Tensor&, const lt::Tensor&)>& f,
+                     bool backward_under_autocast) {
+    lt::Tensor x = (x0 * 1.0f).requires_grad_();
+    lt::AutocastGuard autocast;
+    lt::Tensor y = f(x, w0);
+    lt::Tensor loss = lt::sum(lt::astype(y, lt::float32) * lt::arange(4.0, lt::float32));
+    lt::AutocastGuard during(backward_under_autocast);
+    loss.backward();
+    return x.grad().to_vector<float>();
+  };
+  // float32 throughout: x.grad = (d loss / dy) wᵀ in float32
+  const std::vector<float> want = [&] {
+    lt::Tensor x = (x0 * 1.0f).requires_grad_();
+    lt::sum(lt::matmul(x, w0) * lt::arange(4.0, lt::float32)).backward();
+    return x.grad().to_vector<float>();
+  }();
+  EXPECT_EQ(grad_of(off_inside, false), want) << "eager";
+  EXPECT_EQ(grad_of(lt::assume_pure(off_inside), false), want) << "assume_pure";
+  EXPECT_EQ(grad_of(lt::compile(off_inside), false), want) << "compile";
+  // a bfloat16 forward: the same gradients with backward inside the block or outside
+  auto product = [](const lt::Tensor& a, const lt::Tensor& b) { return lt::matmul(a, b); };
+  EXPECT_EQ(grad_of(product, true), grad_of(product, false));
+  EXPECT_EQ(grad_of(lt::compile(product), false), grad_of(product, false));
 }

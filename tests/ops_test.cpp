@@ -2416,6 +2416,19 @@ TEST(OpsReduce, LongReductionsToFewValuesMatchAPlainLoop) {
   EXPECT_EQ(lt::sum(b).dtype(), lt::bfloat16);
   EXPECT_EQ(lt::astype(lt::sum(b), lt::float32).item<float>(),
             static_cast<float>(lt::BFloat16(static_cast<float>(sb))));
+  // the same bits whether a long row is shared out (fewer rows than threads) or summed on one
+  // thread beside other rows: values whose sum depends on the order (found in review: 1 on
+  // one thread, 0 on two)
+  std::vector<float> tricky(3 * 70000, 0.0f);
+  for (int r = 0; r < 3; ++r) {
+    tricky[static_cast<size_t>(r * 70000)] = 0x1p60f;
+    tricky[static_cast<size_t>(r * 70000 + 32768)] = -0x1p60f;
+    tricky[static_cast<size_t>(r * 70000 + 33024)] = 1.0f;
+  }
+  const Tensor rows3 = lt::tensor(tricky, lt::Shape{3, 70000});
+  const float one_row = lt::sum(lt::slice(rows3, 0, 0, 1)).item<float>();
+  for (float x : lt::sum(rows3, {1}).to_vector<float>()) EXPECT_EQ(x, one_row);
+  for (float x : lt::sum(lt::slice(rows3, 0, 0, 2), {1}).to_vector<float>()) EXPECT_EQ(x, one_row);
   // a NaN in the last chunk
   std::vector<float> w = v;
   w.back() = std::numeric_limits<float>::quiet_NaN();

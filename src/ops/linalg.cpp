@@ -53,6 +53,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
     ops::record_grad(out, "matmul", {&a, &b},
                      [sa = ops::SavedInput("matmul", a), sb = ops::SavedInput("matmul", b),
                       common](const Tensor& g) {
+                       // the backward's products in the forward's dtype, never cast again
+                       // (torch's autocast leaves backward ops alone)
+                       AutocastGuard no_autocast(false);
                        return matmul_vjp(g, astype(sa.get(), common), astype(sb.get(), common));
                      });
   return out;

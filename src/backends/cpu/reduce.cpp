@@ -1,4 +1,5 @@
 // Reductions (sum, mean, amax) over any set of dims of a strided view.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -60,8 +61,19 @@ A reduce_row(OpKind op, const S* x, int64_t n) {
   return combine(op, combine(op, acc[0], acc[1]), combine(op, acc[2], acc[3]));
 }
 
-// Elements a thread sums on its own where a few long rows are shared out (reduce_typed).
+// A row of 2 * kChunk values or more is reduced in chunks of kChunk, combined in order, on
+// one thread or several (a few long rows are shared out chunk by chunk): the same bits
+// whatever the threads.
 constexpr int64_t kChunk = int64_t{1} << 15;
+
+template <typename S, typename A>
+A reduce_run(OpKind op, const S* x, int64_t n) {
+  if (n < 2 * kChunk) return reduce_row<S, A>(op, x, n);
+  A acc = init_value<A>(op);
+  for (int64_t c = 0; c < n; c += kChunk)
+    acc = combine(op, acc, reduce_row<S, A>(op, x + c, std::min(kChunk, n - c)));
+  return acc;
+}
 
 // Merges the reduced dims that are one run of memory together, dropping size-1 dims.
 void merge_runs(Shape& shape, std::vector<int64_t>& strides) {
@@ -121,9 +133,8 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
     const Shape ks = kshape.size() ? kshape : Shape{1};   // (all reduced: one output)
     const int64_t* kst = kshape.size() ? kstr.data() : &nred;
     if (row && nout < runtime::num_threads() && nred >= 2 * kChunk) {
-      // fewer outputs than threads, long rows: each row in chunks the threads share, the
-      // chunks' results combined in order (the chunks are fixed: the same bits whatever
-      // the threads)
+      // fewer outputs than threads, long rows: each row's chunks (reduce_run's) shared out,
+      // their results combined in reduce_run's order
       const int64_t chunks = (nred + kChunk - 1) / kChunk;
       thread_local std::vector<A> parts;
       parts.resize(static_cast<size_t>(nout * chunks));
@@ -136,8 +147,8 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
         }
       });
       for (int64_t o = 0; o < nout; ++o) {
-        A acc = part[o * chunks];
-        for (int64_t c = 1; c < chunks; ++c) acc = combine(op, acc, part[o * chunks + c]);
+        A acc = init_value<A>(op);
+        for (int64_t c = 0; c < chunks; ++c) acc = combine(op, acc, part[o * chunks + c]);
         out[o] = finish(acc);
       }
       return;
@@ -150,7 +161,7 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
             for (int64_t k = 0; k < cnt; ++k, ++o) {
               const int64_t base = off + k * st;
               if (row) {
-                out[o] = finish(reduce_row<S, A>(op, p + base, nred));
+                out[o] = finish(reduce_run<S, A>(op, p + base, nred));
                 continue;
               }
               A acc = init_value<A>(op);
