@@ -17,7 +17,8 @@
  *   loss.backward();                           // outside, as torch's
  *
  * The state is part of every trace cache's key (assume_pure, compile, a pure scan): a
- * function traced under autocast is traced again without it. Guards nest;
+ * function traced under autocast is traced again without it. A backward's products run in
+ * their forward's dtypes, never cast again, wherever backward() runs. Guards nest;
  * AutocastGuard(false) turns autocast off inside one.
  */
 #include "lazytrace/core/dtype.h"
