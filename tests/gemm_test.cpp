@@ -354,3 +354,55 @@ TEST(GemmChoice, Bfloat16MatmulIsRightWithTheChoiceOnAndOff) {
   EXPECT_NE(choices.find("120 x 96 @ 96 x 64 (NT, "), std::string::npos) << choices;
   EXPECT_NE(choices.find("bf16)"), std::string::npos) << choices;
 }
+
+// The small bfloat16 kernel (AVX-512 with BW and VL): a few rows against a float64 loop, for
+// B = Wᵀ (dot products over rows of memory) and B row-major (rows of B read 64 columns at a
+// time), sizes around its blocks (4 dots, 16 of the reduction, 64 columns) up to the rows it
+// takes at most; C's padding untouched; layouts and sizes it does not take declined untouched.
+TEST(GemmLibs, SmallBfloat16KernelMatchesAFloat64Loop) {
+  if (!cpu::has_avx512_bw_vl()) GTEST_SKIP() << "no AVX-512 BW/VL";
+  const int64_t shapes[][3] = {{1, 1, 1},   {1, 2048, 512}, {3, 5, 17},  {4, 64, 16},
+                               {4, 65, 33}, {2, 130, 128},  {4, 7, 300}, {2, 1, 40}};
+  for (const auto& s : shapes)
+    for (int layout = 0; layout < 2; ++layout) {
+      const int64_t m = s[0], n = s[1], k = s[2], pad = 3;
+      const bool wt = layout == 0;  // B = Wᵀ, W [n, k] row-major; else B [k, n] row-major
+      const int64_t lda = k + pad, ldb = (wt ? k : n) + pad, ldc = n + pad;
+      auto bf16s = [](size_t count, uint32_t seed) {
+        std::vector<lt::BFloat16> v;
+        for (float x : randoms(count, seed)) v.emplace_back(x);
+        return v;
+      };
+      const std::vector<lt::BFloat16> a = bf16s(static_cast<size_t>(m * lda), 3);
+      const std::vector<lt::BFloat16> b = bf16s(static_cast<size_t>((wt ? n : k) * ldb), 4);
+      std::vector<lt::BFloat16> c(static_cast<size_t>(m * ldc), lt::BFloat16(7.0f));
+      const bool ran = cpu::small_gemm_bf16_avx512(m, n, k, a.data(), lda, 1, b.data(),
+                                                   wt ? 1 : ldb, wt ? ldb : 1, c.data(), ldc);
+      const std::string what = std::to_string(m) + "x" + std::to_string(k) + "@" +
+                               std::to_string(k) + "x" + std::to_string(n) + (wt ? " Wᵀ" : "");
+      ASSERT_TRUE(ran) << what;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const float got = c[static_cast<size_t>(i * ldc + j)];
+          if (j >= n) {
+            ASSERT_EQ(got, 7.0f) << what << ": wrote C's padding";
+            continue;
+          }
+          double ref = 0, mag = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const double x = a[static_cast<size_t>(i * lda + p)];
+            const double y = b[static_cast<size_t>(wt ? j * ldb + p : p * ldb + j)];
+            ref += x * y;
+            mag += std::abs(x * y);
+          }
+          expect_bf16_near(got, ref, mag, k, what);
+        }
+    }
+  // A transposed as well as B = Wᵀ with W's columns runs: neither layout, declined
+  std::vector<lt::BFloat16> x(64, lt::BFloat16(1.0f)), out(4, lt::BFloat16(7.0f));
+  EXPECT_FALSE(cpu::small_gemm_bf16_avx512(2, 2, 8, x.data(), 1, 8, x.data(), 2, 8, out.data(), 2));
+  EXPECT_EQ(static_cast<float>(out[0]), 7.0f);
+  EXPECT_FALSE(cpu::small_gemm_bf16_avx512(cpu::kSmallGemmBf16Rows + 1, 2, 8, x.data(), 8, 1,
+                                           x.data(), 2, 1, out.data(), 2))
+      << "more rows than it takes";
+}

@@ -60,6 +60,16 @@ bool has_avx512() {
 #endif
 }
 
+bool has_avx512_bw_vl() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes =
+      has_avx512() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 bool has_prefetchw() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool yes = cpuid_bit(0x80000001u, 0, 2, 8);  // ecx bit 8: PREFETCHW

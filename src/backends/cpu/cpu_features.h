@@ -13,6 +13,8 @@ bool has_avx2();
 bool has_avx2_fma();
 /** AVX-512 (F and DQ) as well: the loops' and the small products' AVX-512 copies. */
 bool has_avx512();
+/** AVX-512 with BW and VL as well: the small bfloat16 products (small_gemm_bf16_avx512.cpp). */
+bool has_avx512_bw_vl();
 /** PREFETCHW (prefetch a line to write it): AdamW's read-ahead of the lines it updates. */
 bool has_prefetchw();
 /** CLFLUSHOPT (evict a line, unordered): a loop's weights, once read, on far cores (loop.cpp). */

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_features.h"
+#include "lazytrace/core/half.h"
 
 namespace lazytrace::cpu {
 
@@ -119,5 +120,21 @@ bool small_gemm_f32(const SmallGemmKernels& kernels, int64_t m, int64_t n, int64
                     const float* A, int64_t ars, int64_t acs, const float* B, int64_t brs,
                     int64_t bcs, float* C, int64_t ldc, ReadAhead* ahead = nullptr,
                     Shadows shadows = {});
+
+/** The most rows of C small_gemm_bf16_avx512 takes (from 4, oneDNN's bfloat16 products or
+ * the widening to float32 are as fast: docs/benchmarks.md). */
+inline constexpr int64_t kSmallGemmBf16Rows = 4;
+
+/**
+ * C[m, n] (row stride ldc) = A[m, k] B[k, n] for bfloat16 operands with at most
+ * kSmallGemmBf16Rows rows (a token's x Wᵀ at generation, a product of vectors):
+ * each value widened to float32 in registers as it is read, summed in float32, each result
+ * rounded once; the weight read where it lies, half the bytes of a float32 one. Takes B = Wᵀ
+ * with W's and A's rows runs of memory, or B's rows runs; returns false (nothing written)
+ * otherwise. AVX-512 with BW and VL only (has_avx512_bw_vl; small_gemm_bf16_avx512.cpp).
+ */
+bool small_gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t ars,
+                            int64_t acs, const BFloat16* b, int64_t brs, int64_t bcs, BFloat16* c,
+                            int64_t ldc);
 
 }  // namespace lazytrace::cpu
