@@ -29,6 +29,22 @@ std::vector<float> randoms(size_t n, uint32_t seed) {
   return v;
 }
 
+// C[i, j] of a product in float64, and the sum of its terms' magnitudes: A stored [m, k] (or
+// [k, m] with ta) with leading dimension lda, B [k, n] (or [n, k] with tb) with ldb.
+template <typename T>
+std::pair<double, double> reference(const std::vector<T>& a, bool ta, int64_t lda,
+                                    const std::vector<T>& b, bool tb, int64_t ldb, int64_t i,
+                                    int64_t j, int64_t k) {
+  double ref = 0, mag = 0;
+  for (int64_t p = 0; p < k; ++p) {
+    const double x = static_cast<float>(a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)]);
+    const double y = static_cast<float>(b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)]);
+    ref += x * y;
+    mag += std::abs(x * y);
+  }
+  return {ref, mag};
+}
+
 // One product by `lib`, A stored [m, k] (or [k, m] with ta), B [k, n] (or [n, k] with tb),
 // each with a padded leading dimension, into a C with a padded row stride whose padding must
 // stay untouched. Returns whether `lib` took it; where it did, C is checked.
@@ -50,13 +66,7 @@ bool check_product(GemmLib lib, int64_t m, int64_t n, int64_t k, bool ta, bool t
                            (ta ? " Aᵀ" : "") + (tb ? " Bᵀ" : "");
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, mag = 0;
-      for (int64_t p = 0; p < k; ++p) {
-        const double x = a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)];
-        const double y = b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)];
-        ref += x * y;
-        mag += std::abs(x * y);
-      }
+      const auto [ref, mag] = reference(a, ta, lda, b, tb, ldb, i, j, k);
       const double got = c[static_cast<size_t>(i * ldc + j)];
       if (std::abs(got - ref) > 1e-5 * mag + 1e-6) {
         ADD_FAILURE() << what << ": C[" << i << ", " << j << "] = " << got << ", want " << ref;
@@ -307,13 +317,7 @@ TEST(GemmLibs, Bfloat16ProductsMatchAFloat64Loop) {
             ASSERT_EQ(got, 7.0f) << what << ": wrote C at " << i << ", " << j;
             continue;
           }
-          double ref = 0, mag = 0;
-          for (int64_t p = 0; p < k; ++p) {
-            const double x = a[static_cast<size_t>(ta ? p * lda + i : i * lda + p)];
-            const double y = b[static_cast<size_t>(tb ? j * ldb + p : p * ldb + j)];
-            ref += x * y;
-            mag += std::abs(x * y);
-          }
+          const auto [ref, mag] = reference(a, ta, lda, b, tb, ldb, i, j, k);
           expect_bf16_near(got, ref, mag, k, what);
         }
     }
@@ -338,13 +342,7 @@ TEST(GemmChoice, Bfloat16MatmulIsRightWithTheChoiceOnAndOff) {
     for (int64_t bi = 0; bi < batch; ++bi)
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < n; ++j) {
-          double ref = 0, mag = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const double x = va[static_cast<size_t>((bi * m + i) * k + q)];
-            const double y = vb[static_cast<size_t>(j * k + q)];
-            ref += x * y;
-            mag += std::abs(x * y);
-          }
+          const auto [ref, mag] = reference(va, false, k, vb, true, k, bi * m + i, j, k);
           expect_bf16_near(vc[static_cast<size_t>((bi * m + i) * n + j)], ref, mag, k,
                            choice ? "choice on" : "choice off");
         }
@@ -388,13 +386,7 @@ TEST(GemmLibs, SmallBfloat16KernelMatchesAFloat64Loop) {
             ASSERT_EQ(got, 7.0f) << what << ": wrote C's padding";
             continue;
           }
-          double ref = 0, mag = 0;
-          for (int64_t p = 0; p < k; ++p) {
-            const double x = a[static_cast<size_t>(i * lda + p)];
-            const double y = b[static_cast<size_t>(wt ? j * ldb + p : p * ldb + j)];
-            ref += x * y;
-            mag += std::abs(x * y);
-          }
+          const auto [ref, mag] = reference(a, false, lda, b, wt, ldb, i, j, k);
           expect_bf16_near(got, ref, mag, k, what);
         }
     }
