@@ -305,7 +305,7 @@ TEST(GemmLibs, Bfloat16ProductsMatchAFloat64Loop) {
       std::vector<lt::BFloat16> c(static_cast<size_t>(m * ldc), lt::BFloat16(7.0f));
       const cpu::GemmOperand oa{ta, lda, ta ? 1 : lda, ta ? lda : 1};
       const cpu::GemmOperand ob{tb, ldb, tb ? 1 : ldb, tb ? ldb : 1};
-      const bool ran = cpu::run_gemm_bf16({m, n, k, a.data(), oa, b.data(), ob, c.data(), ldc});
+      const bool ran = cpu::run_gemm_bf16(m, n, k, a.data(), oa, b.data(), ob, c.data(), ldc);
       ASSERT_EQ(ran, native_bf16());
       const std::string what = std::to_string(m) + "x" + std::to_string(k) + "@" +
                                std::to_string(k) + "x" + std::to_string(n) + (ta ? " Aᵀ" : "") +

@@ -63,25 +63,16 @@ bool run_gemm_with(GemmLib lib, const GemmArgs& g);
 /** The fixed rule: lazytrace's small kernels where they take the product, OpenBLAS else. */
 void run_gemm_fixed(const GemmArgs& g);
 
-/** C[m, n] (row stride ldc, overwritten) = A[m, k] B[k, n] in bfloat16; m, n, k > 0. */
-struct GemmArgsBf16 {
-  int64_t m, n, k;
-  const BFloat16* a;
-  GemmOperand oa;
-  const BFloat16* b;
-  GemmOperand ob;
-  BFloat16* c;
-  int64_t ldc;
-};
-
 /**
- * Runs the product on the CPU's bfloat16 dot-product instructions (AVX512_BF16, by oneDNN's
- * matmul, summing in float32 and rounding C once) and returns true; returns false, touching
- * nothing, where the build has no oneDNN or the CPU no such instructions. The fixed rule for
- * bfloat16 (matmul.cpp) widens the operands to float32 and runs the float32 kernels; GemmChoice
- * picks between the two as GemmLib::Lazytrace and GemmLib::OneDnn.
+ * C[m, n] (row stride ldc, overwritten) = A[m, k] B[k, n] in bfloat16 (m, n, k > 0) on the
+ * CPU's bfloat16 dot-product instructions (AVX512_BF16, by oneDNN's matmul, summing in float32
+ * and rounding C once): returns true, or false, touching nothing, where the build has no
+ * oneDNN or the CPU no such instructions. The fixed rule for bfloat16 (matmul.cpp: the small
+ * bfloat16 kernel, or the operands widened for float32's kernels) and this are GemmChoice's
+ * GemmLib::Lazytrace and GemmLib::OneDnn for such products.
  */
-bool run_gemm_bf16(const GemmArgsBf16& g);
+bool run_gemm_bf16(int64_t m, int64_t n, int64_t k, const BFloat16* a, const GemmOperand& oa,
+                   const BFloat16* b, const GemmOperand& ob, BFloat16* c, int64_t ldc);
 
 /** C = A B in float64, by OpenBLAS (A and B as BLAS operands). */
 void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOperand& oa,

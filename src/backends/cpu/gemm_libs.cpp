@@ -74,18 +74,19 @@ class Bf16Matmuls {
     return yes;
   }
 
-  bool run(const GemmArgsBf16& g) {
-    const Key key{g.m, g.n, g.k, g.oa.trans, g.oa.ld, g.ob.trans, g.ob.ld, g.ldc};
+  bool run(int64_t m, int64_t n, int64_t k, const BFloat16* a, const GemmOperand& oa,
+           const BFloat16* b, const GemmOperand& ob, BFloat16* c, int64_t ldc) {
+    const Key key{m, n, k, oa.trans, oa.ld, ob.trans, ob.ld, ldc};
     auto it = made_.find(key);
     if (it == made_.end()) {
       if (made_.size() >= kMaxPrimitives) made_.clear();
-      it = made_.emplace(key, make(g)).first;
+      it = made_.emplace(key, make(m, n, k, oa, ob, ldc)).first;
     }
     Made& p = it->second;
     if (!p.ok) return false;
-    p.a.set_data_handle(const_cast<BFloat16*>(g.a));
-    p.b.set_data_handle(const_cast<BFloat16*>(g.b));
-    p.c.set_data_handle(g.c);
+    p.a.set_data_handle(const_cast<BFloat16*>(a));
+    p.b.set_data_handle(const_cast<BFloat16*>(b));
+    p.c.set_data_handle(c);
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
     if (p.scratch_bytes > 0) {
@@ -124,12 +125,12 @@ class Bf16Matmuls {
                               o.trans ? dnnl::memory::dims{1, ld} : dnnl::memory::dims{ld, 1});
   }
 
-  Made make(const GemmArgsBf16& g) {
+  Made make(int64_t m, int64_t n, int64_t k, const GemmOperand& oa, const GemmOperand& ob,
+            int64_t ldc) {
     Made p;
     try {
-      const dnnl::memory::desc a = desc_of(g.m, g.k, g.oa), b = desc_of(g.k, g.n, g.ob);
-      const dnnl::memory::desc c({g.m, g.n}, dnnl::memory::data_type::bf16,
-                                 dnnl::memory::dims{g.ldc, 1});
+      const dnnl::memory::desc a = desc_of(m, k, oa), b = desc_of(k, n, ob);
+      const dnnl::memory::desc c({m, n}, dnnl::memory::data_type::bf16, dnnl::memory::dims{ldc, 1});
       dnnl::primitive_attr attr;
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine_);
@@ -229,13 +230,14 @@ void run_gemm_fixed(const GemmArgs& g) {
   if (!run_small(g)) run_openblas(g);
 }
 
-bool run_gemm_bf16(const GemmArgsBf16& g) {
+bool run_gemm_bf16(int64_t m, int64_t n, int64_t k, const BFloat16* a, const GemmOperand& oa,
+                   const BFloat16* b, const GemmOperand& ob, BFloat16* c, int64_t ldc) {
 #if LAZYTRACE_HAVE_ONEDNN
   if (!Bf16Matmuls::native()) return false;
   thread_local Bf16Matmuls matmuls;
-  return matmuls.run(g);
+  return matmuls.run(m, n, k, a, oa, b, ob, c, ldc);
 #else
-  (void)g;
+  (void)m, (void)n, (void)k, (void)a, (void)oa, (void)b, (void)ob, (void)c, (void)ldc;
   return false;
 #endif
 }

@@ -124,7 +124,7 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
   } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
     if constexpr (std::is_same_v<S, BFloat16>) {
       if (hints.kernel.lib == GemmLib::OneDnn) {
-        if (run_gemm_bf16({m, n, k, A, oa, B, ob, c, ldc})) return;
+        if (run_gemm_bf16(m, n, k, A, oa, B, ob, c, ldc)) return;
         if (hints.kernel.declined != nullptr)
           hints.kernel.declined->store(true, std::memory_order_relaxed);
       }
