@@ -130,8 +130,9 @@ inline constexpr int64_t kSmallGemmBf16Rows = 4;
  * kSmallGemmBf16Rows rows (a token's x Wᵀ at generation, a product of vectors):
  * each value widened to float32 in registers as it is read, summed in float32, each result
  * rounded once; the weight read where it lies, half the bytes of a float32 one. Takes B = Wᵀ
- * with W's and A's rows runs of memory, or B's rows runs; returns false (nothing written)
- * otherwise. AVX-512 with BW and VL only (has_avx512_bw_vl; small_gemm_bf16_avx512.cpp).
+ * (or a vector) with W's and A's rows runs of memory, or B's rows runs at least 16 columns
+ * wide; returns false (nothing written) otherwise. AVX-512 with BW and VL only (has_avx512_bw_vl;
+ * small_gemm_bf16_avx512.cpp).
  */
 bool small_gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, const BFloat16* a, int64_t ars,
                             int64_t acs, const BFloat16* b, int64_t brs, int64_t bcs, BFloat16* c,

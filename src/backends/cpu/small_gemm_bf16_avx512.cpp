@@ -83,29 +83,25 @@ void dots(int64_t k, const BFloat16* a, int64_t lda, const BFloat16* w, int64_t 
     for (int j = 0; j < NJ; ++j) c[i * ldc + j] = to_bf16(_mm512_reduce_add_ps(acc[i][j]));
 }
 
-// C[i][j0 .. j0 + 64) = sum_p A[i][p] B[p][j0 ..], for MI rows: B's rows read 64 columns at a
-// time (`cols` of them), A's values broadcast.
-template <int MI>
+// C[i][j0 .. j0 + 16 V) = sum_p A[i][p] B[p][j0 ..], for MI rows: B's rows read V vectors of
+// 16 columns at a time (`cols` of them, the last vector masked), A's values broadcast.
+template <int MI, int V>
 void rows(int64_t k, int cols, const BFloat16* a, int64_t ars, int64_t acs, const BFloat16* b,
           int64_t ldb, BFloat16* c, int64_t ldc) {
-  constexpr int kV = 4;
-  __m512 acc[MI][kV];
+  __m512 acc[MI][V];
   for (int i = 0; i < MI; ++i)
-    for (int v = 0; v < kV; ++v) acc[i][v] = _mm512_setzero_ps();
-  const int vectors = (cols + 15) / 16;
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  const int last = cols - 16 * (V - 1);  // the last vector's columns
   for (int64_t p = 0; p < k; ++p) {
-    __m512 bv[kV];
-    for (int v = 0; v < kV; ++v)
-      bv[v] = v < vectors ? widen(b + p * ldb + 16 * v, static_cast<int>(lower(16, cols - 16 * v)))
-                          : _mm512_setzero_ps();
+    __m512 bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = widen(b + p * ldb + 16 * v, v == V - 1 ? last : 16);
     for (int i = 0; i < MI; ++i) {
       const __m512 av = _mm512_set1_ps(to_float(a[i * ars + p * acs]));
-      for (int v = 0; v < kV; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
     }
   }
   for (int i = 0; i < MI; ++i)
-    for (int v = 0; v < vectors; ++v)
-      narrow(c + i * ldc + 16 * v, acc[i][v], static_cast<int>(lower(16, cols - 16 * v)));
+    for (int v = 0; v < V; ++v) narrow(c + i * ldc + 16 * v, acc[i][v], v == V - 1 ? last : 16);
 }
 
 // f<MI>() for MI in 1..4 (the rows left of a block of 4)
@@ -144,7 +140,16 @@ template <int MI>
 struct Rows {
   static void run(int64_t k, int cols, const BFloat16* a, int64_t ars, int64_t acs,
                   const BFloat16* b, int64_t ldb, BFloat16* c, int64_t ldc) {
-    rows<MI>(k, cols, a, ars, acs, b, ldb, c, ldc);
+    switch ((cols + 15) / 16) {
+      case 1:
+        return rows<MI, 1>(k, cols, a, ars, acs, b, ldb, c, ldc);
+      case 2:
+        return rows<MI, 2>(k, cols, a, ars, acs, b, ldb, c, ldc);
+      case 3:
+        return rows<MI, 3>(k, cols, a, ars, acs, b, ldb, c, ldc);
+      default:
+        return rows<MI, 4>(k, cols, a, ars, acs, b, ldb, c, ldc);
+    }
   }
 };
 
@@ -154,14 +159,16 @@ bool small_gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, const BFloat16* a, 
                             int64_t acs, const BFloat16* b, int64_t brs, int64_t bcs, BFloat16* c,
                             int64_t ldc) {
   if (m > kSmallGemmBf16Rows) return false;
-  if (brs == 1 && acs == 1 && n > 1 && k > 1) {  // B = Wᵀ, W's rows and A's rows runs: dots
+  if (brs == 1 && acs == 1 && k > 1) {  // B = Wᵀ (or a vector), W's and A's rows runs: dots
     for (int64_t i = 0; i < m; i += 4)
       for (int64_t j = 0; j < n; j += 4)
         by_rows<Dots>(lower(4, m - i), lower(4, n - j), k, a + i * ars, ars, b + j * bcs, bcs,
                       c + i * ldc + j, ldc);
     return true;
   }
-  if (bcs == 1 || n == 1) {  // B's rows are runs: 64 columns at a time
+  // B's rows are runs, a vector's worth of them at least: 64 columns at a time (fewer, and a
+  // long reduction, would be one chain of dependent multiply-adds: the widening is faster)
+  if (bcs == 1 && n >= 16) {
     for (int64_t i = 0; i < m; i += 4)
       for (int64_t j = 0; j < n; j += 64)
         by_rows<Rows>(lower(4, m - i), k, static_cast<int>(lower(64, n - j)), a + i * ars, ars, acs,
