@@ -192,7 +192,7 @@ TEST(GemmChoice, KeepsTheFastestSplitToo) {
 // the one time the round timed it: the runner-up's runs against the fixed rule find it.
 TEST(GemmChoice, ALongProductsRunnerUpIsTimedAgain) {
   cpu::GemmChoice choice;
-  FakeProduct p{{3000, 2000, 0, 0}, {}};                // the fixed rule 3 ms, OpenBLAS 2 ms ...
+  FakeProduct p{{3000, 300, 0, 0}, {}};                 // the fixed rule 3 ms, OpenBLAS 0.3 ms ...
   p.first[static_cast<int>(GemmLib::OpenBlas)] = 3300;  // ... but 3.3 ms its first time
   EXPECT_EQ(measure(choice, 1, p).lib, GemmLib::OpenBlas);
   EXPECT_EQ(p.runs.back(), GemmLib::OpenBlas);
