@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -401,4 +402,27 @@ TEST(GemmLibs, SmallBfloat16KernelMatchesAFloat64Loop) {
   EXPECT_FALSE(cpu::small_gemm_bf16_avx512(cpu::kSmallGemmBf16Rows + 1, 2, 8, x.data(), 8, 1,
                                            x.data(), 2, 1, out.data(), 2))
       << "more rows than it takes";
+}
+
+// The fixed rule's rounding of float32 sums to bfloat16 (8 rows: the widening, not the small
+// kernel): ties to even, infinities, NaN, as BFloat16 rounds one value.
+TEST(GemmChoice, Bfloat16ProductsRoundTiesToEvenAndKeepNaN) {
+  lt::debug::set_disabled_passes({"gemm_choice"});
+  const float inf = std::numeric_limits<float>::infinity();
+  // row i of A times B = [1, 1]ᵀ: a sum of two bfloat16 values
+  const std::vector<float> pairs = {1.0f,       0x1p-8f,  // 1 + 2^-8: a tie, to 1
+                                    1.0078125f, 0x1p-8f,  // (1 + 2^-7) + 2^-8: to 1 + 2^-6
+                                    3.0f,       4.0f,     // exact
+                                    inf,        1.0f,    -inf, -1.0f,  // infinities
+                                    NAN,        1.0f,    inf,  -inf,   // NaN, and inf - inf
+                                    0x1p127f,   0x1p127f};             // overflow to inf
+  lt::Tensor a = lt::astype(lt::tensor(pairs, {8, 2}), lt::bfloat16);
+  lt::Tensor b = lt::astype(lt::ones({2, 1}), lt::bfloat16);
+  const std::vector<float> got = lt::astype(lt::matmul(a, b), lt::float32).to_vector<float>();
+  lt::debug::set_disabled_passes({});
+  const std::vector<float> want = {1.0f, 1.015625f, 7.0f, inf, -inf};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << "row " << i;
+  EXPECT_TRUE(std::isnan(got[5]));
+  EXPECT_TRUE(std::isnan(got[6]));
+  EXPECT_EQ(got[7], inf);
 }
