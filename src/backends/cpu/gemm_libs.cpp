@@ -84,19 +84,16 @@ class Bf16Matmuls {
     }
     Made& p = it->second;
     if (!p.ok) return false;
-    p.a.set_data_handle(const_cast<BFloat16*>(a));
-    p.b.set_data_handle(const_cast<BFloat16*>(b));
-    p.c.set_data_handle(c);
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+    p.args.at(DNNL_ARG_SRC).set_data_handle(const_cast<BFloat16*>(a));
+    p.args.at(DNNL_ARG_WEIGHTS).set_data_handle(const_cast<BFloat16*>(b));
+    p.args.at(DNNL_ARG_DST).set_data_handle(c);
     if (p.scratch_bytes > 0) {
       scratch_.resize((p.scratch_bytes + sizeof(Line) - 1) / sizeof(Line));
-      p.scratch.set_data_handle(scratch_.data());
-      args.emplace(DNNL_ARG_SCRATCHPAD, p.scratch);
+      p.args.at(DNNL_ARG_SCRATCHPAD).set_data_handle(scratch_.data());
     }
     const int threads = omp_get_max_threads();
     if (threads != 1) omp_set_num_threads(1);
-    p.prim.execute(stream_, args);
+    p.prim.execute(stream_, p.args);
     if (threads != 1) omp_set_num_threads(threads);
     return true;
   }
@@ -114,7 +111,8 @@ class Bf16Matmuls {
   struct Made {
     bool ok = false;
     dnnl::matmul prim;
-    dnnl::memory a, b, c, scratch;
+    // its operands (and scratchpad) by argument, memory set at each run
+    std::unordered_map<int, dnnl::memory> args;
     size_t scratch_bytes = 0;
   };
 
@@ -135,11 +133,13 @@ class Bf16Matmuls {
       attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine_);
       p.prim = dnnl::matmul(pd);
-      p.a = dnnl::memory(a, engine_, DNNL_MEMORY_NONE);
-      p.b = dnnl::memory(b, engine_, DNNL_MEMORY_NONE);
-      p.c = dnnl::memory(c, engine_, DNNL_MEMORY_NONE);
-      p.scratch = dnnl::memory(pd.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
+      p.args = {{DNNL_ARG_SRC, dnnl::memory(a, engine_, DNNL_MEMORY_NONE)},
+                {DNNL_ARG_WEIGHTS, dnnl::memory(b, engine_, DNNL_MEMORY_NONE)},
+                {DNNL_ARG_DST, dnnl::memory(c, engine_, DNNL_MEMORY_NONE)}};
       p.scratch_bytes = pd.scratchpad_desc().get_size();
+      if (p.scratch_bytes > 0)
+        p.args.emplace(DNNL_ARG_SCRATCHPAD,
+                       dnnl::memory(pd.scratchpad_desc(), engine_, DNNL_MEMORY_NONE));
       p.ok = true;
     } catch (const dnnl::error&) {
       p.ok = false;  // a layout oneDNN does not take: the fixed rule runs it

@@ -926,8 +926,6 @@ std::string key_of(const Plan& plan, int singles, bool stream) {
     w.push_back(-1);
   }
   for (const Plan::RowValue& r : plan.rows) w.insert(w.end(), {r.reg, r.ptr, r.boolean, r.bf16});
-  for (const auto& l : plan.step->loads) w.push_back(static_cast<int32_t>(l.dtype));
-  for (const auto& st : plan.step->stores) w.push_back(static_cast<int32_t>(st.dst.dtype));
   for (const auto& [bits, reg] : plan.pinned) w.insert(w.end(), {static_cast<int32_t>(bits), reg});
   w.insert(w.end(), plan.store_ptr.begin(), plan.store_ptr.end());
   w.insert(w.end(), plan.store_val.begin(), plan.store_val.end());

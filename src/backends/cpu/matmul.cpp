@@ -145,12 +145,11 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
         if (hints.kernel.declined != nullptr)
           hints.kernel.declined->store(true, std::memory_order_relaxed);
       }
-    }
-    // the fixed rule: a few rows of bfloat16 by the small kernel, widening as it reads ...
-    if constexpr (std::is_same_v<S, BFloat16>)
+      // the fixed rule: a few rows by the small kernel, widening as it reads ...
       if (has_avx512_bw_vl() &&
           small_gemm_bf16_avx512(m, n, k, A, oa.rs, oa.cs, B, ob.rs, ob.cs, c, ldc))
         return;
+    }
     // ... else widened to float32, each operand in its own layout (its runs of memory in
     // order), multiplied by float32's
     thread_local std::vector<float> fa, fb, fc;

@@ -66,13 +66,25 @@ A reduce_row(OpKind op, const S* x, int64_t n) {
 // whatever the threads.
 constexpr int64_t kChunk = int64_t{1} << 15;
 
+// Chunk c of a row of n values, reduced.
+template <typename S, typename A>
+A reduce_chunk(OpKind op, const S* x, int64_t n, int64_t c) {
+  return reduce_row<S, A>(op, x + c * kChunk, std::min(kChunk, n - c * kChunk));
+}
+
+// The chunks' results, combined in order.
+template <typename A, typename F>
+A combine_chunks(OpKind op, int64_t chunks, const F& chunk) {
+  A acc = init_value<A>(op);
+  for (int64_t c = 0; c < chunks; ++c) acc = combine(op, acc, chunk(c));
+  return acc;
+}
+
 template <typename S, typename A>
 A reduce_run(OpKind op, const S* x, int64_t n) {
   if (n < 2 * kChunk) return reduce_row<S, A>(op, x, n);
-  A acc = init_value<A>(op);
-  for (int64_t c = 0; c < n; c += kChunk)
-    acc = combine(op, acc, reduce_row<S, A>(op, x + c, std::min(kChunk, n - c)));
-  return acc;
+  return combine_chunks<A>(op, (n + kChunk - 1) / kChunk,
+                           [&](int64_t c) { return reduce_chunk<S, A>(op, x, n, c); });
 }
 
 // Merges the reduced dims that are one run of memory together, dropping size-1 dims.
@@ -141,16 +153,13 @@ void reduce_typed(const ReduceStep& s, const RunContext& ctx) {
       A* part = parts.data();
       runtime::parallel_for(nout * chunks, 1, [&](int64_t w0, int64_t w1) {
         for (int64_t w = w0; w < w1; ++w) {
-          const int64_t o = w / chunks, c = w % chunks;
-          const int64_t base = offset_of(o, ks, kst, in.offset) + c * kChunk;
-          part[w] = reduce_row<S, A>(op, p + base, std::min(kChunk, nred - c * kChunk));
+          const int64_t o = w / chunks;
+          part[w] = reduce_chunk<S, A>(op, p + offset_of(o, ks, kst, in.offset), nred, w % chunks);
         }
       });
-      for (int64_t o = 0; o < nout; ++o) {
-        A acc = init_value<A>(op);
-        for (int64_t c = 0; c < chunks; ++c) acc = combine(op, acc, part[o * chunks + c]);
-        out[o] = finish(acc);
-      }
+      for (int64_t o = 0; o < nout; ++o)
+        out[o] =
+            finish(combine_chunks<A>(op, chunks, [&](int64_t c) { return part[o * chunks + c]; }));
       return;
     }
     runtime::parallel_for(
