@@ -31,11 +31,13 @@ struct TrainRun {
   int64_t besides = 0, donated = 0, factored = 0;
   int64_t params = 0;  // how many parameter tensors
   std::vector<int64_t> donated_by_step;
+  std::string program;  // the last step's, before it runs
 };
 
 // Three AdamW steps of the spec's decoder shape (hidden 128, intermediate 1024, 16 tokens),
-// its layers stacked and run as a scan, from one seed.
-TrainRun train(nn::LayersMode mode) {
+// its layers stacked and run as a scan, from one seed; `clip`: the gradients clipped to
+// that norm first (clip_grad_norm_).
+TrainRun train(nn::LayersMode mode, double clip = 0) {
   lt::manual_seed(11);
   nn::DecoderConfig cfg{.vocab = 256,
                         .hidden = 128,
@@ -57,8 +59,10 @@ TrainRun train(nn::LayersMode mode) {
   for (int step = 0; step < 3; ++step) {
     Tensor loss = nn::cross_entropy(model(lt::slice(data, 1, 0, 8)), lt::slice(data, 1, 1, 9));
     loss.backward();
+    if (clip > 0) nn::clip_grad_norm_(model.parameters(), clip);
     opt.step();
     opt.zero_grad();
+    if (step == 2) run.program = lt::debug::to_program(model.parameters());
     const int64_t before = counter("DonatedBuffers");
     lt::sync();
     run.donated_by_step.push_back(counter("DonatedBuffers") - before);
@@ -117,6 +121,64 @@ TEST(Passes, AllOffTrainTheUnrolledDecoderAsWithAllOn) {
   const TrainRun on = train(nn::LayersMode::loop);
   PassesOff off({"all"});
   expect_same_training(train(nn::LayersMode::loop), on, "every pass off");
+}
+
+// clip_grad_norm_ in the step: the norm is taken from the weight gradients' factors
+// (gram_norms) and each clipped gradient is made inside its update (grad_product), so no
+// stacked weight's gradient goes through memory. Each of the two off, both, and every pass:
+// the same training; and the clipping clips.
+TEST(Passes, GramNormsAndGradProductTrainTheClippedDecoderAsWithThemOff) {
+  PassesOff none({});
+  const TrainRun on = train(nn::LayersMode::scan, 0.5);
+  size_t scaled = 0;  // updates that compute their gradient times the clipping factor
+  for (size_t at = on.program.find("adamw"); at != std::string::npos;
+       at = on.program.find("adamw", at + 1)) {
+    const std::string line = on.program.substr(at, on.program.find('\n', at) - at);
+    if (line.find(" x ") != std::string::npos && line.find(" * ") != std::string::npos) ++scaled;
+  }
+  EXPECT_EQ(scaled, 8u) << "q, k, v, o, gate, up, down, the head: " << on.program;
+  EXPECT_EQ(on.program.find("[3, 1024, 128]"), std::string::npos)
+      << "no stacked gradient made apart: " << on.program;
+  for (const std::vector<std::string>& off :
+       {std::vector<std::string>{"gram_norms"}, {"grad_product"}, {"gram_norms", "grad_product"},
+        {"all"}}) {
+    PassesOff passes(off);
+    expect_same_training(train(nn::LayersMode::scan, 0.5), on, off[0] + " off");
+  }
+  const TrainRun unclipped = train(nn::LayersMode::scan);
+  EXPECT_GT(std::fabs(unclipped.losses[2] - on.losses[2]), 1e-3) << "the clipping clipped";
+}
+
+// The sum of a product's squares from its factors' Gram matrices, against a float64 loop: a
+// product, a stacked one, a transposed one; a product over too many rows keeps its squares.
+TEST(Passes, GramNormsMatchALoopInDouble) {
+  PassesOff none({});
+  lt::manual_seed(5);
+  for (int form = 0; form < 4; ++form) {
+    SCOPED_TRACE(form);
+    const bool stacked = form == 1, deep = form == 3;
+    const int64_t t = deep ? 64 : 5, m = deep ? 24 : 301, n = deep ? 20 : 70, nb = stacked ? 3 : 1;
+    const Tensor a = stacked ? lt::randn({nb, t, m}) : lt::randn({t, m});
+    const Tensor b = stacked ? lt::randn({nb, t, n}) : lt::randn({t, n});
+    Tensor g = lt::matmul(lt::transpose(a, -1, -2), b);
+    if (form == 2) g = lt::transpose(g);
+    const Tensor norm = nn::total_norm({g}, 2);
+    const std::string program = lt::debug::to_program({norm});
+    const std::string gram = (stacked ? lt::Shape{nb, t, t} : lt::Shape{t, t}).str();
+    EXPECT_EQ(program.find(gram) != std::string::npos, !deep) << program;
+    const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+    double want = 0;
+    for (int64_t k = 0; k < nb; ++k)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double gij = 0;
+          for (int64_t r = 0; r < t; ++r)
+            gij += va[static_cast<size_t>((k * t + r) * m + i)] *
+                   vb[static_cast<size_t>((k * t + r) * n + j)];
+          want += gij * gij;
+        }
+    EXPECT_NEAR(norm.item<double>(), std::sqrt(want), 1e-5 * std::sqrt(want));
+  }
 }
 
 // In an unrolled backward a layer's weight gradient (which its update computes) comes

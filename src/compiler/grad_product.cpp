@@ -1,8 +1,9 @@
 // The grad_product pass: AdamW(param, matmul(a, b), ...) becomes AdamWProduct(param, a, b,
 // ...) where the product is a weight's float32 gradient over few rows (xᵀ dy at most 32
-// tokens deep, or its transpose) that only the update reads. The update then computes the
-// gradient a block of rows at a time beside itself, in cache, and it never goes through
-// memory. Requires: the graph merged (CSE), so use counts are final. Provides: AdamWProduct
+// tokens deep, or its transpose) that only the update reads, or that times a single value
+// (a clipped gradient: AdamWProduct takes the value as its last operand). The update then
+// computes the gradient a block of rows at a time beside itself, in cache, and it never goes
+// through memory. Requires: the graph merged (CSE), so use counts are final. Provides: AdamWProduct
 // nodes; the products they replace are left unread, for DCE.
 #include <vector>
 
@@ -22,9 +23,22 @@ void fuse_grad_products(ir::Graph& g) {
   for (int r : g.results) ++uses[static_cast<size_t>(r)];  // a result is read from outside
   for (GNode& u : g.nodes) {
     if (u.op != OpKind::AdamW) continue;
-    const int grad = u.inputs[1];
+    int grad = u.inputs[1], scale = -1;
+    if (uses[static_cast<size_t>(grad)] != 1) continue;
+    if (const GNode& sn = g.nodes[static_cast<size_t>(grad)]; sn.op == OpKind::Mul) {
+      // the gradient times a single float32 value (clip_grad_norm_'s factor)
+      for (int k : {0, 1}) {
+        const GNode& s = g.nodes[static_cast<size_t>(sn.inputs[k])];
+        if (s.shape.empty() && s.dtype == DType::float32 && sn.dtype == DType::float32) {
+          scale = sn.inputs[k];
+          grad = sn.inputs[1 - k];
+          break;
+        }
+      }
+      if (scale < 0 || uses[static_cast<size_t>(grad)] != 1) continue;
+    }
     const GNode& gn = g.nodes[static_cast<size_t>(grad)];
-    if (uses[static_cast<size_t>(grad)] != 1 || gn.shape != u.shape) continue;
+    if (gn.shape != u.shape) continue;
     int m = grad;
     const bool transposed = ir::is_matrix_transpose(gn.op, gn.attrs);
     if (transposed) {
@@ -44,6 +58,7 @@ void fuse_grad_products(ir::Graph& g) {
     const std::vector<int> in = u.inputs;  // param, grad, exp_avg, exp_avg_sq, 3 numbers
     u.op = OpKind::AdamWProduct;
     u.inputs = {in[0], mm.inputs[0], mm.inputs[1], in[2], in[3], in[4], in[5], in[6]};
+    if (scale >= 0) u.inputs.push_back(scale);
     u.attrs.flag = transposed;
   }
 }

@@ -1,5 +1,5 @@
-// The graph pipeline before a device compiles a graph: simplify, cse, slice_grads and
-// grad_product (each switchable, runtime/passes.def), then dead code elimination (always:
+// The graph pipeline before a device compiles a graph: simplify, cse, slice_grads,
+// gram_norms and grad_product (each switchable, runtime/passes.def), then dead code elimination (always:
 // lowering assumes every node is read).
 #include "compiler/passes.h"
 #include "compiler/rebuild.h"
@@ -27,6 +27,8 @@ ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes) {
   ir::Graph out = passes.on(runtime::Pass::Simplify) ? simplify(g) : g;
   if (passes.on(runtime::Pass::Cse)) out = cse(out);
   if (passes.on(runtime::Pass::SliceGrads)) out = accumulate_slice_grads(out);
+  // the norms' old squares go first: grad_product counts every reader of a gradient
+  if (passes.on(runtime::Pass::GramNorms)) out = eliminate_dead(gram_norms(out));
   if (passes.on(runtime::Pass::GradProduct)) fuse_grad_products(out);
   return eliminate_dead(out);
 }

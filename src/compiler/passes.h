@@ -7,12 +7,15 @@
 namespace lazytrace::compiler {
 
 /** The pipeline: simplify (Pass::Simplify), cse (Pass::Cse), accumulate_slice_grads
- * (Pass::SliceGrads), fuse_grad_products (Pass::GradProduct), then eliminate_dead. */
+ * (Pass::SliceGrads), gram_norms (Pass::GramNorms, then eliminate_dead), fuse_grad_products
+ * (Pass::GradProduct), then eliminate_dead. */
 ir::Graph optimize(const ir::Graph& g, runtime::PassSet passes = {});
 /** x + 0, x - 0, x * 1, x / 1, 0 + x, 1 * x become x (simplify.cpp). */
 ir::Graph simplify(const ir::Graph& g);
 /** Identical nodes (op, dtype, shape, attributes, operands) merge (cse.cpp). */
 ir::Graph cse(const ir::Graph& g);
+/** sum((a b)²) over few rows becomes sum((aᵀa) ∘ (b bᵀ)) (gram_norms.cpp). */
+ir::Graph gram_norms(const ir::Graph& g);
 /** The grad_product rewrite (grad_product.cpp): AdamW of a weight's small float32 gradient
  * product becomes AdamWProduct of the product's operands. */
 void fuse_grad_products(ir::Graph& g);

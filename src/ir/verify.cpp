@@ -33,7 +33,10 @@ void verify(const Graph& g) {
         if (in_shape(k) != (k < 4 ? n.shape : Shape{}))
           fail("verify", "node %", i, " (adamw) operand ", k, " has shape ", in_shape(k).str());
     } else if (n.op == OpKind::AdamWProduct) {
-      for (int k : {3, 4, 5, 6, 7})
+      if (n.inputs.size() != 8 && n.inputs.size() != 9)
+        fail("verify", "node %", i, " (adamw_product) has ", n.inputs.size(),
+             " operands, expected 8 or 9");
+      for (int k = 3; k < static_cast<int>(n.inputs.size()); ++k)
         if (in_shape(k) != (k < 5 ? n.shape : Shape{}))
           fail("verify", "node %", i, " (adamw_product) operand ", k, " has shape ",
                in_shape(k).str());

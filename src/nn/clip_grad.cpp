@@ -47,11 +47,14 @@ Tensor total_norm(const std::vector<Tensor>& tensors, double norm_type) {
   const bool inf = std::isinf(norm_type);
   std::vector<Tensor> parts;  // per tensor: max |x|, or sum |x|^p
   for (const Tensor& t : tensors) {
-    const Tensor a = abs(astype(t, acc));
+    const Tensor x = astype(t, acc);
+    if (norm_type == 2) {  // x * x, the square's bits whatever x's sign (compiler/gram_norms.cpp)
+      parts.push_back(sum(x * x));
+      continue;
+    }
+    const Tensor a = abs(x);
     if (inf)
       parts.push_back(t.numel() ? amax(a) : scalar(0.0, acc));
-    else if (norm_type == 2)
-      parts.push_back(sum(a * a));
     else if (norm_type == 1)
       parts.push_back(sum(a));
     else

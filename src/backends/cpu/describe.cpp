@@ -37,7 +37,8 @@ std::string describe(const Program& p) {
   auto adamw = [&](const AdamWStep& a) {
     os << "adamw " << view(a.param) << " ";
     if (a.grad_product)  // the gradient as the product the update computes
-      os << "(" << view(a.grad_product->a) << " x " << view(a.grad_product->b) << ")";
+      os << "(" << view(a.grad_product->a) << " x " << view(a.grad_product->b)
+         << (a.grad_scale ? " * " + view(*a.grad_scale) : std::string()) << ")";
     else
       os << view(a.grad);
     os << " " << view(a.exp_avg) << " " << view(a.exp_avg_sq) << " " << view(a.decay) << " "

@@ -622,7 +622,8 @@ class Lowering {
       }
       s.grad_product = std::move(ms);
     }
-    // param, grad (AdamW only), exp_avg, exp_avg_sq, then the three numbers
+    // param, grad (AdamW only), exp_avg, exp_avg_sq, the three numbers, then (AdamWProduct)
+    // maybe the gradient's factor
     const int p = product ? 1 : 0;  // AdamWProduct: one operand more before the moments
     s.param = use_contiguous(n.inputs[0]);
     if (!product) s.grad = use_contiguous(n.inputs[1]);
@@ -630,6 +631,7 @@ class Lowering {
     s.exp_avg_sq = use_contiguous(n.inputs[3 + p]);
     View* numbers[] = {&s.decay, &s.step_size, &s.inv_sqrt_bc2};
     for (int k = 0; k < 3; ++k) *numbers[k] = use_view(n.inputs[4 + p + k]);
+    if (product && n.inputs.size() == 9) s.grad_scale = use_view(n.inputs[8]);
     s.beta1 = n.attrs.get_double(0);
     s.beta2 = n.attrs.get_double(1);
     s.eps = n.attrs.get_double(2);

@@ -1,6 +1,7 @@
 // Optimizer update kernels: one pass over a parameter and its state.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -41,6 +42,7 @@ class Update {
     m_ = at(s.exp_avg);
     v_ = at(s.exp_avg_sq);
     g_ = s.grad_product ? nullptr : at(s.grad);  // else computed block by block
+    if (s.grad_scale) scale_ = static_cast<float>(single_value(*s.grad_scale, ctx));
     po_ = reinterpret_cast<S*>(ctx.base[s.out[0]]);
     mo_ = reinterpret_cast<S*>(ctx.base[s.out[1]]);
     vo_ = reinterpret_cast<S*>(ctx.base[s.out[2]]);
@@ -49,6 +51,13 @@ class Update {
   }
 
   const S* grad() const { return g_; }
+
+  // A product gradient's n values times its factor, if it has one (AdamWStep::grad_scale):
+  // the bits of multiplying the product by it elementwise.
+  void scale(float* g, int64_t n) const {
+    if (scale_)
+      for (int64_t i = 0; i < n; ++i) g[i] *= *scale_;
+  }
 
   // Elements [lo, lo + n) of the parameter and moments, to prefetch while a product runs.
   ReadAhead ahead(int64_t lo, int64_t n) const {
@@ -97,6 +106,7 @@ class Update {
   const S *p_, *m_, *v_, *g_;
   S *po_, *mo_, *vo_;
   bool in_place_, apart_;
+  std::optional<float> scale_;
 };
 
 // The blocks of rows a product gradient is made in, about 16K elements: each stays in the
@@ -123,6 +133,7 @@ void update_block(const Update<float>& update, const MatmulStep& mp, const Produ
   buf.resize(static_cast<size_t>(pb.block * pb.cols));
   ReadAhead ahead = update.ahead(lo, n);
   matmul_rows_f32(mp, bi, r0, nr, buf.data(), ctx, &ahead);
+  update.scale(buf.data(), n);
   update(lo, buf.data(), n);
 }
 

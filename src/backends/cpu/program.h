@@ -146,6 +146,8 @@ struct AdamWStep {
   // over few tokens; scan stacks it as two factors): the update computes it a block of rows
   // at a time beside the update, and `grad` is unused. Its out_storage is unused (-1).
   std::optional<MatmulStep> grad_product;
+  // With grad_product: a single value the product is multiplied by (a clipped gradient).
+  std::optional<View> grad_scale;
 };
 
 struct Program;

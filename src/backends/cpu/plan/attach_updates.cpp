@@ -56,14 +56,13 @@ void attach_updates(Program& p, const Context&) {
       if (a && a->grad_product && a->grad_product->out_shape.size() == 3 &&
           a->grad_product->out_shape[0] == loop->length && slice_of_ys(a->grad_product->a) &&
           slice_of_ys(a->grad_product->b)) {
-        bool free = true;
-        for (const View* v :
-             {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
+        bool free = true;  // (a clipped gradient's factor depends on every gradient: never)
+        const std::vector<const View*> operands = adamw_operands(*a);
+        for (const View* v : operands)
           if (!v->is_scalar() && tainted[static_cast<size_t>(v->storage)]) free = false;
         if (free) {
           attach[k] = 1;
-          for (const View* v :
-               {&a->param, &a->exp_avg, &a->exp_avg_sq, &a->decay, &a->step_size, &a->inv_sqrt_bc2})
+          for (const View* v : operands)
             if (!v->is_scalar()) needed[static_cast<size_t>(v->storage)] = 1;
         }
         dep = true;

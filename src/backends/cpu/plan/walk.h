@@ -10,11 +10,20 @@
 
 namespace lazytrace::cpu::plan {
 
+/** The views an update reads beside its gradient (or its gradient's product): parameter,
+ * moments, its numbers and the gradient's factor if it has one. */
+inline std::vector<const View*> adamw_operands(const AdamWStep& a) {
+  std::vector<const View*> v = {&a.param,    &a.exp_avg,   &a.exp_avg_sq,
+                                &a.decay,    &a.step_size, &a.inv_sqrt_bc2};
+  if (a.grad_scale) v.push_back(&*a.grad_scale);
+  return v;
+}
+
 /** Every storage an update names (its gradient product's operands included). */
 template <typename F>
 void adamw_views(const AdamWStep& a, F&& f) {
-  for (const View* v :
-       {&a.param, &a.grad, &a.exp_avg, &a.exp_avg_sq, &a.decay, &a.step_size, &a.inv_sqrt_bc2})
+  if (!a.grad.is_scalar()) f(a.grad.storage);
+  for (const View* v : adamw_operands(a))
     if (!v->is_scalar()) f(v->storage);
   if (a.grad_product) {
     f(a.grad_product->a.storage);
