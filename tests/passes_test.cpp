@@ -139,9 +139,10 @@ TEST(Passes, GramNormsAndGradProductTrainTheClippedDecoderAsWithThemOff) {
   EXPECT_EQ(scaled, 8u) << "q, k, v, o, gate, up, down, the head: " << on.program;
   EXPECT_EQ(on.program.find("[3, 1024, 128]"), std::string::npos)
       << "no stacked gradient made apart: " << on.program;
-  for (const std::vector<std::string>& off :
-       {std::vector<std::string>{"gram_norms"}, {"grad_product"}, {"gram_norms", "grad_product"},
-        {"all"}}) {
+  for (const std::vector<std::string>& off : {std::vector<std::string>{"gram_norms"},
+                                              {"grad_product"},
+                                              {"gram_norms", "grad_product"},
+                                              {"all"}}) {
     PassesOff passes(off);
     expect_same_training(train(nn::LayersMode::scan, 0.5), on, off[0] + " off");
   }

@@ -13,8 +13,8 @@ namespace lazytrace::cpu::plan {
 /** The views an update reads beside its gradient (or its gradient's product): parameter,
  * moments, its numbers and the gradient's factor if it has one. */
 inline std::vector<const View*> adamw_operands(const AdamWStep& a) {
-  std::vector<const View*> v = {&a.param,    &a.exp_avg,   &a.exp_avg_sq,
-                                &a.decay,    &a.step_size, &a.inv_sqrt_bc2};
+  std::vector<const View*> v = {&a.param, &a.exp_avg,   &a.exp_avg_sq,
+                                &a.decay, &a.step_size, &a.inv_sqrt_bc2};
   if (a.grad_scale) v.push_back(&*a.grad_scale);
   return v;
 }
