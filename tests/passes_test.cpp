@@ -180,6 +180,20 @@ TEST(Passes, GramNormsMatchALoopInDouble) {
         }
     EXPECT_NEAR(norm.item<double>(), std::sqrt(want), 1e-5 * std::sqrt(want));
   }
+  // two tokens whose parts cancel: the Gram terms' rounding may sum below 0; the norm stays
+  // a number near 0, on the scale of the factors' rounding
+  const int64_t m = 40, n = 30;
+  const Tensor x = lt::randn({1, m}) * 3.0f, d = lt::randn({1, n});
+  const Tensor a = lt::concat({x, x * 1.0000001f}), b = lt::concat({d, -d});
+  const double scale = std::sqrt(lt::sum(x * x).item<double>() * lt::sum(d * d).item<double>());
+  const Tensor cancel = nn::total_norm({lt::matmul(lt::transpose(a), b)}, 2);
+  EXPECT_NE(lt::debug::to_program({cancel}).find("[2, 2]"), std::string::npos);
+  EXPECT_TRUE(std::isfinite(cancel.item<double>()));
+  EXPECT_LE(cancel.item<double>(), 1e-3 * scale);
+  // a gradient that overflowed gives a norm that is not a number (error_if_nonfinite's cue)
+  const Tensor big = lt::concat({x, x}) * 1e30f;
+  const Tensor inf = nn::total_norm({lt::matmul(lt::transpose(big), lt::concat({d, d}))}, 2);
+  EXPECT_FALSE(std::isfinite(inf.item<double>()));
 }
 
 // In an unrolled backward a layer's weight gradient (which its update computes) comes

@@ -79,7 +79,10 @@ ir::Graph gram_norms(const ir::Graph& g) {
     const int prod = emit(OpKind::Mul, gram, {ga, gb});
     const int s = emit(OpKind::Sum, Shape{}, {prod});
     for (int d = 0; d < nd; ++d) out.nodes.back().attrs.push(d);
-    return s;
+    // at least 0: where the rows' parts cancel, the rounded terms may sum below it (and a
+    // norm's square root would be NaN)
+    const int zero = emit(OpKind::Scalar, Shape{}, {});
+    return emit(OpKind::Maximum, Shape{}, {s, zero});
   });
 }
 
