@@ -7,6 +7,7 @@
 #include <lazytrace/lazytrace.h>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -151,23 +152,17 @@ TEST(Passes, GramNormsAndGradProductTrainTheClippedDecoderAsWithThemOff) {
 }
 
 // The sum of a product's squares from its factors' Gram matrices, against a float64 loop: a
-// product, a stacked one, a transposed one; a product over too many rows keeps its squares.
+// product, a stacked one, a transposed one, one whose tokens' parts cancel (a gradient near
+// a minimum); a product over too many rows keeps its squares. Factors that overflow the
+// squares, or hold an inf or a NaN, give what the squares give.
 TEST(Passes, GramNormsMatchALoopInDouble) {
   PassesOff none({});
   lt::manual_seed(5);
-  for (int form = 0; form < 4; ++form) {
-    SCOPED_TRACE(form);
-    const bool stacked = form == 1, deep = form == 3;
-    const int64_t t = deep ? 64 : 5, m = deep ? 24 : 301, n = deep ? 20 : 70, nb = stacked ? 3 : 1;
-    const Tensor a = stacked ? lt::randn({nb, t, m}) : lt::randn({t, m});
-    const Tensor b = stacked ? lt::randn({nb, t, n}) : lt::randn({t, n});
-    Tensor g = lt::matmul(lt::transpose(a, -1, -2), b);
-    if (form == 2) g = lt::transpose(g);
-    const Tensor norm = nn::total_norm({g}, 2);
-    const std::string program = lt::debug::to_program({norm});
-    const std::string gram = (stacked ? lt::Shape{nb, t, t} : lt::Shape{t, t}).str();
-    EXPECT_EQ(program.find(gram) != std::string::npos, !deep) << program;
+  // sqrt(sum((aᵀ b)²)) in float64, a [nb, t, m], b [nb, t, n]
+  auto loop = [](const Tensor& a, const Tensor& b) {
     const std::vector<double> va = a.to_vector<double>(), vb = b.to_vector<double>();
+    const int64_t t = a.shape()[a.ndim() - 2], m = a.shape()[a.ndim() - 1];
+    const int64_t n = b.shape()[b.ndim() - 1], nb = a.numel() / (t * m);
     double want = 0;
     for (int64_t k = 0; k < nb; ++k)
       for (int64_t i = 0; i < m; ++i)
@@ -178,22 +173,45 @@ TEST(Passes, GramNormsMatchALoopInDouble) {
                    vb[static_cast<size_t>((k * t + r) * n + j)];
           want += gij * gij;
         }
-    EXPECT_NEAR(norm.item<double>(), std::sqrt(want), 1e-5 * std::sqrt(want));
+    return std::sqrt(want);
+  };
+  auto norm_of = [](const Tensor& a, const Tensor& b, bool transposed, std::string* program) {
+    Tensor g = lt::matmul(lt::transpose(a, -1, -2), b);
+    if (transposed) g = lt::transpose(g, -1, -2);
+    const Tensor norm = nn::total_norm({g}, 2);
+    if (program) *program = lt::debug::to_program({norm});
+    return norm.item<double>();
+  };
+  for (int form = 0; form < 5; ++form) {
+    SCOPED_TRACE(form);
+    const bool stacked = form == 1, deep = form == 4;
+    const int64_t t = deep ? 64 : 5, m = deep ? 24 : 301, n = deep ? 20 : 70, nb = stacked ? 3 : 1;
+    Tensor a = stacked ? lt::randn({nb, t, m}) : lt::randn({t, m});
+    Tensor b = stacked ? lt::randn({nb, t, n}) : lt::randn({t, n});
+    if (form == 3) {  // every token's input nearly the same, the output gradients centred
+      a = lt::randn({1, m}) + lt::randn({t, m}) * 1e-4f;
+      b = b - lt::mean(b, {0}, true);
+    }
+    std::string program;
+    const double got = norm_of(a, b, form == 2, &program);
+    EXPECT_EQ(
+        program.find((stacked ? lt::Shape{nb, t, t} : lt::Shape{t, t}).str()) != std::string::npos,
+        !deep)
+        << program;
+    const double want = loop(a, b);
+    EXPECT_NEAR(got, want, 1e-5 * want);
   }
-  // two tokens whose parts cancel: the Gram terms' rounding may sum below 0; the norm stays
-  // a number near 0, on the scale of the factors' rounding
-  const int64_t m = 40, n = 30;
-  const Tensor x = lt::randn({1, m}) * 3.0f, d = lt::randn({1, n});
-  const Tensor a = lt::concat({x, x * 1.0000001f}), b = lt::concat({d, -d});
-  const double scale = std::sqrt(lt::sum(x * x).item<double>() * lt::sum(d * d).item<double>());
-  const Tensor cancel = nn::total_norm({lt::matmul(lt::transpose(a), b)}, 2);
-  EXPECT_NE(lt::debug::to_program({cancel}).find("[2, 2]"), std::string::npos);
-  EXPECT_TRUE(std::isfinite(cancel.item<double>()));
-  EXPECT_LE(cancel.item<double>(), 1e-3 * scale);
-  // a gradient that overflowed gives a norm that is not a number (error_if_nonfinite's cue)
-  const Tensor big = lt::concat({x, x}) * 1e30f;
-  const Tensor inf = nn::total_norm({lt::matmul(lt::transpose(big), lt::concat({d, d}))}, 2);
-  EXPECT_FALSE(std::isfinite(inf.item<double>()));
+  const Tensor x = lt::randn({2, 40}), d = lt::randn({2, 30});
+  EXPECT_TRUE(std::isinf(norm_of(x * 1e30f, d, false, nullptr)));  // squares overflow
+  const std::vector<float> special = {std::numeric_limits<float>::infinity(),
+                                      std::numeric_limits<float>::quiet_NaN()};
+  for (float v : special) {
+    std::vector<float> vx = x.to_vector<float>();
+    vx[7] = v;
+    const double got = norm_of(lt::tensor(vx, {2, 40}), d, false, nullptr);
+    EXPECT_EQ(std::isnan(got), std::isnan(v)) << v;
+    EXPECT_FALSE(std::isfinite(got)) << v;
+  }
 }
 
 // In an unrolled backward a layer's weight gradient (which its update computes) comes

@@ -54,7 +54,7 @@ void fuse_grad_products(ir::Graph& g) {
       fits = fits && x.dtype == DType::float32 && x.shape.size() == nd;
       for (int d = 0; fits && d < nd - 2; ++d) fits = x.shape[d] == mm.shape[d];
     }
-    if (!fits || g.nodes[static_cast<size_t>(mm.inputs[1])].shape[nd - 2] > 32) continue;
+    if (!fits || g.nodes[static_cast<size_t>(mm.inputs[1])].shape[nd - 2] > kFewRows) continue;
     const std::vector<int> in = u.inputs;  // param, grad, exp_avg, exp_avg_sq, 3 numbers
     u.op = OpKind::AdamWProduct;
     u.inputs = {in[0], mm.inputs[0], mm.inputs[1], in[2], in[3], in[4], in[5], in[6]};

@@ -1,10 +1,10 @@
 // The gram_norms pass: the sum of the squares of a product over few rows, sum((a b)²) with
-// a [.., M, T] and b [.., T, N], becomes sum((aᵀa) ∘ (b bᵀ)), two T × T products, where
-// T (M + N) is well below M N. A gradient norm (clip_grad_norm_) then reads the factors
-// of a weight's gradient over few tokens, not the gradient, which grad_product can then
-// make inside the update instead of through memory. Requires: cse (the square's operands
-// one node). Provides: the norms' new nodes; the products, squares and sums they replace
-// are left unread, for DCE.
+// a [.., M, T] and b [.., T, N], becomes sum((aᵀa) ∘ (b bᵀ)) in float64, two T × T products,
+// where T is at most grad_product's kFewRows and T (M + N) well below M N. A gradient norm
+// (clip_grad_norm_) then reads the factors of a weight's gradient over few tokens, not the
+// gradient, which grad_product can then make inside the update instead of through memory. Requires:
+// cse (the square's operands one node). Provides: the norms' new nodes; the products, squares and
+// sums they replace are left unread, for DCE.
 #include "compiler/passes.h"
 #include "compiler/rebuild.h"
 
@@ -51,11 +51,11 @@ ir::Graph gram_norms(const ir::Graph& g) {
     for (int d = 0; d < nd - 2; ++d)
       if (sa[d] != mm.shape[d] || sb[d] != mm.shape[d]) return -1;  // no broadcast batch dims
     const int64_t rows = sa[nd - 2], t = sa[nd - 1], cols = sb[nd - 1];
-    // the two T × T products against the product itself, with room for their lower speed
-    if (2 * t * (rows + cols) > rows * cols) return -1;
+    // few rows (grad_product's, which then takes the gradient), and two T × T Gram matrices
+    // that hold fewer elements than the product by the factors' sizes
+    if (t > kFewRows || 2 * t * (rows + cols) > rows * cols) return -1;
 
-    const DType dt = node.dtype;
-    auto emit = [&](OpKind op, Shape shape, std::vector<int> inputs) {
+    auto emit = [&](OpKind op, DType dt, Shape shape, std::vector<int> inputs) {
       GNode& e = out.nodes.emplace_back();
       e.op = op;
       e.dtype = dt;
@@ -63,26 +63,59 @@ ir::Graph gram_norms(const ir::Graph& g) {
       e.inputs = std::move(inputs);
       return static_cast<int>(out.nodes.size()) - 1;
     };
-    auto transposed = [&](int x) {  // x with its last two dims swapped
+    const DType f64 = DType::float64;
+    auto wide = [&](int x) {  // x in float64
       const GNode& n = out.nodes[static_cast<size_t>(x)];
-      if (swaps_last_two(n)) return n.inputs[0];
-      Shape s = n.shape;
+      return n.dtype == f64 ? x : emit(OpKind::Cast, f64, Shape(n.shape), {x});
+    };
+    auto transposed = [&](int x) {  // x with its last two dims swapped
+      Shape s = out.nodes[static_cast<size_t>(x)].shape;
       std::swap(s[nd - 2], s[nd - 1]);
-      const int p = emit(OpKind::Permute, s, {x});
+      const int p = emit(OpKind::Permute, f64, s, {x});
       for (int d = 0; d < nd; ++d) out.nodes.back().attrs.push(d < nd - 2 ? d : 2 * nd - 3 - d);
       return p;
     };
+    // a factor and its transpose in float64, each cast once
+    auto factor = [&](int x) -> std::pair<int, int> {
+      const GNode& n = out.nodes[static_cast<size_t>(x)];
+      if (swaps_last_two(n)) {
+        const int y = wide(n.inputs[0]);
+        return {transposed(y), y};
+      }
+      const int y = wide(x);
+      return {y, transposed(y)};
+    };
+    auto sum_all = [&](int x) {
+      const DType dt = out.nodes[static_cast<size_t>(x)].dtype;
+      const int s = emit(OpKind::Sum, dt, Shape{}, {x});
+      for (int d = 0; d < nd; ++d) out.nodes.back().attrs.push(d);
+      return s;
+    };
+    const int zero = emit(OpKind::Scalar, f64, Shape{}, {});
+    // In float64 the factors' products are exact and their sums hold what cancels between
+    // rows to far below float32's rounding (in float32 a weight's gradient near a minimum,
+    // its tokens' parts cancelling, lost most of its norm), and no square overflows.
+    const auto [a64, at64] = factor(a);
+    const auto [b64, bt64] = factor(b);
     Shape gram = sa;
     gram[nd - 2] = t;
-    const int ga = emit(OpKind::Matmul, gram, {transposed(a), a});  // aᵀ a
-    const int gb = emit(OpKind::Matmul, gram, {b, transposed(b)});  // b bᵀ
-    const int prod = emit(OpKind::Mul, gram, {ga, gb});
-    const int s = emit(OpKind::Sum, Shape{}, {prod});
-    for (int d = 0; d < nd; ++d) out.nodes.back().attrs.push(d);
-    // at least 0: where the rows' parts cancel, the rounded terms may sum below it (and a
-    // norm's square root would be NaN)
-    const int zero = emit(OpKind::Scalar, Shape{}, {});
-    return emit(OpKind::Maximum, Shape{}, {s, zero});
+    const int ga = emit(OpKind::Matmul, f64, gram, {at64, a64});  // aᵀ a
+    const int gb = emit(OpKind::Matmul, f64, gram, {b64, bt64});  // b bᵀ
+    // at least 0: the rounded terms of rows that cancel may sum below it
+    const int sum = emit(OpKind::Maximum, f64, Shape{},
+                         {sum_all(emit(OpKind::Mul, f64, gram, {ga, gb})), zero});
+    // factors that are not all finite: what the squares would give, inf where one is
+    // infinite, NaN where one is NaN (the Gram matrices would mix infinities into NaN). In
+    // the factors' own dtype: their sum of sizes overflows only where the squares would.
+    const DType dt = node.dtype;
+    const int size = emit(OpKind::Add, dt, Shape{},
+                          {sum_all(emit(OpKind::Abs, dt, Shape(sa), {a})),
+                           sum_all(emit(OpKind::Abs, dt, Shape(sb), {b}))});
+    const int own_zero = dt == f64 ? zero : emit(OpKind::Scalar, dt, Shape{}, {});
+    const int finite = emit(OpKind::Eq, DType::bool_, Shape{},
+                            {emit(OpKind::Sub, dt, Shape{}, {size, size}), own_zero});
+    const int r = dt == f64 ? sum : emit(OpKind::Cast, dt, Shape{}, {sum});
+    return emit(OpKind::Where, dt, Shape{}, {finite, r, size});
   });
 }
 

@@ -1,6 +1,6 @@
 // The graph pipeline before a device compiles a graph: simplify, cse, slice_grads,
-// gram_norms and grad_product (each switchable, runtime/passes.def), then dead code elimination (always:
-// lowering assumes every node is read).
+// gram_norms and grad_product (each switchable, runtime/passes.def), then dead code
+// elimination (always: lowering assumes every node is read).
 #include "compiler/passes.h"
 #include "compiler/rebuild.h"
 

@@ -56,7 +56,7 @@ void attach_updates(Program& p, const Context&) {
       if (a && a->grad_product && a->grad_product->out_shape.size() == 3 &&
           a->grad_product->out_shape[0] == loop->length && slice_of_ys(a->grad_product->a) &&
           slice_of_ys(a->grad_product->b)) {
-        bool free = true;  // (a clipped gradient's factor depends on every gradient: never)
+        bool free = true;  // (a clipping factor from a norm of the loop's gradients is not)
         const std::vector<const View*> operands = adamw_operands(*a);
         for (const View* v : operands)
           if (!v->is_scalar() && tainted[static_cast<size_t>(v->storage)]) free = false;
