@@ -1,7 +1,7 @@
 // The gram_norms pass: the sum of the squares of a product over few rows, sum((a b)²) with
-// a [.., M, T] and b [.., T, N], becomes sum((aᵀa) ∘ (b bᵀ)) in float64, two T × T products,
-// where T is at most grad_product's kFewRows and T (M + N) well below M N. A gradient norm
-// (clip_grad_norm_) then reads the factors of a weight's gradient over few tokens, not the
+// a [.., M, T] and b [.., T, N] in float32, becomes sum((aᵀa) ∘ (b bᵀ)) in float64, two T × T
+// products, where T is at most grad_product's kFewRows and T (M + N) well below M N. A gradient
+// norm (clip_grad_norm_) then reads the factors of a weight's gradient over few tokens, not the
 // gradient, which grad_product can then make inside the update instead of through memory. Requires:
 // cse (the square's operands one node). Provides: the norms' new nodes; the products, squares and
 // sums they replace are left unread, for DCE.
@@ -34,10 +34,9 @@ int product_of(const ir::Graph& g, int x) {
 
 ir::Graph gram_norms(const ir::Graph& g) {
   return rebuild(g, [&](ir::Graph& out, const GNode& node) {
-    // sum(x * x) over every dim, x a floating product of two operands of its rank
-    if (node.op != OpKind::Sum || !node.shape.empty() ||
-        (node.dtype != DType::float32 && node.dtype != DType::float64))
-      return -1;
+    // sum(x * x) over every dim, x a float32 product of two operands of its rank (whose
+    // Gram matrices' terms cannot overflow in float64)
+    if (node.op != OpKind::Sum || !node.shape.empty() || node.dtype != DType::float32) return -1;
     const GNode& sq = out.nodes[static_cast<size_t>(node.inputs[0])];
     if (sq.op != OpKind::Mul || sq.inputs[0] != sq.inputs[1] || sq.dtype != node.dtype) return -1;
     const int m = product_of(out, sq.inputs[0]);
@@ -65,8 +64,7 @@ ir::Graph gram_norms(const ir::Graph& g) {
     };
     const DType f64 = DType::float64;
     auto wide = [&](int x) {  // x in float64
-      const GNode& n = out.nodes[static_cast<size_t>(x)];
-      return n.dtype == f64 ? x : emit(OpKind::Cast, f64, Shape(n.shape), {x});
+      return emit(OpKind::Cast, f64, Shape(out.nodes[static_cast<size_t>(x)].shape), {x});
     };
     auto transposed = [&](int x) {  // x with its last two dims swapped
       Shape s = out.nodes[static_cast<size_t>(x)].shape;
@@ -106,16 +104,16 @@ ir::Graph gram_norms(const ir::Graph& g) {
                          {sum_all(emit(OpKind::Mul, f64, gram, {ga, gb})), zero});
     // factors that are not all finite: what the squares would give, inf where one is
     // infinite, NaN where one is NaN (the Gram matrices would mix infinities into NaN). In
-    // the factors' own dtype: their sum of sizes overflows only where the squares would.
-    const DType dt = node.dtype;
-    const int size = emit(OpKind::Add, dt, Shape{},
-                          {sum_all(emit(OpKind::Abs, dt, Shape(sa), {a})),
-                           sum_all(emit(OpKind::Abs, dt, Shape(sb), {b}))});
-    const int own_zero = dt == f64 ? zero : emit(OpKind::Scalar, dt, Shape{}, {});
-    const int finite = emit(OpKind::Eq, DType::bool_, Shape{},
-                            {emit(OpKind::Sub, dt, Shape{}, {size, size}), own_zero});
-    const int r = dt == f64 ? sum : emit(OpKind::Cast, dt, Shape{}, {sum});
-    return emit(OpKind::Where, dt, Shape{}, {finite, r, size});
+    // float32: their sum of sizes overflows only where the squares would.
+    const DType f32 = DType::float32;
+    const int size = emit(OpKind::Add, f32, Shape{},
+                          {sum_all(emit(OpKind::Abs, f32, Shape(sa), {a})),
+                           sum_all(emit(OpKind::Abs, f32, Shape(sb), {b}))});
+    const int finite = emit(
+        OpKind::Eq, DType::bool_, Shape{},
+        {emit(OpKind::Sub, f32, Shape{}, {size, size}), emit(OpKind::Scalar, f32, Shape{}, {})});
+    return emit(OpKind::Where, f32, Shape{},
+                {finite, emit(OpKind::Cast, f32, Shape{}, {sum}), size});
   });
 }
 
