@@ -75,32 +75,25 @@ void run_steps(const Program& prog, const RunContext& ctx, size_t first) {
 
 namespace {
 
-// Replays a lowered program. The arena is made once; a run allocates only its outputs.
+// Replays a lowered program. A run takes its arena (the intermediates) and its outputs
+// from the buffer cache and gives the arena back when it ends: a step that repeats gets the
+// same memory back, and programs cached for many shapes hold no memory between runs (an
+// arena kept by each, as before, grew with every shape a model ran at).
 class CpuExecutable : public runtime::Executable {
  public:
   CpuExecutable(Program p, GemmChoice& gemm_choice) : prog_(std::move(p)) {
-    if (prog_.arena_bytes > 0) try {
-        arena_ = runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
-      } catch (const runtime::OutOfMemory& e) {
-        e.rethrow_for("sync",
-                      detail::cat("the intermediate results of a graph of ", prog_.steps.size(),
-                                  " steps (the largest: ", prog_.largest_intermediate, ")"));
-      }
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
     tickets_.resize(static_cast<size_t>(prog_.num_tickets));
     ctx_.tickets = tickets_.data();
     if (prog_.passes.on(runtime::Pass::GemmChoice)) ctx_.gemm_choice = &gemm_choice;
-    for (size_t i = 0; i < prog_.storages.size(); ++i)
-      if (prog_.storages[i].kind == StorageKind::Arena)
-        ctx_.base[i] =
-            static_cast<char*>(arena_ ? arena_->data() : nullptr) + prog_.storages[i].offset;
   }
 
   std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,
                                       const std::vector<runtime::ScalarArg>& scalars,
                                       const std::vector<char>& donated) override {
-    std::lock_guard<std::mutex> lock(mu_);  // the arena belongs to one run at a time
+    std::lock_guard<std::mutex> lock(mu_);  // ctx_ belongs to one run at a time
+    const runtime::BufferPtr arena = take_arena();
     std::vector<runtime::BufferPtr> outputs(static_cast<size_t>(prog_.num_outputs));
     for (const Donation& d : prog_.donations)
       if (static_cast<size_t>(d.param_slot) < donated.size() && donated[d.param_slot]) {
@@ -115,6 +108,8 @@ class CpuExecutable : public runtime::Executable {
         runtime::BufferPtr& out = outputs[static_cast<size_t>(st.slot)];
         if (!out) out = allocate_output(i, static_cast<size_t>(st.bytes));
         ctx_.base[i] = static_cast<char*>(out->data());
+      } else if (st.kind == StorageKind::Arena) {
+        ctx_.base[i] = static_cast<char*>(arena ? arena->data() : nullptr) + st.offset;
       }
     }
     ctx_.scalars = &scalars;
@@ -141,6 +136,17 @@ class CpuExecutable : public runtime::Executable {
 
   std::string describe() const override { return cpu::describe(prog_); }
 
+  runtime::BufferPtr take_arena() const {
+    if (prog_.arena_bytes <= 0) return nullptr;
+    try {
+      return runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+    } catch (const runtime::OutOfMemory& e) {
+      e.rethrow_for("sync",
+                    detail::cat("the intermediate results of a graph of ", prog_.steps.size(),
+                                " steps (the largest: ", prog_.largest_intermediate, ")"));
+    }
+  }
+
   runtime::BufferPtr allocate_output(size_t storage, size_t bytes) const {
     try {
       return runtime::make_buffer(bytes);
@@ -157,7 +163,6 @@ class CpuExecutable : public runtime::Executable {
 
  private:
   Program prog_;
-  runtime::BufferPtr arena_;
   RunContext ctx_;
   std::vector<int64_t> tickets_;
   std::mutex mu_;
