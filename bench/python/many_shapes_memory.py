@@ -32,6 +32,7 @@ for i, n in enumerate(range(256, 256 + 128 * shapes, 128)):
     loss.backward()
     opt.step()
     opt.zero_grad()
+    lt.sync()  # the step, weights and optimizer state included
     loss.item()
     if i % 4 == 3:
         print(f"{i + 1} batch sizes (the last {n} rows): {rss_mb():.0f} MB", flush=True)

@@ -41,7 +41,8 @@ class CompileCache {
                                                       runtime::PassSet passes = {});
 
   size_t size() const;
-  /** Bytes of the scratch arenas (every intermediate of a graph) the executables hold. */
+  /** Bytes of the scratch arenas (every intermediate of a graph) the executables take for a
+   * run (from the buffer cache; none is held between runs). */
   int64_t arena_bytes() const;
   size_t capacity() const;
   void set_capacity(size_t n);

@@ -43,13 +43,18 @@ class BlockCache {
     return (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
   }
 
-  void* take(size_t rounded) {
+  // A block of at least `rounded` bytes; `rounded` becomes its size. A large one may be a
+  // cached block up to a quarter larger: the arenas of steps at nearby shapes (batches of
+  // varying length) then share blocks instead of each asking the system for new pages.
+  void* take(size_t& rounded) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(rounded);
-      if (it != free_.end() && !it->second.empty()) {
+      const size_t most = rounded >= kHugeFrom ? rounded + rounded / 4 : rounded;
+      for (auto it = free_.lower_bound(rounded); it != free_.end() && it->first <= most; ++it) {
+        if (it->second.empty()) continue;
         void* p = it->second.back();
         it->second.pop_back();
+        rounded = it->first;
         cached_ -= rounded;
         return p;
       }
@@ -114,8 +119,8 @@ class BlockCache {
 
 }  // namespace
 
-Buffer::Buffer(size_t bytes) : bytes_(bytes) {
-  data_ = BlockCache::get().take(BlockCache::round(bytes));
+Buffer::Buffer(size_t bytes) : bytes_(bytes), block_(BlockCache::round(bytes)) {
+  data_ = BlockCache::get().take(block_);
   const int64_t live =
       g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
       static_cast<int64_t>(bytes);
@@ -172,7 +177,7 @@ void OutOfMemory::rethrow_for(const std::string& op, const std::string& purpose)
 
 Buffer::~Buffer() {
   if (owner_) return;
-  BlockCache::get().give(data_, BlockCache::round(bytes_));
+  BlockCache::get().give(data_, block_);
   g_live_bytes.fetch_sub(static_cast<int64_t>(bytes_), std::memory_order_relaxed);
 }
 

@@ -41,6 +41,7 @@ class Buffer {
  private:
   void* data_;
   size_t bytes_;
+  size_t block_ = 0;  // the cached block's size (at least bytes_)
   std::shared_ptr<const void> owner_;
 };
 

@@ -31,7 +31,7 @@ class Executable {
                                      const std::vector<char>& donated = {}) = 0;
   /** Kernel list and buffer plan, for debugging. */
   virtual std::string describe() const = 0;
-  /** Bytes of scratch memory the executable keeps between runs. */
+  /** Bytes of scratch memory a run takes (and gives back when it ends). */
   virtual int64_t arena_bytes() const = 0;
   /** The collectives a run issues (runtime/communicator.h), itself or in its bodies, as a
    * hash of their order, kinds, sizes and attributes (what every rank must agree on); 0:

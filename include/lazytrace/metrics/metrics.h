@@ -98,8 +98,8 @@ std::string report();
 /** Zero every counter and timer. */
 void reset();
 
-/** Bytes held by tensor buffers and executables' scratch now, and the most held at once
- * since the last reset_peak_memory() (or since the start). */
+/** Bytes held by tensor buffers (and, while a graph runs, its scratch arena) now, and the most held
+ * at once since the last reset_peak_memory() (or since the start). */
 int64_t memory_bytes();
 int64_t peak_memory_bytes();
 void reset_peak_memory();

@@ -121,7 +121,7 @@ void sync();
 /** Computes only these tensors (and what they need), in one graph. */
 void sync(const std::vector<Tensor>& tensors);
 /** Forgets every compiled graph and traced-body program (like jax.clear_caches()): the
- * next sync compiles again, and their scratch memory is released. */
+ * next sync compiles again. (Their scratch memory is taken per run, never held.) */
 void clear_caches();
 
 namespace debug {
