@@ -67,11 +67,11 @@ struct BFloat16 {
   explicit BFloat16(float f) : bits(from_float(f)) {}
   operator float() const { return to_float(bits); }
 
+  // without a branch (a NaN quieted), so that loops of it vectorize
   static uint16_t from_float(float f) {
-    uint32_t x = float_to_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return static_cast<uint16_t>(x >> 16);
+    const uint32_t x = float_to_bits(f);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16, quiet = (x >> 16) | 0x40u;
+    return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
   }
   static float to_float(uint16_t b) { return bits_to_float(static_cast<uint32_t>(b) << 16); }
 };

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -116,22 +115,6 @@ Operand widen(const Operand& o, int64_t rows, int64_t cols, const S* p, std::vec
   return o.trans ? Operand{true, rows, 1, rows} : Operand{false, cols, cols, 1};
 }
 
-// n float32 values rounded to S (bfloat16 without a branch, BFloat16::from_float's bits, so
-// that the loop vectorizes).
-template <typename S>
-void narrow(const float* x, S* out, int64_t n) {
-  if constexpr (std::is_same_v<S, BFloat16>) {
-    for (int64_t j = 0; j < n; ++j) {
-      uint32_t b;
-      std::memcpy(&b, x + j, sizeof b);
-      const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16, quiet = (b >> 16) | 0x40u;
-      out[j].bits = static_cast<uint16_t>((b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-    }
-  } else {
-    for (int64_t j = 0; j < n; ++j) out[j] = S(x[j]);
-  }
-}
-
 // One block: C[rm, rn] (row stride ldc) = A[rm, k] B[k, rn].
 template <typename S>
 void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, int64_t k,
@@ -156,7 +139,11 @@ void multiply_block(const Operand& oa, const Operand& ob, int64_t m, int64_t n, 
     const Operand wa = widen(oa, m, k, A, fa), wb = widen(ob, k, n, B, fb);
     fc.resize(static_cast<size_t>(m * n));
     gemm<float>(wa, wb, m, n, k, fa.data(), fb.data(), fc.data(), n);
-    for (int64_t i = 0; i < m; ++i) narrow(fc.data() + i * n, c + i * ldc, n);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* r = fc.data() + i * n;
+      S* out = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) out[j] = S(r[j]);  // vectorized (from_float has no branch)
+    }
   } else {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
