@@ -755,9 +755,12 @@ def _var(input, dim, correction, keepdim, op):
     n = 1
     for d in dims:
         n *= input.shape[d]
-    mu = _C.mean(input, dims, True)
-    sq = _C.sum((input - mu) * (input - mu), dims, keepdim)
-    return sq / builtins.max(n - correction, 0)
+    x = input
+    if x.dtype in (_C.dtype.float16, _C.dtype.bfloat16):  # in float32, as torch (and cast back)
+        x = _C.astype(x, _C.dtype.float32)
+    mu = _C.mean(x, dims, True)
+    sq = _C.sum((x - mu) * (x - mu), dims, keepdim)
+    return _C.astype(sq / float(builtins.max(n - correction, 0)), input.dtype)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -1015,6 +1018,21 @@ def permute(input, *dims):
     return _C.permute(input, _size(dims, "permute"))
 
 
+def flip(input, *dims):
+    """input with the order of its elements reversed along each of dims (as torch.flip)."""
+    dims = _size(dims, "flip")
+    seen = [_dim(input, d, "flip") for d in dims]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"[flip] dims {list(dims)} name a dim more than once "
+                         f"(tensor of shape {list(input.shape)})")
+    out = input
+    for d in seen:
+        n = input.shape[d] if input.ndim else 1
+        if n > 1:
+            out = _C.index_select(out, d, tensor(np.arange(n - 1, -1, -1)))
+    return out
+
+
 def unsqueeze(input, dim):
     return _C.unsqueeze(input, dim)
 
@@ -1129,6 +1147,8 @@ def tan(input):
 
 def sign(input):
     s = _C.astype(input > 0, input.dtype) - _C.astype(input < 0, input.dtype)
+    if input.dtype in _FLOATING:
+        s = _C.where(input != input, input, s)  # NaN stays NaN
     if input.requires_grad and input.dtype in _FLOATING:
         # a zero gradient, as torch's (not an error): a select that never picks the input
         s = s + _C.where(_C.zeros(tuple(input.shape), _C.dtype.bool), input, 0.0)
@@ -1182,7 +1202,7 @@ def _getitem(self, idx, info=None):
             size = t.shape[d]
             if i.step is not None and i.step <= 0:
                 raise ValueError(f"[index] slice step must be greater than zero (as in torch), "
-                                 f"got {i.step}; reverse with t.flip(...) or index with a list")
+                                 f"got {i.step}; reverse with t.flip(dim) or index with a list")
             start, stop, step = i.indices(size)
             if stop < start:
                 stop = start
@@ -1284,6 +1304,8 @@ def _put(self, idx, value):
         v = full(picked.shape, value, dtype=self.dtype)
     else:
         v = _make_tensor(value, self.dtype, "setitem", "value")
+    if v.ndim > picked.ndim and builtins.all(d == 1 for d in v.shape[: v.ndim - picked.ndim]):
+        v = _C.reshape(v, tuple(v.shape[v.ndim - picked.ndim :]))  # leading 1s go, as in torch
     try:
         v = _C.broadcast_to(v, picked.shape)
     except ValueError as e:
@@ -1300,10 +1322,11 @@ def _put(self, idx, value):
         keep = _C.reshape(keep, (1,) * pos + tuple(keep.shape)
                           + (1,) * (picked.ndim - pos - keep.ndim))
         keep = _C.reshape(_C.broadcast_to(keep, picked.shape), (-1,))
-        v = _C.where(keep, v, 0)
+        v = _C.where(keep, v, -0.0)
         hits = _C.astype(keep, _C.dtype.int32)
     hit = _C.index_add(zeros(n, dtype=_C.dtype.int32), 0, flat, hits)
-    spread = _C.astype(_C.index_add(zeros(n, dtype=work), 0, flat, v), self.dtype)
+    # added to -0.0, which keeps every value (a -0.0 written stays -0.0)
+    spread = _C.astype(_C.index_add(full((n,), -0.0, dtype=work), 0, flat, v), self.dtype)
     return where(_C.reshape(hit > 0, self.shape), _C.reshape(spread, self.shape), self)
 
 
@@ -1651,6 +1674,7 @@ def _install_methods():
         "T": property(lambda s: _C.permute(s, tuple(reversed(range(s.ndim))))),
         "mT": property(_mT),
         "transpose": transpose,
+        "flip": flip,
         "sum": sum,
         "mean": mean,
         "amax": amax,

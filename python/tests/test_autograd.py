@@ -361,3 +361,27 @@ def test_function_outputs_free_their_backward():
     del y
     gc.collect()
     assert refs[0]() is None
+
+
+@pytest.mark.parametrize("op, k", [(lambda u: u * 3.0, 3.0), (lambda u: u * lt.tensor([3.0, 3.0]), 3.0),
+                                   (lambda u: 3.0 * u, 3.0), (lambda u: u % 7.0, 1.0)])
+def test_writing_into_a_factor_whose_value_no_gradient_reads_is_fine(op, k):
+    """v = u * c reads only c for u's gradient (as torch's MulBackward saves only what a
+    wanted gradient needs), so writing into u afterwards is no error."""
+    t = lt.tensor([1.0, 2.0], requires_grad=True)
+    u = t * 2
+    v = op(u)
+    u += 1
+    (v * u).sum().backward()
+    # v = k u = 2kt (u % 7 = u here), then u = 2t + 1: d/dt (2kt (2t + 1)) = 2k (4t + 1)
+    np.testing.assert_allclose(t.grad.numpy(), [2 * k * (4 * x + 1) for x in (1.0, 2.0)])
+
+
+def test_writing_into_a_factor_a_gradient_reads_is_still_the_error():
+    t = lt.tensor([1.0, 2.0], requires_grad=True)
+    s = lt.tensor([3.0, 4.0], requires_grad=True)
+    u = t * 2
+    v = u * s  # s's gradient reads u
+    u += 1
+    with pytest.raises(RuntimeError, match="overwrote"):
+        v.sum().backward()

@@ -878,3 +878,24 @@ def test_param_groups_pickle_and_copy_as_dicts():
     opt = lt.optim.SGD([lt.nn.Parameter(lt.ones(2))], lr=0.25)
     for g in (copy.deepcopy(opt.param_groups[0]), pickle.loads(pickle.dumps(opt.param_groups[0]))):
         assert type(g) is dict and g["lr"] == 0.25
+
+
+def test_backward_inside_compile_reaches_arguments_that_require_grad():
+    """As eagerly: a compiled function may differentiate with respect to its arguments and
+    return their gradients; one that throws them away is the error, as for outer tensors."""
+
+    def input_grad(x):
+        (x * x * 3).sum().backward()
+        return x.grad
+
+    f = lt.compile(input_grad, name="tc_arg_grad")
+    for v in ([1.0, 2.0], [-3.0, 0.5]):
+        x = lt.tensor(v, requires_grad=True)
+        np.testing.assert_allclose(np64(f(x)), 6 * np.array(v))
+
+    def discards(x):
+        (x * x).sum().backward()
+        return x * 2
+
+    with pytest.raises(RuntimeError, match=r"runs backward\(\) and leaves gradients of 1 tensor"):
+        lt.compile(discards, name="tc_arg_grad_lost")(lt.tensor([1.0], requires_grad=True))

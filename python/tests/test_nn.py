@@ -450,3 +450,25 @@ def test_optimizer_state_dict_resumes_the_run_bit_for_bit(make):
     bad["param_groups"][0]["params"] = [0]
     with pytest.raises(ValueError, match=r"group 0 has 1 parameters saved for 2"):
         opt_b.load_state_dict(bad)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_cross_entropy_mean_of_many_float16_targets_counts_in_float32(label_smoothing):
+    """70,000 targets: their count, and the losses' sum, exceed float16's 65,504."""
+    rng = np.random.default_rng(0)
+    logits = rng.standard_normal((70000, 4)).astype(np.float16)
+    target = rng.integers(0, 4, 70000)
+    target[:100] = -100  # ignored
+    z = logits.astype(np.float64)
+    logp = z - z.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    keep = target != -100
+    nll = -logp[np.arange(70000), np.where(keep, target, 0)]
+    loss = (1 - label_smoothing) * nll - label_smoothing * logp.mean(1)
+    want = loss[keep].mean()
+    got = F.cross_entropy(lt.tensor(logits), lt.tensor(target), label_smoothing=label_smoothing)
+    assert got.dtype == lt.float16
+    np.testing.assert_allclose(float(got.float().item()), want, rtol=2e-3)
+    if not label_smoothing:
+        got = F.nll_loss(F.log_softmax(lt.tensor(logits).float(), -1).half(), lt.tensor(target))
+        np.testing.assert_allclose(float(got.float().item()), want, rtol=2e-3)

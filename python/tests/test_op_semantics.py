@@ -250,3 +250,48 @@ def test_max_and_min_along_a_dim_send_the_gradient_to_the_returned_index():
     v, i = y.max(1)
     assert np.isnan(v.item()) and i.item() == 1
     assert np.isnan(y.min(1).values.item())  # NaN propagates, as torch
+
+
+def test_sign_keeps_nan():
+    x = np.array([np.nan, -2.5, 0.0, -0.0, 3.0], np.float32)
+    np.testing.assert_array_equal(lt.sign(lt.tensor(x)).numpy(), np.sign(x))
+
+
+@pytest.mark.parametrize("dt", [lt.float16, lt.bfloat16])
+def test_var_and_std_of_16_bit_floats_past_their_range_count_in_float32(dt):
+    """70,000 elements: the count and the sum of squares exceed float16's 65,504 (torch
+    computes in float32 and casts back)."""
+    x = np.random.default_rng(0).standard_normal((2, 70000)).astype(np.float32)
+    t = lt.tensor(x).to(dt)
+    ref = t.float().numpy().astype(np.float64)  # the values t holds
+    for got, want in ((t.var(), ref.var(ddof=1)), (t.std(dim=1), ref.std(axis=1, ddof=1)),
+                      (lt.var(t, dim=1, correction=0), ref.var(axis=1))):
+        assert got.dtype == dt
+        np.testing.assert_allclose(got.float().numpy(), want, rtol=1e-2)
+
+
+def test_flip_reverses_along_dims_with_its_gradient():
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = lt.tensor(a, requires_grad=True)
+    np.testing.assert_array_equal(t.flip(1).detach().numpy(), np.flip(a, 1))
+    np.testing.assert_array_equal(lt.flip(t, (0, -1)).detach().numpy(), np.flip(a, (0, 2)))
+    np.testing.assert_array_equal(t.flip(()).detach().numpy(), a)
+    w = np.random.default_rng(1).standard_normal(a.shape).astype(np.float32)
+    (lt.flip(t, [2, 0]) * lt.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), np.flip(w, (2, 0)))
+    with pytest.raises(ValueError, match=r"\[flip\] dims \[1, -2\] name a dim more than once"):
+        t.flip(1, -2)
+    with pytest.raises(ValueError, match=r"\[flip\] dim 3 is out of range"):
+        t.flip(3)
+
+
+def test_setitem_keeps_negative_zero_and_drops_leading_ones_of_the_value():
+    t = lt.ones(4)
+    t[1] = -0.0
+    t[lt.tensor([2, 2])] = lt.tensor([5.0, -0.0])  # the last write to a position wins
+    got = t.numpy()
+    np.testing.assert_array_equal(got, [1, 0, 0, 1])
+    assert np.signbit(got).tolist() == [False, True, True, False]
+    m = lt.zeros(2, 3)
+    m[0] = lt.tensor([[1.0, 2.0, 3.0]])  # [1, 3] into a row of 3, as numpy and torch
+    np.testing.assert_array_equal(m.numpy(), [[1, 2, 3], [0, 0, 0]])

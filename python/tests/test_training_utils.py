@@ -322,3 +322,19 @@ def test_schedule_mistakes_are_errors():
         S.LambdaLR(opt, [lambda e: 1.0, lambda e: 1.0])
     with pytest.raises(ValueError, match=r"SequentialLR.*expects 1 milestones"):
         S.SequentialLR(opt, [S.ConstantLR(opt), S.ConstantLR(opt)], milestones=[])
+
+
+def test_optimizer_zero_grad_keeps_zeroed_gradients_unless_set_to_none():
+    """As torch: set_to_none=False fills each existing gradient with zeros (a missing one
+    stays None); the default sets them to None."""
+    w = lt.nn.Parameter(lt.tensor([1.0, 2.0]))
+    unused = lt.nn.Parameter(lt.tensor([3.0]))
+    opt = lt.optim.SGD([w, unused], lr=0.1)
+    (w * w).sum().backward()
+    opt.zero_grad(set_to_none=False)
+    np.testing.assert_array_equal(w.grad.numpy(), [0.0, 0.0])
+    assert unused.grad is None
+    (w * 3).sum().backward()  # accumulates onto the zeros
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
+    opt.zero_grad()
+    assert w.grad is None

@@ -52,7 +52,11 @@ Tensor nll(const char* op, const Tensor& log_probs, const Tensor& targets, int64
     case Reduction::Mean:
       break;
   }
-  return sum(loss) / sum(astype(valid, log_probs.dtype()));
+  // a 16-bit loss is averaged in float32, as PyTorch accumulates it: the sum and the count
+  // of targets would overflow float16 from 65,504
+  const DType dtype = log_probs.dtype();
+  const DType acc = dtype == DType::float16 || dtype == DType::bfloat16 ? DType::float32 : dtype;
+  return astype(sum(astype(loss, acc)) / sum(astype(valid, acc)), dtype);
 }
 
 }  // namespace

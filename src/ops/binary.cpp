@@ -44,16 +44,18 @@ struct SavedOperand {
 };
 
 // The gradients of out = op(a, b) for both operands, given g = d(loss)/d(out).
-// Add and Sub read neither operand; the others read both (a, b) and some the result (out).
+// Add and Sub read neither operand, div only b (and out); the others read both, except that
+// `ga` / `gb` say which gradients are wanted, and mul reads only the other factor of each it
+// gives (so a factor written in place since is an error only where it is read).
 std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOperand& sa,
-                                     const SavedOperand& sb, const Tensor& out) {
+                                     const SavedOperand& sb, const Tensor& out, bool ga, bool gb) {
   switch (op) {
     case OpKind::Add:
       return {g, g};
     case OpKind::Sub:
       return {g, -g};
     case OpKind::Mul:
-      return {g * sb.get(), g * sa.get()};
+      return {ga ? g * sb.get() : Tensor(), gb ? g * sa.get() : Tensor()};
     case OpKind::Div: {
       const Tensor b = sb.get();
       return {g / b, -(g * out) / b};
@@ -78,7 +80,7 @@ std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOper
     case OpKind::FloorDiv:  // a step function: 0 almost everywhere, as in PyTorch
       return {zeros_like(g), zeros_like(g)};
     case OpKind::Remainder:  // a - (a // b) b: d/da = 1, d/db = -(a // b)
-      return {g, -(g * floor_divide(sa.get(), sb.get()))};
+      return {g, gb ? -(g * floor_divide(sa.get(), sb.get())) : Tensor()};
 #define LT_OP(kind, name, family, arity) case OpKind::kind:
 #define LT_BINARY_OP(kind, name)
 #include "ir/ops.def"
@@ -107,13 +109,18 @@ Tensor binary(OpKind op, Operand a, Operand b) {
   Tensor out = trace::make_pending(
       ir::make_node(op, out_dtype, std::move(shape), a.node(common, name), b.node(common, name)));
   if (!cmp && ops::needs_grad(a.t, b.t)) {
-    const bool reads = op != OpKind::Add && op != OpKind::Sub;
+    const bool ga = ops::needs_grad(a.t), gb = ops::needs_grad(b.t);
+    // the operands the rule reads, for the gradients wanted
+    bool keep_a = op != OpKind::Add && op != OpKind::Sub && op != OpKind::Div;
+    bool keep_b = op != OpKind::Add && op != OpKind::Sub;
+    if (op == OpKind::Mul) keep_a = gb, keep_b = ga;
+    if (op == OpKind::Remainder) keep_a = keep_b = gb;
     ops::record_grad(out, name, {a.t, b.t},
-                     [op, sa = reads ? SavedOperand(name, a, common) : SavedOperand(),
-                      sb = reads ? SavedOperand(name, b, common) : SavedOperand(),
+                     [op, ga, gb, sa = keep_a ? SavedOperand(name, a, common) : SavedOperand(),
+                      sb = keep_b ? SavedOperand(name, b, common) : SavedOperand(),
                       y = ops::SavedResult(out)](const Tensor& g) {
-                       auto [ga, gb] = binary_vjp(op, g, sa, sb, y.get());
-                       return std::vector<Tensor>{ga, gb};
+                       auto [da, db] = binary_vjp(op, g, sa, sb, y.get(), ga, gb);
+                       return std::vector<Tensor>{da, db};
                      });
   }
   return out;

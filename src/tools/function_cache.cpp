@@ -24,23 +24,28 @@
 namespace lazytrace::tools {
 namespace {
 std::atomic<int64_t> g_live_traces{0};
-// compile: a function that computes gradients of outer tensors (backward() inside) and
-// neither uses nor returns any of them has thrown them away: they live on the tensors' stand-ins,
+// compile: a function that computes gradients of its arguments or of outer tensors
+// (backward() inside) and neither uses nor returns any of them has thrown them away: they live
+// on the tensors' stand-ins,
 // which end with the trace, so the outer tensors' grad() never sees them. An error, not a
 // step that silently trains nothing.
-void check_no_discarded_grads(const trace::TraceScope& scope, const ir::Body& body,
+void check_no_discarded_grads(const trace::TraceScope& scope,
+                              const std::vector<const Tensor*>& args,
+                              const std::vector<Tensor>& arg_stand_ins, const ir::Body& body,
                               const std::string& tool, const std::string& name) {
   std::vector<const Tensor*> discarded;
   std::vector<const ir::Node*> grads;
-  const std::vector<Tensor>& outer = scope.lifted();
-  const std::vector<Tensor>& ph = scope.lifted_placeholders();
-  for (size_t i = 0; i < ph.size(); ++i) {
-    const Tensor g = ph[i].grad();
+  auto add = [&](const Tensor& outer, const Tensor& stand_in) {
+    const Tensor g = stand_in.grad();
     if (g.defined() && g.impl()->node) {
-      discarded.push_back(&outer[i]);
+      discarded.push_back(&outer);
       grads.push_back(g.impl()->node.get());
     }
-  }
+  };
+  for (size_t i = 0; i < args.size(); ++i) add(*args[i], arg_stand_ins[i]);
+  const std::vector<Tensor>& outer = scope.lifted();
+  const std::vector<Tensor>& ph = scope.lifted_placeholders();
+  for (size_t i = 0; i < ph.size(); ++i) add(outer[i], ph[i]);
   if (grads.empty()) return;
   std::unordered_set<const ir::Node*> seen;
   std::vector<const ir::Node*> todo;
@@ -423,6 +428,8 @@ void CachedCall::trace(TraceFn fn) {
   e->autocast = is_autocast_enabled();
   e->autocast_dtype = autocast_dtype();
   choose_packed(*e, flat_);
+  std::vector<char> wants_grad;  // compile's arguments that require grad (read before tracing)
+  for (const Tensor* t : flat_.leaves) wants_grad.push_back(t->requires_grad());
   {
     trace::TraceScope scope(c.tool());
     ModeRecording modes(c.modes);
@@ -441,9 +448,10 @@ void CachedCall::trace(TraceFn fn) {
     } else {
       no_grad.emplace();
     }
-    std::vector<Tensor> ph;
-    for (const Tensor* t : flat_.leaves)
-      ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
+    std::vector<Tensor> ph;  // compile's require grad as their arguments do (a backward inside)
+    for (size_t i = 0; i < flat_.leaves.size(); ++i)
+      ph.push_back(scope.input(flat_.leaves[i]->shape(), flat_.leaves[i]->dtype(),
+                               with_vjp || (c.options.functional_writes && wants_grad[i] != 0)));
     const std::vector<Tensor> args = with_vjp ? own_handles(ph) : ph;
     std::vector<ir::NodePtr> given;
     for (const Tensor& a : args) given.push_back(a.impl()->node);
@@ -460,7 +468,7 @@ void CachedCall::trace(TraceFn fn) {
         }
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
     if (c.options.functional_writes)
-      check_no_discarded_grads(scope, *e->body, c.tool(), c.options.name);
+      check_no_discarded_grads(scope, flat_.leaves, args, *e->body, c.tool(), c.options.name);
     e->inputs = direct_inputs(scope.inputs(), e->pack_pos);
     e->explicit_operand.assign(flat_.leaves.size(), -1);
     for (size_t k = 0; k < e->inputs.size(); ++k)

@@ -196,7 +196,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         return loss
     if reduction == "sum":
         return _C.sum(loss)
-    return _C.sum(loss) / _C.sum(_C.astype(keep, loss.dtype))
+    acc = _C.dtype.float32 if loss.dtype in (_C.dtype.float16, _C.dtype.bfloat16) else loss.dtype
+    return _C.astype(_C.sum(_C.astype(loss, acc)) / _C.sum(_C.astype(keep, acc)), loss.dtype)
 
 
 def nll_loss(input, target, ignore_index=-100, reduction="mean"):

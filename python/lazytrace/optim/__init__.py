@@ -193,9 +193,18 @@ class Optimizer:
                     group[k] = v
 
     def zero_grad(self, set_to_none=True):
+        """Resets the parameters' gradients: to None (set_to_none=True), or each existing
+        gradient to zeros in place (set_to_none=False; a None gradient stays None)."""
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad = None
+                g = p.grad
+                if g is None or set_to_none:
+                    p.grad = None
+                    continue
+                if g.requires_grad:
+                    g = g.detach()
+                    p.grad = g
+                g.zero_()
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
