@@ -35,8 +35,9 @@ from . import autograd, debug, distributed, func, metrics, nn, optim, experiment
 
 __version__ = "0.1.0"
 
-# the caches hold traced Python functions: release them while the interpreter still runs
-_atexit.register(_C.clear_caches)
+# the caches, and tensors' backward passes, hold traced Python functions: release them while
+# the interpreter still runs
+_atexit.register(_C._at_exit)
 
 float32 = dtype.float32
 float64 = dtype.float64

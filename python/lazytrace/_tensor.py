@@ -13,6 +13,7 @@ import types
 import numpy as np
 
 from . import _lazytrace as _C
+from . import _modes
 
 Tensor = _C.Tensor
 dtype = _C.dtype
@@ -835,10 +836,14 @@ def clamp(input, min=None, max=None):
                 raise TypeError(f"[clamp] min and max must be tensors or numbers, got "
                                 f"{type(b).__name__} {b!r}") from None
     out = input if d == input.dtype else _C.astype(input, d)
-    if min is not None:
-        out = _C.where(out < min, min if not isinstance(min, Tensor) else _C.astype(min, d), out)
-    if max is not None:
-        out = _C.where(out > max, max if not isinstance(max, Tensor) else _C.astype(max, d), out)
+    try:
+        if min is not None:
+            out = _C.where(out < min, min if not isinstance(min, Tensor) else _C.astype(min, d), out)
+        if max is not None:
+            out = _C.where(out > max, max if not isinstance(max, Tensor) else _C.astype(max, d), out)
+    except ValueError as e:  # a bound that does not fit the dtype: said of clamp
+        text = str(e)
+        raise ValueError("[clamp]" + text[4:] if text[:4] in ("[lt]", "[gt]") else text) from None
     return out if out.dtype == d else _C.astype(out, d)
 
 
@@ -1449,7 +1454,7 @@ def _repr(self):
 
 
 def _numpy(self, force=False):
-    if self.requires_grad and not force:
+    if self.requires_grad and not force and not _modes.tracing():  # traced: the read's error
         raise RuntimeError(
             "Can't call numpy() on a Tensor that requires grad. Use tensor.detach().numpy() instead."
         )

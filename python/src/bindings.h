@@ -36,11 +36,18 @@ std::string kind_of(nb::handle h);
 /** The Python object that owns a DLPack export or import; held by C++ without the GIL. */
 struct PyRef {
   PyObject* ptr = nullptr;
-  explicit PyRef(nb::handle h) : ptr(h.ptr()) { Py_XINCREF(ptr); }
+  explicit PyRef(nb::handle h);
   PyRef(const PyRef&) = delete;
   PyRef& operator=(const PyRef&) = delete;
   ~PyRef();
-  nb::handle get() const { return ptr; }
+  /** The object; an error after release_all(). */
+  nb::handle get() const;
+  /**
+   * At interpreter exit (with the GIL): drops every PyRef's reference. A tensor a module
+   * global keeps can hold a traced body's function (a scan's, for its backward) whose
+   * globals hold that tensor: a cycle through C++ that Python's GC cannot see.
+   */
+  static void release_all();
 };
 
 void bind_tensor(nb::module_& m);

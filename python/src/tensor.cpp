@@ -8,7 +8,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <unordered_set>
 
 #include "bindings.h"
 
@@ -16,11 +19,53 @@ namespace lazytrace::python {
 
 PyTypeObject* g_tensor_type = nullptr;
 
+namespace {
+// every live PyRef (leaked: PyRefs may die during static teardown)
+std::mutex& refs_mu() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::unordered_set<PyRef*>& live_refs() {
+  static auto* refs = new std::unordered_set<PyRef*>();
+  return *refs;
+}
+}  // namespace
+
+PyRef::PyRef(nb::handle h) : ptr(h.ptr()) {
+  Py_XINCREF(ptr);
+  std::lock_guard<std::mutex> lock(refs_mu());
+  live_refs().insert(this);
+}
+
 PyRef::~PyRef() {
+  {
+    std::lock_guard<std::mutex> lock(refs_mu());
+    live_refs().erase(this);
+  }
   if (!ptr || !Py_IsInitialized()) return;
   PyGILState_STATE s = PyGILState_Ensure();
   Py_DECREF(ptr);
   PyGILState_Release(s);
+}
+
+nb::handle PyRef::get() const {
+  if (!ptr)
+    throw std::runtime_error(
+        "[lazytrace] the interpreter is exiting: the Python functions traced bodies held were "
+        "released.");
+  return ptr;
+}
+
+void PyRef::release_all() {
+  std::vector<PyObject*> drop;
+  {
+    std::lock_guard<std::mutex> lock(refs_mu());
+    for (PyRef* r : live_refs()) {
+      if (r->ptr) drop.push_back(r->ptr);
+      r->ptr = nullptr;
+    }
+  }
+  for (PyObject* o : drop) Py_DECREF(o);  // may free PyRefs (erased under the lock)
 }
 
 std::string kind_of(nb::handle h) {

@@ -56,7 +56,7 @@ std::shared_ptr<PyRef> weak_or_strong(nb::handle fn) {
 }
 // The function behind such a reference, or null where it has been freed.
 PyObject* resolve(const PyRef& ref) {
-  if (!PyWeakref_Check(ref.ptr)) return ref.ptr;
+  if (!ref.ptr || !PyWeakref_Check(ref.ptr)) return ref.ptr;
   PyObject* fn = PyWeakref_GetObject(ref.ptr);
   return fn == Py_None ? nullptr : fn;
 }
@@ -363,6 +363,15 @@ void bind_tools(nb::module_& m) {
     tools::clear_scan_cache();  // with the GIL: the bodies it drops hold Python functions
     nb::gil_scoped_release release;
     clear_caches();
+  });
+  // atexit: the caches, then every Python object C++ still holds (PyRef::release_all)
+  m.def("_at_exit", [] {
+    tools::clear_scan_cache();
+    {
+      nb::gil_scoped_release release;
+      clear_caches();
+    }
+    PyRef::release_all();
   });
   m.def("live_traces", &tools::live_traces,
         "Traced signatures alive in every assume_pure and compile cache.");

@@ -717,6 +717,17 @@ def test_item_inside_raises_runtime_error():
         f(lt.ones(3))
 
 
+def test_numpy_inside_says_the_function_is_traced_not_that_it_requires_grad():
+    # the arguments of a function traced once carry gradients inside (its VJP is traced
+    # from them), so the read itself is what to report
+    @lt.assume_pure
+    def f(x):
+        return x.numpy()
+
+    with pytest.raises(lt.TraceReadError, match=r"\[assume_pure\] reading a tensor's values"):
+        f(lt.ones(3))
+
+
 def test_host_if_inside_raises_runtime_error():
     @lt.assume_pure
     def f(x):

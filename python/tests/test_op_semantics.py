@@ -295,3 +295,11 @@ def test_setitem_keeps_negative_zero_and_drops_leading_ones_of_the_value():
     m = lt.zeros(2, 3)
     m[0] = lt.tensor([[1.0, 2.0, 3.0]])  # [1, 3] into a row of 3, as numpy and torch
     np.testing.assert_array_equal(m.numpy(), [[1, 2, 3], [0, 0, 0]])
+
+
+def test_clamp_with_a_bound_outside_the_integer_dtype_names_clamp():
+    x = lt.tensor([1, 2, 3], dtype=lt.int32)
+    with pytest.raises(ValueError, match=r"^\[clamp\] the integer 1099511627776 does not fit in int32"):
+        lt.clamp(x, min=2**40)
+    with pytest.raises(ValueError, match=r"^\[clamp\] the integer -1099511627776"):
+        x.clamp(max=-2**40)
