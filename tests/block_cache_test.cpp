@@ -72,6 +72,24 @@ TEST(BlockCache, SmallerLargeRequestsShareOneRegion) {
   EXPECT_EQ(cache.system_bytes(), held);
 }
 
+TEST(BlockCache, GrowingRequestsHoldOneRegion) {
+  // a model compiled for ever longer batches: each larger arena's region replaces the
+  // smaller wholly free ones, which it serves from then on
+  BlockCache cache(options(4096));
+  for (size_t mib = 8; mib <= 64; mib += 8) {
+    size_t n = 0;
+    void* p = take(cache, mib * kMiB, &n);
+    cache.give(p, n, 0);
+    EXPECT_EQ(cache.system_bytes(), mib * kMiB) << mib << " MiB";
+  }
+  size_t n = 0;
+  void* kept = take(cache, 8 * kMiB, &n);  // in use: its region stays
+  void* p = take(cache, 80 * kMiB, &n);
+  EXPECT_EQ(cache.system_bytes(), 64 * kMiB + 80 * kMiB);
+  cache.give(p, n, 0);
+  cache.give(kept, 8 * kMiB, 0);
+}
+
 TEST(BlockCache, WithoutSplittingASpanServesOnlyRequestsUpToAQuarterSmaller) {
   BlockCache cache(options(1024, /*split=*/false));
   size_t got = 0;

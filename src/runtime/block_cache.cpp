@@ -1,6 +1,7 @@
 #include "runtime/block_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -112,6 +113,10 @@ void* BlockCache::take_span(size_t& rounded) {
       cached_ -= rounded;
       return p;
     }
+    // Nothing free holds it: the wholly free regions smaller than it go back to the system,
+    // since the new region will serve what they could once it is free (shapes that grow, as
+    // a model compiled for ever longer batches, then hold one region, not one per shape).
+    if (options_.split) release_regions(0, nullptr, rounded);
   }
   char* p = static_cast<char*>(system_alloc(rounded));
   std::lock_guard<std::mutex> lock(mu_);
@@ -166,7 +171,7 @@ char* BlockCache::give_span(char* p) {
 
 // Returns free blocks to the system until at most `limit` bytes are cached: small blocks of
 // sizes other than `keep_size` (oldest first), then wholly free regions other than
-// `keep_region` (smallest first: the largest serve the most requests).
+// `keep_region`.
 void BlockCache::trim(size_t limit, size_t keep_size, char* keep_region) {
   for (auto it = small_.begin(); cached_ > limit && it != small_.end();) {
     if (it->first == keep_size) {
@@ -182,11 +187,17 @@ void BlockCache::trim(size_t limit, size_t keep_size, char* keep_region) {
     blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(n));
     it = blocks.empty() ? small_.erase(it) : std::next(it);
   }
-  if (cached_ <= limit) return;
-  std::vector<std::pair<size_t, char*>> whole;  // wholly free regions
+  if (cached_ > limit) release_regions(limit, keep_region, SIZE_MAX);
+}
+
+// Returns wholly free regions smaller than `below`, other than `keep_region`, to the system
+// until at most `limit` bytes are cached, smallest first (the largest serve the most requests).
+void BlockCache::release_regions(size_t limit, char* keep_region, size_t below) {
+  std::vector<std::pair<size_t, char*>> whole;
   for (const auto& [start, size] : regions_) {
     const Span& s = spans_.at(start);
-    if (s.free && s.size == size && start != keep_region) whole.emplace_back(size, start);
+    if (s.free && s.size == size && size < below && start != keep_region)
+      whole.emplace_back(size, start);
   }
   std::sort(whole.begin(), whole.end());
   for (const auto& [size, start] : whole) {

@@ -67,6 +67,7 @@ class BlockCache {
   void* take_span(size_t& rounded);
   char* give_span(char* p);
   void trim(size_t limit, size_t keep_size, char* keep_region);
+  void release_regions(size_t limit, char* keep_region, size_t below);
   void* system_alloc(size_t bytes);
   void system_free(void* p, size_t bytes);
 
