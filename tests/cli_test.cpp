@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <lazytrace/lazytrace.h>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -170,6 +171,13 @@ TEST(Cli, BadFlagsAndFilesAreClearErrors) {
       {"train --warmup-steps -2", "--warmup-steps must be at least 0"},
       {"train --hidden 10 --heads 4", "DecoderConfig"},
       {"generate --weights /nonexistent.safetensors", "/nonexistent.safetensors"},
+      {"generate --temperature nan", "--temperature must be a finite number >= 0, got nan"},
+      {"generate --temperature -1", "--temperature must be a finite number >= 0, got -1"},
+      // checked before training, not after it
+      {"train --out /nonexistent/dir/m.safetensors",
+       "--out '/nonexistent/dir/m.safetensors': the directory '/nonexistent/dir' does not exist"},
+      {"train --out /tmp", "--out '/tmp' is a directory"},
+      {"train --log-every 0", "--log-every must be at least 1"},
       {"compare --layers-mode loop", "compare runs every --layers-mode"},
   };
   for (const Case& c : cases) {
@@ -243,6 +251,28 @@ TEST(Cli, TrainResumeAndGenerateInOneLoop) {
       CliRun g = run("generate --weights " + odd + " --prompt 'a' --max-tokens 2");
       EXPECT_NE(g.out.find("has a bad 'rope_theta' in its metadata: big"), std::string::npos)
           << g.out;
+      bad = meta;
+      bad["norm_eps"] = "nan";
+      lt::nn::save_file(w, odd, bad);
+      g = run("generate --weights " + odd + " --prompt 'a' --max-tokens 2");
+      EXPECT_NE(g.out.find("has a bad 'norm_eps' in its metadata: nan"), std::string::npos)
+          << g.out;
+      // weights that are not finite (a diverged run), or not floating: clear errors
+      for (bool nan : {true, false}) {
+        lt::nn::ParamMap broken;
+        for (const auto& [name, t] : w)
+          broken.insert(name, name != "norm.weight" ? t
+                              : nan                 ? t * std::nanf("")
+                                                    : lt::astype(t, lt::DType::int32));
+        lt::nn::save_file(broken, odd, meta);
+        g = run("generate --weights " + odd + " --prompt 'ab' --max-tokens 3");
+        EXPECT_NE(g.code, 0) << g.out;
+        EXPECT_NE(g.out.find(nan ? "the model's logits at position 2 are not numbers (NaN)"
+                                 : "'norm.weight' is i32[16] but the model's is f32[16]; a "
+                                   "weight must be a floating tensor"),
+                  std::string::npos)
+            << g.out;
+      }
     }
     EXPECT_TRUE(w.contains("layers.1.attn.q_proj.weight")) << "per-layer names in every mode";
     // resume from the file; its shape wins, and a conflicting shape flag is an error

@@ -67,6 +67,21 @@ std::string read_text(const std::string& path, int64_t seq) {
   return s;
 }
 
+void check_writable(const std::string& path, const char* flag) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (fs::is_directory(p, ec))
+    throw UsageError(cat(flag, " '", path, "' is a directory; give a file name"));
+  if (!fs::is_directory(dir, ec))
+    throw UsageError(cat(flag, " '", path, "': the directory '", dir.string(),
+                         "' does not exist; create it first"));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw UsageError(
+        cat(flag, " '", path, "': the directory '", dir.string(), "' is not writable"));
+}
+
 // a double as text that reads back as the same double (as Python's repr)
 std::string exact(double v) {
   char buf[32];
@@ -110,7 +125,8 @@ nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>&
     try {
       size_t used = 0;
       *v = std::stod(it->second, &used);
-      if (used != it->second.size()) throw std::invalid_argument(k);
+      if (used != it->second.size() || !(std::isfinite(*v) && *v > 0))  // a log, a division
+        throw std::invalid_argument(k);
     } catch (const std::exception&) {
       throw UsageError(cat("'", path, "' has a bad '", k, "' in its metadata: ", it->second));
     }

@@ -26,6 +26,9 @@ lt::nn::LayersMode layers_mode(const std::string& mode);
 
 /** The bytes of a text file; a UsageError if it cannot be read or is too short. */
 std::string read_text(const std::string& path, int64_t seq);
+/** A UsageError naming `flag` unless a file can be written at `path` (its directory exists
+ * and is writable, and it is not a directory itself). */
+void check_writable(const std::string& path, const char* flag);
 
 /** The config as safetensors metadata, and back (UsageError naming a bad field). Files hold
  * per-layer weights (nn::per_layer_parameters), so every --layers-mode reads every file. */

@@ -82,6 +82,8 @@ int train(int argc, char** argv) {
     o.config = c;
   }
   const std::string text = read_text(f.str("text"), o.seq);
+  const int64_t log_every = f.integer("log-every", 1);
+  if (lead) check_writable(f.str("out"), "--out");  // before the training, not after it
   if (lead) {
     std::printf(
         "training a %lld-layer decoder (hidden %lld) on %s (%zu bytes), %lld steps of %lld x "
@@ -94,7 +96,7 @@ int train(int argc, char** argv) {
                   o.shard_optimizer ? " (optimizer sharded)" : "");
     std::printf("\n");
   }
-  Progress progress(o.steps, o.batch * o.seq, f.integer("log-every", 1));
+  Progress progress(o.steps, o.batch * o.seq, log_every);
   RunResult r = train_run(o, text, [&](int64_t s, float l, double sec) {
     if (lead) progress.update(s, l, sec);
   });
