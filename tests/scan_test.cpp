@@ -554,6 +554,25 @@ TEST(Scan, IsFnPureTellsClosuresByWhatTheyCapture) {
   EXPECT_EQ(counter("LoopTrace") - before, 1);
 }
 
+// A closure that owns a copy of a container (its copy holds other memory, so a later
+// closure's container could reuse the address) cannot be told from another by its bytes:
+// traced at each call, never given a body traced with other values.
+TEST(Scan, IsFnPureTracesClosuresOwningContainersAtEachCall) {
+  const int64_t traced = counter("LoopTrace");
+  const int64_t n = 1000;
+  for (int k = 1; k <= 4; ++k) {
+    std::vector<float> coef(n, static_cast<float>(k));
+    std::string name = "a name long enough to live on the heap " + std::to_string(k);
+    auto [c, ys] = lt::scan(
+        [coef, name](const Tensor& c, const Tensor& x) {
+          return std::pair{c + x * lt::tensor(coef, {n}), c};
+        },
+        lt::zeros({n}), lt::ones({3, n}), {.is_fn_pure = true});
+    EXPECT_EQ(c.to_vector<float>()[n - 1], 3.0f * static_cast<float>(k)) << "k = " << k;
+  }
+  EXPECT_EQ(counter("LoopTrace") - traced, 4);
+}
+
 // A loop's backward reads a captured tensor as its forward did, as plain ops' backward
 // does: c_{k+1} = c_k * w over 2 iterations from x: c = x w^2, dc/dx = w^2 = 4 with the
 // forward's w = 2, whatever w holds by the time backward runs.

@@ -218,6 +218,9 @@ void load_per_layer_parameters(DecoderLM& model, const ParamMap& tensors) {
     if (t->shape() != like.shape())
       fail(op, "'", name, "' is ", t->type_str(), " but the model's is ", like.type_str(),
            "; the file holds a model of another shape.");
+    if (is_floating(t->dtype()) != is_floating(like.dtype()))
+      fail(op, "'", name, "' is ", t->type_str(), " but the model's is ", like.type_str(),
+           "; a weight must be a floating tensor (the file was not saved from this model).");
     ++used;
     return is_floating(t->dtype()) && t->dtype() != like.dtype() ? astype(*t, like.dtype()) : *t;
   };

@@ -121,10 +121,13 @@ auto split_result(const char* tool, R&& r) {
 /**
  * fn's identity for is_fn_pure's cache: its type and, where it captures anything, its bytes.
  * Another object of the same lambda that captures other numbers, tensors or shared_ptrs by
- * value is another function, as another Python closure is. Captures by reference, and
- * strings or containers captured by value, are compared by address: pass values that change
- * between calls as arguments (xs, the carry) instead. Padding bytes may differ from object
- * to object: the body is then traced again, never given another function's.
+ * value is another function, as another Python closure is (the cached body's copy of fn
+ * keeps what they point to, so their addresses are not reused). Captures by reference are
+ * compared by address: a variable they name that changes is not seen, as in JAX. A capture
+ * by value whose copy has other bytes (a std::vector or std::string: its copy owns other
+ * memory, so a later one could reuse the address and look the same) makes fn unidentifiable:
+ * 0, and the body is traced at each call. Pass such values as arguments (xs, the carry) or
+ * as tensors instead. Padding bytes that differ likewise only cost a trace.
  */
 template <typename F>
 size_t identity_of(const F& fn) {
@@ -132,19 +135,24 @@ size_t identity_of(const F& fn) {
   key.mix(static_cast<uint64_t>(typeid(F).hash_code()));
   if constexpr (!std::is_empty_v<F>) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(std::addressof(fn));
+    if constexpr (!std::is_trivially_copyable_v<F>) {
+      const F copy(fn);
+      if (std::memcmp(std::addressof(copy), bytes, sizeof(F)) != 0) return 0;
+    }
     for (size_t at = 0; at < sizeof(F); at += sizeof(uint64_t)) {
       uint64_t word = 0;
       std::memcpy(&word, bytes + at, std::min(sizeof(uint64_t), sizeof(F) - at));
       key.mix(word);
     }
   }
-  return static_cast<size_t>(key.hash);
+  return static_cast<size_t>(key.hash) | 1;
 }
 
 /**
  * scan with consts: fn(carry, x, consts) where consts (any pytree) are inputs of every
  * iteration, passed explicitly (scan_layers' extra arguments), so a cached body reads the
- * ones of each call. `fn_key` identifies fn for is_fn_pure (identity_of).
+ * ones of each call. `fn_key` identifies fn for is_fn_pure (identity_of; 0: it cannot be,
+ * so the body is traced at each call).
  */
 template <typename F, typename C, typename X, typename K>
 auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOptions opts,
@@ -156,7 +164,7 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
   ScanArgs args{fc.leaves, fx.leaves, fk.leaves, opts, 0, tool, [&xs] {
                   return pytree::flatten(xs, true).leaf_paths;
                 }};
-  if (opts.is_fn_pure) {
+  if (opts.is_fn_pure && fn_key != 0) {
     pytree::Flat key;
     key.mix(static_cast<uint64_t>(fn_key));
     key.mix(fc.hash);
