@@ -523,7 +523,8 @@ def as_tensor(data, dtype=None, device=None):
 
 def from_numpy(a):
     """A tensor over a numpy array's memory (no copy where it is contiguous); like torch, the
-    array must not be changed while the tensor is used."""
+    array must not be changed while the tensor is used, and (being lazy) while anything
+    computed from it is not yet synced: pending results read the array when they run."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"[from_numpy] expected a numpy.ndarray, got {type(a).__name__}")
     if a.dtype not in _NP_TO_LT:
@@ -537,7 +538,8 @@ def from_numpy(a):
 
 
 def from_dlpack(x):
-    """A tensor over the memory of a DLPack producer (numpy, torch) where it can share it."""
+    """A tensor over the memory of a DLPack producer (numpy, torch) where it can share it;
+    the producer must not change that memory while results computed from it are pending."""
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray) and x.dtype.kind in "biuf" and not x.dtype.isnative:
