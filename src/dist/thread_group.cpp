@@ -57,6 +57,22 @@ void wait_all(GroupState& g, int rank, const char* op) {
   if (g.generation == gen) fail(op, g.failure);
 }
 
+// The barrier that ends a collective: every rank passed its first barrier and reads the
+// others' buffers, which reading cannot block, so each comes here (on its error paths too)
+// and none leaves, and frees its buffers, while another still reads them: neither a timeout
+// nor a failure of the group ends the wait.
+void wait_all_read(GroupState& g) {
+  std::unique_lock<std::mutex> lock(g.mu);
+  const uint64_t gen = g.generation;
+  if (++g.arrived == g.n) {
+    g.arrived = 0;
+    ++g.generation;
+    g.cv.notify_all();
+    return;
+  }
+  g.cv.wait(lock, [&] { return g.generation != gen; });
+}
+
 }  // namespace
 
 ThreadRank::ThreadRank(std::shared_ptr<GroupState> group, int rank)
@@ -89,14 +105,14 @@ void ThreadRank::arrive(const char* op, const void* in, void* out, int64_t count
           dtype_name(dtype), " elements, rank ", r, " calls ", p.op, " of ", p.count, " ",
           dtype_name(p.dtype), " elements", mine.root != p.root ? " (roots differ)" : "",
           ". Every rank must issue the same collectives in the same order.");
-      depart(op);  // no rank reads the others' buffers: each sees the mismatch
+      depart();  // no rank reads the others' buffers: each sees the mismatch
       fail(op, why);
     }
   }
 }
 
-void ThreadRank::depart(const char* op) {
-  wait_all(*group_, rank_, op);
+void ThreadRank::depart() {
+  wait_all_read(*group_);
 }
 
 void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
@@ -111,18 +127,24 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
     return static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at;
   };
   if (runtime::is_16bit_float(dtype)) {  // in float32, rounded once, as MPI's ranks do
-    std::vector<float> sum = runtime::widen(input(0), count, dtype);
-    for (int r = 1; r < group_->n; ++r) {
-      const std::vector<float> x = runtime::widen(input(r), count, dtype);
-      runtime::reduce_into(sum.data(), x.data(), count, DType::float32, op);
+    std::vector<float> sum;
+    try {  // (the widened copies may not fit in memory)
+      sum = runtime::widen(input(0), count, dtype);
+      for (int r = 1; r < group_->n; ++r) {
+        const std::vector<float> x = runtime::widen(input(r), count, dtype);
+        runtime::reduce_into(sum.data(), x.data(), count, DType::float32, op);
+      }
+    } catch (...) {
+      depart();
+      throw;
     }
-    depart(name);
+    depart();
     runtime::scale_in_place(sum.data(), count, DType::float32, scale);
     return runtime::narrow(sum, out, dtype);
   }
   std::memcpy(acc.data(), input(0), bytes);
   for (int r = 1; r < group_->n; ++r) runtime::reduce_into(acc.data(), input(r), count, dtype, op);
-  depart(name);
+  depart();
   runtime::scale_in_place(acc.data(), count, dtype, scale);
   std::memcpy(out, acc.data(), bytes);
 }
@@ -144,7 +166,7 @@ void ThreadRank::all_gather(const void* in, void* out, int64_t count, DType dtyp
   for (int r = 0; r < group_->n; ++r)
     std::memcpy(all.data() + static_cast<size_t>(r) * bytes,
                 group_->posted[static_cast<size_t>(r)].in, bytes);
-  depart("all_gather");
+  depart();
   std::memcpy(out, all.data(), all.size());
 }
 
@@ -153,19 +175,19 @@ void ThreadRank::broadcast(void* data, int64_t count, DType dtype, int root) {
   if (rank_ != root)
     std::memcpy(data, group_->posted[static_cast<size_t>(root)].in,
                 static_cast<size_t>(count) * itemsize(dtype));
-  depart("broadcast");
+  depart();
 }
 
 void ThreadRank::barrier() {
   arrive("barrier", nullptr, nullptr, 0, DType::float32, 0);
-  depart("barrier");
+  depart();
 }
 
 void ThreadRank::gather_signatures(const int64_t* mine, int64_t* all) {
   arrive("the check of the ranks' collectives", mine, all, 1, DType::int64, 0);
   for (int r = 0; r < group_->n; ++r)
     all[r] = *static_cast<const int64_t*>(group_->posted[static_cast<size_t>(r)].in);
-  depart("the check of the ranks' collectives");
+  depart();
 }
 
 std::vector<std::unique_ptr<ThreadRank>> make_thread_group(int n) {

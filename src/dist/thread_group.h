@@ -32,7 +32,7 @@ class ThreadRank final : public runtime::Communicator {
   // Publishes this rank's buffers and waits for every rank's; checks they agree.
   void arrive(const char* op, const void* in, void* out, int64_t count, DType dtype, int root);
   // Waits until every rank has finished reading the others' buffers.
-  void depart(const char* op);
+  void depart();
   // Block `block` (of `count` elements) of the ranks' inputs, reduced in rank order and
   // scaled, to `out`.
   void reduce(const char* name, const void* in, void* out, int64_t count, DType dtype,
