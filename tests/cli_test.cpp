@@ -217,6 +217,60 @@ TEST(Cli, TrainWithWarmupCosineAndClipping) {
 
 // --autocast: the same model and batches with bfloat16 products: the losses follow float32's
 // to about the third digit, and training still lowers them.
+// A run stopped at a checkpoint and resumed from it trains exactly as the run that never
+// stopped: the same weights, AdamW moments and step counts, schedule and data.
+TEST(Cli, ResumingACheckpointContinuesTheRunExactly) {
+  const fs::path d = scratch("resume");
+  const std::string ck = (d / "ck.safetensors").string();
+  const std::string shape = "--layers 2 --hidden 16 --intermediate 32 --heads 2 --kv-heads 1 ";
+  const std::string data = "--batch 2 --seq 24 --log-every 1 --out /dev/null ";
+  for (const char* mode : {"loop", "scan"}) {
+    const std::string m = std::string(" --layers-mode ") + mode;
+    const std::string sched = " --warmup-steps 2 --lr-schedule cosine --clip-grad-norm 1";
+    CliRun whole = run("train --steps 5 " + shape + data + m + sched);
+    ASSERT_EQ(whole.code, 0) << whole.out;
+    CliRun first = run("train --steps 2 " + shape + data + m + sched + " --checkpoint " + ck);
+    ASSERT_EQ(first.code, 0) << first.out;
+    EXPECT_EQ(lt::nn::load_metadata(ck).at("steps_done"), "2");
+    CliRun rest = run("train --steps 5 " + data + m + sched + " --resume " + ck);
+    ASSERT_EQ(rest.code, 0) << rest.out;
+    EXPECT_NE(rest.out.find("resuming '" + ck + "' after step 2"), std::string::npos) << rest.out;
+    EXPECT_EQ(rest.out.find("step 2/5"), std::string::npos) << rest.out;
+    for (int k = 3; k <= 5; ++k) {
+      ASSERT_GT(loss_at(whole, k, 5), 0) << whole.out;
+      EXPECT_EQ(loss_at(rest, k, 5), loss_at(whole, k, 5)) << mode << " step " << k << rest.out;
+    }
+    // a checkpoint's weights generate as the weights file's do
+    CliRun g = run("generate --weights " + ck + " --prompt 'ab' --max-tokens 3");
+    EXPECT_EQ(g.code, 0) << g.out;
+  }
+  struct Case {
+    std::string args;
+    const char* says;
+  } cases[] = {
+      {"--steps 5 --resume " + ck + " --init " + ck, "give --init or --resume, not both"},
+      {"--steps 2 --resume " + ck + " --layers-mode scan", "has done 2 steps; --steps"},
+      {"--steps 5 --resume " + ck + " --layers-mode loop",
+       "was written with --layers-mode scan; resume it with the same"},
+      {"--steps 5 --resume " + ck + " --hidden 32 --layers-mode scan",
+       "--hidden conflicts with --resume"},
+      {"--steps 5 --checkpoint " + ck + " --shard-optimizer", "with --shard-optimizer each rank"},
+      {"--steps 5 --checkpoint /nonexistent/ck.safetensors",
+       "the directory '/nonexistent' does not exist"},
+  };
+  for (const Case& c : cases) {
+    CliRun r = run("train " + c.args);
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << " said: " << r.out;
+  }
+  // a weights file is not a checkpoint
+  const std::string weights = (d / "w.safetensors").string();
+  ASSERT_EQ(run("train --steps 1 " + shape + "--batch 2 --seq 24 --out " + weights).code, 0);
+  CliRun r = run("train --steps 3 --resume " + weights);
+  EXPECT_NE(r.out.find("is not a training checkpoint"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
 TEST(Cli, TrainWithAutocast) {
   const std::string base = std::string("train --steps 6 --out /dev/null ") + kTiny;
   CliRun plain = run(base), mixed = run(base + " --autocast");

@@ -86,7 +86,7 @@ int generate(int argc, char** argv) {
                          std::to_string(c.max_seq), " tokens; shorten one"));
   lt::manual_seed(static_cast<uint64_t>(f.integer("seed", 0)));
   lt::nn::DecoderLM model(c);
-  lt::nn::load_per_layer_parameters(model, lt::nn::load_file(path));
+  lt::nn::load_per_layer_parameters(model, weights_in(lt::nn::load_file(path)));
   model.eval();
   const int64_t compiles = lt::metrics::counter("CompileCount");
   const int64_t runs = lt::metrics::counter("ExecuteCount");

@@ -134,6 +134,65 @@ nn::DecoderConfig config_from_metadata(const std::map<std::string, std::string>&
   return c;
 }
 
+namespace {
+// A checkpoint's tensors beside the weights: "optimizer.<parameter>.<state>" (AdamW's
+// exp_avg, exp_avg_sq and step), the parameters named as the model holds them (stacked in
+// the scan mode), so a checkpoint resumes in the --layers-mode that wrote it.
+constexpr const char* kOptimizer = "optimizer.";
+
+void save_checkpoint(const RunOptions& o, const nn::DecoderLM& model, const lt::optim::AdamW& opt,
+                     int64_t steps) {
+  nn::ParamMap out = nn::per_layer_parameters(model);
+  const std::vector<std::string> names = model.named_parameters().keys();
+  const std::vector<lt::optim::Optimizer::State> state = opt.state();
+  for (size_t i = 0; i < names.size(); ++i)
+    for (const auto& [k, t] : state[i]) out.insert(cat(kOptimizer, names[i], ".", k), t);
+  std::map<std::string, std::string> meta = config_metadata(o.config);
+  meta["steps_done"] = std::to_string(steps);
+  meta["layers_mode"] = o.mode;
+  nn::save_file(out, o.checkpoint, meta);
+}
+
+// AdamW's state in a checkpoint, in the order of the model's parameters.
+std::vector<lt::optim::Optimizer::State> checkpoint_state(const nn::ParamMap& file,
+                                                          const nn::DecoderLM& model,
+                                                          const std::string& path) {
+  std::vector<lt::optim::Optimizer::State> state;
+  for (const std::string& name : model.named_parameters().keys()) {
+    lt::optim::Optimizer::State s;
+    for (const char* k : {"step", "exp_avg", "exp_avg_sq"}) {
+      const lt::Tensor* t = file.find(cat(kOptimizer, name, ".", k));
+      if (!t)
+        throw UsageError(cat("'", path, "' has no optimizer state '", kOptimizer, name, ".", k,
+                             "': it is not a checkpoint of this model"));
+      s[k] = *t;
+    }
+    state.push_back(std::move(s));
+  }
+  return state;
+}
+}  // namespace
+
+int64_t checkpoint_steps(const std::map<std::string, std::string>& m, const std::string& path) {
+  auto it = m.find("steps_done");
+  if (it == m.end())
+    throw UsageError(cat("'", path,
+                         "' is not a training checkpoint (no 'steps_done' in its metadata): "
+                         "write one with train --checkpoint, or start from weights with --init"));
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw UsageError(cat("'", path, "' has a bad 'steps_done' in its metadata: ", it->second));
+  }
+}
+
+nn::ParamMap weights_in(const nn::ParamMap& file) {
+  nn::ParamMap w;
+  for (const auto& [name, t] : file)
+    if (name.rfind(kOptimizer, 0) != 0) w.insert(name, t);
+  return w;
+}
+
 double learning_rate(const RunOptions& o, int64_t step) {
   if (step <= o.warmup_steps)
     return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup_steps);
@@ -148,7 +207,14 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   lt::manual_seed(o.seed);
   RunResult r;
   r.model = std::make_shared<nn::DecoderLM>(o.config);
-  if (!o.init.empty()) nn::load_per_layer_parameters(*r.model, nn::load_file(o.init));
+  if (!o.init.empty()) nn::load_per_layer_parameters(*r.model, weights_in(nn::load_file(o.init)));
+  nn::ParamMap resumed;
+  int64_t done = 0;
+  if (!o.resume.empty()) {
+    resumed = nn::load_file(o.resume);
+    done = checkpoint_steps(nn::load_metadata(o.resume), o.resume);
+    nn::load_per_layer_parameters(*r.model, weights_in(resumed));
+  }
   r.model->layers_mode = layers_mode(o.mode);
   r.model->scan_options = {.is_layer_pure = true, .remat = o.remat};
   r.ranks = lt::dist::world_size();
@@ -161,9 +227,13 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes,
                                                        .shard_optimizer = o.shard_optimizer});
   lt::optim::AdamW opt(dp ? dp->parameters() : r.model->parameters(), {.lr = o.lr});
+  if (!o.resume.empty()) opt.load_state(checkpoint_state(resumed, *r.model, o.resume));
+  resumed = {};
   lt::sync();
   std::mt19937_64 rng(o.seed + 1);  // the same on every rank: one global batch
   const int64_t b = o.batch, t = o.seq;
+  // the batches of the steps done, drawn again: a resumed run reads the data it would have
+  rng.discard(static_cast<unsigned long long>(done * b));
   const auto [row0, row1] = lt::dist::shard(b);
   std::vector<int64_t> tokens(static_cast<size_t>(b * (t + 1)));
   lt::metrics::reset_peak_memory();
@@ -171,7 +241,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   int64_t steady_wall = 0, steady_trace = 0, steady_collective = 0, steady_wait = 0,
           steady_bytes = 0;
   const int64_t compile0 = lt::metrics::timer_ns("CompileTime");
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  for (int64_t step = done + 1; step <= o.steps; ++step) {
     for (int64_t i = 0; i < b; ++i) {
       const size_t at = rng() % (text.size() - static_cast<size_t>(t) - 1);
       for (int64_t j = 0; j <= t; ++j)
@@ -207,7 +277,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     lt::sync();
     const float l = loss.item<float>();
     const int64_t w1 = lt::metrics::now_ns();
-    if (step == 1) {
+    if (step == done + 1) {  // the first step compiles
       r.first_step_ms = static_cast<double>(w1 - w0) / 1e6;
     } else {
       steady_wall += w1 - w0;
@@ -218,9 +288,13 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     }
     r.losses.push_back(l);
     if (on_step) on_step(step, l, static_cast<double>(w1 - start) / 1e9);
+    const bool save = step == o.steps || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0);
+    if (!o.checkpoint.empty() && save && lt::dist::rank() == 0)
+      save_checkpoint(o, *r.model, opt, step);
   }
-  const double steady = static_cast<double>(std::max<int64_t>(o.steps - 1, 1));
-  r.step_ms = o.steps > 1 ? static_cast<double>(steady_wall) / 1e6 / steady : r.first_step_ms;
+  const double steady = static_cast<double>(std::max<int64_t>(o.steps - done - 1, 1));
+  r.step_ms =
+      o.steps - done > 1 ? static_cast<double>(steady_wall) / 1e6 / steady : r.first_step_ms;
   r.trace_ms_per_step = static_cast<double>(steady_trace) / 1e6 / steady;
   r.collective_ms_per_step = static_cast<double>(steady_collective) / 1e6 / steady;
   r.collective_wait_ms_per_step = static_cast<double>(steady_wait) / 1e6 / steady;
@@ -231,16 +305,18 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   return r;
 }
 
-Progress::Progress(int64_t total, int64_t tokens_per_step, int64_t every)
+Progress::Progress(int64_t total, int64_t tokens_per_step, int64_t every, int64_t first)
     : total_(total),
       tokens_(tokens_per_step),
       every_(std::max<int64_t>(every, 1)),
+      first_(first),
       // (mpirun hands its ranks a terminal even when its own output is a pipe: plain lines)
       tty_(isatty(fileno(stdout)) != 0 && !lt::dist::launched_by_mpi()) {}
 
 void Progress::update(int64_t step, float loss, double seconds) {
-  const double rate = static_cast<double>(step * tokens_) / std::max(seconds, 1e-9);
-  const double eta = seconds / static_cast<double>(step) * static_cast<double>(total_ - step);
+  const int64_t run = step - first_ + 1;  // steps of this run
+  const double rate = static_cast<double>(run * tokens_) / std::max(seconds, 1e-9);
+  const double eta = seconds / static_cast<double>(run) * static_cast<double>(total_ - step);
   if (tty_) {
     const int width = 24, filled = static_cast<int>(width * step / std::max<int64_t>(total_, 1));
     std::string bar(static_cast<size_t>(filled), '=');
@@ -250,7 +326,7 @@ void Progress::update(int64_t step, float loss, double seconds) {
                 static_cast<long long>(step), static_cast<long long>(total_), loss, rate, e / 60,
                 e % 60);
     std::fflush(stdout);
-  } else if (step % every_ == 0 || step == total_ || step == 1) {
+  } else if (step % every_ == 0 || step == total_ || step == first_) {
     std::printf("step %lld/%lld loss %.4f tokens/s %.0f eta_s %.0f\n", static_cast<long long>(step),
                 static_cast<long long>(total_), loss, rate, eta);
     std::fflush(stdout);

@@ -26,6 +26,13 @@ lt::nn::LayersMode layers_mode(const std::string& mode);
 
 /** The bytes of a text file; a UsageError if it cannot be read or is too short. */
 std::string read_text(const std::string& path, int64_t seq);
+/** The steps a checkpoint (train --checkpoint) has done, from its metadata; a UsageError
+ * naming `path` where it is not a checkpoint. */
+int64_t checkpoint_steps(const std::map<std::string, std::string>& metadata,
+                         const std::string& path);
+/** The model's weights in a file saved by train: a checkpoint's without AdamW's state. */
+lt::nn::ParamMap weights_in(const lt::nn::ParamMap& file);
+
 /** A UsageError naming `flag` unless a file can be written at `path` (its directory exists
  * and is writable, and it is not a directory itself). */
 void check_writable(const std::string& path, const char* flag);
@@ -48,6 +55,10 @@ struct RunOptions {
   bool autocast = false;      // the forward's products in bfloat16 (lt::AutocastGuard)
   uint64_t seed = 0;
   std::string init;  // weights to start from
+  // A training checkpoint (weights, AdamW's state, the steps done) to continue from, and the
+  // file to write one to every `checkpoint_every` steps (0: after the last step only).
+  std::string resume, checkpoint;
+  int64_t checkpoint_every = 0;
   // Data parallelism over the ranks of lt::dist (mpirun): `batch` is the global batch, of
   // which each rank runs its slice; gradients are all-reduced in buckets of this size.
   int64_t bucket_bytes = int64_t{4} << 20;
@@ -83,12 +94,13 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
  * every `every` steps otherwise. */
 class Progress {
  public:
-  Progress(int64_t total, int64_t tokens_per_step, int64_t every);
+  /** `first`: the run's first step (after the steps a resumed checkpoint did). */
+  Progress(int64_t total, int64_t tokens_per_step, int64_t every, int64_t first = 1);
   void update(int64_t step, float loss, double seconds);
   void done();
 
  private:
-  int64_t total_, tokens_, every_;
+  int64_t total_, tokens_, every_, first_;
   bool tty_;
 };
 

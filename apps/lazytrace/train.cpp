@@ -50,7 +50,15 @@ int train(int argc, char** argv) {
   f.add("out", "lazytrace-model.safetensors", "where to save the weights");
   f.add("init", "",
         "weights to start from (a file saved by train; its shape wins; AdamW's moments and the "
-        "schedule start anew)");
+        "schedule start anew: --resume continues them)");
+  f.add("checkpoint", "",
+        "write a training checkpoint here (the weights, AdamW's moments and the steps done) "
+        "after the last step, and every --checkpoint-every steps");
+  f.add("checkpoint-every", "0", "steps between checkpoints (0: after the last step only)");
+  f.add("resume", "",
+        "continue the run a checkpoint was written by: its weights, AdamW's state, the "
+        "schedule and the data from the step after its last (same --layers-mode, --seed and "
+        "--batch for the same data; --steps is the run's total)");
   f.add("log-every", "20", "steps between progress lines when not on a terminal");
   if (!f.parse(argc, argv)) return 0;
   const int ranks = lt::dist::init();  // under mpirun: this process's rank of the job
@@ -68,15 +76,36 @@ int train(int argc, char** argv) {
   if (!(std::isfinite(o.clip_grad_norm) && o.clip_grad_norm >= 0))
     throw UsageError(
         cat("--clip-grad-norm must be a finite number >= 0, got ", f.str("clip-grad-norm")));
-  if (!f.str("init").empty()) {
+  o.checkpoint = f.str("checkpoint");
+  o.checkpoint_every = f.integer("checkpoint-every", 0);
+  o.resume = f.str("resume");
+  int64_t done = 0;
+  if (!o.resume.empty()) {
+    if (!f.str("init").empty()) throw UsageError("give --init or --resume, not both");
+    const auto meta = lt::nn::load_metadata(o.resume);
+    done = checkpoint_steps(meta, o.resume);
+    const auto mode = meta.find("layers_mode");
+    if (mode != meta.end() && mode->second != o.mode)
+      throw UsageError(cat("'", o.resume, "' was written with --layers-mode ", mode->second,
+                           "; resume it with the same"));
+    if (done >= o.steps)
+      throw UsageError(cat("'", o.resume, "' has done ", std::to_string(done),
+                           " steps; --steps (the run's total) must be more"));
+  }
+  if (o.shard_optimizer && !(o.resume.empty() && o.checkpoint.empty()))
+    throw UsageError(
+        "--checkpoint and --resume take AdamW's state whole; with --shard-optimizer each rank "
+        "holds a shard of it");
+  if (!o.checkpoint.empty() && lead) check_writable(o.checkpoint, "--checkpoint");
+  const std::string start = !o.resume.empty() ? o.resume : f.str("init");
+  if (!start.empty()) {
     o.init = f.str("init");
-    lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(o.init), o.init);
+    lt::nn::DecoderConfig c = config_from_metadata(lt::nn::load_metadata(start), start);
     for (const char* k : {"hidden", "intermediate", "heads", "kv-heads", "layers"})
       if (f.given(k))
-        throw UsageError(cat(std::string("--"), k,
-                             " conflicts with --init: the model's shape "
-                             "comes from '",
-                             o.init, "'"));
+        throw UsageError(cat(std::string("--"), k, " conflicts with --",
+                             o.resume.empty() ? "init" : "resume",
+                             ": the model's shape comes from '", start, "'"));
     c.max_seq = std::max(c.max_seq, o.seq);
     c.stacked_layers = o.mode == "scan";
     o.config = c;
@@ -94,9 +123,12 @@ int train(int argc, char** argv) {
     if (ranks > 1)
       std::printf(", data parallel over %d ranks%s", ranks,
                   o.shard_optimizer ? " (optimizer sharded)" : "");
+    if (done > 0)
+      std::printf(", resuming '%s' after step %lld", o.resume.c_str(),
+                  static_cast<long long>(done));
     std::printf("\n");
   }
-  Progress progress(o.steps, o.batch * o.seq, log_every);
+  Progress progress(o.steps, o.batch * o.seq, log_every, done + 1);
   RunResult r = train_run(o, text, [&](int64_t s, float l, double sec) {
     if (lead) progress.update(s, l, sec);
   });
