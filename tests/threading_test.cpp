@@ -15,6 +15,7 @@
 
 #include "backends/cpu/cache_topology.h"
 #include "runtime/thread_pool.h"
+#include "trace/tensor_impl.h"
 
 namespace {
 
@@ -70,6 +71,25 @@ TEST(Threading, APendingTensorMayBeDroppedOrSyncedOnAnotherThread) {
   auto mine = lt::tensor({1.0f}) + 1.0f;
   lt::sync();  // this thread's list only
   EXPECT_EQ(mine.item<float>(), 2.0f);
+}
+
+// A thread that records and ends frees its list of pending tensors, unless a pending
+// tensor it recorded still lives (which then keeps it); a server spawning a thread per
+// request holds nothing per past thread.
+TEST(Threading, EndedThreadsHoldNoListOfPendingTensors) {
+  (void)lt::ones({1}).to_vector<float>();
+  const size_t before = lt::trace::pending_lists();
+  for (int i = 0; i < 50; ++i)
+    std::thread([i] {
+      auto x = lt::tensor({1.0f, static_cast<float>(i)});
+      EXPECT_EQ((x * 2.0f).to_vector<float>()[1], 2.0f * static_cast<float>(i));
+      auto dropped = lt::exp(x);  // pending at the end of the thread, then freed
+    }).join();
+  EXPECT_EQ(lt::trace::pending_lists(), before);
+  lt::Tensor kept;
+  std::thread([&] { kept = lt::tensor({2.0f}) * 3.0f; }).join();
+  EXPECT_EQ(lt::trace::pending_lists(), before + 1);
+  EXPECT_EQ(kept.item<float>(), 6.0f);
 }
 
 // Parallel regions back to back, from several threads at once, some of whose chunks throw

@@ -48,8 +48,9 @@ void drain_released(PendingList& list) {
   }
 }
 
-// A thread's list outlives the thread (tensors it recorded may still point at it), so
-// every list is kept here; at thread exit the list is marked ended and emptied.
+// A thread's list outlives the thread where tensors it recorded still point at it, so the
+// lists are kept here; at thread exit the list is marked ended and emptied, and freed where
+// no tensor points at it any more (every tensor that does is linked into it).
 struct ListRegistry {
   std::mutex mu;
   std::vector<std::unique_ptr<PendingList>> lists;
@@ -59,34 +60,59 @@ ListRegistry& registry() {
   return *r;
 }
 
-// Marks the thread's list ended when the thread exits, and frees what was handed back.
+// What an ended thread records into (a tensor made by a thread_local's destructor after
+// its list was freed): never linked, since no sync of that thread can come.
+PendingList& ended_list() {
+  static auto* l = [] {
+    auto* e = new PendingList();
+    e->ended = true;
+    return e;
+  }();
+  return *l;
+}
+
+thread_local PendingList* t_list = nullptr;
+
+// Marks the thread's list ended when the thread exits, frees what was handed back, and the
+// list itself where nothing points at it.
 struct ListExitGuard {
-  PendingList* list;
   ~ListExitGuard() {
-    std::lock_guard<std::mutex> lock(list->mu);
-    list->ended = true;
-    drain_released(*list);
+    PendingList* list = t_list;
+    {
+      std::lock_guard<std::mutex> lock(list->mu);
+      list->ended = true;
+      drain_released(*list);
+      if (list->head) return;  // pending tensors point at it: kept for them
+    }
+    t_list = &ended_list();
+    std::lock_guard<std::mutex> lock(registry().mu);
+    auto& lists = registry().lists;
+    for (size_t i = 0; i < lists.size(); ++i)
+      if (lists[i].get() == list) {
+        lists[i] = std::move(lists.back());
+        lists.pop_back();
+        break;
+      }
   }
 };
 
 PendingList& my_list() {
-  static thread_local PendingList* list = nullptr;  // stays valid after the guard has run
-  if (!list) {
+  if (!t_list) {
     auto owned = std::make_unique<PendingList>();
-    list = owned.get();
+    t_list = owned.get();
     {
       std::lock_guard<std::mutex> lock(registry().mu);
       registry().lists.push_back(std::move(owned));
     }
-    static thread_local ListExitGuard guard{list};
+    static thread_local ListExitGuard guard;
   }
-  return *list;
+  return *t_list;
 }
 
 struct ImplDeleter {
   void operator()(TensorImpl* p) const {
     PendingList* list = p->owner;
-    if (list && list != &my_list()) {
+    if (list && list != t_list) {  // (t_list: a thread that only drops makes no list)
       std::lock_guard<std::mutex> lock(list->mu);
       if (!list->ended) {  // hand it back: only the owner thread edits its list
         TensorImpl* head = list->released.load(std::memory_order_relaxed);
@@ -117,6 +143,7 @@ TensorImpl::~TensorImpl() {
 void TensorImpl::link() {
   if (owner || context != 0) return;  // a traced body's tensors are never synced
   PendingList& list = my_list();
+  if (&list == &ended_list()) return;
   if (list.released.load(std::memory_order_relaxed)) drain_released(list);
   next = list.head;
   prev = nullptr;
@@ -128,7 +155,7 @@ void TensorImpl::link() {
 void TensorImpl::unlink() {
   // Only the owning thread edits its list; it drops entries that are no longer pending
   // when it next gathers them.
-  if (!owner || owner != &my_list()) return;
+  if (!owner || owner != t_list) return;
   if (prev)
     prev->next = next;
   else
@@ -141,6 +168,11 @@ void TensorImpl::unlink() {
 namespace trace {
 
 thread_local int OpScope::depth_ = 0;
+
+size_t pending_lists() {
+  std::lock_guard<std::mutex> lock(registry().mu);
+  return registry().lists.size();
+}
 
 std::vector<TensorImpl*> pending_tensors() {
   std::vector<TensorImpl*> out;

@@ -64,6 +64,9 @@ namespace trace {
  * (a handle dropped elsewhere hands its tensor back instead of destroying it).
  */
 std::vector<TensorImpl*> pending_tensors();
+/** The threads' lists of pending tensors held: one per thread that has recorded, while it
+ * runs or while pending tensors it recorded live. */
+size_t pending_lists();
 /** A new pending tensor computed by `node`. */
 Tensor make_pending(ir::NodePtr node);
 /** Gives an existing tensor a new value computed by `node`, or held by it if it is a Data
