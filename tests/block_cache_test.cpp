@@ -21,9 +21,10 @@ BlockCache::Options options(size_t limit_mib, bool split = true) {
   return o;
 }
 
-void* take(BlockCache& cache, size_t bytes, size_t* got = nullptr) {
+// `transient`: a run's arena (may be split out of a larger span)
+void* take(BlockCache& cache, size_t bytes, size_t* got = nullptr, bool transient = true) {
   size_t rounded = BlockCache::round(bytes);
-  void* p = cache.take(rounded);
+  void* p = cache.take(rounded, transient);
   if (got) *got = rounded;
   return p;
 }
@@ -70,6 +71,41 @@ TEST(BlockCache, SmallerLargeRequestsShareOneRegion) {
     EXPECT_EQ(cache.cached_bytes(), 40 * kMiB) << "joined again whole";
   }
   EXPECT_EQ(cache.system_bytes(), held);
+}
+
+// A long-lived tensor never takes part of a free arena's region (it would keep the region
+// from being whole, and the next arena would need a new one): it takes a wholly free region
+// at most a quarter larger, or its own.
+TEST(BlockCache, TensorsTakeWholeRegionsSoArenasStayWhole) {
+  BlockCache cache(options(1024));
+  size_t n = 0;
+  void* arena = take(cache, 100 * kMiB, &n);
+  cache.give(arena, n, 0);
+  std::vector<std::pair<void*, size_t>> moments;
+  for (int i = 0; i < 4; ++i) {
+    size_t m = 0;
+    void* p = take(cache, 8 * kMiB, &m, /*transient=*/false);
+    EXPECT_EQ(m, 8 * kMiB);
+    EXPECT_FALSE(p >= arena && p < static_cast<char*>(arena) + 100 * kMiB) << i;
+    moments.emplace_back(p, m);
+  }
+  const size_t held = cache.system_bytes();
+  for (int step = 0; step < 3; ++step) {
+    void* again = take(cache, 100 * kMiB, &n);
+    EXPECT_EQ(again, arena) << "step " << step;
+    cache.give(again, n, 0);
+  }
+  EXPECT_EQ(cache.system_bytes(), held);
+  for (auto [p, m] : moments) cache.give(p, m, 0);
+  // a wholly free region serves a tensor up to a quarter smaller, taken whole
+  void* t = take(cache, 84 * kMiB, &n, false);
+  EXPECT_EQ(t, arena);
+  EXPECT_EQ(n, 100 * kMiB);
+  void* u = take(cache, 78 * kMiB, &n, false);
+  EXPECT_NE(u, arena);
+  EXPECT_EQ(n, 78 * kMiB);
+  cache.give(t, 100 * kMiB, 0);
+  cache.give(u, 78 * kMiB, 0);
 }
 
 TEST(BlockCache, GrowingRequestsHoldOneRegion) {

@@ -899,3 +899,56 @@ def test_backward_inside_compile_reaches_arguments_that_require_grad():
 
     with pytest.raises(RuntimeError, match=r"runs backward\(\) and leaves gradients of 1 tensor"):
         lt.compile(discards, name="tc_arg_grad_lost")(lt.tensor([1.0], requires_grad=True))
+
+
+def test_arguments_inside_compile_are_leaves_or_not_as_outside():
+    """A non-leaf argument that requires grad is written in place as eagerly (its stand-in is
+    no leaf); whether an argument requires grad is part of the signature; a function whose
+    backward reached its arguments gives results without gradient history (as one that
+    writes), so a backward through them is a clear error; LAZYTRACE_CHECK_PURITY's retrace
+    makes the same stand-ins."""
+
+    def bump(x):
+        x.add_(1.0)
+        return x * 2
+
+    w = lt.tensor([1.0, 2.0], requires_grad=True)
+    x = w * 1.0
+    np.testing.assert_allclose(np64(lt.compile(bump, name="tc_nonleaf_write")(x)), [4.0, 6.0])
+    np.testing.assert_allclose(np64(x), [2.0, 3.0])
+
+    def input_grad(x):
+        y = (x * x * 3).sum()
+        y.backward()
+        return x.grad, y
+
+    f = lt.compile(input_grad, name="tc_arg_grad_key")
+    g, y = f(lt.tensor([1.0, 2.0], requires_grad=True))
+    np.testing.assert_allclose(np64(g), [6.0, 12.0])
+    assert not y.requires_grad
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.backward()
+    # the same shapes without requires_grad: another trace, where backward() is the error
+    with pytest.raises(RuntimeError, match="backward"):
+        f(lt.tensor([1.0, 2.0]))
+
+
+def test_check_purity_retraces_compile_with_the_same_stand_ins():
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import lazytrace as lt
+def input_grad(x):
+    (x * x * 3).sum().backward()
+    return x.grad
+f = lt.compile(input_grad, name="purity_args")
+for v in ([1.0, 2.0], [-3.0, 0.5]):
+    print(f(lt.tensor(v, requires_grad=True)).tolist())
+"""
+    env = dict(os.environ, LAZYTRACE_CHECK_PURITY="1")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert r.returncode == 0, r.stderr[-400:]
+    assert r.stdout.split("\n")[:2] == ["[6.0, 12.0]", "[-18.0, 3.0]"]

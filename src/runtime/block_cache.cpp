@@ -79,8 +79,8 @@ void BlockCache::system_free(void* p, size_t bytes) {
   system_ -= bytes;
 }
 
-void* BlockCache::take(size_t& rounded) {
-  if (rounded >= kHugeFrom) return take_span(rounded);
+void* BlockCache::take(size_t& rounded, bool transient) {
+  if (rounded >= kHugeFrom) return take_span(rounded, transient);
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = small_.find(rounded);
@@ -94,16 +94,26 @@ void* BlockCache::take(size_t& rounded) {
   return system_alloc(rounded);
 }
 
-void* BlockCache::take_span(size_t& rounded) {
+void* BlockCache::take_span(size_t& rounded, bool transient) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    const bool split = options_.split && transient;
     auto it = free_spans_.lower_bound({rounded, nullptr});
-    if (it != free_spans_.end() && (options_.split || it->first <= rounded + rounded / 4)) {
+    if (!split) {  // a wholly free region at most a quarter larger
+      const size_t most = rounded + rounded / 4;
+      auto whole = [&](const std::pair<size_t, char*>& span) {
+        auto r = regions_.find(span.second);
+        return r != regions_.end() && r->second == span.first;
+      };
+      while (it != free_spans_.end() && it->first <= most && !whole(*it)) ++it;
+      if (it != free_spans_.end() && it->first > most) it = free_spans_.end();
+    }
+    if (it != free_spans_.end()) {
       const auto [size, p] = *it;
       free_spans_.erase(it);
       Span& s = spans_.at(p);
       s.free = false;
-      if (options_.split && size > rounded) {  // the rest stays free, in its own span
+      if (split && size > rounded) {  // the rest stays free, in its own span
         s.size = rounded;
         spans_.emplace(p + rounded, Span{size - rounded, s.region, true});
         free_spans_.insert({size - rounded, p + rounded});
@@ -116,7 +126,7 @@ void* BlockCache::take_span(size_t& rounded) {
     // Nothing free holds it: the wholly free regions smaller than it go back to the system,
     // since the new region will serve what they could once it is free (shapes that grow, as
     // a model compiled for ever longer batches, then hold one region, not one per shape).
-    if (options_.split) release_regions(0, nullptr, rounded);
+    if (split) release_regions(0, nullptr, rounded);
   }
   char* p = static_cast<char*>(system_alloc(rounded));
   std::lock_guard<std::mutex> lock(mu_);
@@ -130,8 +140,10 @@ void BlockCache::give(void* p, size_t rounded, size_t high_water) {
   const size_t limit = options_.fixed ? options_.limit : std::max(options_.limit, high_water);
   if (rounded >= kHugeFrom) {
     char* region = give_span(static_cast<char*>(p));
-    trim(limit, 0, region);
-    if (cached_ > limit) trim(limit, 0, nullptr);  // its own region last
+    // over the limit: other wholly free regions make room, then small blocks, then its own
+    if (cached_ > limit) release_regions(limit, region, SIZE_MAX);
+    if (cached_ > limit) trim(limit, 0, region);
+    if (cached_ > limit) release_regions(limit, nullptr, SIZE_MAX);
     return;
   }
   small_[rounded].push_back(p);

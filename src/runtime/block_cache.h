@@ -4,11 +4,14 @@
 // allocator does.
 //
 // Small blocks (under 4 MiB) are kept by exact size. Large ones are spans of regions asked of
-// the system, 2 MiB-aligned and backed by transparent huge pages where the kernel gives them:
-// a request takes the smallest free span that holds it, split when larger, and a freed span
-// joins the free spans beside it in its region (as XLA's BFC allocator). So programs run at
-// many shapes (batches of varying length), each run taking its arena for its intermediates,
-// share one region the size of the largest instead of each keeping its own memory.
+// the system, 2 MiB-aligned and backed by transparent huge pages where the kernel gives them.
+// A transient request (a run's arena, given back when the run ends) takes the smallest free
+// span that holds it, split when larger, and a freed span joins the free spans beside it in
+// its region (as XLA's BFC allocator): programs run at many shapes (batches of varying
+// length) share one region the size of the largest arena instead of each keeping its own.
+// Other requests (tensors, which may live long) take a wholly free region at most a quarter
+// larger, or a new one: a long-lived tensor carved out of an arena's region would keep that
+// region from being whole again, and the next arena would need another.
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -25,8 +28,8 @@ class BlockCache {
      * bytes ever live (a training step whose weights and moments exceed it reuses them too). */
     size_t limit = size_t{1} << 30;
     bool fixed = false;
-    /** Large free spans split to serve smaller requests (off: a span is taken whole, when at
-     * most a quarter larger than asked). */
+    /** Large free spans split to serve smaller transient requests (off: every request takes
+     * a wholly free region at most a quarter larger than asked). */
     bool split = true;
   };
   /** LAZYTRACE_BUFFER_CACHE_MB (the limit, fixed) and LAZYTRACE_BUFFER_SPLIT=0. */
@@ -43,8 +46,9 @@ class BlockCache {
 
   /** `bytes` rounded as take() expects it: 64 bytes, 4 KiB or 2 MiB units by size. */
   static size_t round(size_t bytes);
-  /** A block of at least `rounded` bytes (a round() result); `rounded` becomes its size. */
-  void* take(size_t& rounded);
+  /** A block of at least `rounded` bytes (a round() result); `rounded` becomes its size.
+   * `transient`: given back soon (see the top), so it may be split out of a larger span. */
+  void* take(size_t& rounded, bool transient = false);
   /** Hands back a block take() gave, with the size it set; `high_water` is the most bytes
    * ever live (the limit when not fixed). */
   void give(void* p, size_t rounded, size_t high_water);
@@ -64,7 +68,7 @@ class BlockCache {
     char* region;
     bool free;
   };
-  void* take_span(size_t& rounded);
+  void* take_span(size_t& rounded, bool transient);
   char* give_span(char* p);
   void trim(size_t limit, size_t keep_size, char* keep_region);
   void release_regions(size_t limit, char* keep_region, size_t below);

@@ -17,8 +17,8 @@ std::atomic<int64_t> g_allocations{0};
 
 }  // namespace
 
-Buffer::Buffer(size_t bytes) : bytes_(bytes), block_(BlockCache::round(bytes)) {
-  data_ = BlockCache::global().take(block_);
+Buffer::Buffer(size_t bytes, bool transient) : bytes_(bytes), block_(BlockCache::round(bytes)) {
+  data_ = BlockCache::global().take(block_, transient);
   const int64_t live =
       g_live_bytes.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
       static_cast<int64_t>(bytes);

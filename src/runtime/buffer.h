@@ -11,8 +11,9 @@ namespace lazytrace::runtime {
 
 class Buffer {
  public:
-  /** 64-byte aligned, uninitialized. */
-  explicit Buffer(size_t bytes);
+  /** 64-byte aligned, uninitialized. `transient`: given back before long (a run's arena),
+   * so its memory may be carved out of a larger free block (BlockCache::take). */
+  explicit Buffer(size_t bytes, bool transient = false);
   /**
    * Memory someone else owns (zero-copy, lt::from_blob): never freed, never written (no
    * graph is given it to write into) and not counted in live_bytes(); `owner` is released
@@ -60,8 +61,8 @@ class OutOfMemory : public Error {
 /** "4.0 GiB (4294967296 bytes)". */
 std::string format_bytes(size_t bytes);
 
-inline BufferPtr make_buffer(size_t bytes) {
-  return std::make_shared<Buffer>(bytes);
+inline BufferPtr make_buffer(size_t bytes, bool transient = false) {
+  return std::make_shared<Buffer>(bytes, transient);
 }
 
 }  // namespace lazytrace::runtime

@@ -28,8 +28,8 @@ std::atomic<int64_t> g_live_traces{0};
 // (backward() inside) and neither uses nor returns any of them has thrown them away: they live
 // on the tensors' stand-ins,
 // which end with the trace, so the outer tensors' grad() never sees them. An error, not a
-// step that silently trains nothing.
-void check_no_discarded_grads(const trace::TraceScope& scope,
+// step that silently trains nothing. Returns whether it found gradients (used ones).
+bool check_no_discarded_grads(const trace::TraceScope& scope,
                               const std::vector<const Tensor*>& args,
                               const std::vector<Tensor>& arg_stand_ins, const ir::Body& body,
                               const std::string& tool, const std::string& name) {
@@ -46,7 +46,7 @@ void check_no_discarded_grads(const trace::TraceScope& scope,
   const std::vector<Tensor>& outer = scope.lifted();
   const std::vector<Tensor>& ph = scope.lifted_placeholders();
   for (size_t i = 0; i < ph.size(); ++i) add(outer[i], ph[i]);
-  if (grads.empty()) return;
+  if (grads.empty()) return false;
   std::unordered_set<const ir::Node*> seen;
   std::vector<const ir::Node*> todo;
   for (const ir::NodePtr& r : body.results) todo.push_back(r.get());
@@ -59,7 +59,7 @@ void check_no_discarded_grads(const trace::TraceScope& scope,
   // Where some are used (an optimizer step over some of the parameters, a GAN's generator
   // step that also reaches the discriminator's), the rest were left out on purpose.
   for (const ir::Node* g : grads)
-    if (seen.count(g)) return;
+    if (seen.count(g)) return true;
   fail(tool, "'", name, "' runs backward() and leaves gradients of ", grads.size(),
        " tensor(s) from outside it (the first ", discarded[0]->type_str(),
        ") that nothing inside uses or returns: gradients computed inside a compiled function "
@@ -91,6 +91,9 @@ struct Entry {
   std::vector<Tensor> lifted;
   std::vector<Tensor> written;       // outer tensors the function writes (compile): extra outputs
   std::vector<size_t> written_args;  // arguments it writes (compile): extra outputs before those
+  // compile: the function runs backward() to gradients of its arguments or of outer tensors;
+  // its results then get no gradient of their own (as with writes)
+  bool inner_backward = false;
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
   // A call's Pack: the leaves of its large arguments (explicit leaf packed_leaves[j] at j;
@@ -347,6 +350,20 @@ void trace_vjp(Entry& e, const char* tool, const std::string& name) {
   finish_vjp(e, scope, ph, traced, tool, name);
 }
 
+// compile's stand-ins for its arguments: each requires grad as its argument does, a leaf
+// where the argument is one (a backward inside fills its grad(), and writing into it is the
+// error it is outside) and a clone otherwise (written in place as the argument could be)
+std::vector<Tensor> compile_stand_ins(trace::TraceScope& scope,
+                                      const std::vector<const Tensor*>& leaves,
+                                      const std::vector<char>& grad_kinds) {
+  std::vector<Tensor> ph;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    Tensor t = scope.input(leaves[i]->shape(), leaves[i]->dtype(), grad_kinds[i] != 0);
+    ph.push_back(grad_kinds[i] == 2 ? clone(t) : t);
+  }
+  return ph;
+}
+
 }  // namespace
 
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
@@ -355,6 +372,21 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
       key_(keyed_by_thread_state(flat_.hash)),
       describe_(describe) {
   key_ = key_with_modes(key_, cache_.modes);
+  if (cache_.options.functional_writes && autograd::grad_enabled()) {
+    bool any = false;
+    for (const Tensor* t : flat_.leaves) {
+      const char kind = !t->requires_grad() ? 0 : t->is_leaf() ? 1 : 2;
+      grad_kinds_.push_back(kind);
+      any = any || kind != 0;
+    }
+    if (any) {
+      pytree::Flat k;
+      k.mix(key_);
+      for (char kind : grad_kinds_) k.mix(static_cast<uint64_t>(kind));
+      key_ = k.hash;
+    }
+  }
+  grad_kinds_.resize(flat_.leaves.size(), 0);
   entry_ = cache_.find(key_);
   if (entry_ && !matches(*entry_, flat_.leaves, pack_)) entry_ = nullptr;
   if (entry_) {
@@ -362,8 +394,7 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
     if (cache_.check_purity) {
       // retrace and compare: an impure function gives a different graph
       trace::TraceScope scope(cache_.tool());
-      std::vector<Tensor> ph;
-      for (const Tensor* t : flat_.leaves) ph.push_back(scope.input(t->shape(), t->dtype()));
+      std::vector<Tensor> ph = compile_stand_ins(scope, flat_.leaves, grad_kinds_);
       Traced again = entry_->retrace(ph);
       auto body = scope.finish(again.outputs, cache_.options.name);
       if (body->hash != entry_->body->hash) {
@@ -428,8 +459,6 @@ void CachedCall::trace(TraceFn fn) {
   e->autocast = is_autocast_enabled();
   e->autocast_dtype = autocast_dtype();
   choose_packed(*e, flat_);
-  std::vector<char> wants_grad;  // compile's arguments that require grad (read before tracing)
-  for (const Tensor* t : flat_.leaves) wants_grad.push_back(t->requires_grad());
   {
     trace::TraceScope scope(c.tool());
     ModeRecording modes(c.modes);
@@ -448,10 +477,13 @@ void CachedCall::trace(TraceFn fn) {
     } else {
       no_grad.emplace();
     }
-    std::vector<Tensor> ph;  // compile's require grad as their arguments do (a backward inside)
-    for (size_t i = 0; i < flat_.leaves.size(); ++i)
-      ph.push_back(scope.input(flat_.leaves[i]->shape(), flat_.leaves[i]->dtype(),
-                               with_vjp || (c.options.functional_writes && wants_grad[i] != 0)));
+    std::vector<Tensor> ph;
+    if (c.options.functional_writes) {
+      ph = compile_stand_ins(scope, flat_.leaves, grad_kinds_);
+    } else {
+      for (const Tensor* t : flat_.leaves)
+        ph.push_back(scope.input(t->shape(), t->dtype(), with_vjp));
+    }
     const std::vector<Tensor> args = with_vjp ? own_handles(ph) : ph;
     std::vector<ir::NodePtr> given;
     for (const Tensor& a : args) given.push_back(a.impl()->node);
@@ -468,7 +500,8 @@ void CachedCall::trace(TraceFn fn) {
         }
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
     if (c.options.functional_writes)
-      check_no_discarded_grads(scope, flat_.leaves, args, *e->body, c.tool(), c.options.name);
+      e->inner_backward =
+          check_no_discarded_grads(scope, flat_.leaves, args, *e->body, c.tool(), c.options.name);
     e->inputs = direct_inputs(scope.inputs(), e->pack_pos);
     e->explicit_operand.assign(flat_.leaves.size(), -1);
     for (size_t k = 0; k < e->inputs.size(); ++k)
@@ -511,7 +544,7 @@ std::vector<Tensor> CachedCall::record() {
   std::vector<const Tensor*> inputs;  // explicit leaves, then lifted tensors
   autograd::SharedEdges edges;
   const bool writes = !e->written.empty() || !e->written_args.empty();
-  if (autograd::grad_enabled() && !writes) {
+  if (autograd::grad_enabled() && !writes && !e->inner_backward) {
     inputs = flat_.leaves;
     for (const Tensor& t : e->lifted) inputs.push_back(&t);
     {

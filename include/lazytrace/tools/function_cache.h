@@ -82,6 +82,9 @@ class CachedCall {
   FunctionCache& cache_;
   pytree::Flat flat_;
   uint64_t key_;  // the arguments' signature, and this thread's batch rows (traced_body.h)
+  // compile: per argument, 0 if it needs no gradient, 1 a leaf that does, 2 a non-leaf that
+  // does (its stand-in inside is made the same way; part of the key)
+  std::vector<char> grad_kinds_;
   DescribeFn describe_;
   std::shared_ptr<Entry> entry_;
   std::shared_ptr<ir::Node> pack_;  // the entry's Pack, where this call reuses it

@@ -139,7 +139,7 @@ class CpuExecutable : public runtime::Executable {
   runtime::BufferPtr take_arena() const {
     if (prog_.arena_bytes <= 0) return nullptr;
     try {
-      return runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes));
+      return runtime::make_buffer(static_cast<size_t>(prog_.arena_bytes), /*transient=*/true);
     } catch (const runtime::OutOfMemory& e) {
       e.rethrow_for("sync",
                     detail::cat("the intermediate results of a graph of ", prog_.steps.size(),
