@@ -360,6 +360,20 @@ TEST(AssumePure, PurityCheckCatchesAGraphThatDependsOnAHostCounter) {
                {"[assume_pure]", "is not pure", "node %", "Make it depend only on its arguments"});
 }
 
+// A number that becomes 0, 1 or -1 (kept in the graph as a literal, where others are
+// parameters): the first differing node is named.
+TEST(AssumePure, PurityCheckNamesALiteralNumberThatChanged) {
+  double scale = 2;
+  setenv("LAZYTRACE_CHECK_PURITY", "1", 1);
+  auto checked = lt::assume_pure([&scale](const Tensor& x) { return x * scale + 3.0; });
+  unsetenv("LAZYTRACE_CHECK_PURITY");
+  Tensor x = lt::tensor({1.0f});
+  EXPECT_EQ(checked(x).item<float>(), 5.0f);
+  scale = 1;
+  expect_error([&] { checked(x); }, {"[assume_pure]", "is not pure", "node %",
+                                     "is scalar f32[] = 1, was scalar f32[] (a parameter)"});
+}
+
 TEST(AssumePure, PurityCheckCatchesAHostNumberThatChanged) {
   double scale = 2;  // read by the function: the same graph with another number
   setenv("LAZYTRACE_CHECK_PURITY", "1", 1);

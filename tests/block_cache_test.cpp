@@ -106,6 +106,11 @@ TEST(BlockCache, TensorsTakeWholeRegionsSoArenasStayWhole) {
   EXPECT_EQ(n, 78 * kMiB);
   cache.give(t, 100 * kMiB, 0);
   cache.give(u, 78 * kMiB, 0);
+  // an arena nothing free holds returns the smaller arenas' regions, not the tensors'
+  const size_t before = cache.system_bytes();
+  void* big = take(cache, 200 * kMiB, &n);
+  EXPECT_EQ(cache.system_bytes(), before - 100 * kMiB + 200 * kMiB);
+  cache.give(big, n, 0);
 }
 
 TEST(BlockCache, GrowingRequestsHoldOneRegion) {

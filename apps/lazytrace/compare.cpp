@@ -32,10 +32,9 @@ int compare(int argc, char** argv) {
           "and as scan_layers over stacked weights; prints one table (trace time per step,\n"
           "compile time, step time, peak memory, final loss) and writes it to --out-dir as\n"
           "compare.md, compare.json and compare.png (loss curves, trace and compile time).");
-  add_model_flags(f, 30, 8);
+  add_model_flags(f, 30, 8, /*layers_mode=*/false);  // it runs every mode
   f.add("out-dir", "lazytrace-report", "where the table, chart and the scan run's weights go");
   if (!f.parse(argc, argv)) return 0;
-  if (f.given("layers-mode")) throw UsageError("compare runs every --layers-mode; drop the flag");
   const std::filesystem::path dir = f.str("out-dir");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

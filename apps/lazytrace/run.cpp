@@ -15,7 +15,7 @@ namespace cli {
 
 namespace nn = lt::nn;
 
-void add_model_flags(Flags& f, int64_t steps, int64_t layers) {
+void add_model_flags(Flags& f, int64_t steps, int64_t layers, bool layers_mode) {
   f.add("text", kDefaultText, "text file to train on (bytes are tokens)");
   f.add("hidden", "128", "model width");
   f.add("intermediate", "512", "MLP width");
@@ -27,7 +27,7 @@ void add_model_flags(Flags& f, int64_t steps, int64_t layers) {
   f.add("seq", "64", "tokens per sequence");
   f.add("lr", "0.003", "AdamW learning rate");
   f.add("seed", "0", "random seed (weights and batches)");
-  f.add("layers-mode", "scan", "how layers run: loop, assume-pure or scan");
+  if (layers_mode) f.add("layers-mode", "scan", "how layers run: loop, assume-pure or scan");
   f.add("remat", "save", "scan's backward: save residuals or recompute the layer");
 }
 
@@ -72,11 +72,11 @@ void check_writable(const std::string& path, const char* flag) {
   std::error_code ec;
   const fs::path p(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (fs::is_directory(p, ec))
-    throw UsageError(cat(flag, " '", path, "' is a directory; give a file name"));
+  if (path.empty() || !p.has_filename() || fs::is_directory(p, ec))
+    throw UsageError(cat(flag, " '", path, "' names no file; give a file name"));
   if (!fs::is_directory(dir, ec))
-    throw UsageError(cat(flag, " '", path, "': the directory '", dir.string(),
-                         "' does not exist; create it first"));
+    throw UsageError(cat(flag, " '", path, "': '", dir.string(),
+                         fs::exists(dir, ec) ? "' is not a directory" : "' does not exist"));
   if (::access(dir.c_str(), W_OK) != 0)
     throw UsageError(
         cat(flag, " '", path, "': the directory '", dir.string(), "' is not writable"));

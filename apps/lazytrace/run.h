@@ -17,7 +17,7 @@ namespace cli {
 inline const char* kDefaultText = "/usr/share/common-licenses/GPL-3";
 
 /** The model and data flags train, compare and report share. */
-void add_model_flags(Flags& f, int64_t steps, int64_t layers);
+void add_model_flags(Flags& f, int64_t steps, int64_t layers, bool layers_mode = true);
 /** The decoder those flags describe (vocab 256: bytes) for a --layers-mode (scan keeps
  * the layers' weights stacked). */
 lt::nn::DecoderConfig model_config(const Flags& f, const std::string& mode);

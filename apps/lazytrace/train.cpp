@@ -153,7 +153,7 @@ int train(int argc, char** argv) {
 
 int report(int argc, char** argv) {
   Flags f("report",
-          "Runs a short training (the same flags as train) and prints lt::metrics::report():\n"
+          "Runs a short training (train's model and data flags) and prints lt::metrics::report():\n"
           "what was traced, compiled and executed, and the time each took.");
   add_model_flags(f, 5, 4);
   if (!f.parse(argc, argv)) return 0;

@@ -53,14 +53,21 @@ def save_file(tensors, filename, metadata=None):
     _save_file(tensors, _os.fspath(filename), metadata)
 
 
+def _existing(filename, op):
+    path = _os.fspath(filename)
+    if "\0" not in path and not _os.path.exists(path):  # as open() and torch.load say it
+        raise FileNotFoundError(2, f"[{op}] no such file", path)
+    return path
+
+
 def load_file(filename):
     """Reads a safetensors file (a str or os.PathLike) as a dict of name -> Tensor."""
-    return _load_file(_os.fspath(filename))
+    return _load_file(_existing(filename, "load_file"))
 
 
 def load_metadata(filename):
     """The string metadata of a safetensors file (a str or os.PathLike), as a dict."""
-    return _load_metadata(_os.fspath(filename))
+    return _load_metadata(_existing(filename, "load_metadata"))
 
 
 def devices():

@@ -749,6 +749,12 @@ def _correction(op, dim, unbiased, correction):
     return dim, correction
 
 
+def _opmath(dt):
+    """The dtype to count in for dt: float32 for the 16-bit floats (as torch's reductions),
+    whose range a sum over many elements leaves."""
+    return _C.dtype.float32 if dt in (_C.dtype.float16, _C.dtype.bfloat16) else dt
+
+
 def _var(input, dim, correction, keepdim, op):
     if input.dtype not in _FLOATING:
         raise ValueError(f"[{op}] needs a floating input, got {input.type_str()}; convert first "
@@ -758,9 +764,7 @@ def _var(input, dim, correction, keepdim, op):
     n = 1
     for d in dims:
         n *= input.shape[d]
-    x = input
-    if x.dtype in (_C.dtype.float16, _C.dtype.bfloat16):  # in float32, as torch (and cast back)
-        x = _C.astype(x, _C.dtype.float32)
+    x = _C.astype(input, _opmath(input.dtype))  # (cast back at the end)
     mu = _C.mean(x, dims, True)
     sq = _C.sum((x - mu) * (x - mu), dims, keepdim)
     return _C.astype(sq / float(builtins.max(n - correction, 0)), input.dtype)
@@ -1027,6 +1031,8 @@ def permute(input, *dims):
 
 def flip(input, *dims):
     """input with the order of its elements reversed along each of dims (as torch.flip)."""
+    if not dims:
+        raise TypeError("[flip] give the dims to reverse, e.g. t.flip(0) or lt.flip(t, (0, 1))")
     dims = _size(dims, "flip")
     seen = [_dim(input, d, "flip") for d in dims]
     if len(set(seen)) != len(seen):

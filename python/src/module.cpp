@@ -38,6 +38,7 @@ std::string pythonic(std::string msg) {
   const std::pair<std::string_view, std::string_view> words[] = {
       {"lt.bool_", "lt.bool"},
       {"lt::NoGradGuard", "lt.no_grad()"},
+      {"lt::scalar(v)", "lt.tensor(v)"},
       {"retain_graph = true", "retain_graph=True"},
       {"lt::dist::set_timeout", "lazytrace.distributed.set_timeout"},
       {"lt::Error", "an exception"},

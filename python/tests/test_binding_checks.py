@@ -62,6 +62,12 @@ def test_nul_in_a_path_is_an_error_and_in_a_name_a_name(tmp_path):
     np.testing.assert_array_equal(loaded["w\0b"].numpy(), np.zeros(3, np.float32))
 
 
+def test_loading_a_missing_file_is_file_not_found(tmp_path):
+    for load in (lt.load_file, lt.load_metadata):
+        with pytest.raises(FileNotFoundError, match=r"no such file"):
+            load(tmp_path / "missing.safetensors")
+
+
 def test_dims_that_are_not_ints_are_type_errors():
     x = lt.ones(2, 3)
     with pytest.raises(TypeError, match=r"\[sum\].*must be an int.*float"):

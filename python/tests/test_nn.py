@@ -319,7 +319,7 @@ def test_safetensors_interchange_with_the_safetensors_package(tmp_path):
     st.save_file({"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, str(other))
     back = lt.load_file(str(other))
     assert back["w"].shape == (2, 3) and back["w"].tolist() == [[0, 1, 2], [3, 4, 5]]
-    with pytest.raises(ValueError):
+    with pytest.raises(FileNotFoundError):
         lt.load_file(str(tmp_path / "missing.safetensors"))
 
 

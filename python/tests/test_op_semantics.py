@@ -283,6 +283,8 @@ def test_flip_reverses_along_dims_with_its_gradient():
         t.flip(1, -2)
     with pytest.raises(ValueError, match=r"\[flip\] dim 3 is out of range"):
         t.flip(3)
+    with pytest.raises(TypeError, match=r"\[flip\] give the dims"):
+        t.flip()
 
 
 def test_setitem_keeps_negative_zero_and_drops_leading_ones_of_the_value():

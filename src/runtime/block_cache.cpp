@@ -123,14 +123,16 @@ void* BlockCache::take_span(size_t& rounded, bool transient) {
       cached_ -= rounded;
       return p;
     }
-    // Nothing free holds it: the wholly free regions smaller than it go back to the system,
-    // since the new region will serve what they could once it is free (shapes that grow, as
-    // a model compiled for ever longer batches, then hold one region, not one per shape).
-    if (split) release_regions(0, nullptr, rounded);
+    // Nothing free holds it: the wholly free arenas' regions smaller than it go back to the
+    // system, since the new region will serve what they could once it is free (shapes that
+    // grow, as a model compiled for ever longer batches, then hold one region, not one per
+    // shape).
+    if (split) release_regions(0, nullptr, rounded, /*arenas_only=*/true);
   }
   char* p = static_cast<char*>(system_alloc(rounded));
   std::lock_guard<std::mutex> lock(mu_);
   regions_.emplace(p, rounded);
+  if (transient) arena_regions_.insert(p);
   spans_.emplace(p, Span{rounded, p, false});
   return p;
 }
@@ -141,9 +143,9 @@ void BlockCache::give(void* p, size_t rounded, size_t high_water) {
   if (rounded >= kHugeFrom) {
     char* region = give_span(static_cast<char*>(p));
     // over the limit: other wholly free regions make room, then small blocks, then its own
-    if (cached_ > limit) release_regions(limit, region, SIZE_MAX);
+    if (cached_ > limit) release_regions(limit, region);
     if (cached_ > limit) trim(limit, 0, region);
-    if (cached_ > limit) release_regions(limit, nullptr, SIZE_MAX);
+    if (cached_ > limit) release_regions(limit, nullptr);
     return;
   }
   small_[rounded].push_back(p);
@@ -199,16 +201,18 @@ void BlockCache::trim(size_t limit, size_t keep_size, char* keep_region) {
     blocks.erase(blocks.begin(), blocks.begin() + static_cast<std::ptrdiff_t>(n));
     it = blocks.empty() ? small_.erase(it) : std::next(it);
   }
-  if (cached_ > limit) release_regions(limit, keep_region, SIZE_MAX);
+  if (cached_ > limit) release_regions(limit, keep_region);
 }
 
-// Returns wholly free regions smaller than `below`, other than `keep_region`, to the system
-// until at most `limit` bytes are cached, smallest first (the largest serve the most requests).
-void BlockCache::release_regions(size_t limit, char* keep_region, size_t below) {
+// Returns wholly free regions smaller than `below` (of arenas only, or any), other than
+// `keep_region`, to the system until at most `limit` bytes are cached, smallest first (the
+// largest serve the most requests).
+void BlockCache::release_regions(size_t limit, char* keep_region, size_t below, bool arenas_only) {
   std::vector<std::pair<size_t, char*>> whole;
   for (const auto& [start, size] : regions_) {
     const Span& s = spans_.at(start);
-    if (s.free && s.size == size && size < below && start != keep_region)
+    if (s.free && s.size == size && size < below && start != keep_region &&
+        (!arenas_only || arena_regions_.count(start)))
       whole.emplace_back(size, start);
   }
   std::sort(whole.begin(), whole.end());
@@ -217,6 +221,7 @@ void BlockCache::release_regions(size_t limit, char* keep_region, size_t below) 
     free_spans_.erase({size, start});
     spans_.erase(start);
     regions_.erase(start);
+    arena_regions_.erase(start);
     cached_ -= size;
     system_free(start, size);
   }

@@ -13,6 +13,7 @@
 // larger, or a new one: a long-lived tensor carved out of an arena's region would keep that
 // region from being whole again, and the next arena would need another.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
@@ -71,7 +72,8 @@ class BlockCache {
   void* take_span(size_t& rounded, bool transient);
   char* give_span(char* p);
   void trim(size_t limit, size_t keep_size, char* keep_region);
-  void release_regions(size_t limit, char* keep_region, size_t below);
+  void release_regions(size_t limit, char* keep_region, size_t below = SIZE_MAX,
+                       bool arenas_only = false);
   void* system_alloc(size_t bytes);
   void system_free(void* p, size_t bytes);
 
@@ -81,6 +83,7 @@ class BlockCache {
   std::map<char*, Span> spans_;                    // every span of every region, by address
   std::set<std::pair<size_t, char*>> free_spans_;  // the free ones by size
   std::map<char*, size_t> regions_;                // region start -> its size
+  std::set<char*> arena_regions_;                  // those made for transient requests
   size_t cached_ = 0;
   size_t system_ = 0;
 };

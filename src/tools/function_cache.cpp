@@ -247,9 +247,19 @@ std::vector<Tensor> call_body(const std::shared_ptr<const ir::Body>& body,
   return outs;
 }
 
+// A node as the purity check compares and names it: its op, type and attributes, and for a
+// number its value where it is a literal (0, 1 and -1 stay in the graph) or that it is a
+// parameter (whose value is compared after, with its own message).
 std::string node_text(const ir::GNode& n) {
   std::string s = ir::op_name(n.op);
   s.append(" ").append(dtype_short(n.dtype)).append(n.shape.str());
+  if (n.op == ir::OpKind::Scalar) {
+    s += n.scalar_is_param ? " (a parameter)" : lazytrace::detail::cat(" = ", n.value);
+  } else if (n.attrs.n > 0) {
+    s += " {";
+    for (int i = 0; i < n.attrs.n; ++i) s += lazytrace::detail::cat(i ? "," : "", n.attrs[i]);
+    s += n.attrs.flag ? ", keepdim}" : "}";
+  }
   return s;
 }
 
@@ -400,8 +410,8 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
       if (body->hash != entry_->body->hash) {
         const auto &a = entry_->body->graph.nodes, &b = body->graph.nodes;
         size_t i = 0;
-        while (i < a.size() && i < b.size() && a[i].op == b[i].op && a[i].dtype == b[i].dtype &&
-               a[i].shape == b[i].shape && a[i].inputs == b[i].inputs)
+        while (i < a.size() && i < b.size() && node_text(a[i]) == node_text(b[i]) &&
+               a[i].inputs == b[i].inputs)
           ++i;
         std::string where = i < a.size() && i < b.size()
                                 ? "node %" + std::to_string(i) + " is " + node_text(b[i]) +

@@ -6,7 +6,7 @@ import numbers
 import operator
 
 from .. import _lazytrace as _C
-from .._tensor import Tensor, arange, log_softmax, rand, softmax, where
+from .._tensor import Tensor, _opmath, arange, log_softmax, rand, softmax, where
 
 
 linear = _C.linear  # input @ weight.T + bias; weight [out_features, in_features] as torch's
@@ -196,7 +196,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         return loss
     if reduction == "sum":
         return _C.sum(loss)
-    acc = _C.dtype.float32 if loss.dtype in (_C.dtype.float16, _C.dtype.bfloat16) else loss.dtype
+    acc = _opmath(loss.dtype)
     return _C.astype(_C.sum(_C.astype(loss, acc)) / _C.sum(_C.astype(keep, acc)), loss.dtype)
 
 
