@@ -8,7 +8,8 @@
 // A transient request (a run's arena, given back when the run ends) takes the smallest free
 // span that holds it, split when larger, and a freed span joins the free spans beside it in
 // its region (as XLA's BFC allocator): programs run at many shapes (batches of varying
-// length) share one region the size of the largest arena instead of each keeping its own.
+// length) share one region the size of the largest arena instead of each keeping its own (an
+// arena that nothing free holds first returns the smaller arenas' wholly free regions).
 // Other requests (tensors, which may live long) take a wholly free region at most a quarter
 // larger, or a new one: a long-lived tensor carved out of an arena's region would keep that
 // region from being whole again, and the next arena would need another.
