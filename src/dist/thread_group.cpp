@@ -34,18 +34,23 @@ struct GroupState {
 
 namespace {
 
+// Counts this rank in at the barrier (with g.mu held); true where it is the last, which
+// opens the barrier for the others.
+bool last_to_arrive(GroupState& g) {
+  if (++g.arrived < g.n) return false;
+  g.arrived = 0;
+  ++g.generation;
+  g.cv.notify_all();
+  return true;
+}
+
 // The group's barrier: returns when all n ranks arrived, or throws when the group fails
 // or the timeout passes (which fails the group for the others too).
 void wait_all(GroupState& g, int rank, const char* op) {
   std::unique_lock<std::mutex> lock(g.mu);
   if (!g.failure.empty()) fail(op, g.failure);
   const uint64_t gen = g.generation;
-  if (++g.arrived == g.n) {
-    g.arrived = 0;
-    ++g.generation;
-    g.cv.notify_all();
-    return;
-  }
+  if (last_to_arrive(g)) return;
   const double seconds = timeout();  // read at each wait, as the MPI ranks do
   const auto limit = std::chrono::duration<double>(seconds);
   if (!g.cv.wait_for(lock, limit, [&] { return g.generation != gen || !g.failure.empty(); })) {
@@ -64,12 +69,7 @@ void wait_all(GroupState& g, int rank, const char* op) {
 void wait_all_read(GroupState& g) {
   std::unique_lock<std::mutex> lock(g.mu);
   const uint64_t gen = g.generation;
-  if (++g.arrived == g.n) {
-    g.arrived = 0;
-    ++g.generation;
-    g.cv.notify_all();
-    return;
-  }
+  if (last_to_arrive(g)) return;
   g.cv.wait(lock, [&] { return g.generation != gen; });
 }
 
