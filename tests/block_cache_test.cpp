@@ -74,9 +74,9 @@ TEST(BlockCache, SmallerLargeRequestsShareOneRegion) {
 }
 
 // A long-lived tensor never takes part of a free arena's region (it would keep the region
-// from being whole, and the next arena would need a new one): it takes a wholly free region
-// at most a quarter larger, or its own.
-TEST(BlockCache, TensorsTakeWholeRegionsSoArenasStayWhole) {
+// from being whole, and the next arena would need a new one): tensors and arenas split
+// regions of their own kind.
+TEST(BlockCache, TensorsAndArenasTakeSpansOfSeparateRegions) {
   BlockCache cache(options(1024));
   size_t n = 0;
   void* arena = take(cache, 100 * kMiB, &n);
@@ -97,17 +97,20 @@ TEST(BlockCache, TensorsTakeWholeRegionsSoArenasStayWhole) {
   }
   EXPECT_EQ(cache.system_bytes(), held);
   for (auto [p, m] : moments) cache.give(p, m, 0);
-  // a wholly free region serves a tensor up to a quarter smaller, taken whole
+  // a tensor nothing free of its kind holds returns the smaller wholly free tensors' regions
+  // (the moments'), never the arena's
+  size_t before = cache.system_bytes();
   void* t = take(cache, 84 * kMiB, &n, false);
-  EXPECT_EQ(t, arena);
-  EXPECT_EQ(n, 100 * kMiB);
-  void* u = take(cache, 78 * kMiB, &n, false);
-  EXPECT_NE(u, arena);
-  EXPECT_EQ(n, 78 * kMiB);
-  cache.give(t, 100 * kMiB, 0);
-  cache.give(u, 78 * kMiB, 0);
+  EXPECT_NE(t, arena);
+  EXPECT_EQ(n, 84 * kMiB);
+  EXPECT_EQ(cache.system_bytes(), before - 32 * kMiB + 84 * kMiB);
+  cache.give(t, n, 0);
+  void* u = take(cache, 20 * kMiB, &n, false);  // split out of the tensor region
+  EXPECT_EQ(u, t);
+  EXPECT_EQ(n, 20 * kMiB);
+  cache.give(u, n, 0);
   // an arena nothing free holds returns the smaller arenas' regions, not the tensors'
-  const size_t before = cache.system_bytes();
+  before = cache.system_bytes();
   void* big = take(cache, 200 * kMiB, &n);
   EXPECT_EQ(cache.system_bytes(), before - 100 * kMiB + 200 * kMiB);
   cache.give(big, n, 0);

@@ -257,6 +257,8 @@ TEST(Cli, ResumingACheckpointContinuesTheRunExactly) {
       {"--steps 5 --resume " + ck + " --hidden 32 --layers-mode scan",
        "--hidden conflicts with --resume"},
       {"--steps 5 --checkpoint " + ck + " --shard-optimizer", "with --shard-optimizer each rank"},
+      {"--steps 5 --checkpoint " + ck + " --out " + (d / "." / "ck.safetensors").string(),
+       "--checkpoint and --out name the same file"},
       {"--steps 5 --checkpoint /nonexistent/ck.safetensors", "'/nonexistent' does not exist"},
   };
   for (const Case& c : cases) {

@@ -82,6 +82,13 @@ void check_writable(const std::string& path, const char* flag) {
         cat(flag, " '", path, "': the directory '", dir.string(), "' is not writable"));
 }
 
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec1, ec2;
+  const auto ca = std::filesystem::weakly_canonical(a, ec1);
+  const auto cb = std::filesystem::weakly_canonical(b, ec2);
+  return !ec1 && !ec2 ? ca == cb : a == b;
+}
+
 // a double as text that reads back as the same double (as Python's repr)
 std::string exact(double v) {
   char buf[32];

@@ -36,6 +36,8 @@ lt::nn::ParamMap weights_in(const lt::nn::ParamMap& file);
 /** A UsageError naming `flag` unless a file can be written at `path` (its directory exists
  * and is writable, and it is not a directory itself). */
 void check_writable(const std::string& path, const char* flag);
+/** Whether two paths name the same file (existing or not). */
+bool same_file(const std::string& a, const std::string& b);
 
 /** The config as safetensors metadata, and back (UsageError naming a bad field). Files hold
  * per-layer weights (nn::per_layer_parameters), so every --layers-mode reads every file. */

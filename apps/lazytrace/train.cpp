@@ -97,6 +97,10 @@ int train(int argc, char** argv) {
         "--checkpoint and --resume take AdamW's state whole; with --shard-optimizer each rank "
         "holds a shard of it");
   if (!o.checkpoint.empty() && lead) check_writable(o.checkpoint, "--checkpoint");
+  if (!o.checkpoint.empty() && same_file(o.checkpoint, f.str("out")))
+    throw UsageError(
+        "--checkpoint and --out name the same file; the weights saved last would "
+        "replace the checkpoint: give them different names");
   const std::string start = !o.resume.empty() ? o.resume : f.str("init");
   if (!start.empty()) {
     o.init = f.str("init");

@@ -97,9 +97,13 @@ void* BlockCache::take(size_t& rounded, bool transient) {
 void* BlockCache::take_span(size_t& rounded, bool transient) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool split = options_.split && transient;
+    const bool split = options_.split;
     auto it = free_spans_.lower_bound({rounded, nullptr});
-    if (!split) {  // a wholly free region at most a quarter larger
+    if (split) {  // the smallest free span of its own kind of region (arenas' or tensors')
+      while (it != free_spans_.end() &&
+             arena_regions_.count(spans_.at(it->second).region) != (transient ? 1u : 0u))
+        ++it;
+    } else {  // a wholly free region at most a quarter larger
       const size_t most = rounded + rounded / 4;
       auto whole = [&](const std::pair<size_t, char*>& span) {
         auto r = regions_.find(span.second);
@@ -123,11 +127,11 @@ void* BlockCache::take_span(size_t& rounded, bool transient) {
       cached_ -= rounded;
       return p;
     }
-    // Nothing free holds it: the wholly free arenas' regions smaller than it go back to the
-    // system, since the new region will serve what they could once it is free (shapes that
-    // grow, as a model compiled for ever longer batches, then hold one region, not one per
-    // shape).
-    if (split) release_regions(0, nullptr, rounded, /*arenas_only=*/true);
+    // Nothing free holds it: the wholly free regions of its kind smaller than it go back to
+    // the system, since the new region will serve what they could once it is free (shapes
+    // that grow, as a model compiled for ever longer batches, then hold one region, not one
+    // per shape).
+    if (split) release_regions(0, nullptr, rounded, transient ? kArenas : kTensors);
   }
   char* p = static_cast<char*>(system_alloc(rounded));
   std::lock_guard<std::mutex> lock(mu_);
@@ -204,15 +208,16 @@ void BlockCache::trim(size_t limit, size_t keep_size, char* keep_region) {
   if (cached_ > limit) release_regions(limit, keep_region);
 }
 
-// Returns wholly free regions smaller than `below` (of arenas only, or any), other than
-// `keep_region`, to the system until at most `limit` bytes are cached, smallest first (the
-// largest serve the most requests).
-void BlockCache::release_regions(size_t limit, char* keep_region, size_t below, bool arenas_only) {
+// Returns wholly free regions of `kind` smaller than `below`, other than `keep_region`, to the
+// system until at most `limit` bytes are cached, smallest first (the largest serve the most
+// requests).
+void BlockCache::release_regions(size_t limit, char* keep_region, size_t below, Kind kind) {
   std::vector<std::pair<size_t, char*>> whole;
   for (const auto& [start, size] : regions_) {
     const Span& s = spans_.at(start);
+    const bool arena = arena_regions_.count(start) != 0;
     if (s.free && s.size == size && size < below && start != keep_region &&
-        (!arenas_only || arena_regions_.count(start)))
+        (kind == kAny || arena == (kind == kArenas)))
       whole.emplace_back(size, start);
   }
   std::sort(whole.begin(), whole.end());

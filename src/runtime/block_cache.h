@@ -5,14 +5,14 @@
 //
 // Small blocks (under 4 MiB) are kept by exact size. Large ones are spans of regions asked of
 // the system, 2 MiB-aligned and backed by transparent huge pages where the kernel gives them.
-// A transient request (a run's arena, given back when the run ends) takes the smallest free
-// span that holds it, split when larger, and a freed span joins the free spans beside it in
-// its region (as XLA's BFC allocator): programs run at many shapes (batches of varying
-// length) share one region the size of the largest arena instead of each keeping its own (an
-// arena that nothing free holds first returns the smaller arenas' wholly free regions).
-// Other requests (tensors, which may live long) take a wholly free region at most a quarter
-// larger, or a new one: a long-lived tensor carved out of an arena's region would keep that
-// region from being whole again, and the next arena would need another.
+// A request takes the smallest free span that holds it, split when larger, and a freed span
+// joins the free spans beside it in its region (as XLA's BFC allocator), so that programs run
+// at many shapes (batches of varying length) share one region the size of the largest arena
+// instead of each keeping its own; a request that nothing free holds first returns the wholly
+// free regions of its kind smaller than it (the new one serves what they could). Transient
+// requests (a run's arena, given back when the run ends) and tensors (which may live long)
+// take spans of separate regions: a long-lived tensor carved out of an arena's region would
+// keep that region from being whole again, and the next arena would need another.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -30,8 +30,8 @@ class BlockCache {
      * bytes ever live (a training step whose weights and moments exceed it reuses them too). */
     size_t limit = size_t{1} << 30;
     bool fixed = false;
-    /** Large free spans split to serve smaller transient requests (off: every request takes
-     * a wholly free region at most a quarter larger than asked). */
+    /** Large free spans split to serve smaller requests (off: every request takes a wholly
+     * free region at most a quarter larger than asked). */
     bool split = true;
   };
   /** LAZYTRACE_BUFFER_CACHE_MB (the limit, fixed) and LAZYTRACE_BUFFER_SPLIT=0. */
@@ -49,7 +49,7 @@ class BlockCache {
   /** `bytes` rounded as take() expects it: 64 bytes, 4 KiB or 2 MiB units by size. */
   static size_t round(size_t bytes);
   /** A block of at least `rounded` bytes (a round() result); `rounded` becomes its size.
-   * `transient`: given back soon (see the top), so it may be split out of a larger span. */
+   * `transient`: given back soon (a run's arena; see the top). */
   void* take(size_t& rounded, bool transient = false);
   /** Hands back a block take() gave, with the size it set; `high_water` is the most bytes
    * ever live (the limit when not fixed). */
@@ -73,8 +73,8 @@ class BlockCache {
   void* take_span(size_t& rounded, bool transient);
   char* give_span(char* p);
   void trim(size_t limit, size_t keep_size, char* keep_region);
-  void release_regions(size_t limit, char* keep_region, size_t below = SIZE_MAX,
-                       bool arenas_only = false);
+  enum Kind { kAny, kArenas, kTensors };
+  void release_regions(size_t limit, char* keep_region, size_t below = SIZE_MAX, Kind kind = kAny);
   void* system_alloc(size_t bytes);
   void system_free(void* p, size_t bytes);
 
