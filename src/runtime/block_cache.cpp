@@ -32,7 +32,7 @@ BlockCache& BlockCache::global() {
 BlockCache::~BlockCache() {
   for (auto& [size, blocks] : small_)
     for (void* p : blocks) std::free(p);
-  for (auto& [start, size] : regions_) std::free(start);
+  for (auto& [start, region] : regions_) std::free(start);
 }
 
 size_t BlockCache::round(size_t bytes) {
@@ -101,15 +101,11 @@ void* BlockCache::take_span(size_t& rounded, bool transient) {
     auto it = free_spans_.lower_bound({rounded, nullptr});
     if (split) {  // the smallest free span of its own kind of region (arenas' or tensors')
       while (it != free_spans_.end() &&
-             arena_regions_.count(spans_.at(it->second).region) != (transient ? 1u : 0u))
+             regions_.at(spans_.at(it->second).region).arena != transient)
         ++it;
     } else {  // a wholly free region at most a quarter larger
       const size_t most = rounded + rounded / 4;
-      auto whole = [&](const std::pair<size_t, char*>& span) {
-        auto r = regions_.find(span.second);
-        return r != regions_.end() && r->second == span.first;
-      };
-      while (it != free_spans_.end() && it->first <= most && !whole(*it)) ++it;
+      while (it != free_spans_.end() && it->first <= most && !whole_region(*it)) ++it;
       if (it != free_spans_.end() && it->first > most) it = free_spans_.end();
     }
     if (it != free_spans_.end()) {
@@ -135,8 +131,7 @@ void* BlockCache::take_span(size_t& rounded, bool transient) {
   }
   char* p = static_cast<char*>(system_alloc(rounded));
   std::lock_guard<std::mutex> lock(mu_);
-  regions_.emplace(p, rounded);
-  if (transient) arena_regions_.insert(p);
+  regions_.emplace(p, Region{rounded, transient});
   spans_.emplace(p, Span{rounded, p, false});
   return p;
 }
@@ -160,6 +155,11 @@ void BlockCache::give(void* p, size_t rounded, size_t high_water) {
     cached_ -= rounded;
     system_free(p, rounded);
   }
+}
+
+bool BlockCache::whole_region(const std::pair<size_t, char*>& span) const {
+  auto r = regions_.find(span.second);
+  return r != regions_.end() && r->second.size == span.first;
 }
 
 // Joins the freed span with the free spans beside it in its region; returns the region.
@@ -213,12 +213,11 @@ void BlockCache::trim(size_t limit, size_t keep_size, char* keep_region) {
 // requests).
 void BlockCache::release_regions(size_t limit, char* keep_region, size_t below, Kind kind) {
   std::vector<std::pair<size_t, char*>> whole;
-  for (const auto& [start, size] : regions_) {
+  for (const auto& [start, r] : regions_) {
     const Span& s = spans_.at(start);
-    const bool arena = arena_regions_.count(start) != 0;
-    if (s.free && s.size == size && size < below && start != keep_region &&
-        (kind == kAny || arena == (kind == kArenas)))
-      whole.emplace_back(size, start);
+    if (s.free && s.size == r.size && r.size < below && start != keep_region &&
+        (kind == kAny || r.arena == (kind == kArenas)))
+      whole.emplace_back(r.size, start);
   }
   std::sort(whole.begin(), whole.end());
   for (const auto& [size, start] : whole) {
@@ -226,7 +225,6 @@ void BlockCache::release_regions(size_t limit, char* keep_region, size_t below, 
     free_spans_.erase({size, start});
     spans_.erase(start);
     regions_.erase(start);
-    arena_regions_.erase(start);
     cached_ -= size;
     system_free(start, size);
   }

@@ -83,8 +83,13 @@ class BlockCache {
   std::map<size_t, std::vector<void*>> small_;     // free small blocks by size, oldest first
   std::map<char*, Span> spans_;                    // every span of every region, by address
   std::set<std::pair<size_t, char*>> free_spans_;  // the free ones by size
-  std::map<char*, size_t> regions_;                // region start -> its size
-  std::set<char*> arena_regions_;                  // those made for transient requests
+  struct Region {
+    size_t size;
+    bool arena;  // made for a transient request: only those split it
+  };
+  std::map<char*, Region> regions_;  // by start
+  // Whether the free span (size, start) is a whole region.
+  bool whole_region(const std::pair<size_t, char*>& span) const;
   size_t cached_ = 0;
   size_t system_ = 0;
 };

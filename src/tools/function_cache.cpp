@@ -26,9 +26,9 @@ namespace {
 std::atomic<int64_t> g_live_traces{0};
 // compile: a function that computes gradients of its arguments or of outer tensors
 // (backward() inside) and neither uses nor returns any of them has thrown them away: they live
-// on the tensors' stand-ins,
-// which end with the trace, so the outer tensors' grad() never sees them. An error, not a
-// step that silently trains nothing. Returns whether it found gradients (used ones).
+// on the tensors' stand-ins, which end with the trace, so the outer tensors' grad() never sees
+// them. An error, not a step that silently trains nothing. Returns whether it found gradients (used
+// ones).
 bool check_no_discarded_grads(const trace::TraceScope& scope,
                               const std::vector<const Tensor*>& args,
                               const std::vector<Tensor>& arg_stand_ins, const ir::Body& body,
