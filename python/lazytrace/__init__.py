@@ -35,9 +35,15 @@ from . import autograd, debug, distributed, func, metrics, nn, optim, experiment
 
 __version__ = "0.1.0"
 
-# the caches, and tensors' backward passes, hold traced Python functions: release them while
-# the interpreter still runs
-_atexit.register(_C._at_exit)
+def _at_exit():
+    # Daemon threads still run: their syncs are held for good, then the caches, and tensors'
+    # backward passes, release the traced Python functions they hold while the interpreter runs
+    import threading
+    me = threading.current_thread()
+    _C._at_exit(len([t for t in threading.enumerate() if t is not me and t.is_alive()]) > 0)
+
+
+_atexit.register(_at_exit)
 
 float32 = dtype.float32
 float64 = dtype.float64

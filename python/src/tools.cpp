@@ -365,14 +365,23 @@ void bind_tools(nb::module_& m) {
     clear_caches();
   });
   // atexit: the caches, then every Python object C++ still holds (PyRef::release_all)
-  m.def("_at_exit", [] {
-    tools::clear_scan_cache();
-    {
-      nb::gil_scoped_release release;
-      clear_caches();
-    }
-    PyRef::release_all();
-  });
+  m.def(
+      "_at_exit",
+      [](bool threads_left) {
+        {
+          nb::gil_scoped_release release;
+          stop_syncs_of_other_threads();
+        }
+        // a daemon thread's frames hold tensors for good: not a reference count's mistake
+        if (threads_left) nb::set_leak_warnings(false);
+        tools::clear_scan_cache();
+        {
+          nb::gil_scoped_release release;
+          clear_caches();
+        }
+        PyRef::release_all();
+      },
+      nb::arg("threads_left"));
   m.def("live_traces", &tools::live_traces,
         "Traced signatures alive in every assume_pure and compile cache.");
 }

@@ -509,7 +509,7 @@ std::vector<Tensor> custom_function(const std::string& name, const std::vector<T
   if (!grad_enabled() || !any) return outs;
   // a Function's name outlives any caller's string
   static std::mutex mu;
-  static std::set<std::string, std::less<>> names;
+  static auto& names = *new std::set<std::string, std::less<>>();  // outlives exit, too
   const char* fn_name;
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "lazytrace/dist/dist.h"
+#include "runtime/exit_gate.h"
 #endif
 
 namespace lazytrace::dist {
@@ -84,6 +85,7 @@ class MpiWorld final : public runtime::Communicator {
         MPI_Finalized(&done);
         if (!done) MPI_Finalize();
       });
+      runtime::close_runs_at_exit();  // runs first: no thread's collective under MPI_Finalize
     }
     int level = MPI_THREAD_SINGLE;  // also where the caller initialized MPI itself
     MPI_Query_thread(&level);

@@ -14,7 +14,8 @@ namespace {
 
 thread_local Communicator* t_comm = nullptr;
 std::mutex g_process_mu;
-std::shared_ptr<Communicator> g_process_owner;
+// never destroyed: a detached thread may still use it while the process exits
+std::shared_ptr<Communicator>& g_process_owner = *new std::shared_ptr<Communicator>();
 std::atomic<Communicator*> g_process{nullptr};  // null: the single process
 
 // (one loop per op, so that each vectorizes)
@@ -235,8 +236,8 @@ void SingleProcess::copy(const void* in, void* out, int64_t count, DType dtype) 
 Communicator& current_communicator() {
   if (t_comm) return *t_comm;
   if (Communicator* c = g_process.load(std::memory_order_acquire)) return *c;
-  static SingleProcess single;
-  return single;
+  static auto* single = new SingleProcess();  // never destroyed, as above
+  return *single;
 }
 
 void set_process_communicator(std::shared_ptr<Communicator> comm) {

@@ -40,7 +40,7 @@ void enter(TraceContext* c) {
   g_context_id = c ? c->id : 0;
 }
 std::atomic<uint32_t> g_next_id{1};
-const std::string kNoTool;
+const std::string& kNoTool = *new std::string();  // never destroyed: threads at exit read it
 
 ir::NodePtr rng_input(TraceContext& c, BodyInput::Kind kind) {
   c.inputs.push_back({kind, 0});

@@ -10,6 +10,7 @@
 #include "core/hash.h"
 #include "ir/graph.h"
 #include "runtime/communicator.h"
+#include "runtime/exit_gate.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace {
@@ -19,8 +20,9 @@ namespace {
 // lock is held for the walk and for cutting the graph afterwards, not while it compiles or
 // runs. A sync's roots are in flight meanwhile: a walk that reaches one waits (g_cut) until
 // it is computed, so no graph reads a buffer that a running sync was given to write into.
+// (never destroyed: a detached thread may still sync while the process exits)
 std::mutex g_walk_mutex;
-std::condition_variable g_cut;
+std::condition_variable& g_cut = *new std::condition_variable();
 
 // Which parameter buffers no one can read after this sync, so the executable may write its
 // outputs into them (Executable::run's `donated`). Every holder of a node is counted: its
@@ -150,6 +152,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   std::vector<runtime::BufferPtr> results;
   lock.unlock();
   try {
+    const runtime::RunGuard running;  // holds no lock: at exit it may wait here for good
     // this sync's own compile (the process's count also moves with other threads' compiles)
     const bool compiles = !exe;
     if (compiles) exe = cache.compile(key, shape, device, std::move(*graph), passes);
@@ -207,6 +210,10 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 void clear_caches() {
   compiler::CompileCache::global().clear();
   runtime::clear_device_caches();
+}
+
+void stop_syncs_of_other_threads() {
+  runtime::close_runs();
 }
 
 void sync() {

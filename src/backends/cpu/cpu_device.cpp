@@ -7,6 +7,7 @@
 #include "backends/cpu/program.h"
 #include "core/overload.h"
 #include "metrics/known.h"
+#include "runtime/exit_gate.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -207,6 +208,7 @@ runtime::Device& cpu_device() {
     // BLAS runs on one thread per call; run_matmul spreads blocks over the thread pool,
     // so OpenBLAS's own workers never spin beside the pool's.
     init_gemm_libs();
+    runtime::close_runs_at_exit();  // before libxsmm's finalizer, which init registered
     return new CpuDevice();
   }();
   return *d;

@@ -1,0 +1,31 @@
+#pragma once
+// Runs at process exit. After the exit handlers start, libraries finalize what kernels use
+// (libxsmm's code registry, MPI); a thread still running then (a detached std::thread, a
+// Python daemon thread) would crash the process on its way out. Each run of compiled work
+// holds a RunGuard; close_runs() waits for the runs in flight and holds every later one
+// where it starts, for good, so the process ends with no kernel running.
+
+namespace lazytrace::runtime {
+
+/** Held by a run of compiled work (compile and execute). Nested guards count once. */
+class RunGuard {
+ public:
+  RunGuard();
+  ~RunGuard();
+  RunGuard(const RunGuard&) = delete;
+  RunGuard& operator=(const RunGuard&) = delete;
+};
+
+/**
+ * Closes the gate: waits (up to 30 s) for the runs in flight on other threads; their runs
+ * that start later wait forever, the calling thread's go on. For the process's exit only.
+ */
+void close_runs();
+
+/**
+ * Registers close_runs() with std::atexit. Handlers run in reverse order, so this is called
+ * again right after a library registers its own finalizer (it runs before it).
+ */
+void close_runs_at_exit();
+
+}  // namespace lazytrace::runtime
