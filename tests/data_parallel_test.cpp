@@ -342,6 +342,96 @@ TEST(DataParallel, ShardedOptimizerTrainsExactlyLikeTheReplicatedOne) {
   }
 }
 
+// Weights, losses and the whole optimizer state (DataParallel::optimizer_state) after a run.
+struct Checkpoint {
+  Trained trained;
+  std::map<std::string, std::map<std::string, std::vector<double>>> state;
+};
+
+// n thread ranks (ZeRO-1 with `zero1`, in several buckets, some padded) train steps
+// [first, last) of the global batches, from `from` (loaded with load_optimizer_state) or
+// from the fresh model; rank 0's result, after checking every rank gathered the same state.
+Checkpoint train_range(int n, bool zero1, int first, int last, const Checkpoint* from) {
+  std::vector<Checkpoint> all(static_cast<size_t>(n));
+  lt::dist::run_threads(n, [&](int r) {
+    auto model = fresh_model();
+    if (from) {
+      lt::NoGradGuard no_grad;
+      for (const auto& [name, t] : model->named_parameters()) {
+        Tensor dst = t;
+        dst.copy_(lt::tensor(from->trained.weights.at(name), t.shape()));
+      }
+    }
+    lt::dist::DataParallel dp(*model, {.bucket_bytes = 1024, .shard_optimizer = zero1});
+    lt::optim::AdamW opt(dp.parameters(), {.lr = 0.05});
+    if (from) {
+      lt::dist::DataParallel::OptimizerState state;
+      const lt::nn::ParamMap params = model->named_parameters();
+      for (const auto& [name, entries] : from->state)
+        for (const auto& [key, v] : entries)
+          state[name][key] =
+              key == "step" ? lt::tensor(v, {})
+                            : lt::astype(lt::tensor(v, params.at(name).shape()), lt::float32);
+      dp.load_optimizer_state(opt, state);
+    }
+    std::vector<float> losses;
+    for (int s = first; s < last; ++s) {
+      auto [begin, end] = lt::dist::shard(8);
+      auto [x, y] = rows(global_batch(s), begin, end);
+      Tensor loss = lt::nn::cross_entropy((*model)(x), y);
+      loss.backward();
+      dp.reduce_gradients();
+      opt.step();
+      dp.gather_parameters();
+      opt.zero_grad();
+      losses.push_back(dp.average(loss).item<float>());
+    }
+    Checkpoint& mine = all[static_cast<size_t>(r)];
+    for (const auto& [name, entries] : dp.optimizer_state(opt))  // every rank takes part
+      for (const auto& [key, t] : entries)
+        mine.state[name][key] = lt::astype(t, lt::float64).to_vector<double>();
+    mine.trained = weights_of(*model, losses);
+  });
+  for (int r = 1; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)].state, all[0].state);
+  return all[0];
+}
+
+TEST(DataParallel, WholeOptimizerStateResumesOnAnyNumberOfRanksShardedOrNot) {
+  const Checkpoint whole = train_range(2, true, 0, kSteps, nullptr);
+  const Checkpoint half = train_range(2, true, 0, 2, nullptr);
+  // the shards' state gathered is the replicated optimizer's, bit for bit
+  EXPECT_EQ(half.state, train_range(2, false, 0, 2, nullptr).state);
+  ASSERT_EQ(half.state.size(), fresh_model()->named_parameters().size());
+  EXPECT_EQ(half.state.begin()->second.at("step"), std::vector<double>{2});
+  Trained rest = whole.trained;
+  rest.losses.erase(rest.losses.begin(), rest.losses.begin() + 2);
+  // resumed as it was written, or replicated: the uninterrupted run exactly
+  for (bool zero1 : {true, false}) {
+    const Checkpoint resumed = train_range(2, zero1, 2, kSteps, &half);
+    expect_equal(resumed.trained, rest);
+    EXPECT_EQ(resumed.state, whole.state);
+  }
+  // on 4 ranks, or one process: the same steps, summed in another order
+  for (auto [n, zero1] : {std::pair{4, true}, std::pair{1, false}, std::pair{1, true}})
+    expect_near(train_range(n, zero1, 2, kSteps, &half).trained, rest, 1e-5);
+}
+
+TEST(DataParallel, OptimizerStateNeedsTheOptimizerOverItsParametersAndEveryName) {
+  lt::dist::run_threads(2, [](int) {
+    auto model = fresh_model();
+    lt::dist::DataParallel dp(*model, {.shard_optimizer = true});
+    lt::optim::AdamW other(model->parameters());
+    expect_error([&] { dp.optimizer_state(other); },
+                 {"optimizer_state", "not one of this DataParallel's shards", "dp.parameters()"});
+    lt::optim::AdamW opt(dp.parameters());
+    auto state = dp.optimizer_state(opt);
+    const std::string gone = state.begin()->first;
+    state.erase(gone);
+    expect_error([&] { dp.load_optimizer_state(opt, state); },
+                 {"load_optimizer_state", ("no state for parameter '" + gone + "'").c_str()});
+  });
+}
+
 TEST(DataParallel, ShardsHoldOneRanksPartOfEveryBucket) {
   lt::dist::run_threads(3, [](int) {
     auto model = fresh_model();

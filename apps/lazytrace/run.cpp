@@ -147,35 +147,43 @@ namespace {
 // the scan mode), so a checkpoint resumes in the --layers-mode that wrote it.
 constexpr const char* kOptimizer = "optimizer.";
 
+using OptimizerState = lt::dist::DataParallel::OptimizerState;
+
+// Every rank calls it (with ZeRO-1 the state is gathered from the ranks' shards); rank 0
+// writes the file.
 void save_checkpoint(const RunOptions& o, const nn::DecoderLM& model, const lt::optim::AdamW& opt,
-                     int64_t steps) {
+                     const lt::dist::DataParallel* dp, int64_t steps) {
+  OptimizerState state;
+  if (dp) {
+    state = dp->optimizer_state(opt);
+  } else {
+    const std::vector<std::string> names = model.named_parameters().keys();
+    const std::vector<lt::optim::Optimizer::State> each = opt.state();
+    for (size_t i = 0; i < names.size(); ++i) state[names[i]] = each[i];
+  }
   nn::ParamMap out = nn::per_layer_parameters(model);
-  const std::vector<std::string> names = model.named_parameters().keys();
-  const std::vector<lt::optim::Optimizer::State> state = opt.state();
-  for (size_t i = 0; i < names.size(); ++i)
-    for (const auto& [k, t] : state[i]) out.insert(cat(kOptimizer, names[i], ".", k), t);
+  for (const auto& [name, entries] : state)
+    for (const auto& [k, t] : entries) out.insert(cat(kOptimizer, name, ".", k), t);
+  lt::sync(out.values());  // on every rank: the same collectives
+  if (lt::dist::rank() != 0) return;
   std::map<std::string, std::string> meta = config_metadata(o.config);
   meta["steps_done"] = std::to_string(steps);
   meta["layers_mode"] = o.mode;
   nn::save_file(out, o.checkpoint, meta);
 }
 
-// AdamW's state in a checkpoint, in the order of the model's parameters.
-std::vector<lt::optim::Optimizer::State> checkpoint_state(const nn::ParamMap& file,
-                                                          const nn::DecoderLM& model,
-                                                          const std::string& path) {
-  std::vector<lt::optim::Optimizer::State> state;
-  for (const std::string& name : model.named_parameters().keys()) {
-    lt::optim::Optimizer::State s;
+// AdamW's state in a checkpoint, by parameter name.
+OptimizerState checkpoint_state(const nn::ParamMap& file, const nn::DecoderLM& model,
+                                const std::string& path) {
+  OptimizerState state;
+  for (const std::string& name : model.named_parameters().keys())
     for (const char* k : {"step", "exp_avg", "exp_avg_sq"}) {
       const lt::Tensor* t = file.find(cat(kOptimizer, name, ".", k));
       if (!t)
         throw UsageError(cat("'", path, "' has no optimizer state '", kOptimizer, name, ".", k,
                              "': it is not a checkpoint of this model"));
-      s[k] = *t;
+      state[name][k] = *t;
     }
-    state.push_back(std::move(s));
-  }
   return state;
 }
 }  // namespace
@@ -234,7 +242,17 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes,
                                                        .shard_optimizer = o.shard_optimizer});
   lt::optim::AdamW opt(dp ? dp->parameters() : r.model->parameters(), {.lr = o.lr});
-  if (!o.resume.empty()) opt.load_state(checkpoint_state(resumed, *r.model, o.resume));
+  if (!o.resume.empty()) {
+    const OptimizerState state = checkpoint_state(resumed, *r.model, o.resume);
+    if (dp) {
+      dp->load_optimizer_state(opt, state);
+    } else {
+      std::vector<lt::optim::Optimizer::State> each;
+      for (const std::string& name : r.model->named_parameters().keys())
+        each.push_back(state.at(name));
+      opt.load_state(each);
+    }
+  }
   resumed = {};
   lt::sync();
   std::mt19937_64 rng(o.seed + 1);  // the same on every rank: one global batch
@@ -296,8 +314,7 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
     r.losses.push_back(l);
     if (on_step) on_step(step, l, static_cast<double>(w1 - start) / 1e9);
     const bool save = step == o.steps || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0);
-    if (!o.checkpoint.empty() && save && lt::dist::rank() == 0)
-      save_checkpoint(o, *r.model, opt, step);
+    if (!o.checkpoint.empty() && save) save_checkpoint(o, *r.model, opt, dp ? &*dp : nullptr, step);
   }
   const double steady = static_cast<double>(std::max<int64_t>(o.steps - done - 1, 1));
   r.step_ms =

@@ -92,10 +92,6 @@ int train(int argc, char** argv) {
       throw UsageError(cat("'", o.resume, "' has done ", std::to_string(done),
                            " steps; --steps (the run's total) must be more"));
   }
-  if (o.shard_optimizer && !(o.resume.empty() && o.checkpoint.empty()))
-    throw UsageError(
-        "--checkpoint and --resume take AdamW's state whole; with --shard-optimizer each rank "
-        "holds a shard of it");
   if (!o.checkpoint.empty() && lead) check_writable(o.checkpoint, "--checkpoint");
   if (!o.checkpoint.empty() && same_file(o.checkpoint, f.str("out")))
     throw UsageError(

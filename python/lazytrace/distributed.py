@@ -227,6 +227,91 @@ class DataParallel:
         """The mean over ranks of a value (e.g. the loss, for the log)."""
         return all_reduce(tensor.detach(), "mean")
 
+    def optimizer_state(self, optimizer):
+        """The state of `optimizer` (made over parameters()) per module parameter, whole:
+        {name: {"step": ..., "exp_avg": ..., ...}}, like PyTorch FSDP's optim_state_dict.
+        With ZeRO-1 each rank holds its shards' part, so this all-gathers it (every rank calls
+        it, and every rank gets all of it). Saved, it resumes on any number of ranks, sharded
+        or not, and in one process (load_optimizer_state)."""
+        state = optimizer.state_dict()["state"]
+        out = {}
+        for i, owner in enumerate(self._owners(optimizer, "optimizer_state")):
+            if self._shards is None:
+                out[owner] = dict(state[i])
+                continue
+            bucket = self._shards[owner][0]
+            with no_grad():
+                for k, t in state[i].items():
+                    # "step" is one count for the shard's parameters; the rest are elementwise
+                    whole = t if k == "step" else all_gather(t.detach())
+                    at = 0
+                    for name, p in bucket:
+                        out.setdefault(name, {})[k] = (
+                            t if k == "step" else whole[at:at + p.numel()].reshape(p.shape))
+                        at += p.numel()
+        return out
+
+    def load_optimizer_state(self, optimizer, state):
+        """Loads whole per-parameter state (optimizer_state()'s) into `optimizer`, made over
+        parameters(): with ZeRO-1, this rank's part of each shard. No communication; the
+        optimizer's hyperparameters stay its own."""
+        def of(name):
+            if name not in state:
+                raise ValueError(f"[DataParallel] load_optimizer_state: no state for parameter "
+                                 f"'{name}'; load the state of an optimizer over the same "
+                                 "module")
+            return state[name]
+
+        saved = optimizer.state_dict()
+        for i, owner in enumerate(self._owners(optimizer, "load_optimizer_state")):
+            if self._shards is None:
+                saved["state"][i] = dict(of(owner))
+                continue
+            bucket, _, _, shard = self._shards[owner]
+            part = {}
+            with no_grad():
+                for k, t in of(bucket[0][0]).items():
+                    if k == "step":  # the optimizer checks the shard's parameters share it
+                        part[k] = t
+                        continue
+                    values = []
+                    for name, p in bucket:
+                        v = of(name).get(k)
+                        if v is None or tuple(v.shape) != tuple(p.shape):
+                            raise ValueError(
+                                f"[DataParallel] load_optimizer_state: parameter '{name}' "
+                                f"({p.dtype} {tuple(p.shape)}) has " +
+                                (f"no '{k}'" if v is None else
+                                 f"'{k}' of shape {tuple(v.shape)}") +
+                                "; load the state of an optimizer over the same module")
+                        values.append((name, v))
+                    per = shard.numel()
+                    part[k] = _range_of(values, rank() * per, (rank() + 1) * per)
+            saved["state"][i] = part
+        optimizer.load_state_dict(saved)
+
+    def _owners(self, optimizer, what):
+        """For each of the optimizer's parameters, in its order: the index of its shard
+        (ZeRO-1) or its name in the module."""
+        if self._shards is None:
+            names = {}
+            for name, p in self.module.named_parameters():
+                names.setdefault(id(p), name)
+        else:
+            names = {id(s[3]): j for j, s in enumerate(self._shards)}
+        out = []
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if id(p) not in names:
+                    raise ValueError(
+                        f"[DataParallel] {what}: the optimizer updates a {p.dtype} "
+                        f"{tuple(p.shape)} tensor that is not " +
+                        ("a parameter of the module" if self._shards is None else
+                         "one of this DataParallel's shards") +
+                        "; make the optimizer over dp.parameters()")
+                out.append(names[id(p)])
+        return out
+
     def _reduce(self, bucket):
         if not bucket:
             return

@@ -83,9 +83,7 @@ INIT = {k: v.numpy() for k, v in tiny_model().state_dict().items()}
 def fresh_model():
     """tiny_model() with the same initial weights on every call, from any thread."""
     m = tiny_model()
-    with lt.no_grad():
-        for k, v in m.state_dict().items():
-            v.copy_(lt.tensor(INIT[k]))
+    m.load_state_dict(INIT)  # (a state_dict() entry is a new tensor: copy_ into it is not seen)
     return m
 
 
@@ -155,6 +153,85 @@ def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
             assert sharded_buckets == buckets
         for k, v in replicated[0].items():
             np.testing.assert_array_equal(sharded[0][k], v, err_msg=f"{k}, {cap} MiB")
+
+
+def train_range(n, first, last, start=None, **options):
+    """Rank 0's weights, losses and whole optimizer state (DataParallel.optimizer_state) after
+    steps [first, last) on n thread ranks, from `start` (weights and optimizer state, loaded
+    with load_optimizer_state) or from the fresh model. Every rank gathers the same state."""
+    def body(r):
+        model = fresh_model()
+        if start:
+            model.load_state_dict(start[0])
+        ddp = dist.DataParallel(model, bucket_cap_mb=0.0002, **options)
+        opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
+        if start:
+            ddp.load_optimizer_state(opt, {name: {k: lt.tensor(v) for k, v in e.items()}
+                                           for name, e in start[1].items()})
+        losses = []
+        for s in range(first, last):
+            x, y = batch(s)
+            begin, end = dist.shard(8)
+            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                                  lt.tensor(y[begin:end]))
+            loss.backward()
+            ddp.reduce_gradients()
+            opt.step()
+            ddp.gather_parameters()
+            opt.zero_grad()
+            losses.append(ddp.average(loss).item())
+        state = {name: {k: v.numpy() for k, v in e.items()}
+                 for name, e in ddp.optimizer_state(opt).items()}
+        return {k: v.numpy() for k, v in model.state_dict().items()}, state, losses
+
+    results = per_rank(n, body)
+    for other in results[1:]:
+        assert_same_state(other[1], results[0][1])
+    return results[0]
+
+
+def assert_same_state(a, b):
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert sorted(a[name]) == sorted(b[name]), name
+        for k in a[name]:
+            np.testing.assert_array_equal(a[name][k], b[name][k], err_msg=f"{name}.{k}")
+
+
+def test_whole_optimizer_state_resumes_on_any_number_of_ranks_sharded_or_not():
+    whole = train_range(2, 0, 4, shard_optimizer=True)
+    half = train_range(2, 0, 2, shard_optimizer=True)
+    # the shards' state gathered is the replicated optimizer's, bit for bit
+    assert_same_state(half[1], train_range(2, 0, 2)[1])
+    assert sorted(half[1]) == sorted(INIT) and half[1]["0.weight"]["step"] == 2
+    # resumed as it was written, or replicated: the uninterrupted run exactly
+    for options in ({"shard_optimizer": True}, {}):
+        weights, state, losses = train_range(2, 2, 4, start=half[:2], **options)
+        assert losses == whole[2][2:]
+        for k, v in whole[0].items():
+            np.testing.assert_array_equal(weights[k], v, err_msg=k)
+        assert_same_state(state, whole[1])
+    # on 4 ranks, or one process: the same steps, summed in another order
+    for n, options in ((4, {"shard_optimizer": True}), (1, {})):
+        weights, _, losses = train_range(n, 2, 4, start=half[:2], **options)
+        np.testing.assert_allclose(losses, whole[2][2:], rtol=1e-5)
+        for k, v in whole[0].items():
+            np.testing.assert_allclose(weights[k], v, rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_optimizer_state_needs_the_optimizer_over_its_parameters_and_every_name():
+    def body(r):
+        model = fresh_model()
+        ddp = dist.DataParallel(model, shard_optimizer=True)
+        with pytest.raises(ValueError, match="not one of this DataParallel's shards"):
+            ddp.optimizer_state(lt.optim.AdamW(model.parameters()))
+        opt = lt.optim.AdamW(ddp.parameters())
+        state = ddp.optimizer_state(opt)
+        del state["0.bias"]
+        with pytest.raises(ValueError, match="no state for parameter '0.bias'"):
+            ddp.load_optimizer_state(opt, state)
+
+    dist.run_threads(2, body)
 
 
 @pytest.mark.parametrize("shard_optimizer", [False, True])

@@ -197,4 +197,109 @@ Tensor DataParallel::average(const Tensor& t) const {
   return all_reduce(t.detach(), "mean");
 }
 
+std::vector<size_t> DataParallel::shard_of_each(const optim::Optimizer& opt,
+                                                const char* what) const {
+  std::vector<size_t> out;
+  for (const Tensor& p : opt.params()) {
+    size_t j = 0;
+    while (j < shards_.size() && shards_[j].shard.impl() != p.impl()) ++j;
+    if (j == shards_.size())
+      fail("DataParallel", what, ": the optimizer updates a ", p.type_str(),
+           " tensor that is not one of this DataParallel's shards; with shard_optimizer, make "
+           "the optimizer over dp.parameters().");
+    out.push_back(j);
+  }
+  return out;
+}
+
+std::vector<std::string> DataParallel::name_of_each(const optim::Optimizer& opt,
+                                                    const char* what) const {
+  const nn::ParamMap named = module_.named_parameters();
+  std::vector<std::string> out;
+  for (const Tensor& p : opt.params()) {
+    const std::string* name = nullptr;
+    for (const auto& [n, t] : named)
+      if (t.impl() == p.impl()) {
+        name = &n;
+        break;
+      }
+    if (!name)
+      fail("DataParallel", what, ": the optimizer updates a ", p.type_str(),
+           " tensor that is not a parameter of the module; make the optimizer over "
+           "dp.parameters().");
+    out.push_back(*name);
+  }
+  return out;
+}
+
+DataParallel::OptimizerState DataParallel::optimizer_state(const optim::Optimizer& opt) const {
+  const std::vector<optim::Optimizer::State> state = opt.state();
+  OptimizerState out;
+  if (!options_.shard_optimizer) {
+    const std::vector<std::string> names = name_of_each(opt, "optimizer_state");
+    for (size_t i = 0; i < names.size(); ++i) out[names[i]] = state[i];
+    return out;
+  }
+  NoGradGuard no_grad;
+  const std::vector<size_t> shard = shard_of_each(opt, "optimizer_state");
+  for (size_t i = 0; i < shard.size(); ++i) {
+    const Shard& s = shards_[shard[i]];
+    for (const auto& [key, t] : state[i]) {
+      // "step" is one count for the shard's parameters; the rest are elementwise, like it
+      const Tensor whole = key == "step" ? t : all_gather(t.detach());
+      int64_t at = 0;
+      for (size_t k = 0; k < s.params.size(); ++k) {
+        const Tensor& p = s.params[k];
+        out[s.names[k]][key] =
+            key == "step" ? t : reshape(slice(whole, 0, at, at + p.numel()), p.shape());
+        at += p.numel();
+      }
+    }
+  }
+  return out;
+}
+
+void DataParallel::load_optimizer_state(optim::Optimizer& opt, const OptimizerState& state) const {
+  auto of = [&](const std::string& name) -> const optim::Optimizer::State& {
+    auto it = state.find(name);
+    if (it == state.end())
+      fail("DataParallel", "load_optimizer_state: no state for parameter '", name,
+           "'; load the state of an optimizer over the same module.");
+    return it->second;
+  };
+  std::vector<optim::Optimizer::State> mine;
+  if (!options_.shard_optimizer) {
+    for (const std::string& name : name_of_each(opt, "load_optimizer_state"))
+      mine.push_back(of(name));
+    opt.load_state(mine);
+    return;
+  }
+  NoGradGuard no_grad;
+  for (size_t j : shard_of_each(opt, "load_optimizer_state")) {
+    const Shard& s = shards_[j];
+    optim::Optimizer::State part;
+    for (const auto& [key, t] : of(s.names[0])) {
+      if (key == "step") {
+        part[key] = t;  // the optimizer checks that its shard's parameters share one count
+        continue;
+      }
+      std::vector<Tensor> values;
+      for (size_t k = 0; k < s.params.size(); ++k) {
+        const optim::Optimizer::State& each = of(s.names[k]);
+        auto it = each.find(key);
+        if (it == each.end() || it->second.shape() != s.params[k].shape())
+          fail("DataParallel", "load_optimizer_state: parameter '", s.names[k], "' (",
+               s.params[k].type_str(), ") has ",
+               it == each.end() ? std::string("no '") + key + "'"
+                                : "'" + key + "' of " + it->second.type_str(),
+               "; load the state of an optimizer over the same module.");
+        values.push_back(it->second);
+      }
+      part[key] = range_of(values, s.begin, s.begin + s.shard.numel());
+    }
+    mine.push_back(std::move(part));
+  }
+  opt.load_state(mine);
+}
+
 }  // namespace lazytrace::dist

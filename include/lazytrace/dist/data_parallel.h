@@ -28,10 +28,12 @@
  * the second name of a tied one.
  */
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "lazytrace/nn/module.h"
+#include "lazytrace/optim/optim.h"
 
 namespace lazytrace::dist {
 
@@ -77,6 +79,22 @@ class DataParallel {
   /** The mean over ranks of a value (e.g. the loss, for the log): all_reduce(t, "mean"). */
   Tensor average(const Tensor& t) const;
 
+  /** An optimizer's state per module parameter, keyed by the parameter's name. */
+  using OptimizerState = std::map<std::string, optim::Optimizer::State>;
+  /**
+   * The state of `opt` (an optimizer over parameters()) per module parameter, whole, like
+   * PyTorch FSDP's optim_state_dict: with ZeRO-1 each rank holds its shards' part, so this
+   * all-gathers it (a collective: every rank calls it, and every rank gets it all). Saved,
+   * it resumes on any number of ranks, sharded or not, and in one process.
+   */
+  OptimizerState optimizer_state(const optim::Optimizer& opt) const;
+  /**
+   * Loads whole per-parameter state (optimizer_state()'s, or a one-process optimizer's
+   * state() named by parameter) into `opt`, an optimizer over parameters(): with ZeRO-1,
+   * this rank's part of each shard. No communication.
+   */
+  void load_optimizer_state(optim::Optimizer& opt, const OptimizerState& state) const;
+
   /** The buckets of the last all_reduce_gradients, as parameter names, in the order run. */
   const std::vector<std::vector<std::string>>& buckets() const { return buckets_; }
   nn::Module& module() { return module_; }
@@ -92,6 +110,9 @@ class DataParallel {
     Tensor shard;       // this rank's [begin, begin + padded / N), from the parameters each step
   };
   void make_shards();
+  // the index into shards_ (ZeRO-1) or the module parameter's name of each of opt's params
+  std::vector<size_t> shard_of_each(const optim::Optimizer& opt, const char* what) const;
+  std::vector<std::string> name_of_each(const optim::Optimizer& opt, const char* what) const;
 
   nn::Module& module_;
   DataParallelOptions options_;
