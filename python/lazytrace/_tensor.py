@@ -157,18 +157,41 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+_FLOAT_MAX = {dtype.float16: 65504.0, dtype.bfloat16: 3.3895313892515355e38,
+              dtype.float32: 3.4028234663852886e38}
+
+
+def _filled(shape, fill_value, d, op):
+    """A tensor of `shape` holding fill_value as dtype d: a number, or a one-element tensor
+    (torch's 0-d value tensor, read when the result runs)."""
+    if isinstance(fill_value, Tensor):
+        if fill_value.numel() != 1:
+            raise ValueError(f"[{op}] fill_value must be a number or a one-element tensor, got "
+                             f"{fill_value.type_str()}")
+        v = _C.reshape(fill_value.detach(), ())
+        return _C.broadcast_to(v if v.dtype == d else _C.astype(v, d), tuple(shape))
+    top = _FLOAT_MAX.get(d)
+    if (top is not None and isinstance(fill_value, numbers.Real)
+            and math.isfinite(fill_value) and builtins.abs(fill_value) > top):
+        raise ValueError(f"[{op}] value {fill_value!r} cannot be converted to {d} without "
+                         f"overflow (its largest is {top:g}); use a wider dtype")
+    return _C.full(shape, fill_value, d)
+
+
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     _check_device(device, "full")
     d = _check_dtype(dtype, "full")
     if d is None:
         d = (
-            _C.dtype.bool
+            fill_value.dtype
+            if isinstance(fill_value, Tensor)
+            else _C.dtype.bool
             if isinstance(fill_value, builtins.bool)
             else _C.dtype.int64
             if isinstance(fill_value, numbers.Integral)
             else _C.dtype.float32
         )
-    return _finish(_C.full(_new_shape((size,), d, "full"), fill_value, d), requires_grad)
+    return _finish(_filled(_new_shape((size,), d, "full"), fill_value, d, "full"), requires_grad)
 
 
 def _like(t, op):
@@ -198,9 +221,8 @@ def ones_like(t, dtype=None, device=None, requires_grad=False):
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
     _check_device(device, "full_like")
     t = _like(t, "full_like")
-    return _finish(
-        _C.full(t.shape, fill_value, _check_dtype(dtype, "full_like") or t.dtype), requires_grad
-    )
+    d = _check_dtype(dtype, "full_like") or t.dtype
+    return _finish(_filled(t.shape, fill_value, d, "full_like"), requires_grad)
 
 
 def randn_like(t, dtype=None, device=None):
@@ -232,7 +254,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     d = _check_dtype(dtype, "arange")
     if d is None:
         ints = (type(start) is int and type(end) is int and type(step) is int) or builtins.all(
-            isinstance(v, numbers.Integral) for v in (start, end, step))
+            isinstance(v, numbers.Integral) or (isinstance(v, Tensor) and v.dtype in _INT_RANGE)
+            for v in (start, end, step))
         d = _C.dtype.int64 if ints else _C.dtype.float32
     if d in _INT_RANGE:
         _check_arange_range(start, end, step, d)
@@ -596,9 +619,10 @@ def _dims(dim, op="reduce"):
 
 def sum(input, dim=None, keepdim=False, dtype=None):
     dims = _dims(dim, "sum")
-    if dtype is not None:
-        input = input.to(dtype)
-    return _C.sum(input, dims, keepdim)
+    if dtype is None:
+        return _C.sum(input, dims, keepdim)
+    out = _C.sum(input.to(dtype), dims, keepdim)  # (an integer sum is int64: cast, as torch)
+    return out if out.dtype == dtype else _C.astype(out, dtype)
 
 
 def mean(input, dim=None, keepdim=False, dtype=None):
@@ -729,8 +753,11 @@ def _values_at(input, dim, keepdim, idx, op):
         shape[d] = n
         pos = _C.reshape(_C.arange(0.0, float(n), 1.0, _C.dtype.int64), tuple(shape))
         values = _C.sum(_C.where(pos == idx, input, 0), (d,), True)
+        if values.dtype != input.dtype:  # an integer sum widens to int64
+            values = _C.astype(values, input.dtype)
     elif input.ndim:
-        values = amax(input, d, keepdim=True) if input.shape[d] else input
+        pick = amin if op == "min" else amax
+        values = pick(input, d, keepdim=True) if input.shape[d] else input
     if not keepdim and input.ndim:
         values, idx = _C.squeeze(values, d), _C.squeeze(idx, d)
     return _MinMax(values, idx)
@@ -760,6 +787,7 @@ def _var(input, dim, correction, keepdim, op):
         raise ValueError(f"[{op}] needs a floating input, got {input.type_str()}; convert first "
                          "with t.to(lt.float32).")
     dims = tuple(_dim(input, d, op) for d in _dims(dim, op)) if dim is not None else ()
+    dims = dims if input.ndim else ()  # a 0-d tensor's dim 0 (or -1) is the tensor itself
     dims = dims or tuple(range(input.ndim))
     n = 1
     for d in dims:
@@ -797,8 +825,15 @@ def _as_operand(x):
     return x if isinstance(x, Tensor) or isinstance(x, numbers.Number) else tensor(x)
 
 
+def _sequence_of_tensors(tensors, op):
+    if isinstance(tensors, Tensor):  # iterating it would join its rows
+        raise TypeError(f"[{op}] expects a list or tuple of tensors, got a Tensor "
+                        f"({tensors.type_str()}); wrap it in a list: {op}([t, ...])")
+    return [_as_operand(t) for t in tensors]
+
+
 def cat(tensors, dim=0):
-    return _C.concat([_as_operand(t) for t in tensors], dim)
+    return _C.concat(_sequence_of_tensors(tensors, "cat"), dim)
 
 
 concat = cat
@@ -806,7 +841,7 @@ concatenate = cat
 
 
 def stack(tensors, dim=0):
-    return _C.stack([_as_operand(t) for t in tensors], dim)
+    return _C.stack(_sequence_of_tensors(tensors, "stack"), dim)
 
 
 def where(condition, input, other):
@@ -1067,6 +1102,10 @@ def squeeze(input, dim=None):
             raise ValueError(
                 f"[squeeze] dim {x} is out of range for a tensor of shape {list(input.shape)} "
                 f"({input.ndim}-d): expected a dim in [{-n}, {n - 1}].")
+    wanted = [x % n for x in _dims(dim, "squeeze")]
+    if len(set(wanted)) != len(wanted):
+        raise ValueError(f"[squeeze] dim {tuple(_dims(dim, 'squeeze'))} names a dim more than "
+                         f"once (shape {list(input.shape)}); give each dim once")
     for d in sorted((x % n for x in _dims(dim, "squeeze")), reverse=True):
         if input.shape[d] == 1:
             input = _C.squeeze(input, d)
@@ -1101,6 +1140,11 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 
 def broadcast_to(input, shape):
+    shape = list(shape)
+    lead = len(shape) - input.ndim
+    for i, s in enumerate(shape):
+        if isinstance(s, numbers.Integral) and s == -1 and i >= lead:
+            shape[i] = input.shape[i - lead]  # -1: the size the tensor has there, as torch
     return _C.broadcast_to(input, tuple(shape))
 
 
@@ -1159,6 +1203,8 @@ def tan(input):
 
 
 def sign(input):
+    if input.dtype == _C.dtype.bool:
+        return input  # as torch: True is 1, False 0
     s = _C.astype(input > 0, input.dtype) - _C.astype(input < 0, input.dtype)
     if input.dtype in _FLOATING:
         s = _C.where(input != input, input, s)  # NaN stays NaN
@@ -1173,6 +1219,8 @@ def isnan(input):
 
 
 def isfinite(input):
+    if input.dtype not in _FLOATING:
+        return _C.full(tuple(input.shape), True, _C.dtype.bool)
     return (input == input) & (_C.abs(input) != float("inf"))
 
 
@@ -1517,18 +1565,23 @@ def _in_place_operator(name, op):
         v = op(self.clone() if _C.is_grad_enabled() else self, other)
         if v is NotImplemented:
             return NotImplemented
-        if ((v.dtype in _FLOATING and self.dtype not in _FLOATING)
-                or (self.dtype == _C.dtype.bool and v.dtype != _C.dtype.bool)):
-            raise TypeError(f"[{name}] an in-place op on {self.type_str()} gave {v.type_str()}: "
-                            "the result type can't be cast to the tensor's dtype in place (as in "
-                            "torch); use an out-of-place op or convert first")
         if tuple(v.shape) != tuple(self.shape):
             raise ValueError(f"[{name}] an in-place op on {self.type_str()} gave "
                              f"{v.type_str()}: the result must keep the tensor's shape")
-        self.copy_(v)
-        return self
+        return self.copy_(_castable_in_place(name, self, v))
 
     return iop
+
+
+def _castable_in_place(name, self, v):
+    """v, where an in-place op may write it into self: not a floating result into an integer
+    or bool tensor, nor a non-bool one into a bool tensor (torch's rule)."""
+    if ((v.dtype in _FLOATING and self.dtype not in _FLOATING)
+            or (self.dtype == _C.dtype.bool and v.dtype != _C.dtype.bool)):
+        raise TypeError(f"[{name}] an in-place op on {self.type_str()} gave {v.type_str()}: "
+                        "the result type can't be cast to the tensor's dtype in place (as in "
+                        "torch); use an out-of-place op or convert first")
+    return v
 
 
 def _size_method(self, dim=None):
@@ -1610,11 +1663,11 @@ def _deepcopy(self, memo):
     return new
 
 
-def _in_place(self, fn, *args):
+def _in_place(name, self, fn, *args):
     """self.copy_(fn(self, *args)), with fn reading a handle of its own under autograd: the
     copy gives self a new value, and fn's gradient must still see the old one."""
     src = _C.clone(self) if _C.is_grad_enabled() else self
-    return self.copy_(fn(src, *args))
+    return self.copy_(_castable_in_place(name, self, fn(src, *args)))
 
 
 def _zero_(self):
@@ -1622,7 +1675,7 @@ def _zero_(self):
 
 
 def _fill_(self, value):
-    return self.copy_(full_like(self, value))
+    return self.copy_(_filled(self.shape, value, self.dtype, "fill_"))
 
 
 def _install_methods():
@@ -1721,7 +1774,7 @@ def _install_methods():
         "tan": tan,
         "zero_": _zero_,
         "fill_": _fill_,
-        "clamp_": lambda s, min=None, max=None: _in_place(s, clamp, min, max),
+        "clamp_": lambda s, min=None, max=None: _in_place("clamp_", s, clamp, min, max),
         "numel": T.numel,
         "element_size": lambda s: s.dtype.itemsize,
         "nelement": T.numel,
@@ -1731,12 +1784,13 @@ def _install_methods():
     for name in ("neg", "exp", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "relu", "gelu", "silu",
                  "sqrt", "rsqrt", "abs", "erf", "clone"):
         methods[name] = getattr(_C, name)
-        methods[name + "_"] = (lambda f: lambda s: _in_place(s, f))(getattr(_C, name))
+        methods[name + "_"] = (lambda n, f: lambda s: _in_place(n, s, f))(name + "_",
+                                                                           getattr(_C, name))
     for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt",
                  "le", "gt", "ge"):
         methods[name] = getattr(_C, name)
     methods["negative"] = _C.neg
-    methods["pow_"] = lambda s, e: _in_place(s, _C.pow, e)
+    methods["pow_"] = lambda s, e: _in_place("pow_", s, _C.pow, e)
     method_type = type(T.numel)  # the extension's own methods bind self already
     for name, fn in methods.items():
         if callable(fn) and not isinstance(fn, (types.FunctionType, method_type, property)):

@@ -305,3 +305,96 @@ def test_clamp_with_a_bound_outside_the_integer_dtype_names_clamp():
         lt.clamp(x, min=2**40)
     with pytest.raises(ValueError, match=r"^\[clamp\] the integer -1099511627776"):
         x.clamp(max=-2**40)
+
+
+# ---- reductions' and creations' dtypes and edge cases (torch's results)
+def test_min_and_max_over_a_dim_keep_bool_and_int32_values():
+    b = lt.tensor([[True, False], [True, True]])
+    bn = np.array([[True, False], [True, True]])
+    assert b.min(1).values.tolist() == bn.min(1).tolist() == [False, True]
+    assert b.max(1).values.tolist() == bn.max(1).tolist()
+    i = lt.tensor([[3, -1, 5], [2, 7, 7]], dtype=lt.int32)
+    for r, want in ((i.max(1), [5, 7]), (i.min(1), [-1, 2])):
+        assert r.values.dtype == lt.int32 and r.values.tolist() == want
+    assert i.sum(dtype=lt.int32).dtype == lt.int32 and i.sum(dtype=lt.int32).item() == 23
+
+
+def test_var_and_std_over_the_dim_of_a_0d_tensor():
+    x = lt.tensor(2.0)
+    assert np.isnan(x.std(0).item()) and np.isnan(x.var(-1).item())  # one value, correction 1
+    assert x.var(0, correction=0).item() == 0.0 and x.var(0, keepdim=True).shape == ()
+
+
+@pytest.mark.parametrize("call", [lambda t: t.exp_(), lambda t: t.sqrt_(), lambda t: t.sigmoid_(),
+                                  lambda t: t.pow_(0.5), lambda t: t.clamp_(0.5, 1.5)])
+def test_in_place_methods_never_truncate_a_floating_result(call):
+    for t in (lt.tensor([1, 2]), lt.tensor([True, False])):
+        with pytest.raises(TypeError, match="can't be cast to the tensor's dtype in place"):
+            call(t)
+        assert t.dtype in (lt.int64, lt.bool)
+    x = lt.tensor([1.0, 4.0])
+    assert call(x) is x
+
+
+def test_cat_and_stack_refuse_a_tensor_for_the_list():
+    for f in (lt.cat, lt.stack):
+        with pytest.raises(TypeError, match=r"expects a list or tuple of tensors, got a Tensor"):
+            f(lt.ones(2, 3))
+
+
+def test_squeeze_refuses_a_repeated_dim():
+    with pytest.raises(ValueError, match="names a dim more than once"):
+        lt.zeros(1, 1, 3).squeeze((0, 0))
+    assert lt.zeros(1, 1, 3).squeeze((0, 1)).shape == (3,)
+
+
+def test_arange_of_integer_tensors_is_int64():
+    r = lt.arange(lt.tensor(3))
+    assert r.dtype == lt.int64 and r.tolist() == [0, 1, 2]
+    assert lt.arange(lt.tensor(1), 4).tolist() == [1, 2, 3]
+
+
+def test_sign_and_isfinite_of_bool_and_integer_tensors():
+    assert lt.tensor([True, False]).sign().tolist() == [True, False]
+    assert lt.tensor([True]).isfinite().tolist() == [True]
+    assert lt.tensor([1, -2]).isfinite().tolist() == [True, True]
+
+
+def test_full_refuses_a_value_its_dtype_overflows_and_takes_a_one_element_tensor():
+    for value, d in ((1e6, lt.float16), (-1e39, lt.bfloat16), (1e39, lt.float32)):
+        with pytest.raises(ValueError, match="without overflow"):
+            lt.full((2,), value, dtype=d)
+    assert lt.full((1,), 65504.0, dtype=lt.float16).item() == 65504.0
+    assert lt.full((1,), float("inf"), dtype=lt.float16).item() == float("inf")
+    assert lt.full((2,), lt.tensor(2.5)).tolist() == [2.5, 2.5]
+    assert lt.full((2,), lt.tensor(2.5), dtype=lt.int64).tolist() == [2, 2]
+    assert lt.ones(3).fill_(lt.tensor(3.0)).tolist() == [3.0, 3.0, 3.0]
+    with pytest.raises(ValueError, match="one-element tensor"):
+        lt.full((2,), lt.ones(2))
+
+
+def test_broadcast_to_keeps_a_size_given_as_minus_one():
+    x = lt.tensor([1.0, 2.0, 3.0])
+    assert lt.broadcast_to(x, (2, -1)).tolist() == np.broadcast_to([1.0, 2.0, 3.0], (2, 3)).tolist()
+
+
+def test_half_precision_times_a_number_it_cannot_hold_rounds_once():
+    # torch's CPU mul/div keep such a number in float32: one rounding, of the exact product
+    import struct
+
+    def bf16(v):  # float32 v rounded to bfloat16 (nearest even)
+        b = struct.unpack("<I", struct.pack("<f", v))[0]
+        b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
+        return struct.unpack("<f", struct.pack("<I", b))[0]
+
+    three = lt.full((1,), 3.0, dtype=lt.bfloat16)
+    assert (three * 0.3).item() == bf16(np.float32(3.0) * np.float32(0.3)) == 0.8984375
+    assert (0.3 * three).item() == 0.8984375
+    h = lt.full((1,), 60000.0, dtype=lt.float16)
+    assert (h / 1e5).item() == float(np.float16(np.float32(60000.0) / np.float32(1e5)))
+    assert (lt.ones(1, dtype=lt.float16) / 0.3).item() == float(np.float16(np.float32(1) / np.float32(0.3)))
+    # a number the dtype holds: the same either way
+    assert (lt.full((1,), 3.0, dtype=lt.float16) * 0.5).item() == 1.5
+    x = lt.full((2,), 3.0, dtype=lt.bfloat16, requires_grad=True)
+    (x * 0.3).sum().backward()
+    assert x.grad.dtype == lt.bfloat16 and x.grad.tolist() == [bf16(np.float32(0.3))] * 2

@@ -1020,3 +1020,46 @@ def test_error_non_pytree_init_names_init():
 def test_error_read_inside_body():
     with pytest.raises(RuntimeError, match="reading"):
         scan(lambda c, x: (c + x.item(), None), lt.zeros(()), lt.ones(3))
+
+
+# ---- gradients taken inside a loop's body (meta-learning's inner step), as in eager code
+def _inner_step(c):
+    v = c.detach().requires_grad_()
+    g, = lt.autograd.grad((v ** 3).sum(), v)
+    return c - 0.1 * g
+
+
+def test_a_gradient_taken_inside_a_loop_body_is_the_eager_one():
+    x = lt.tensor([1.0, 2.0], dtype=lt.float64)
+    want = x.numpy()
+    for _ in range(2):
+        want = want - 0.1 * 3 * want ** 2
+    got = [
+        lt.scan(lambda c, _: (_inner_step(c), None), x, lt.zeros(2, 1))[0],
+        lt.fori_loop(0, 2, lambda i, c: _inner_step(c), x),
+        lt.while_loop(lambda i, c: i < 2, lambda i, c: (i + 1, _inner_step(c)),
+                      (lt.tensor(0), x))[1],
+    ]
+    for g in got:
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
+    # of a closed-over tensor that requires grad
+    w = lt.tensor([0.5, 1.5], dtype=lt.float64, requires_grad=True)
+
+    def body(c, _):
+        g, = lt.autograd.grad((c * w * w).sum(), w)
+        return c + g, None
+
+    c = x.numpy()
+    for _ in range(2):
+        c = c + 2 * c * w.detach().numpy()
+    np.testing.assert_allclose(lt.scan(body, x, lt.zeros(2, 1))[0].detach().numpy(), c,
+                               rtol=1e-12)
+    # the loop's own gradient around it, against the unrolled loop
+    y = lt.tensor([1.0, 2.0], dtype=lt.float64, requires_grad=True)
+    lt.scan(lambda c, _: (_inner_step(c) * y, None), x, lt.zeros(2, 1))[0].sum().backward()
+    y2 = lt.tensor([1.0, 2.0], dtype=lt.float64, requires_grad=True)
+    c = x
+    for _ in range(2):
+        c = _inner_step(c) * y2
+    c.sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), y2.grad.numpy(), rtol=1e-12)

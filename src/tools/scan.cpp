@@ -161,7 +161,10 @@ std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, T
   metrics::loop_trace.add();
   auto e = new_entry(fn, std::move(carry), std::move(x), std::move(k));
   trace::TraceScope scope(tool);
-  NoGradGuard no_grad;  // the VJP is traced separately
+  // The body runs in the caller's grad mode, a closed-over tensor requiring grad as outside,
+  // so that a gradient taken inside (of a local leaf, or of such a tensor) works as in eager
+  // code. The loop's own VJP is traced separately (make_diff).
+  if (autograd::grad_enabled()) scope.set_lift_grad(trace::TraceScope::LiftGrad::same);
   std::vector<Tensor> c = placeholders(scope, e->carry), xs = placeholders(scope, e->x),
                       ks = placeholders(scope, e->consts);
   LoopTraced t = e->retrace(c, xs, ks);

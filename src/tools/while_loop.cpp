@@ -20,7 +20,8 @@ std::vector<Tensor> run_while(const std::vector<const Tensor*>& init, const Loop
   uint64_t rng_count = 0;
   {
     trace::TraceScope scope(tool);
-    NoGradGuard no_grad;
+    // the caller's grad mode, as in scan's bodies: a gradient taken inside works
+    if (autograd::grad_enabled()) scope.set_lift_grad(trace::TraceScope::LiftGrad::same);
     std::vector<Tensor> c;
     for (const Tensor* t : init) c.push_back(scope.input(t->shape(), t->dtype()));
     LoopTraced t = fn(c, {}, {});
