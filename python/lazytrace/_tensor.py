@@ -968,6 +968,9 @@ def logical_xor(a, b):
 
 
 def _as_bool(t):
+    if isinstance(t, numbers.Number):
+        return _C.full((), builtins.bool(t), _C.dtype.bool)
+    t = _as_operand(t)  # array data made a tensor
     return t if t.dtype == _C.dtype.bool else t != 0
 
 
@@ -1255,6 +1258,7 @@ def _getitem(self, idx, info=None):
         idx = idx[:k] + (slice(None),) * (self.ndim - used) + idx[k + 1 :]
     t, d = self, 0
     tensor_indices = 0
+    of = info["of"] if info and "of" in info else self.type_str()
     for i in idx:
         if i is None:
             t = _C.unsqueeze(t, d)
@@ -1298,7 +1302,7 @@ def _getitem(self, idx, info=None):
                 bad = host[(host < -size) | (host >= size)]
                 if bad.size:
                     _index_error(f"index {bad.flat[0]} is out of range for dim {d} of size {size} "
-                                 f"({self.type_str()})")
+                                 f"({of})")
             if info is not None:
                 info.update(index=i, host=host, size=size, pos=d)
             # negative indices count from the end, as torch: index_select takes [-size, size)
@@ -1310,7 +1314,7 @@ def _getitem(self, idx, info=None):
             size = t.shape[d]
             i = int(i)
             if i < -size or i >= size:
-                _index_error(f"index {i} is out of range for dim {d} of size {size} ({self.type_str()})")
+                _index_error(f"index {i} is out of range for dim {d} of size {size} ({of})")
             t = _C.select(t, d, i % size)
         else:
             raise TypeError(
@@ -1356,7 +1360,7 @@ def _last_writes(info):
 def _put(self, idx, value):
     """The value of self after self[idx] = value (idx: the indices __getitem__ takes)."""
     n = self.numel()
-    info = {}
+    info = {"of": self.type_str()}  # (errors name the tensor, not its positions)
     picked = _getitem(_C.reshape(arange(n), self.shape), idx, info)  # flat positions
     flat = _C.reshape(picked, (-1,))
     if isinstance(value, Tensor):
@@ -1578,9 +1582,9 @@ def _castable_in_place(name, self, v):
     or bool tensor, nor a non-bool one into a bool tensor (torch's rule)."""
     if ((v.dtype in _FLOATING and self.dtype not in _FLOATING)
             or (self.dtype == _C.dtype.bool and v.dtype != _C.dtype.bool)):
-        raise TypeError(f"[{name}] an in-place op on {self.type_str()} gave {v.type_str()}: "
-                        "the result type can't be cast to the tensor's dtype in place (as in "
-                        "torch); use an out-of-place op or convert first")
+        raise RuntimeError(f"[{name}] an in-place op on {self.type_str()} gave {v.type_str()}: "
+                           "the result type can't be cast to the tensor's dtype in place (as in "
+                           "torch); use an out-of-place op or convert first")
     return v
 
 

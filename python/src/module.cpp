@@ -23,7 +23,8 @@ bool is_runtime_error(std::string_view msg) {
   for (std::string_view what :
        {"is not pure", "reverse-mode differentiation", "max_different_graphs",
         "inside a traced function", "outside a call", "cannot be written in place", "can't be cast",
-        "s for the other", "different collectives", " failed: ", "backward() inside the traced"})
+        "s for the other", "different collectives", " failed: ", "backward() inside the traced",
+        "higher-order gradients"})
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }
@@ -38,6 +39,8 @@ std::string pythonic(std::string msg) {
   const std::pair<std::string_view, std::string_view> words[] = {
       {"lt.bool_", "lt.bool"},
       {"lt::NoGradGuard", "lt.no_grad()"},
+      {"under NoGradGuard", "under lt.no_grad()"},
+      {"reshape({-1})", "reshape(-1)"},
       {"lt::scalar(v)", "lt.tensor(v)"},
       {"retain_graph = true", "retain_graph=True"},
       {"lt::dist::set_timeout", "lazytrace.distributed.set_timeout"},

@@ -472,42 +472,66 @@ void bind_tensor(nb::module_& m) {
       .def("__neg__", [](T a) { return -a; })
       .def("__pos__", [](T a) { return a; })
       .def("__abs__", [](T a) { return abs(a); })
-      .def("__add__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x + y; }); })
-      .def("__radd__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y + x; }); })
-      .def("__sub__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x - y; }); })
-      .def("__rsub__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y - x; }); })
-      .def("__mul__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x * y; }); })
-      .def("__rmul__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y * x; }); })
-      .def("__truediv__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x / y; }); })
-      .def("__rtruediv__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y / x; }); })
-      .def("__pow__",
-           [](T a, nb::handle b) {
-             return binary(a, b, [](auto& x, auto& y) { return pow(x, y); });
-           })
-      .def("__rpow__",
-           [](T a, nb::handle b) {
-             return binary(a, b, [](auto& x, auto& y) { return pow(y, x); });
-           })
-      .def("__matmul__",
-           [](T a, nb::handle b) -> nb::object {  // t @ ndarray is a Tensor, as t + ndarray
-             if (is_tensor(b)) return nb::cast(matmul(a, tensor_of(b)));
-             if (is_array(b)) return nb::cast(matmul(a, as_tensor(b, "matmul")));
-             return nb::borrow(Py_NotImplemented);
-           })
-      .def("__rmatmul__",
-           [](T a, nb::handle b) -> nb::object {
-             if (is_tensor(b)) return nb::cast(matmul(tensor_of(b), a));
-             if (is_array(b)) return nb::cast(matmul(as_tensor(b, "matmul"), a));
-             return nb::borrow(Py_NotImplemented);
-           })
+      .def(
+          "__add__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x + y; }); },
+          nb::arg("other").none())
+      .def(
+          "__radd__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y + x; }); },
+          nb::arg("other").none())
+      .def(
+          "__sub__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x - y; }); },
+          nb::arg("other").none())
+      .def(
+          "__rsub__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y - x; }); },
+          nb::arg("other").none())
+      .def(
+          "__mul__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x * y; }); },
+          nb::arg("other").none())
+      .def(
+          "__rmul__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y * x; }); },
+          nb::arg("other").none())
+      .def(
+          "__truediv__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x / y; }); },
+          nb::arg("other").none())
+      .def(
+          "__rtruediv__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return y / x; }); },
+          nb::arg("other").none())
+      .def(
+          "__pow__",
+          [](T a, nb::handle b) {
+            return binary(a, b, [](auto& x, auto& y) { return pow(x, y); });
+          },
+          nb::arg("other").none())
+      .def(
+          "__rpow__",
+          [](T a, nb::handle b) {
+            return binary(a, b, [](auto& x, auto& y) { return pow(y, x); });
+          },
+          nb::arg("other").none())
+      .def(
+          "__matmul__",
+          [](T a, nb::handle b) -> nb::object {  // t @ ndarray is a Tensor, as t + ndarray
+            if (is_tensor(b)) return nb::cast(matmul(a, tensor_of(b)));
+            if (is_array(b)) return nb::cast(matmul(a, as_tensor(b, "matmul")));
+            return nb::borrow(Py_NotImplemented);
+          },
+          nb::arg("other").none())
+      .def(
+          "__rmatmul__",
+          [](T a, nb::handle b) -> nb::object {
+            if (is_tensor(b)) return nb::cast(matmul(tensor_of(b), a));
+            if (is_array(b)) return nb::cast(matmul(as_tensor(b, "matmul"), a));
+            return nb::borrow(Py_NotImplemented);
+          },
+          nb::arg("other").none())
       .def(
           "__eq__",
           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x == y; }); },
@@ -516,30 +540,46 @@ void bind_tensor(nb::module_& m) {
           "__ne__",
           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x != y; }); },
           nb::arg("other").none())
-      .def("__lt__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); })
-      .def("__le__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x <= y; }); })
-      .def("__gt__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x > y; }); })
-      .def("__ge__",
-           [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x >= y; }); })
-      .def("__iadd__",
-           [](nb::handle s, nb::handle b) {
-             return inplace(s, b, [](auto& x, auto& y) { return x + y; });
-           })
-      .def("__isub__",
-           [](nb::handle s, nb::handle b) {
-             return inplace(s, b, [](auto& x, auto& y) { return x - y; });
-           })
-      .def("__imul__",
-           [](nb::handle s, nb::handle b) {
-             return inplace(s, b, [](auto& x, auto& y) { return x * y; });
-           })
-      .def("__itruediv__",
-           [](nb::handle s, nb::handle b) {
-             return inplace(s, b, [](auto& x, auto& y) { return x / y; });
-           })
+      .def(
+          "__lt__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x < y; }); },
+          nb::arg("other").none())
+      .def(
+          "__le__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x <= y; }); },
+          nb::arg("other").none())
+      .def(
+          "__gt__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x > y; }); },
+          nb::arg("other").none())
+      .def(
+          "__ge__",
+          [](T a, nb::handle b) { return binary(a, b, [](auto& x, auto& y) { return x >= y; }); },
+          nb::arg("other").none())
+      .def(
+          "__iadd__",
+          [](nb::handle s, nb::handle b) {
+            return inplace(s, b, [](auto& x, auto& y) { return x + y; });
+          },
+          nb::arg("other").none())
+      .def(
+          "__isub__",
+          [](nb::handle s, nb::handle b) {
+            return inplace(s, b, [](auto& x, auto& y) { return x - y; });
+          },
+          nb::arg("other").none())
+      .def(
+          "__imul__",
+          [](nb::handle s, nb::handle b) {
+            return inplace(s, b, [](auto& x, auto& y) { return x * y; });
+          },
+          nb::arg("other").none())
+      .def(
+          "__itruediv__",
+          [](nb::handle s, nb::handle b) {
+            return inplace(s, b, [](auto& x, auto& y) { return x / y; });
+          },
+          nb::arg("other").none())
       .def("add_",
            [](nb::handle s, nb::handle b) {
              return inplace(s, b, [](auto& x, auto& y) { return x + y; });

@@ -111,7 +111,10 @@ Shape reshape_shape(const Shape& in, const std::vector<int64_t>& target) {
   Shape out(target);
   int64_t n = in.numel();
   if (infer >= 0) {
-    if (known == 0 || n % known != 0)
+    if (known == 0)
+      fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ", Shape(target).str(),
+           ": with a size 0 among the known sizes the -1 could be any size; give every size.");
+    if (n % known != 0)
       fail("reshape", "cannot reshape ", in.str(), " (", n, " elements) into ", Shape(target).str(),
            ": the known sizes do not divide the element count.");
     out[infer] = n / known;

@@ -1,10 +1,7 @@
 // Binary elementwise ops (arithmetic, comparison) and where, with NumPy broadcasting
 // and PyTorch's promotion, each with its VJP rule. Operands are cast to the common dtype
 // here, so the kernels only ever see matching operand dtypes.
-#include <cmath>
-
 #include "core/check.h"
-#include "lazytrace/core/half.h"
 #include "ops/op_helpers.h"
 
 namespace lazytrace {
@@ -92,22 +89,6 @@ std::pair<Tensor, Tensor> binary_vjp(OpKind op, const Tensor& g, const SavedOper
   LT_UNREACHABLE("binary_vjp differentiates a binary op");
 }
 
-Operand T(const Tensor& t) {
-  return {&t, nullptr};
-}
-Operand S(const Scalar& s) {
-  return {nullptr, &s};
-}
-
-// Whether a number is a float16 / bfloat16 value exactly.
-bool holds_exactly(const Scalar& s, DType d) {
-  const double v = s.to_double();
-  const float f = static_cast<float>(v);
-  if (static_cast<double>(f) != v) return std::isnan(v);
-  return d == DType::float16 ? static_cast<float>(Half(f)) == f
-                             : static_cast<float>(BFloat16(f)) == f;
-}
-
 Tensor binary(OpKind op, Operand a, Operand b) {
   trace::OpScope scope;
   const char* name = ir::op_name(op);
@@ -123,14 +104,6 @@ Tensor binary(OpKind op, Operand a, Operand b) {
          "); convert with astype(t, lt::int64) first.");
   // true division; atan2 of integers is an angle
   if ((op == OpKind::Div || op == OpKind::Atan2) && !is_floating(common)) common = DType::float32;
-  // As torch's CPU kernels: a float16 / bfloat16 tensor times (or divided by) a number that
-  // dtype cannot hold computes with the number in float32 and rounds once (0.3 * x, x / 1e5)
-  if ((op == OpKind::Mul || op == OpKind::Div) &&
-      (common == DType::float16 || common == DType::bfloat16) &&
-      (a.t != nullptr) != (b.t != nullptr) && !holds_exactly(a.s ? *a.s : *b.s, common)) {
-    const Tensor wide = astype(a.t ? *a.t : *b.t, DType::float32);
-    return astype(a.t ? binary(op, T(wide), b) : binary(op, a, T(wide)), common);
-  }
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   DType out_dtype = cmp ? DType::bool_ : common;
   Tensor out = trace::make_pending(
@@ -151,6 +124,13 @@ Tensor binary(OpKind op, Operand a, Operand b) {
                      });
   }
   return out;
+}
+
+Operand T(const Tensor& t) {
+  return {&t, nullptr};
+}
+Operand S(const Scalar& s) {
+  return {nullptr, &s};
 }
 
 Tensor where_impl(const Tensor& cond, Operand a, Operand b) {

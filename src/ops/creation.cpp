@@ -134,7 +134,7 @@ Tensor random(ir::OpKind op, const char* name, const Shape& shape, DType dtype, 
   check_shape(name, shape, dtype);
   if (!is_floating(dtype))
     fail(name, "dtype ", dtype_name(dtype),
-         " is not a floating type; draw floats and convert with astype.");
+         " is not a floating type; draw floats and convert with astype(t, lt::int64).");
   // seed and offset are always parameters (or, in a traced function, its inputs), so a new
   // seed or draw never recompiles
   auto [seed, offset] =

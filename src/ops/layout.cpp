@@ -254,7 +254,7 @@ Tensor index_add(const Tensor& t, int dim, const Tensor& index, const Tensor& so
          "; convert it with astype(index, lt::int64).");
   if (t.dtype() == DType::bool_)
     fail("index_add", "is not defined for bool tensors (got ", ops::type_of(t),
-         "); convert with astype first.");
+         "); convert first with astype(t, lt::float32).");
   ir::check_index_add(t.shape(), dim, index.shape(), source.shape());
   if (source.numel() > 0 && t.shape()[dim] == 0)
     fail("index_add", "cannot add into dim ", dim, " of size 0 (shape ", t.shape().str(), ").");

@@ -45,7 +45,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   DType common = ops::result_type({ops::PromoteArg::of(a), ops::PromoteArg::of(b)});
   if (common == DType::bool_)
     fail("matmul", "is not defined for bool tensors (", ops::type_of(a), ", ", ops::type_of(b),
-         "); convert with astype first.");
+         "); convert first with astype(t, lt::float32).");
   Shape shape = ir::matmul_shape(a.shape(), b.shape());
   Tensor out = trace::make_pending(ir::make_node(ir::OpKind::Matmul, common, shape,
                                                  ops::node_as(a, common), ops::node_as(b, common)));
