@@ -282,7 +282,9 @@ def compile(fn=None, full_graph=False, name=None, max_different_graphs=None):
     full_graph: a read of a value inside fn is an error (else such a fn runs as plain code).
     max_different_graphs=N: an (N+1)th signature is an error saying what differed.
     Gradients computed inside stay inside: a fn that runs backward() and neither updates
-    the parameters nor returns their .grad raises (run the optimizer step inside too).
+    the parameters nor returns their .grad raises (run the optimizer step inside too), and so
+    does a call where a tensor its backward() reaches has a .grad from outside (eager code
+    would add to it; zero_grad() before the call, or inside before backward()).
     Rebinding a Python global or closure variable (w = new_tensor) after the first trace is
     not seen, as in JAX: pass changing tensors as arguments, or copy_ into the tensor; a
     replaced nn.Module parameter, buffer or submodule is seen (the next call traces again).

@@ -952,3 +952,44 @@ for v in ([1.0, 2.0], [-3.0, 0.5]):
                        env=env)
     assert r.returncode == 0, r.stderr[-400:]
     assert r.stdout.split("\n")[:2] == ["[6.0, 12.0]", "[-18.0, 3.0]"]
+
+
+def test_backward_inside_onto_a_grad_set_outside_is_refused_not_silently_dropped():
+    """Eager code adds a backward's gradient to the .grad already there; a compiled function's
+    backward starts from none, so where that would differ the call is an error."""
+    x = lt.tensor([1.0, 2.0, 3.0], dtype=lt.float64)
+    w = lt.tensor([0.1, 0.2, 0.3], dtype=lt.float64, requires_grad=True)
+
+    @lt.compile
+    def grad_of_w(x):
+        (x * w).sum().backward()
+        return w.grad
+
+    (x * w).sum().backward()
+    with pytest.raises(RuntimeError, match="whose .grad is already set outside it"):
+        grad_of_w(x)
+    w.grad = None
+    assert grad_of_w(x).tolist() == [1.0, 2.0, 3.0] and w.grad is None
+    # cleared inside before backward (torch's idiom): eager and compiled agree, no error
+    opt = lt.optim.SGD([w], lr=0.1)
+
+    @lt.compile
+    def step(x):
+        opt.zero_grad()
+        (x * w).sum().backward()
+        opt.step()
+
+    (x * w).sum().backward()
+    step(x)
+    np.testing.assert_allclose(w.detach().numpy(), [0.0, 0.0, 0.0], atol=1e-15)
+    # an argument that is a leaf
+    @lt.compile
+    def g(v):
+        (v * v).sum().backward()
+        return v.grad
+
+    v = lt.tensor([1.0, 2.0], requires_grad=True)
+    assert g(v).tolist() == [2.0, 4.0]
+    v.grad = lt.ones(2)
+    with pytest.raises(RuntimeError, match="Clear the gradients before the call"):
+        g(v)

@@ -231,6 +231,7 @@ class Engine {
              "autograd::grad inside and return them, or trace the whole step with compile, "
              "which runs backward() inside.");
       Tensor& acc = leaf->grad;
+      if (!acc.defined() && !leaf->grad_set) leaf->added_to_initial_grad = true;
       // a new handle: a stored gradient never aliases a tensor the caller holds
       acc = acc.defined() ? add_grads(acc, g) : g.detach();
       return;
@@ -484,8 +485,10 @@ void Tensor::set_grad(const Tensor& grad) {
     fail("set_grad", "the gradient ", grad.type_str(), " must have the tensor's type ", type_str(),
          ".");
   const Tensor& self = autograd::on_tape(*this);  // a stand-in's, when traced
-  if (!grad.defined() && !self.impl()->autograd) return;
-  autograd::meta_of(self).grad = grad;
+  if (!grad.defined() && !self.impl()->autograd && !self.impl()->requires_grad) return;
+  autograd::Meta& m = autograd::meta_of(self);
+  m.grad = grad;
+  m.grad_set = true;
 }
 
 namespace autograd {

@@ -24,7 +24,16 @@ struct Function;
 struct Meta {
   Tensor grad;  // the accumulated gradient (TensorImpl::requires_grad says whether it is taken)
   std::atomic<int> updaters{0};  // the optimizers that hold this leaf (hold_for_updates)
+  // compile's stand-ins: whether grad was ever set (set_grad, zero_grad), and whether backward
+  // added into the grad the tensor started with before that (the outer tensor's, in eager code)
+  bool grad_set = false;
+  bool added_to_initial_grad = false;
 };
+
+/** Whether backward added into t's initial grad (see Meta), before any set_grad. */
+inline bool added_to_initial_grad(const Tensor& t) {
+  return t.impl()->autograd && t.impl()->autograd->added_to_initial_grad;
+}
 
 /** Where a gradient goes: an output of the Function that made an input, or a leaf's Meta.
  * One reference either way (24 bytes: a tape holds one per input of every op). */

@@ -94,6 +94,9 @@ struct Entry {
   // compile: the function runs backward() to gradients of its arguments or of outer tensors;
   // its results then get no gradient of their own (as with writes)
   bool inner_backward = false;
+  // compile: the arguments and lifted tensors (leaves) whose backward inside adds to the
+  // grad they start with: in eager code their outer .grad, which a compiled call never reads
+  std::vector<size_t> adds_to_grad_args, adds_to_grad_lifted;
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
   // A call's Pack: the leaves of its large arguments (explicit leaf packed_leaves[j] at j;
@@ -509,9 +512,15 @@ void CachedCall::trace(TraceFn fn) {
           traced.outputs.push_back(args[i]);
         }
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
-    if (c.options.functional_writes)
+    if (c.options.functional_writes) {
       e->inner_backward =
           check_no_discarded_grads(scope, flat_.leaves, args, *e->body, c.tool(), c.options.name);
+      for (size_t i = 0; i < args.size(); ++i)
+        if (autograd::added_to_initial_grad(args[i])) e->adds_to_grad_args.push_back(i);
+      const std::vector<Tensor>& stand_ins = scope.lifted_placeholders();
+      for (size_t i = 0; i < stand_ins.size(); ++i)
+        if (autograd::added_to_initial_grad(stand_ins[i])) e->adds_to_grad_lifted.push_back(i);
+    }
     e->inputs = direct_inputs(scope.inputs(), e->pack_pos);
     e->explicit_operand.assign(flat_.leaves.size(), -1);
     for (size_t k = 0; k < e->inputs.size(); ++k)
@@ -546,6 +555,18 @@ const void* CachedCall::result() const {
 
 std::vector<Tensor> CachedCall::record() {
   std::shared_ptr<Entry> e = entry_;
+  // a backward inside that eager code would add to a .grad set outside: refused, not wrong
+  auto refuse = [&](const Tensor& t) {
+    fail(cache_.tool(), "'", cache_.options.name, "' runs backward() into a ", t.type_str(),
+         " tensor whose .grad is already set outside it: eager code would add to that .grad, "
+         "but a compiled function's backward starts from none (and never writes .grad "
+         "outside). Clear the gradients before the call (optimizer.zero_grad(), or t.grad = "
+         "None), or inside the function before backward().");
+  };
+  for (size_t i : e->adds_to_grad_args)
+    if (flat_.leaves[i]->grad().defined()) refuse(*flat_.leaves[i]);
+  for (size_t i : e->adds_to_grad_lifted)
+    if (e->lifted[i].grad().defined()) refuse(e->lifted[i]);
   std::pair<ir::NodePtr, ir::NodePtr> rng;
   if (e->rng_count > 0) rng = trace::random_operands(e->rng_count);
   // Differentiated where an input requires grad. The edges of the last differentiated call,

@@ -19,7 +19,9 @@
  * extra results of the traced body, copied into those tensors after each call. Gradients
  * computed inside stay inside (call zero_grad() in fn, as a step does): a fn that runs
  * backward() and neither uses the gradients of outer tensors (an optimizer step) nor returns
- * any of them is an lt::Error.
+ * any of them is an lt::Error. A backward inside starts from no gradient: a call where a
+ * tensor it reaches already has a grad() from outside (which eager code would add to) is an
+ * lt::Error, unless fn sets that grad itself first (zero_grad() before backward()).
  */
 #include <functional>
 #include <memory>
