@@ -25,6 +25,7 @@ from ._lazytrace import tree_flatten, tree_unflatten
 from ._lazytrace import clear_caches, save_file as _save_file, load_file as _load_file
 from ._lazytrace import load_metadata as _load_metadata
 from ._tensor import *  # noqa: F401,F403  (creation and op functions)
+from ._composite import *  # noqa: F401,F403  (torch ops composed of those)
 from ._tensor import dtype
 from ._tools import (assume_pure, compile, enable_grad, fori_loop, no_grad, scan,
                      set_grad_enabled, sync, while_loop)
