@@ -241,6 +241,35 @@ TEST(Compile, GradientsComputedAndDiscardedInsideAreAnError) {
   EXPECT_EQ(returns_grad(lt::full({2}, 5.0f)).to_vector<float>(), (std::vector<float>{5, 5}));
 }
 
+// A backward inside starts from no gradient, where eager code adds to the grad() a tensor
+// already has: a call where that would differ is an error, not a different gradient; a
+// function that clears the gradient itself first runs as eager code would.
+TEST(Compile, BackwardOntoAGradSetOutsideIsRefused) {
+  Tensor w = lt::ones({2}).requires_grad_();
+  auto grad_of_w = lt::compile(
+      [&](const Tensor& x) {
+        lt::sum(w * x).backward();
+        return w.grad();
+      },
+      {.name = "grad_of_w"});
+  EXPECT_EQ(grad_of_w(lt::full({2}, 3.0f)).to_vector<float>(), (std::vector<float>{3, 3}));
+  lt::sum(w * 2.0f).backward();  // eager: w.grad() is 2
+  expect_error([&] { grad_of_w(lt::full({2}, 3.0f)); },
+               {"[compile] 'grad_of_w' runs backward() into a f32[2] tensor",
+                "already set outside it", "Clear the gradients before the call"});
+  lt::optim::SGD opt({w}, {.lr = 0.5});
+  auto step = lt::compile(
+      [&](const Tensor& x) {
+        opt.zero_grad();
+        lt::sum(w * x).backward();
+        opt.step();
+        return x;
+      },
+      {.name = "clears_first"});
+  step(lt::full({2}, 3.0f));  // w.grad() from outside is cleared inside: no error
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{-0.5f, -0.5f}));
+}
+
 // A function traced once has its train()/eval() mode built in (dropout on or off): every
 // cache keys its traces also on the modes its function read, and traces again when one
 // flips. Dropout(0.5) over 2000 ones zeroes about half of them in training, none in eval.
