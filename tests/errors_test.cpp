@@ -55,6 +55,7 @@ TEST(Errors, Reshape) {
       {"[reshape]", "[2, 3]", "[4, 2]", "6"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {-1, -1}); }, {"[reshape]", "only one"});
   expect_error([] { (void)lt::reshape(f32({2, 3}), {4, -1}); }, {"[reshape]", "divide"});
+  expect_error([] { (void)lt::reshape(f32({0, 3}), {0, -1}); }, {"[reshape]", "could be any size"});
   expect_error([] { (void)lt::squeeze(f32({2, 3}), 0); }, {"[squeeze]", "size 2"});
   // an integer that does not fit the int32 operand is an error, not a wrapped value
   const lt::Tensor i32 = lt::tensor(std::vector<int32_t>{0, 1}, {2});
@@ -68,6 +69,14 @@ TEST(Errors, Reshape) {
     expect_error([&] { (void)lt::full({2}, v, lt::int32); },
                  {"[full] the number", "cannot be converted to int32 without overflow"});
   EXPECT_EQ(lt::full({2}, -2.7, lt::int32).to_vector<int32_t>(), (std::vector<int32_t>{-2, -2}));
+  // and a finite number past a floating dtype's largest (torch's check; inf stays inf)
+  for (auto [v, d] :
+       {std::pair{1e6, lt::float16}, std::pair{-1e39, lt::bfloat16}, std::pair{1e39, lt::float32}})
+    expect_error([&] { (void)lt::full({2}, v, d); },
+                 {"[full] the number", "without overflow", "use a wider dtype"});
+  EXPECT_EQ(lt::full({1}, 65504.0, lt::float16).to_vector<float>(), std::vector<float>{65504});
+  EXPECT_EQ(lt::full({1}, double{INFINITY}, lt::float16).to_vector<float>(),
+            std::vector<float>{INFINITY});
   // a 0-d tensor takes dim 0 and -1, as torch: itself
   const lt::Tensor s = lt::scalar(2.5f);
   EXPECT_EQ(lt::squeeze(s, 0).to_vector<float>(), std::vector<float>{2.5f});

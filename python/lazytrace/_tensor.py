@@ -157,10 +157,6 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-_FLOAT_MAX = {dtype.float16: 65504.0, dtype.bfloat16: 3.3895313892515355e38,
-              dtype.float32: 3.4028234663852886e38}
-
-
 def _filled(shape, fill_value, d, op):
     """A tensor of `shape` holding fill_value as dtype d: a number, or a one-element tensor
     (torch's 0-d value tensor, read when the result runs)."""
@@ -170,11 +166,6 @@ def _filled(shape, fill_value, d, op):
                              f"{fill_value.type_str()}")
         v = _C.reshape(fill_value.detach(), ())
         return _C.broadcast_to(v if v.dtype == d else _C.astype(v, d), tuple(shape))
-    top = _FLOAT_MAX.get(d)
-    if (top is not None and isinstance(fill_value, numbers.Real)
-            and math.isfinite(fill_value) and builtins.abs(fill_value) > top):
-        raise ValueError(f"[{op}] value {fill_value!r} cannot be converted to {d} without "
-                         f"overflow (its largest is {top:g}); use a wider dtype")
     return _C.full(shape, fill_value, d)
 
 

@@ -165,3 +165,34 @@ def test_load_state_dict_of_a_non_tensor_names_the_key():
     assert m.weight.tolist() == before  # checked before anything is copied
     m.load_state_dict({"weight": np.array([[2.0], [3.0]]), "bias": np.array([4.0, 5.0])})
     assert m.weight.tolist() == [[2.0], [3.0]] and m.bias.tolist() == [4.0, 5.0]
+
+
+class _Shared(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(2, 2)
+        self.b = self.a  # one submodule under two names
+
+
+def test_a_shared_submodule_has_every_name_in_the_state_dict_as_torch():
+    m = _Shared()
+    names = ["a.weight", "a.bias", "b.weight", "b.bias"]
+    assert list(m.state_dict()) == names
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == names
+    assert [n for n, _ in m.named_parameters()] == names[:2]
+    keys = m.load_state_dict({k: lt.ones(2, 2) if k.endswith("weight") else lt.zeros(2)
+                              for k in names})
+    assert keys.missing_keys == [] and keys.unexpected_keys == []
+    assert m.b.weight.tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_load_state_dict_with_assign_takes_the_tensors_dtype():
+    lin = nn.Linear(2, 2)
+    sd = {k: v.to(lt.float64) for k, v in lin.state_dict().items()}
+    other = nn.Linear(2, 2)
+    other.load_state_dict(sd, assign=True)
+    assert other.weight.dtype == lt.float64 and isinstance(other.weight, nn.Parameter)
+    assert other.weight.requires_grad and [n for n, _ in other.named_parameters()] == ["weight", "bias"]
+    np.testing.assert_array_equal(other.weight.detach().numpy(), sd["weight"].numpy())
+    other.load_state_dict(lin.state_dict())  # without assign: copied into float64 parameters
+    assert other.weight.dtype == lt.float64

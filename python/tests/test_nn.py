@@ -472,3 +472,18 @@ def test_cross_entropy_mean_of_many_float16_targets_counts_in_float32(label_smoo
     if not label_smoothing:
         got = F.nll_loss(F.log_softmax(lt.tensor(logits).float(), -1).half(), lt.tensor(target))
         np.testing.assert_allclose(float(got.float().item()), want, rtol=2e-3)
+
+
+def test_loss_and_attention_shape_errors_name_the_call():
+    with pytest.raises(ValueError, match=r"\[l1_loss\] input f32\[3\] and target f32\[4\]"):
+        F.l1_loss(lt.ones(3), lt.ones(4))
+    q, k = lt.ones(1, 2, 3, 4), lt.ones(1, 2, 5, 4)
+    with pytest.raises(ValueError, match=r"attn_mask bool\[3, 4\] must broadcast to the scores"):
+        F.scaled_dot_product_attention(q, k, k, attn_mask=lt.ones(3, 4, dtype=lt.bool))
+    with pytest.raises(ValueError, match="enable_gqa=True"):
+        F.scaled_dot_product_attention(lt.ones(1, 4, 3, 4), k, k)
+    with pytest.raises(ValueError, match="not both"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=lt.ones(3, 3, dtype=lt.bool),
+                                       is_causal=True)
+    assert F.scaled_dot_product_attention(q, k, k, attn_mask=lt.ones(3, 5, dtype=lt.bool)).shape \
+        == (1, 2, 3, 4)

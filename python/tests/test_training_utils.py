@@ -338,3 +338,26 @@ def test_optimizer_zero_grad_keeps_zeroed_gradients_unless_set_to_none():
     np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
     opt.zero_grad()
     assert w.grad is None
+
+
+@pytest.mark.parametrize("Opt", [lt.optim.SGD, lt.optim.AdamW])
+def test_a_parameter_in_two_groups_is_refused(Opt):
+    p = lt.nn.Parameter(lt.ones(2))
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        Opt([{"params": [p]}, {"params": [p], "lr": 0.5}], lr=1.0)
+
+
+def test_optimizer_state_by_parameter_and_a_saved_state_without_some_parameters():
+    m = lt.nn.Linear(3, 2)
+    opt = lt.optim.AdamW(m.parameters(), lr=0.1)
+    m(lt.ones(1, 3)).sum().backward()
+    opt.step()
+    assert sorted(opt.state[m.weight]) == ["exp_avg", "exp_avg_sq", "step"]
+    assert opt.state[m.weight]["step"].item() == 1.0
+    g = np.ones((2, 3), np.float32)  # d(sum(W x + b))/dW for x = ones
+    np.testing.assert_allclose(opt.state[m.weight]["exp_avg"].numpy(), 0.1 * g, rtol=1e-6)
+    sd = opt.state_dict()
+    del sd["state"][1]  # torch leaves out parameters that never stepped
+    opt.load_state_dict(sd)
+    assert opt.state[m.bias]["exp_avg"].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(opt.state[m.weight]["exp_avg"].numpy(), 0.1 * g, rtol=1e-6)

@@ -79,6 +79,15 @@ Tensor scalar(Scalar value) {
 Tensor full(const Shape& shape, Scalar value, DType dtype) {
   trace::OpScope scope;
   check_shape("full", shape, dtype);
+  if (is_floating(dtype) && dtype != DType::float64) {  // as torch: an error, not inf
+    const double v = value.to_double();
+    const double top = dtype == DType::float16    ? 65504.0
+                       : dtype == DType::bfloat16 ? 3.3895313892515355e38
+                                                  : 3.4028234663852886e38;
+    if (std::isfinite(v) && std::abs(v) > top)
+      fail("full", "the number ", v, " cannot be converted to ", dtype_name(dtype),
+           " without overflow (its largest is ", top, "); use a wider dtype.");
+  }
   ir::NodePtr s = ops::scalar_node(value, dtype, "full");
   if (shape.size() == 0) return trace::make_pending(s);
   return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));

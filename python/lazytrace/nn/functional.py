@@ -206,11 +206,15 @@ def nll_loss(input, target, ignore_index=-100, reduction="mean"):
     return _C.nll_loss(_class_last(input), target, ignore_index, reduction)
 
 
-def mse_loss(input, target, reduction="mean"):
+def _check_broadcast(op, input, target):
     a, b = tuple(input.shape), tuple(target.shape)
     if any(x != y and 1 not in (x, y) for x, y in zip(reversed(a), reversed(b))):
-        raise ValueError(f"[mse_loss] input {input.type_str()} and target {target.type_str()} "
+        raise ValueError(f"[{op}] input {input.type_str()} and target {target.type_str()} "
                          "must have the same shape (or shapes that broadcast)")
+
+
+def mse_loss(input, target, reduction="mean"):
+    _check_broadcast("mse_loss", input, target)
     if reduction == "mean":
         return _C.mse_loss(input, target)
     input, target = _loss_input(input), _loss_input(target)
@@ -225,6 +229,7 @@ def mse_loss(input, target, reduction="mean"):
 def l1_loss(input, target, reduction="mean"):
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"[l1_loss] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    _check_broadcast("l1_loss", input, target)
     d = _C.abs(_loss_input(input) - _loss_input(target))
     return {"mean": lambda: _C.mean(d), "sum": lambda: _C.sum(d), "none": lambda: d}[reduction]()
 
@@ -233,6 +238,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(q kᵀ · scale + mask) v over [..., L, E] queries and [..., S, E] keys/values."""
     _check_attention(query, key, value, attn_mask, scale, enable_gqa)
+    if is_causal and attn_mask is not None:
+        raise ValueError("[scaled_dot_product_attention] give attn_mask or is_causal=True, not "
+                         "both (as torch); fold the causal mask into attn_mask to combine them")
     L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
     scale = 1.0 / math.sqrt(E) if scale is None else scale
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
@@ -276,6 +284,9 @@ def _check_attention(query, key, value, attn_mask, scale, enable_gqa):
                          f"1/sqrt(E) is undefined, got {shapes}: give scale= or E > 0")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         raise TypeError(f"[{op}] scale must be a number or None, got {type(scale).__name__}")
+    if not enable_gqa and query.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        raise ValueError(f"[{op}] query and key have different numbers of heads (dim -3), got "
+                         f"{shapes}; pass enable_gqa=True for grouped-query attention")
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3:
         hq, hk = query.shape[-3], key.shape[-3]
         if value.shape[-3] != hk:
@@ -288,6 +299,13 @@ def _check_attention(query, key, value, attn_mask, scale, enable_gqa):
         raise TypeError(f"[{op}] attn_mask must be a Tensor (bool: where to attend; float: added "
                         f"to the scores) or None, got {type(attn_mask).__name__}; make one with "
                         "lazytrace.tensor(...)")
+    if attn_mask is not None:
+        scores = tuple(query.shape[:-1]) + (key.shape[-2],)  # [..., L, S]
+        m = tuple(attn_mask.shape)
+        if len(m) > len(scores) or any(
+                x != y and x != 1 for x, y in zip(reversed(m), reversed(scores))):
+            raise ValueError(f"[{op}] attn_mask {attn_mask.type_str()} must broadcast to the "
+                             f"scores [..., L, S] = {list(scores)}, got {shapes}")
 
 
 def _repeat_heads(t, rep):

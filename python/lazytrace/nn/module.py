@@ -353,7 +353,8 @@ class Module:
 
     def _named(self, store, prefix, recurse, remove_duplicate=True):
         seen = set()
-        mods = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        mods = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
+                else [(prefix, self)])
         for mp, m in mods:
             for name, t in m.__dict__[store].items():
                 if t is None or (remove_duplicate and id(t) in seen):
@@ -390,7 +391,8 @@ class Module:
     # ---- state
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         out = OrderedDict() if destination is None else destination
-        for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
+        # every name of a shared submodule, as torch's (and of a tied tensor)
+        for mp, m in self.named_modules(prefix=prefix.rstrip("."), remove_duplicate=False):
             for name, p in m._parameters.items():
                 if p is not None:
                     out[mp + ("." if mp else "") + name] = p if keep_vars else p.detach()
@@ -401,8 +403,9 @@ class Module:
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copies the tensors into this module's parameters and buffers (copy_: every holder
-        sees them). strict: the names must match exactly. Everything is checked before
-        anything is copied."""
+        sees them), or with assign=True makes them the module's own (their dtype kept; a
+        parameter keeps requires_grad), as torch's. strict: the names must match exactly.
+        Everything is checked before anything is copied."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -429,14 +432,24 @@ class Module:
                 )
         from .._tools import no_grad
 
+        from .._tensor import tensor
+        from .parameter import Parameter
+
         with no_grad():
             for k, v in state_dict.items():
-                if k in own:
-                    if not isinstance(v, Tensor):  # a NumPy array
-                        from .._tensor import tensor
-
-                        v = tensor(v)
+                if k not in own:
+                    continue
+                if not isinstance(v, Tensor):  # a NumPy array
+                    v = tensor(v)
+                if not assign:
                     own[k].copy_(v)
+                    continue
+                path, _, name = k.rpartition(".")
+                m = self.get_submodule(path)
+                if name in m._parameters:
+                    m._parameters[name] = Parameter(v.detach(), own[k].requires_grad)
+                else:
+                    m._buffers[name] = v.detach()
         from collections import namedtuple
 
         return namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)

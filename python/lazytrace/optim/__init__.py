@@ -85,7 +85,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.param_groups = []
         self._impls = []
-        self.state = {}
+        seen = set()
         for g in groups:
             group = dict(self.defaults)
             group.update(g)
@@ -98,6 +98,10 @@ class Optimizer:
             for p in group["params"]:
                 if not isinstance(p, Tensor):
                     raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+            if len(self.param_groups) and any(id(p) in seen for p in group["params"]):
+                raise ValueError(f"[{name}] some parameters appear in more than one parameter "
+                                 "group; give each parameter to one group")
+            seen.update(id(p) for p in group["params"])
             self._check(group)
             for p in group["params"]:
                 try:
@@ -130,6 +134,16 @@ class Optimizer:
             group._set_lr(group["lr"])  # where dict methods bypassed __setitem__
             impl.step()
         return loss
+
+    @property
+    def state(self):
+        """torch's optimizer.state: {parameter: {"step", "exp_avg", ...}}, copies of the
+        optimizer's own tensors (read them; load_state_dict writes them)."""
+        out = {}
+        for group, impl in zip(self.param_groups, self._impls):
+            for p, s in zip(group["params"], impl.state()):
+                out[p] = s
+        return out
 
     def state_dict(self):
         """torch's form: {"state": {index: {"step", "exp_avg", "exp_avg_sq"} (AdamW) or
@@ -184,10 +198,11 @@ class Optimizer:
                         f"optimizer has {group[k]}; make the optimizer with the saved "
                         "hyperparameters")
         for saved, group, impl in zip(groups, self.param_groups, self._impls):
-            missing = [j for j in saved["params"] if j not in state]
-            if missing:
-                raise ValueError(f"[{name}] load_state_dict: no state for parameter {missing[0]}")
-            impl.load_state([_state_tensors(name, j, state[j]) for j in saved["params"]])
+            # a parameter without saved state (never updated, as torch leaves it out) starts anew
+            fresh = [{k: _C.zeros(tuple(v.shape), v.dtype) for k, v in s.items()}
+                     for s in impl.state()]
+            impl.load_state([_state_tensors(name, j, state[j]) if j in state else fresh[i]
+                             for i, j in enumerate(saved["params"])])
             for k, v in saved.items():  # lr, and what schedulers keep there (initial_lr)
                 if k != "params" and k not in self._fixed:
                     group[k] = v
