@@ -487,3 +487,46 @@ def test_loss_and_attention_shape_errors_name_the_call():
                                        is_causal=True)
     assert F.scaled_dot_product_attention(q, k, k, attn_mask=lt.ones(3, 5, dtype=lt.bool)).shape \
         == (1, 2, 3, 4)
+
+
+def _np_weighted_ce(x, t, w, ignore, reduction, log_probs=False):
+    """torch's class-weighted cross entropy (or nll of log-probabilities) in NumPy, [N, C]."""
+    lp = x if log_probs else x - np.log(np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)) \
+        - x.max(1, keepdims=True)
+    keep = t != ignore
+    tt = np.where(keep, t, 0)
+    ww = np.where(keep, w[tt], 0.0)
+    per = -lp[np.arange(len(t)), tt] * ww
+    return {"none": per, "sum": per.sum(), "mean": per.sum() / ww.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_class_weighted_cross_entropy_and_nll_match_torchs_formula(reduction):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 4))
+    t = np.array([0, 3, 1, -100, 2, 3])
+    w = np.array([0.5, 2.0, 1.0, 3.0])
+    got = F.cross_entropy(lt.tensor(x), lt.tensor(t), weight=lt.tensor(w), reduction=reduction)
+    np.testing.assert_allclose(got.numpy(), _np_weighted_ce(x, t, w, -100, reduction), rtol=1e-12)
+    lp = F.log_softmax(lt.tensor(x), 1)
+    got = F.nll_loss(lp, lt.tensor(t), weight=lt.tensor(w), reduction=reduction)
+    np.testing.assert_allclose(got.numpy(), _np_weighted_ce(lp.numpy(), t, w, -100, reduction,
+                                                            True), rtol=1e-12)
+    # [N, C, d]: classes at dim 1
+    x3 = rng.standard_normal((2, 4, 3))
+    t3 = rng.integers(0, 4, (2, 3))
+    got = F.cross_entropy(lt.tensor(x3), lt.tensor(t3), weight=lt.tensor(w), reduction=reduction)
+    want = _np_weighted_ce(x3.transpose(0, 2, 1).reshape(6, 4), t3.reshape(6), w, -100, reduction)
+    np.testing.assert_allclose(got.numpy(), want.reshape(2, 3) if reduction == "none" else want,
+                               rtol=1e-12)
+
+
+def test_class_losses_check_targets_and_weights():
+    x = lt.ones(2, 4, 3)
+    with pytest.raises(ValueError, match=r"target i64\[2, 4\] must have the shape of input "
+                                         r"f32\[2, 4, 3\] without its class dim \(dim 1\): \[2, 3\]"):
+        F.cross_entropy(x, lt.zeros(2, 4, dtype=lt.int64))
+    with pytest.raises(ValueError, match=r"one weight per class \(\[4\]\)"):
+        F.nll_loss(x, lt.zeros(2, 3, dtype=lt.int64), weight=lt.ones(3))
+    with pytest.raises(ValueError, match="not supported"):
+        F.cross_entropy(x, lt.zeros(2, 3, dtype=lt.int64), weight=lt.ones(4), label_smoothing=0.1)

@@ -166,19 +166,51 @@ def _class_last(input):
     return input
 
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
-                  label_smoothing=0.0):
-    """Softmax cross entropy of logits [N, C] (or [N, C, d1, ...]) against integer class
-    targets; mean over the targets that are not ignore_index."""
-    if weight is not None:
-        raise ValueError("[cross_entropy] per-class weights are not supported")
+def _check_target(op, input, target, weight, reduction):
+    """torch's rules for a loss over classes: integer targets of the input's shape without
+    its class dim (dim 1; a [C] input takes a 0-d target), a weight per class."""
     if not isinstance(target, Tensor) or target.dtype not in (_C.dtype.int32, _C.dtype.int64):
         raise TypeError(
-            "[cross_entropy] targets must be an int32/int64 Tensor of class indices, got "
+            f"[{op}] targets must be an int32/int64 Tensor of class indices, got "
             + (target.type_str() if isinstance(target, Tensor) else type(target).__name__)
         )
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"[cross_entropy] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+        raise ValueError(f"[{op}] reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if isinstance(input, Tensor) and input.ndim >= 1:
+        want = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim >= 2 else ()
+        if tuple(target.shape) != want:
+            raise ValueError(f"[{op}] target {target.type_str()} must have the shape of input "
+                             f"{input.type_str()} without its class dim (dim 1): {list(want)}")
+    if weight is not None:
+        classes = input.shape[1] if input.ndim >= 2 else input.shape[0]
+        if not isinstance(weight, Tensor) or tuple(weight.shape) != (classes,):
+            raise ValueError(f"[{op}] weight must be a tensor of one weight per class "
+                             f"([{classes}]), got " + (weight.type_str() if isinstance(
+                                 weight, Tensor) else type(weight).__name__))
+
+
+def _weighted(per, target, weight, ignore_index, reduction):
+    """torch's class-weighted loss from the per-target losses: each times its class's
+    weight; the mean divides by the weights of the targets not ignored."""
+    keep = target != ignore_index
+    picked = _C.index_select(weight, 0, _C.reshape(_C.where(keep, target, 0), (-1,)))
+    w = _C.where(keep, _C.reshape(picked, tuple(target.shape)), 0)
+    w = _C.astype(w, per.dtype)
+    per = per * w
+    if reduction == "none":
+        return per
+    if reduction == "sum":
+        return _C.sum(per)
+    acc = _opmath(per.dtype)
+    return _C.astype(_C.sum(_C.astype(per, acc)) / _C.sum(_C.astype(w, acc)), per.dtype)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Softmax cross entropy of logits [N, C] (or [N, C, d1, ...]) against integer class
+    targets; mean over the targets that are not ignore_index (weighted by class with
+    weight=, as torch's)."""
+    _check_target("cross_entropy", input, target, weight, reduction)
     if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, numbers.Real):
         raise TypeError(f"[cross_entropy] label_smoothing must be a number in [0, 1], got "
                         f"{type(label_smoothing).__name__} {label_smoothing!r}")
@@ -186,6 +218,12 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise ValueError(f"[cross_entropy] label_smoothing must be in [0, 1] (as torch), got "
                          f"{label_smoothing}")
     logits = _loss_input(_class_last(input))
+    if weight is not None:
+        if label_smoothing:
+            raise ValueError("[cross_entropy] weight= with label_smoothing is not supported; "
+                             "give one of them")
+        per = _C.cross_entropy(logits, target, ignore_index, "none")
+        return _weighted(per, target, weight, ignore_index, reduction)
     if not label_smoothing:
         return _C.cross_entropy(logits, target, ignore_index, reduction)
     nll = _C.cross_entropy(logits, target, ignore_index, "none")
@@ -200,9 +238,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     return _C.astype(_C.sum(_C.astype(loss, acc)) / _C.sum(_C.astype(keep, acc)), loss.dtype)
 
 
-def nll_loss(input, target, ignore_index=-100, reduction="mean"):
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log-likelihood of integer targets under log-probabilities input [N, C] (or
-    [N, C, d1, ...]); mean over the targets that are not ignore_index."""
+    [N, C, d1, ...]); mean over the targets that are not ignore_index (weighted by class with
+    weight=, as torch's)."""
+    _check_target("nll_loss", input, target, weight, reduction)
+    if weight is not None:
+        per = _C.nll_loss(_class_last(input), target, ignore_index, "none")
+        return _weighted(per, target, weight, ignore_index, reduction)
     return _C.nll_loss(_class_last(input), target, ignore_index, reduction)
 
 
