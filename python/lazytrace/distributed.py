@@ -230,11 +230,11 @@ class DataParallel:
     def optimizer_state(self, optimizer):
         """The state of `optimizer` (made over parameters()) per module parameter, whole:
         {name: {"step": ..., "exp_avg": ..., ...}}, like PyTorch FSDP's optim_state_dict.
-        With ZeRO-1 each rank holds its shards' part, so this all-gathers it (every rank calls
-        it, and every rank gets all of it). Saved, it resumes on any number of ranks, sharded
+        With ZeRO-1 each rank holds its shards' part, so this all-gathers it (a collective, run
+        before it returns: every rank calls it, and every rank gets all of it). Saved, it resumes on any number of ranks, sharded
         or not, and in one process (load_optimizer_state)."""
         state = optimizer.state_dict()["state"]
-        out = {}
+        out, gathered = {}, []
         for i, owner in enumerate(self._owners(optimizer, "optimizer_state")):
             if self._shards is None:
                 out[owner] = dict(state[i])
@@ -244,11 +244,15 @@ class DataParallel:
                 for k, t in state[i].items():
                     # "step" is one count for the shard's parameters; the rest are elementwise
                     whole = t if k == "step" else all_gather(t.detach())
+                    gathered.append(whole)
                     at = 0
                     for name, p in bucket:
                         out.setdefault(name, {})[k] = (
                             t if k == "step" else whole[at:at + p.numel()].reshape(p.shape))
                         at += p.numel()
+        # run on every rank at once: a rank that later reads only its own copy (rank 0
+        # saving) would otherwise run the all-gathers alone, waiting for the others for good
+        _C.sync(gathered)
         return out
 
     def load_optimizer_state(self, optimizer, state):

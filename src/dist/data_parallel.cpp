@@ -242,11 +242,13 @@ DataParallel::OptimizerState DataParallel::optimizer_state(const optim::Optimize
   }
   NoGradGuard no_grad;
   const std::vector<size_t> shard = shard_of_each(opt, "optimizer_state");
+  std::vector<Tensor> gathered;
   for (size_t i = 0; i < shard.size(); ++i) {
     const Shard& s = shards_[shard[i]];
     for (const auto& [key, t] : state[i]) {
       // "step" is one count for the shard's parameters; the rest are elementwise, like it
       const Tensor whole = key == "step" ? t : all_gather(t.detach());
+      gathered.push_back(whole);
       int64_t at = 0;
       for (size_t k = 0; k < s.params.size(); ++k) {
         const Tensor& p = s.params[k];
@@ -256,6 +258,9 @@ DataParallel::OptimizerState DataParallel::optimizer_state(const optim::Optimize
       }
     }
   }
+  // computed here, on every rank at once: a rank that reads only its own copy later (rank 0
+  // saving) would otherwise run the all-gathers alone and wait for the others for good
+  sync(gathered);
   return out;
 }
 

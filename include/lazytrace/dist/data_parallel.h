@@ -84,7 +84,8 @@ class DataParallel {
   /**
    * The state of `opt` (an optimizer over parameters()) per module parameter, whole, like
    * PyTorch FSDP's optim_state_dict: with ZeRO-1 each rank holds its shards' part, so this
-   * all-gathers it (a collective: every rank calls it, and every rank gets it all). Saved,
+   * all-gathers it (a collective, run before it returns: every rank calls it, and every rank
+   * gets it all). Saved,
    * it resumes on any number of ranks, sharded or not, and in one process.
    */
   OptimizerState optimizer_state(const optim::Optimizer& opt) const;
