@@ -24,6 +24,28 @@ inline Tensor& tensor_of(nb::handle h) {
   return *nb::inst_ptr<Tensor>(h);
 }
 
+/**
+ * The GIL released around a call into the library (nb::gil_scoped_release's job), taken back
+ * after it unless the interpreter is finalizing. A daemon thread whose call outlives the
+ * interpreter's exit handlers would be ended by Python as it takes the GIL back (a
+ * pthread_exit through this noexcept destructor and nanobind's catch-all: std::terminate);
+ * it waits for the process to end instead. Left: a thread already waiting for the GIL when
+ * finalization starts (Python 3.11 to 3.13).
+ */
+/** Called as the interpreter starts to exit (lazytrace's atexit): see ReleaseGil. */
+void interpreter_exits();
+
+class ReleaseGil {
+ public:
+  ReleaseGil() : state_(PyEval_SaveThread()) {}
+  ~ReleaseGil();
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 /** A Python number as an lt::Scalar (bool, int or float; numpy scalars too), or false. */
 bool scalar_of(nb::handle h, Scalar& out);
 /** A tensor from a Tensor, a Python number (0-d, the number's default dtype) or array data. */

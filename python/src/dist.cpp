@@ -11,7 +11,7 @@ namespace lazytrace::python {
 void bind_dist(nb::module_& m) {
   nb::module_ d = m.def_submodule("_dist");
   d.def("init", [] {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     return dist::init();
   });
   d.def("built_with_mpi", &dist::built_with_mpi);
@@ -19,7 +19,7 @@ void bind_dist(nb::module_& m) {
   d.def("rank", &dist::rank);
   d.def("world_size", &dist::world_size);
   d.def("barrier", [] {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     dist::barrier();
   });
   d.def("set_timeout", &dist::set_timeout, nb::arg("seconds"));
@@ -28,7 +28,7 @@ void bind_dist(nb::module_& m) {
   d.def(
       "run_threads",
       [](int n, nb::callable fn) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         dist::run_threads(n, [&](int rank) {
           nb::gil_scoped_acquire acquire;
           fn(rank);

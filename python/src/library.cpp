@@ -103,7 +103,7 @@ void bind_library(nb::module_& m) {
       .def(
           "load_state",
           [](optim::Optimizer& self, const std::vector<optim::Optimizer::State>& state) {
-            nb::gil_scoped_release release;  // a sync
+            ReleaseGil release;  // a sync
             self.load_state(state);
           },
           nb::arg("state"));
@@ -111,7 +111,7 @@ void bind_library(nb::module_& m) {
       "__init__",
       [](optim::SGD* self, std::vector<Tensor> params, double lr, double momentum, double dampening,
          double weight_decay, bool nesterov) {
-        nb::gil_scoped_release release;  // materializes its state: a sync
+        ReleaseGil release;  // materializes its state: a sync
         new (self) optim::SGD(std::move(params), {.lr = lr,
                                                   .momentum = momentum,
                                                   .weight_decay = weight_decay,
@@ -125,7 +125,7 @@ void bind_library(nb::module_& m) {
           "__init__",
           [](optim::AdamW* self, std::vector<Tensor> params, double lr, double beta1, double beta2,
              double eps, double weight_decay) {
-            nb::gil_scoped_release release;  // materializes its state: a sync
+            ReleaseGil release;  // materializes its state: a sync
             new (self) optim::AdamW(std::move(params), {.lr = lr,
                                                         .beta1 = beta1,
                                                         .beta2 = beta2,
@@ -142,7 +142,7 @@ void bind_library(nb::module_& m) {
       [](nb::handle tensors, const std::string& path,
          std::optional<std::map<std::string, std::string>> metadata) {
         nn::ParamMap map = map_of(tensors, "save_file");
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         nn::save_file(map, path, metadata ? *metadata : std::map<std::string, std::string>{});
       },
       nb::arg("tensors"), nb::arg("path"), nb::arg("metadata").none() = nb::none());
@@ -151,7 +151,7 @@ void bind_library(nb::module_& m) {
       [](const std::string& path) {
         nn::ParamMap map;
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           map = nn::load_file(path);
         }
         return dict_of(map);

@@ -2,9 +2,12 @@
 // message, as ValueError for bad shapes, dtypes and arguments, RuntimeError for what is
 // wrong at run time (a read inside a traced function, a backward that cannot run, an
 // impure function, a graph limit), MemoryError for an allocation the system refused.
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <regex>
 #include <string_view>
+#include <thread>
 #include <typeinfo>
 
 #include "bindings.h"
@@ -28,6 +31,14 @@ bool is_runtime_error(std::string_view msg) {
     if (msg.find(what) != std::string_view::npos) return true;
   return false;
 }
+
+// Where the interpreter finalizes, the GIL is never taken back (see ReleaseGil): the thread
+// sleeps until the process ends.
+#if PY_VERSION_HEX >= 0x030D0000
+#define LAZYTRACE_PY_FINALIZING() Py_IsFinalizing()
+#else
+#define LAZYTRACE_PY_FINALIZING() _Py_IsFinalizing()
+#endif
 
 // The C++ advice in a message in Python's words: astype(t, lt::float32) -> t.to(lt.float32),
 // lt::NoGradGuard -> lt.no_grad(), retain_graph = true -> retain_graph=True, lt::x -> lt.x.
@@ -55,6 +66,27 @@ std::string pythonic(std::string msg) {
 }
 
 }  // namespace
+
+std::atomic<bool> g_exiting{false};  // the interpreter runs its exit handlers
+std::thread::id g_exiting_thread;
+
+void interpreter_exits() {
+  g_exiting_thread = std::this_thread::get_id();
+  g_exiting.store(true);
+}
+
+ReleaseGil::~ReleaseGil() {
+  // Another thread, while the interpreter exits: wait a while for finalization to start
+  // rather than wait for the GIL in Python, which would end this thread there. (Only a
+  // while: an exit handler may wait for a lock this thread holds.)
+  if (g_exiting.load() && std::this_thread::get_id() != g_exiting_thread)
+    for (int ms = 0; ms < 200 && !LAZYTRACE_PY_FINALIZING(); ++ms)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (LAZYTRACE_PY_FINALIZING())
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  PyEval_RestoreThread(state_);
+}
+
 }  // namespace lazytrace::python
 
 NB_MODULE(_lazytrace, m) {

@@ -298,7 +298,7 @@ Array host_array(const Tensor& t) {
                               .c_str());
   std::shared_ptr<const void> data;
   {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     data = host_data(t);
   }
   auto* keep = new std::shared_ptr<const void>(data);
@@ -369,7 +369,7 @@ nb::object item_of(const Tensor& t) {
   if (is_floating(t.dtype())) {
     double v;
     {
-      nb::gil_scoped_release release;
+      ReleaseGil release;
       v = t.item<double>();
     }
     return nb::float_(v);
@@ -377,14 +377,14 @@ nb::object item_of(const Tensor& t) {
   if (t.dtype() == DType::bool_) {
     bool v;
     {
-      nb::gil_scoped_release release;
+      ReleaseGil release;
       v = t.item<bool>();
     }
     return nb::bool_(v);
   }
   int64_t v;
   {
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     v = t.item<int64_t>();
   }
   return nb::int_(v);

@@ -153,7 +153,7 @@ struct PyFunction {
   nb::object call_compiled(nb::handle fn, nb::tuple args, nb::dict kwargs, nb::handle modes,
                            uint64_t flipped) {
     {
-      nb::gil_scoped_release release;
+      ReleaseGil release;
       tools::sync_named(nullptr, options.name + "_clear_pending");
     }
     pytree::Flat flat;
@@ -165,7 +165,7 @@ struct PyFunction {
       if (!traced) eager.insert(flat.hash);
     }
     if (!result.is_valid()) result = fn(*args, **kwargs);
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     tools::sync_named(nullptr, options.name);  // the results and what the call wrote
     return result;
   }
@@ -345,7 +345,7 @@ void bind_tools(nb::module_& m) {
   m.def(
       "sync",
       [](std::optional<std::vector<Tensor>> tensors) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         if (tensors)
           sync(*tensors);
         else
@@ -355,28 +355,25 @@ void bind_tools(nb::module_& m) {
   m.def(
       "sync_named",
       [](std::optional<std::vector<Tensor>> tensors, const std::string& name) {
-        nb::gil_scoped_release release;
+        ReleaseGil release;
         tools::sync_named(tensors ? &*tensors : nullptr, name);
       },
       nb::arg("tensors").none(), nb::arg("name"));
   m.def("clear_caches", [] {
     tools::clear_scan_cache();  // with the GIL: the bodies it drops hold Python functions
-    nb::gil_scoped_release release;
+    ReleaseGil release;
     clear_caches();
   });
   // atexit: the caches, then every Python object C++ still holds (PyRef::release_all)
   m.def(
       "_at_exit",
       [](bool threads_left) {
-        {
-          nb::gil_scoped_release release;
-          stop_syncs_of_other_threads();
-        }
+        interpreter_exits();
         // a daemon thread's frames hold tensors for good: not a reference count's mistake
         if (threads_left) nb::set_leak_warnings(false);
         tools::clear_scan_cache();
         {
-          nb::gil_scoped_release release;
+          ReleaseGil release;
           clear_caches();
         }
         PyRef::release_all();

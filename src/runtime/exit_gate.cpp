@@ -13,23 +13,29 @@ std::atomic<bool> g_closed{false};
 thread_local int t_depth = 0;
 thread_local bool t_closer = false;  // the exiting thread's own runs go on
 
-[[noreturn]] void wait_forever() {
+}  // namespace
+
+void wait_forever() {
   for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-}  // namespace
-
 RunGuard::RunGuard() {
-  if (t_depth++ > 0) return;
+  if (t_depth > 0) {
+    entered_ = true;
+    ++t_depth;
+    return;
+  }
   g_in_flight.fetch_add(1);  // before the check: close_runs() either sees it or is seen
   if (g_closed.load() && !t_closer) {
     g_in_flight.fetch_sub(1);
-    wait_forever();
+    return;
   }
+  entered_ = true;
+  t_depth = 1;
 }
 
 RunGuard::~RunGuard() {
-  if (--t_depth == 0) g_in_flight.fetch_sub(1);
+  if (entered_ && --t_depth == 0) g_in_flight.fetch_sub(1);
 }
 
 void close_runs() {

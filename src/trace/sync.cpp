@@ -151,8 +151,16 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   for (ir::Node* r : roots) r->in_flight = true;
   std::vector<runtime::BufferPtr> results;
   lock.unlock();
+  const runtime::RunGuard running;
+  if (!running.entered()) {  // the process exits: give the roots back, then wait for good
+    {
+      std::lock_guard<std::mutex> relock(*lock.mutex());
+      for (ir::Node* r : roots) r->in_flight = false;
+    }
+    g_cut.notify_all();
+    runtime::wait_forever();
+  }
   try {
-    const runtime::RunGuard running;  // holds no lock: at exit it may wait here for good
     // this sync's own compile (the process's count also moves with other threads' compiles)
     const bool compiles = !exe;
     if (compiles) exe = cache.compile(key, shape, device, std::move(*graph), passes);
@@ -210,10 +218,6 @@ std::vector<ir::Node*> roots_of(const std::vector<Tensor>& tensors) {
 void clear_caches() {
   compiler::CompileCache::global().clear();
   runtime::clear_device_caches();
-}
-
-void stop_syncs_of_other_threads() {
-  runtime::close_runs();
 }
 
 void sync() {

@@ -123,13 +123,6 @@ void sync(const std::vector<Tensor>& tensors);
 /** Forgets every compiled graph and traced-body program (like jax.clear_caches()): the
  * next sync compiles again. (Their scratch memory is taken per run, never held.) */
 void clear_caches();
-/**
- * For the end of a process, before libraries finalize (it runs among the exit handlers, and
- * Python calls it at exit): waits up to 30 s for the syncs other threads have running, and
- * holds the syncs they start later for good, so that no detached or daemon thread runs a
- * kernel while the process ends. The calling thread's syncs go on.
- */
-void stop_syncs_of_other_threads();
 
 namespace debug {
 /** The pending graph of these tensors as text (one line per node). */
