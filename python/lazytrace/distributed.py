@@ -267,15 +267,28 @@ class DataParallel:
             return state[name]
 
         saved = optimizer.state_dict()
+        params = [p for group in optimizer.param_groups for p in group["params"]]
         for i, owner in enumerate(self._owners(optimizer, "load_optimizer_state")):
             if self._shards is None:
-                saved["state"][i] = dict(of(owner))
+                if owner in state or params[i].requires_grad:
+                    saved["state"][i] = dict(of(owner))
+                else:  # frozen: ZeRO-1 keeps no state for it; it starts anew
+                    del saved["state"][i]
                 continue
             bucket, _, _, shard = self._shards[owner]
             part = {}
             with no_grad():
                 for k, t in of(bucket[0][0]).items():
-                    if k == "step":  # the optimizer checks the shard's parameters share it
+                    if k == "step":  # one count per shard: its parameters' must agree
+                        for name, _ in bucket[1:]:
+                            other = of(name).get(k)
+                            if other is not None and float(other) != float(t):
+                                raise ValueError(
+                                    f"[DataParallel] load_optimizer_state: parameters "
+                                    f"'{bucket[0][0]}' and '{name}' share a shard but were "
+                                    f"updated {float(t):g} and {float(other):g} times; ZeRO-1 "
+                                    "keeps one count per shard: resume this state without "
+                                    "shard_optimizer")
                         part[k] = t
                         continue
                     values = []

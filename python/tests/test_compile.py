@@ -993,3 +993,20 @@ def test_backward_inside_onto_a_grad_set_outside_is_refused_not_silently_dropped
     v.grad = lt.ones(2)
     with pytest.raises(RuntimeError, match="Clear the gradients before the call"):
         g(v)
+
+
+def test_module_zero_grad_inside_clears_a_grad_set_outside():
+    m = lt.nn.Linear(2, 1)
+    opt = lt.optim.SGD(m.parameters(), lr=0.1)
+
+    @lt.compile
+    def step(x):
+        m.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+
+    x = lt.ones(4, 2)
+    m(x).sum().backward()  # a gradient from outside, cleared inside as eager code would
+    before = m.weight.detach().numpy().copy()
+    step(x)
+    np.testing.assert_allclose(m.weight.detach().numpy(), before - 0.1 * 4, rtol=1e-6)

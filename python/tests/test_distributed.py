@@ -406,3 +406,31 @@ def test_dropout_masks_an_example_as_one_process_would():
     for n in (2, 3):
         for begin, end, mine in per_rank(n, body):
             np.testing.assert_array_equal(mine, whole[begin:end])
+
+
+def test_a_sharded_state_with_frozen_parameters_loads_replicated_and_counts_must_agree():
+    def body(r):
+        model = fresh_model()
+        model[0].bias.requires_grad_(False)
+        ddp = dist.DataParallel(model, shard_optimizer=True, bucket_cap_mb=1)  # one bucket
+        opt = lt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        x, y = batch(0)
+        begin, end = dist.shard(8)
+        lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
+                                       lt.tensor(y[begin:end])).backward()
+        ddp.reduce_gradients()
+        opt.step()
+        ddp.gather_parameters()
+        opt.zero_grad()
+        state = ddp.optimizer_state(opt)
+        assert "0.bias" not in state
+        plain = dist.DataParallel(model)
+        opt2 = lt.optim.SGD(plain.parameters(), lr=0.05, momentum=0.9)
+        plain.load_optimizer_state(opt2, state)  # the frozen bias starts anew
+        got = opt2.state[model[0].weight]["momentum_buffer"].numpy()
+        np.testing.assert_array_equal(got, state["0.weight"]["momentum_buffer"].numpy())
+        state["2.weight"]["step"] = lt.tensor(5.0, dtype=lt.float64)
+        with pytest.raises(ValueError, match="share a shard but were updated"):
+            ddp.load_optimizer_state(opt, state)
+
+    dist.run_threads(2, body)

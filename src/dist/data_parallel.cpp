@@ -274,8 +274,18 @@ void DataParallel::load_optimizer_state(optim::Optimizer& opt, const OptimizerSt
   };
   std::vector<optim::Optimizer::State> mine;
   if (!options_.shard_optimizer) {
-    for (const std::string& name : name_of_each(opt, "load_optimizer_state"))
-      mine.push_back(of(name));
+    const std::vector<std::string> names = name_of_each(opt, "load_optimizer_state");
+    const std::vector<optim::Optimizer::State> now = opt.state();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (state.count(names[i]) || opt.params()[i].requires_grad()) {
+        mine.push_back(of(names[i]));
+        continue;
+      }
+      // frozen: ZeRO-1 keeps no state for it; it starts anew (it never updates)
+      optim::Optimizer::State fresh;
+      for (const auto& [key, t] : now[i]) fresh[key] = zeros(t.shape(), t.dtype());
+      mine.push_back(std::move(fresh));
+    }
     opt.load_state(mine);
     return;
   }
@@ -284,8 +294,18 @@ void DataParallel::load_optimizer_state(optim::Optimizer& opt, const OptimizerSt
     const Shard& s = shards_[j];
     optim::Optimizer::State part;
     for (const auto& [key, t] : of(s.names[0])) {
-      if (key == "step") {
-        part[key] = t;  // the optimizer checks that its shard's parameters share one count
+      if (key == "step") {  // one count per shard: its parameters' must agree
+        for (size_t k = 1; k < s.names.size(); ++k) {
+          const optim::Optimizer::State& each = of(s.names[k]);
+          auto it = each.find(key);
+          if (it != each.end() && it->second.item<double>() != t.item<double>())
+            fail("DataParallel", "load_optimizer_state: parameters '", s.names[0], "' and '",
+                 s.names[k], "' share a shard but were updated ", t.item<double>(), " and ",
+                 it->second.item<double>(),
+                 " times; ZeRO-1 keeps one count per shard: resume this state without "
+                 "shard_optimizer.");
+        }
+        part[key] = t;
         continue;
       }
       std::vector<Tensor> values;

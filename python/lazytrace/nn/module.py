@@ -473,15 +473,13 @@ class Module:
         gradient to zeros in place (set_to_none=False; a None gradient stays None)."""
         for p in self.parameters():
             g = p.grad
-            if g is None:
+            if g is None or set_to_none:
+                p.grad = None  # (also where None: inside compile that marks it cleared)
                 continue
-            if set_to_none:
-                p.grad = None
-            else:
-                if g.requires_grad:
-                    g = g.detach()
-                    p.grad = g
-                g.zero_()
+            if g.requires_grad:
+                g = g.detach()
+                p.grad = g
+            g.zero_()
 
     def _apply(self, fn):
         _changed()
