@@ -40,7 +40,8 @@ def split(tensor, split_size_or_sections, dim=0):
         if size < 0 or (size == 0 and n != 0):
             raise ValueError(f"[split] split_size must be positive (0 only for a dim of size 0), "
                              f"got {size} for dim {d} of {tensor.type_str()}")
-        sizes = ([size] * (n // size) + ([n % size] if n % size else [])) or [0]
+        sizes = ([size] * (n // size) + ([n % size] if n % size else [])) if size else []
+        sizes = sizes or [0]
     else:
         sizes = [_int(s, "split", "each section size") for s in split_size_or_sections]
         if builtins.any(s < 0 for s in sizes) or builtins.sum(sizes) != n:
@@ -140,9 +141,12 @@ def logsumexp(input, dim, keepdim=False):
     dims = _reduced_dims(input, dim, "logsumexp")
     if not dims:
         return input
-    m = _C.amax(input.detach(), dims, True)
-    m = _C.where(_C.abs(m) == float("inf"), 0.0, m)  # all -inf (or an inf): nothing to shift
-    out = _C.log(_C.sum(_C.exp(input - m), dims, True)) + m
+    if builtins.any(input.shape[d] == 0 for d in dims):  # log of an empty sum: -inf
+        out = _C.log(_C.sum(_C.exp(input), dims, True))
+    else:
+        m = _C.amax(input.detach(), dims, True)
+        m = _C.where(_C.abs(m) == float("inf"), 0.0, m)  # all -inf (or an inf): no shift
+        out = _C.log(_C.sum(_C.exp(input - m), dims, True)) + m
     for d in reversed(dims) if not keepdim else ():
         out = _C.squeeze(out, d)
     return out
@@ -162,6 +166,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if isinstance(p, str) or isinstance(p, builtins.bool) or not isinstance(p, numbers.Real):
         raise ValueError(f"[norm] p must be a number or 'fro' (vector norms), got {p!r}")
     dims = _reduced_dims(input, dim, "norm")
+    if input.dtype in (_C.dtype.float16, _C.dtype.bfloat16):  # (squares overflow float16)
+        return _C.astype(norm(_C.astype(input, _C.dtype.float32), p, dim, keepdim), input.dtype)
     a = _C.abs(input)
     if p == math.inf:
         out = _C.amax(a, dims, keepdim) if dims else a
@@ -202,9 +208,9 @@ def prod(input, dim=None, keepdim=False, dtype=None):
     else:
         if not isinstance(dim, numbers.Integral):
             raise TypeError(f"[prod] dim must be an int (one dim, as torch), got {dim!r}")
+        x, d = input, _dim(input, dim, "prod")
         if input.ndim == 0:
             return input
-        x, d = input, _dim(input, dim, "prod")
     if x.shape[d] == 0:
         shape = list(x.shape)
         shape[d] = 1
@@ -221,9 +227,9 @@ def _scan(input, dim, dtype, op, combine, fill):
         input = input.to(dtype)
     elif input.dtype not in _FLOATING:  # integers and bools count in int64, as torch
         input = _C.astype(input, _C.dtype.int64)
+    d = _dim(input, dim, op)
     if input.ndim == 0:
         return input
-    d = _dim(input, dim, op)
     n = input.shape[d]
     x, k = input, 1
     while k < n:  # Hillis-Steele: after the step with shift k, x[i] covers (i - 2k, i]
@@ -296,6 +302,9 @@ def gather(input, dim, index):
 def scatter_add(input, dim, index, src):
     """torch.scatter_add: input with src[i][j][k] added at [i][index[i][j][k]][k] (dim 1);
     repeated positions add up."""
+    if input.ndim == 0:
+        raise ValueError(f"[scatter_add] needs a tensor of at least one dim, got "
+                         f"{input.type_str()}")
     pos = _flat_positions(input, dim, index, "scatter_add")
     if not isinstance(src, Tensor):
         raise TypeError(f"[scatter_add] src must be a Tensor, got {type(src).__name__}")
@@ -314,17 +323,33 @@ def fmod(input, other):
     """torch.fmod: the remainder of truncated division (the dividend's sign), where
     remainder (Python's %) takes the divisor's."""
     r = remainder(input, other)
-    return _C.where((r != 0) & ((input < 0) != (other < 0)), r - other, r)
+    r = _C.where((r != 0) & ((input < 0) != (other < 0)), r - other, r)
+    if isinstance(other, Tensor) and other.dtype in _FLOATING:
+        return _C.where(_C.abs(other) == math.inf, input, r)  # x fmod ±inf is x (finite x)
+    if isinstance(other, float) and math.isinf(other):
+        return _C.where(_C.abs(input) != math.inf, input * 1.0, math.nan)
+    return r
+
+
+def _alpha(op, input, other, alpha):
+    """other * alpha, refusing a float alpha between integers (as torch)."""
+    if alpha == 1:
+        return other
+    ints = builtins.all(isinstance(v, numbers.Integral) or (
+        isinstance(v, Tensor) and v.dtype not in _FLOATING) for v in (input, other))
+    if ints and not isinstance(alpha, numbers.Integral):
+        raise TypeError(f"[{op}] for integer inputs alpha must be an int, got {alpha!r}")
+    return other * alpha
 
 
 def add(input, other, *, alpha=1):
     """torch.add: input + alpha * other."""
-    return _C.add(input, other if alpha == 1 else other * alpha)
+    return _C.add(input, _alpha("add", input, other, alpha))
 
 
 def sub(input, other, *, alpha=1):
     """torch.sub: input - alpha * other."""
-    return _C.sub(input, other if alpha == 1 else other * alpha)
+    return _C.sub(input, _alpha("sub", input, other, alpha))
 
 
 def div(input, other, *, rounding_mode=None):
@@ -337,8 +362,8 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode != "trunc":
         raise ValueError(f"[div] rounding_mode must be None, 'floor' or 'trunc', got "
                          f"{rounding_mode!r}")
-    if input.dtype in _FLOATING or (isinstance(other, Tensor) and other.dtype in _FLOATING) or (
-            isinstance(other, float)):
+    if builtins.any(isinstance(v, float) or (isinstance(v, Tensor) and v.dtype in _FLOATING)
+                    for v in (input, other)):
         return trunc(_C.div(input, other))
     q = floor_divide(input, other)  # integers: up by one where the signs differ, inexactly
     r = remainder(input, other)

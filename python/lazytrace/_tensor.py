@@ -164,7 +164,7 @@ def _filled(shape, fill_value, d, op):
         if fill_value.numel() != 1:
             raise ValueError(f"[{op}] fill_value must be a number or a one-element tensor, got "
                              f"{fill_value.type_str()}")
-        v = _C.reshape(fill_value.detach(), ())
+        v = _C.reshape(fill_value, ())  # (differentiable, as torch's fill_)
         return _C.broadcast_to(v if v.dtype == d else _C.astype(v, d), tuple(shape))
     return _C.full(shape, fill_value, d)
 
@@ -1250,7 +1250,9 @@ def _getitem(self, idx, info=None):
     t, d = self, 0
     tensor_indices = 0
     of = info["of"] if info and "of" in info else self.type_str()
+    src = -1  # the dim of self the index at hand addresses (for messages)
     for i in idx:
+        src += i is not None
         if i is None:
             t = _C.unsqueeze(t, d)
             d += 1
@@ -1292,7 +1294,7 @@ def _getitem(self, idx, info=None):
             if host is not None and host.size:
                 bad = host[(host < -size) | (host >= size)]
                 if bad.size:
-                    _index_error(f"index {bad.flat[0]} is out of range for dim {d} of size {size} "
+                    _index_error(f"index {bad.flat[0]} is out of range for dim {src} of size {size} "
                                  f"({of})")
             if info is not None:
                 info.update(index=i, host=host, size=size, pos=d)
@@ -1305,7 +1307,7 @@ def _getitem(self, idx, info=None):
             size = t.shape[d]
             i = int(i)
             if i < -size or i >= size:
-                _index_error(f"index {i} is out of range for dim {d} of size {size} ({of})")
+                _index_error(f"index {i} is out of range for dim {src} of size {size} ({of})")
             t = _C.select(t, d, i % size)
         else:
             raise TypeError(
@@ -1673,6 +1675,19 @@ def _fill_(self, value):
     return self.copy_(_filled(self.shape, value, self.dtype, "fill_"))
 
 
+def _operator(fn, reflected=False):
+    """A binary operator over fn: NotImplemented for an operand that is not a tensor, a
+    number or an array (None, an object of another library's), so Python tries the other
+    side's method and then raises its own TypeError, as for + and *."""
+    def op(self, other):
+        if not isinstance(other, (Tensor, numbers.Number, np.ndarray, np.generic, list, tuple)):
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+
+    op.__name__ = fn.__name__
+    return op
+
+
 def _install_methods():
     T = Tensor
     methods = {
@@ -1693,16 +1708,16 @@ def _install_methods():
         "__ior__": _in_place_operator("__ior__", bitwise_or),
         "__ixor__": _in_place_operator("__ixor__", bitwise_xor),
         "__index__": _index_int,
-        "__floordiv__": floor_divide,
-        "__rfloordiv__": lambda s, o: floor_divide(o, s),
-        "__mod__": remainder,
-        "__rmod__": lambda s, o: remainder(o, s),
-        "__and__": bitwise_and,
-        "__rand__": lambda s, o: bitwise_and(o, s),
-        "__or__": bitwise_or,
-        "__ror__": lambda s, o: bitwise_or(o, s),
-        "__xor__": bitwise_xor,
-        "__rxor__": lambda s, o: bitwise_xor(o, s),
+        "__floordiv__": _operator(floor_divide),
+        "__rfloordiv__": _operator(floor_divide, reflected=True),
+        "__mod__": _operator(remainder),
+        "__rmod__": _operator(remainder, reflected=True),
+        "__and__": _operator(bitwise_and),
+        "__rand__": _operator(bitwise_and, reflected=True),
+        "__or__": _operator(bitwise_or),
+        "__ror__": _operator(bitwise_or, reflected=True),
+        "__xor__": _operator(bitwise_xor),
+        "__rxor__": _operator(bitwise_xor, reflected=True),
         "__invert__": bitwise_not,
         "__iter__": lambda s: (s[i] for i in range(len(s))),
         "__deepcopy__": _deepcopy,

@@ -145,3 +145,21 @@ def test_fmod_div_rounding_and_alpha():
     np.testing.assert_array_equal(x.sub(1.5, alpha=2).numpy(), A - 3.0)
     with pytest.raises(ValueError, match="rounding_mode"):
         lt.div(x, 2, rounding_mode="round")
+
+
+def test_composite_edge_cases():
+    assert [p.shape for p in lt.zeros(0).split(0)] == [(0,)]
+    t = lt.tensor([7, -7])
+    assert lt.div(7, t, rounding_mode="trunc").tolist() == [1, -1]
+    assert lt.fmod(lt.tensor([-5.0, 2.0]), np.inf).tolist() == np.fmod([-5.0, 2.0], np.inf).tolist()
+    assert lt.fmod(lt.tensor([-5.0, 4.0]), lt.tensor([np.inf, 3.0])).tolist() == [-5.0, 1.0]
+    assert lt.logsumexp(lt.zeros(2, 0), 1).tolist() == [-np.inf, -np.inf]
+    assert lt.norm(lt.tensor([300.0, 400.0], dtype=lt.float16)).item() == 500.0
+    with pytest.raises(TypeError, match="alpha must be an int"):
+        lt.sub(t, t, alpha=0.5)
+    with pytest.raises(ValueError, match="at least one dim"):
+        lt.tensor(2.0).scatter_add(0, lt.tensor(0), lt.tensor(1.0))
+    for f in (lambda: lt.tensor(2.0).cumsum(3), lambda: lt.tensor(2.0).prod(5)):
+        with pytest.raises(ValueError, match="out of range"):
+            f()
+    assert lt.tensor(2.0).cumsum(0).item() == 2.0 and lt.tensor(3.0).prod(-1).item() == 3.0

@@ -401,3 +401,27 @@ def test_errors_name_what_the_user_wrote():
     c, _ = lt.scan(lambda c, xx: (c * c * xx, None), x, lt.ones(2, dtype=lt.float64))
     with pytest.raises(RuntimeError, match="higher-order gradients"):
         lt.autograd.grad(c.sum(), x, create_graph=True)
+
+
+def test_more_operators_with_foreign_operands_and_fill_with_a_tensor():
+    t = lt.tensor([7, 2])
+    for op in ("__floordiv__", "__mod__", "__and__"):
+        assert getattr(t, op)(None) is NotImplemented
+
+    class Other:
+        def __rfloordiv__(self, o):
+            return "theirs"
+
+    assert t // Other() == "theirs"
+    assert (7 // t).tolist() == [1, 3] and (t % 3).tolist() == [1, 2]
+    v = lt.tensor(2.0, requires_grad=True)
+    x = lt.zeros(3)
+    x.fill_(v)  # differentiable, as torch's
+    x.sum().backward()
+    assert v.grad.item() == 3.0
+
+
+def test_index_errors_name_the_dim_of_the_tensor_indexed():
+    for key in ((0, 5), (None, 1, 5), (Ellipsis, 7)):
+        with pytest.raises(IndexError, match=r"out of range for dim 1 of size 3 \(f32\[2, 3\]\)"):
+            lt.zeros(2, 3)[key]
