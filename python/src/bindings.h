@@ -46,6 +46,19 @@ class ReleaseGil {
   PyThreadState* state_;
 };
 
+/** The GIL taken where the library calls back into Python (nb::gil_scoped_acquire's job),
+ * with ReleaseGil's care while the interpreter exits. */
+class AcquireGil {
+ public:
+  AcquireGil();
+  ~AcquireGil();
+  AcquireGil(const AcquireGil&) = delete;
+  AcquireGil& operator=(const AcquireGil&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
 /** A Python number as an lt::Scalar (bool, int or float; numpy scalars too), or false. */
 bool scalar_of(nb::handle h, Scalar& out);
 /** A tensor from a Tensor, a Python number (0-d, the number's default dtype) or array data. */

@@ -30,7 +30,7 @@ void bind_dist(nb::module_& m) {
       [](int n, nb::callable fn) {
         ReleaseGil release;
         dist::run_threads(n, [&](int rank) {
-          nb::gil_scoped_acquire acquire;
+          AcquireGil acquire;
           fn(rank);
         });
       },

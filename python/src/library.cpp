@@ -76,7 +76,7 @@ void bind_library(nb::module_& m) {
         return autograd::custom_function(
             name, inputs, outputs,
             [fn, name](const std::vector<Tensor>& grads, const std::vector<Tensor>& outs) {
-              nb::gil_scoped_acquire gil;
+              AcquireGil gil;
               nb::list gs, os;
               for (const Tensor& g : grads) gs.append(nb::cast(g));
               for (const Tensor& o : outs) os.append(nb::cast(o));

@@ -75,16 +75,32 @@ void interpreter_exits() {
   g_exiting.store(true);
 }
 
-ReleaseGil::~ReleaseGil() {
-  // Another thread, while the interpreter exits: wait a while for finalization to start
-  // rather than wait for the GIL in Python, which would end this thread there. (Only a
-  // while: an exit handler may wait for a lock this thread holds.)
+namespace {
+// Before this thread (which does not hold the GIL) waits for it: another thread, while the
+// interpreter exits, waits a while for finalization to start rather than wait for the GIL in
+// Python, which would end this thread there (only a while: an exit handler may wait for a
+// lock this thread holds); once it finalizes, the thread never takes the GIL again.
+void before_waiting_for_the_gil() {
   if (g_exiting.load() && std::this_thread::get_id() != g_exiting_thread)
     for (int ms = 0; ms < 200 && !LAZYTRACE_PY_FINALIZING(); ++ms)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (LAZYTRACE_PY_FINALIZING())
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+}  // namespace
+
+ReleaseGil::~ReleaseGil() {
+  before_waiting_for_the_gil();
   PyEval_RestoreThread(state_);
+}
+
+AcquireGil::AcquireGil() {
+  if (!PyGILState_Check()) before_waiting_for_the_gil();
+  state_ = PyGILState_Ensure();
+}
+
+AcquireGil::~AcquireGil() {
+  PyGILState_Release(state_);
 }
 
 }  // namespace lazytrace::python

@@ -126,7 +126,7 @@ struct PyFunction {
       std::shared_ptr<PyRef> held = hold_fn ? weak_or_strong(fn) : nullptr;
       nb::object guard = nb::borrow(modes);
       call.trace([defs, s = slot, held, tool = tool, guard](const std::vector<Tensor>& leaves) {
-        nb::gil_scoped_acquire gil;
+        AcquireGil gil;
         PyObject* f = s->fn ? s->fn : held ? resolve(*held) : nullptr;
         if (!f)
           fail(tool,
@@ -263,7 +263,7 @@ void bind_tools(nb::module_& m) {
         }
         nb::object xs_ref = nb::borrow(xs);
         args.xs_paths = [xs_ref, tool] {
-          nb::gil_scoped_acquire gil;
+          AcquireGil gil;
           pytree::Flat d;
           d.describing = true;
           flatten_tree(xs_ref, d, nullptr, "xs", tool);
@@ -273,7 +273,7 @@ void bind_tools(nb::module_& m) {
         tools::LoopTraceFn trace = [body, guard](const std::vector<Tensor>& c,
                                                  const std::vector<Tensor>& x,
                                                  const std::vector<Tensor>&) {
-          nb::gil_scoped_acquire gil;
+          AcquireGil gil;
           ModesRecorded recorded(guard);
           const char* tool = body->tool;
           nb::object carry = body->carry.build(c);

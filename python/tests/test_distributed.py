@@ -87,6 +87,18 @@ def fresh_model():
     return m
 
 
+def dp_step(ddp, opt, x, y):
+    """One data-parallel AdamW/SGD step on this rank's rows of the global batch (x, y)."""
+    begin, end = dist.shard(8)
+    loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])), lt.tensor(y[begin:end]))
+    loss.backward()
+    ddp.reduce_gradients()
+    opt.step()
+    ddp.gather_parameters()
+    opt.zero_grad()
+    return loss
+
+
 def dp_train(n, steps=3, batch_of=batch, **options):
     """Every rank's weights after data-parallel steps on n thread ranks, and the gradient
     buckets (parameter names) of rank 0's last step."""
@@ -97,15 +109,7 @@ def dp_train(n, steps=3, batch_of=batch, **options):
         ddp = dist.DataParallel(model, **{"bucket_cap_mb": 0.0002, **options})
         opt = lt.optim.AdamW(ddp.parameters(), lr=0.05)
         for s in range(steps):
-            x, y = batch_of(s)
-            begin, end = dist.shard(8)
-            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
-                                                  lt.tensor(y[begin:end]))
-            loss.backward()
-            ddp.reduce_gradients()
-            opt.step()
-            ddp.gather_parameters()
-            opt.zero_grad()
+            dp_step(ddp, opt, *batch_of(s))
             lt.sync()
         if r == 0:
             buckets.append(ddp.buckets)
@@ -170,16 +174,7 @@ def train_range(n, first, last, start=None, **options):
                                            for name, e in start[1].items()})
         losses = []
         for s in range(first, last):
-            x, y = batch(s)
-            begin, end = dist.shard(8)
-            loss = lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
-                                                  lt.tensor(y[begin:end]))
-            loss.backward()
-            ddp.reduce_gradients()
-            opt.step()
-            ddp.gather_parameters()
-            opt.zero_grad()
-            losses.append(ddp.average(loss).item())
+            losses.append(ddp.average(dp_step(ddp, opt, *batch(s))).item())
         state = {name: {k: v.numpy() for k, v in e.items()}
                  for name, e in ddp.optimizer_state(opt).items()}
         return {k: v.numpy() for k, v in model.state_dict().items()}, state, losses
@@ -414,14 +409,7 @@ def test_a_sharded_state_with_frozen_parameters_loads_replicated_and_counts_must
         model[0].bias.requires_grad_(False)
         ddp = dist.DataParallel(model, shard_optimizer=True, bucket_cap_mb=1)  # one bucket
         opt = lt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-        x, y = batch(0)
-        begin, end = dist.shard(8)
-        lt.nn.functional.cross_entropy(ddp(lt.tensor(x[begin:end])),
-                                       lt.tensor(y[begin:end])).backward()
-        ddp.reduce_gradients()
-        opt.step()
-        ddp.gather_parameters()
-        opt.zero_grad()
+        dp_step(ddp, opt, *batch(0))
         state = ddp.optimizer_state(opt)
         assert "0.bias" not in state
         plain = dist.DataParallel(model)

@@ -196,13 +196,18 @@ def _weighted(per, target, weight, ignore_index, reduction):
     picked = _C.index_select(weight, 0, _C.reshape(_C.where(keep, target, 0), (-1,)))
     w = _C.where(keep, _C.reshape(picked, tuple(target.shape)), 0)
     w = _C.astype(w, per.dtype)
-    per = per * w
+    return _reduced(per * w, w, reduction)
+
+
+def _reduced(loss, count, reduction):
+    """Per-target losses reduced as torch's: kept, summed, or summed over the sum of count
+    (in float32 for 16-bit losses)."""
     if reduction == "none":
-        return per
+        return loss
     if reduction == "sum":
-        return _C.sum(per)
-    acc = _opmath(per.dtype)
-    return _C.astype(_C.sum(_C.astype(per, acc)) / _C.sum(_C.astype(w, acc)), per.dtype)
+        return _C.sum(loss)
+    acc = _opmath(loss.dtype)
+    return _C.astype(_C.sum(_C.astype(loss, acc)) / _C.sum(_C.astype(count, acc)), loss.dtype)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
@@ -230,12 +235,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     smooth = -_C.mean(_C.log_softmax(logits, -1), (-1,), False)
     keep = target != ignore_index
     loss = (1.0 - label_smoothing) * nll + label_smoothing * _C.where(keep, smooth, 0.0)
-    if reduction == "none":
-        return loss
-    if reduction == "sum":
-        return _C.sum(loss)
-    acc = _opmath(loss.dtype)
-    return _C.astype(_C.sum(_C.astype(loss, acc)) / _C.sum(_C.astype(keep, acc)), loss.dtype)
+    return _reduced(loss, keep, reduction)
 
 
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
