@@ -1558,6 +1558,8 @@ def _in_place_operator(name, op):
     """a op= b as torch's: a's value is replaced (every holder sees it), its dtype and shape
     stay."""
     def iop(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented  # Python's own TypeError, as for the other operators
         # under autograd the op reads a handle of its own (the copy_ gives self a new value)
         v = op(self.clone() if _C.is_grad_enabled() else self, other)
         if v is NotImplemented:
@@ -1675,12 +1677,15 @@ def _fill_(self, value):
     return self.copy_(_filled(self.shape, value, self.dtype, "fill_"))
 
 
+_OPERANDS = (Tensor, numbers.Number, np.ndarray, np.generic, list, tuple)
+
+
 def _operator(fn, reflected=False):
     """A binary operator over fn: NotImplemented for an operand that is not a tensor, a
     number or an array (None, an object of another library's), so Python tries the other
     side's method and then raises its own TypeError, as for + and *."""
     def op(self, other):
-        if not isinstance(other, (Tensor, numbers.Number, np.ndarray, np.generic, list, tuple)):
+        if not isinstance(other, _OPERANDS):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)
 

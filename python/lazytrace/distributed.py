@@ -280,15 +280,18 @@ class DataParallel:
             with no_grad():
                 for k, t in of(bucket[0][0]).items():
                     if k == "step":  # one count per shard: its parameters' must agree
-                        for name, _ in bucket[1:]:
+                        for name, _ in bucket[1:]:  # (0: never updated, as the optimizer's)
                             other = of(name).get(k)
-                            if other is not None and float(other) != float(t):
+                            if other is not None and float(other) and float(t) and \
+                                    float(other) != float(t):
                                 raise ValueError(
                                     f"[DataParallel] load_optimizer_state: parameters "
                                     f"'{bucket[0][0]}' and '{name}' share a shard but were "
                                     f"updated {float(t):g} and {float(other):g} times; ZeRO-1 "
                                     "keeps one count per shard: resume this state without "
                                     "shard_optimizer")
+                            if other is not None and float(other) > float(t):
+                                t = other
                         part[k] = t
                         continue
                     values = []

@@ -417,6 +417,9 @@ def test_a_sharded_state_with_frozen_parameters_loads_replicated_and_counts_must
         plain.load_optimizer_state(opt2, state)  # the frozen bias starts anew
         got = opt2.state[model[0].weight]["momentum_buffer"].numpy()
         np.testing.assert_array_equal(got, state["0.weight"]["momentum_buffer"].numpy())
+        state["2.weight"]["step"] = lt.tensor(0.0, dtype=lt.float64)  # never updated: fine
+        ddp.load_optimizer_state(opt, state)
+        assert opt.state[ddp.parameters()[0]]["step"].item() == 1.0
         state["2.weight"]["step"] = lt.tensor(5.0, dtype=lt.float64)
         with pytest.raises(ValueError, match="share a shard but were updated"):
             ddp.load_optimizer_state(opt, state)

@@ -196,3 +196,12 @@ def test_load_state_dict_with_assign_takes_the_tensors_dtype():
     np.testing.assert_array_equal(other.weight.detach().numpy(), sd["weight"].numpy())
     other.load_state_dict(lin.state_dict())  # without assign: copied into float64 parameters
     assert other.weight.dtype == lt.float64
+
+
+def test_load_state_dict_with_assign_is_seen_by_a_compiled_function():
+    m = nn.Linear(2, 1, bias=False)
+    f = lt.compile(lambda x: m(x))
+    x = lt.ones(1, 2)
+    f(x)
+    m.load_state_dict({"weight": lt.tensor([[20.0, 20.0]])}, assign=True)
+    assert f(x).tolist() == m(x).tolist() == [[40.0]]

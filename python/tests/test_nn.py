@@ -530,3 +530,13 @@ def test_class_losses_check_targets_and_weights():
         F.nll_loss(x, lt.zeros(2, 3, dtype=lt.int64), weight=lt.ones(3))
     with pytest.raises(ValueError, match="not supported"):
         F.cross_entropy(x, lt.zeros(2, 3, dtype=lt.int64), weight=lt.ones(4), label_smoothing=0.1)
+
+
+def test_one_key_value_head_broadcasts_over_the_query_heads():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal(s).astype(np.float32) for s in ((2, 4, 5, 8), (2, 1, 6, 8),
+                                                                    (2, 1, 6, 8)))
+    got = F.scaled_dot_product_attention(lt.tensor(q), lt.tensor(k), lt.tensor(v)).numpy()
+    w = q @ np.swapaxes(k, -1, -2) / np.sqrt(8)
+    w = np.exp(w - w.max(-1, keepdims=True))
+    np.testing.assert_allclose(got, (w / w.sum(-1, keepdims=True)) @ v, rtol=1e-5, atol=1e-6)

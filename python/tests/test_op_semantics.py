@@ -405,7 +405,7 @@ def test_errors_name_what_the_user_wrote():
 
 def test_more_operators_with_foreign_operands_and_fill_with_a_tensor():
     t = lt.tensor([7, 2])
-    for op in ("__floordiv__", "__mod__", "__and__"):
+    for op in ("__floordiv__", "__mod__", "__and__", "__ifloordiv__", "__imod__", "__iand__"):
         assert getattr(t, op)(None) is NotImplemented
 
     class Other:

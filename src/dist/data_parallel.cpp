@@ -295,17 +295,20 @@ void DataParallel::load_optimizer_state(optim::Optimizer& opt, const OptimizerSt
     optim::Optimizer::State part;
     for (const auto& [key, t] : of(s.names[0])) {
       if (key == "step") {  // one count per shard: its parameters' must agree
+        Tensor most = t;    // (0: never updated, which the optimizer folds into the count)
         for (size_t k = 1; k < s.names.size(); ++k) {
           const optim::Optimizer::State& each = of(s.names[k]);
           auto it = each.find(key);
-          if (it != each.end() && it->second.item<double>() != t.item<double>())
+          if (it == each.end()) continue;
+          const double a = most.item<double>(), b = it->second.item<double>();
+          if (a != 0 && b != 0 && a != b)
             fail("DataParallel", "load_optimizer_state: parameters '", s.names[0], "' and '",
-                 s.names[k], "' share a shard but were updated ", t.item<double>(), " and ",
-                 it->second.item<double>(),
+                 s.names[k], "' share a shard but were updated ", a, " and ", b,
                  " times; ZeRO-1 keeps one count per shard: resume this state without "
                  "shard_optimizer.");
+          if (b > a) most = it->second;
         }
-        part[key] = t;
+        part[key] = most;
         continue;
       }
       std::vector<Tensor> values;

@@ -327,7 +327,8 @@ def _check_attention(query, key, value, attn_mask, scale, enable_gqa):
                          f"1/sqrt(E) is undefined, got {shapes}: give scale= or E > 0")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         raise TypeError(f"[{op}] scale must be a number or None, got {type(scale).__name__}")
-    if not enable_gqa and query.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+    if (not enable_gqa and query.ndim >= 3 and key.ndim >= 3
+            and key.shape[-3] not in (query.shape[-3], 1)):  # (one k/v head broadcasts)
         raise ValueError(f"[{op}] query and key have different numbers of heads (dim -3), got "
                          f"{shapes}; pass enable_gqa=True for grouped-query attention")
     if enable_gqa and query.ndim >= 3 and key.ndim >= 3:

@@ -446,10 +446,10 @@ class Module:
                     continue
                 path, _, name = k.rpartition(".")
                 m = self.get_submodule(path)
-                if name in m._parameters:
-                    m._parameters[name] = Parameter(v.detach(), own[k].requires_grad)
+                if name in m._parameters:  # (a structural change: traces see the new one)
+                    m._register("_parameters", name, Parameter(v.detach(), own[k].requires_grad))
                 else:
-                    m._buffers[name] = v.detach()
+                    m._register("_buffers", name, v.detach())
         from collections import namedtuple
 
         return namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])(missing, unexpected)

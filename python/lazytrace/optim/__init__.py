@@ -198,7 +198,8 @@ class Optimizer:
                         f"optimizer has {group[k]}; make the optimizer with the saved "
                         "hyperparameters")
         for saved, group, impl in zip(groups, self.param_groups, self._impls):
-            # a parameter without saved state (never updated, as torch leaves it out) starts anew
+            # a parameter without saved state (never updated: torch leaves it out) starts with
+            # zero moments; its step count is the one it shares with those updated with it
             fresh = [{k: _C.zeros(tuple(v.shape), v.dtype) for k, v in s.items()}
                      for s in impl.state()]
             impl.load_state([_state_tensors(name, j, state[j]) if j in state else fresh[i]
