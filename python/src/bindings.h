@@ -29,15 +29,14 @@ inline Tensor& tensor_of(nb::handle h) {
  * after it unless the interpreter is finalizing. A daemon thread whose call outlives the
  * interpreter's exit handlers would be ended by Python as it takes the GIL back (a
  * pthread_exit through this noexcept destructor and nanobind's catch-all: std::terminate);
- * it waits for the process to end instead. Left: a thread already waiting for the GIL when
- * finalization starts (Python 3.11 to 3.13).
+ * it waits for the process to end instead (module.cpp says how no thread is left waiting).
  */
 /** Called as the interpreter starts to exit (lazytrace's atexit): see ReleaseGil. */
 void interpreter_exits();
 
 class ReleaseGil {
  public:
-  ReleaseGil() : state_(PyEval_SaveThread()) {}
+  ReleaseGil();
   ~ReleaseGil();
   ReleaseGil(const ReleaseGil&) = delete;
   ReleaseGil& operator=(const ReleaseGil&) = delete;

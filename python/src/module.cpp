@@ -67,39 +67,59 @@ std::string pythonic(std::string msg) {
 
 }  // namespace
 
+// Python 3.11 to 3.13 end a thread that waits for the GIL once the interpreter finalizes
+// (pthread_exit), and no C++ frame can unwind that (std::terminate). So while the interpreter
+// exits, threads never wait for the GIL under the library's frames: each library call or
+// callback into Python is counted (g_inside); one that ends while the interpreter exits parks
+// its thread (g_parked) until finalization starts, then for good; and the exiting thread
+// lets the GIL go until every counted thread is parked, so none is left waiting for it.
 std::atomic<bool> g_exiting{false};  // the interpreter runs its exit handlers
 std::thread::id g_exiting_thread;
-
-void interpreter_exits() {
-  g_exiting_thread = std::this_thread::get_id();
-  g_exiting.store(true);
-}
+std::atomic<int> g_inside{0}, g_parked{0};
 
 namespace {
-// Before this thread (which does not hold the GIL) waits for it: another thread, while the
-// interpreter exits, waits a while for finalization to start rather than wait for the GIL in
-// Python, which would end this thread there (only a while: an exit handler may wait for a
-// lock this thread holds); once it finalizes, the thread never takes the GIL again.
+// Before this thread (which does not hold the GIL) waits for it.
 void before_waiting_for_the_gil() {
-  if (g_exiting.load() && std::this_thread::get_id() != g_exiting_thread)
-    for (int ms = 0; ms < 200 && !LAZYTRACE_PY_FINALIZING(); ++ms)
+  if (g_exiting.load() && std::this_thread::get_id() != g_exiting_thread) {
+    g_parked.fetch_add(1);
+    // only 2 s: an exit handler may wait for a lock this thread holds
+    for (int ms = 0; ms < 2000 && !LAZYTRACE_PY_FINALIZING(); ++ms)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    g_parked.fetch_sub(1);
+  }
   if (LAZYTRACE_PY_FINALIZING())
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 }  // namespace
 
+void interpreter_exits() {
+  g_exiting_thread = std::this_thread::get_id();
+  g_exiting.store(true);
+  if (g_inside.load() == 0) return;
+  PyThreadState* state = PyEval_SaveThread();  // (the threads waiting for it get it)
+  for (int ms = 0; ms < 500 && g_parked.load() < g_inside.load(); ++ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  PyEval_RestoreThread(state);
+}
+
+ReleaseGil::ReleaseGil() : state_(PyEval_SaveThread()) {
+  g_inside.fetch_add(1);
+}
+
 ReleaseGil::~ReleaseGil() {
   before_waiting_for_the_gil();
   PyEval_RestoreThread(state_);
+  g_inside.fetch_sub(1);
 }
 
 AcquireGil::AcquireGil() {
   if (!PyGILState_Check()) before_waiting_for_the_gil();
   state_ = PyGILState_Ensure();
+  g_inside.fetch_add(1);
 }
 
 AcquireGil::~AcquireGil() {
+  g_inside.fetch_sub(1);
   PyGILState_Release(state_);
 }
 
