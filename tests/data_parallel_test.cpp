@@ -369,9 +369,9 @@ Checkpoint train_range(int n, bool zero1, int first, int last, const Checkpoint*
       const lt::nn::ParamMap params = model->named_parameters();
       for (const auto& [name, entries] : from->state)
         for (const auto& [key, v] : entries)
-          state[name][key] =
-              key == "step" ? lt::tensor(v, {})
-                            : lt::astype(lt::tensor(v, params.at(name).shape()), lt::float32);
+          state[name][key] = key == "step"
+                                 ? lt::tensor(v, {})
+                                 : lt::astype(lt::tensor(v, params.at(name).shape()), lt::float32);
       dp.load_optimizer_state(opt, state);
     }
     std::vector<float> losses;
