@@ -37,9 +37,9 @@ from . import autograd, debug, distributed, func, metrics, nn, optim, experiment
 __version__ = "0.1.0"
 
 def _at_exit():
-    # the caches, and tensors' backward passes, release the traced Python functions they hold
-    # while the interpreter runs (a daemon thread's syncs end, or wait for good, at the C
-    # exit handlers after it: runtime/exit_gate.h)
+    # daemon threads' calls into lazytrace park (python/src/module.cpp); the caches, and
+    # tensors' backward passes, release the traced Python functions they hold while the
+    # interpreter still runs
     import threading
     me = threading.current_thread()
     _C._at_exit(len([t for t in threading.enumerate() if t is not me and t.is_alive()]) > 0)

@@ -364,7 +364,8 @@ void bind_tools(nb::module_& m) {
     ReleaseGil release;
     clear_caches();
   });
-  // atexit: the caches, then every Python object C++ still holds (PyRef::release_all)
+  // atexit: other threads' calls into lazytrace park (interpreter_exits), then the caches, then
+  // every Python object C++ still holds (PyRef::release_all)
   m.def(
       "_at_exit",
       [](bool threads_left) {
