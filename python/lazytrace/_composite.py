@@ -10,8 +10,8 @@ import numbers
 
 from . import _lazytrace as _C
 from ._lazytrace import Tensor
-from ._tensor import (_FLOATING, _INT_RANGE, _check_device, _check_dtype, _dim, _dims, _finish,
-                      amin, floor_divide, remainder, trunc)
+from ._tensor import (_FLOATING, _INT_RANGE, _castable_in_place, _check_device, _check_dtype,
+                      _dim, _dims, _finish, amin, floor_divide, remainder, trunc)
 
 __all__ = ["split", "chunk", "unbind", "tril", "triu", "eye", "linspace", "logsumexp", "norm",
            "prod", "cumsum", "cumprod", "gather", "scatter_add", "fmod", "add", "sub", "div"]
@@ -370,7 +370,29 @@ def div(input, other, *, rounding_mode=None):
     return _C.where((r != 0) & ((input < 0) != (other < 0)), q + 1, q)
 
 
+_plain_add_, _plain_sub_, _plain_div_ = Tensor.add_, Tensor.sub_, Tensor.div_
+
+
+def _add_(self, other, *, alpha=1):
+    """Tensor.add_: self += alpha * other."""
+    return _plain_add_(self, _alpha("add_", self, other, alpha))
+
+
+def _sub_(self, other, *, alpha=1):
+    """Tensor.sub_: self -= alpha * other."""
+    return _plain_sub_(self, _alpha("sub_", self, other, alpha))
+
+
+def _div_(self, other, *, rounding_mode=None):
+    """Tensor.div_: self /= other, or rounded (rounding_mode "floor" or "trunc")."""
+    if rounding_mode is None:
+        return _plain_div_(self, other)
+    return self.copy_(_castable_in_place("div_", self, div(self, other,
+                                                            rounding_mode=rounding_mode)))
+
+
 def _install():
+    Tensor.add_, Tensor.sub_, Tensor.div_ = _add_, _sub_, _div_
     for name in ("split", "chunk", "unbind", "tril", "triu", "logsumexp", "norm", "prod", "cumsum",
                  "cumprod", "gather", "scatter_add", "fmod", "add", "sub", "div"):
         setattr(Tensor, name, globals()[name])

@@ -166,7 +166,13 @@ def _filled(shape, fill_value, d, op):
                              f"{fill_value.type_str()}")
         v = _C.reshape(fill_value, ())  # (differentiable, as torch's fill_)
         return _C.broadcast_to(v if v.dtype == d else _C.astype(v, d), tuple(shape))
-    return _C.full(shape, fill_value, d)
+    try:
+        return _C.full(shape, fill_value, d)
+    except ValueError as e:  # (the C++ check names full)
+        msg = str(e)
+        if op == "full" or not msg.startswith("[full]"):
+            raise
+        raise ValueError(f"[{op}]" + msg[len("[full]"):]) from None
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):

@@ -163,3 +163,15 @@ def test_composite_edge_cases():
         with pytest.raises(ValueError, match="out of range"):
             f()
     assert lt.tensor(2.0).cumsum(0).item() == 2.0 and lt.tensor(3.0).prod(-1).item() == 3.0
+
+
+def test_in_place_alpha_and_rounding_forms():
+    x = lt.tensor([1.0, 2.0])
+    assert x.add_(lt.ones(2), alpha=2) is x and x.tolist() == [3.0, 4.0]
+    assert x.sub_(1.0, alpha=0.5).tolist() == [2.5, 3.5]
+    i = lt.tensor([7, -7])
+    assert i.div_(2, rounding_mode="trunc").tolist() == [3, -3] and i.dtype == lt.int64
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        lt.tensor([7, -7]).div_(2)  # true division: a float result
+    with pytest.raises(ValueError, match=r"^\[fill_\] the number"):
+        lt.ones(2, dtype=lt.float16).fill_(1e6)
