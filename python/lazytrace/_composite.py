@@ -324,11 +324,14 @@ def fmod(input, other):
     remainder (Python's %) takes the divisor's."""
     r = remainder(input, other)
     r = _C.where((r != 0) & ((input < 0) != (other < 0)), r - other, r)
-    if isinstance(other, Tensor) and other.dtype in _FLOATING:
-        return _C.where(_C.abs(other) == math.inf, input, r)  # x fmod ±inf is x (finite x)
-    if isinstance(other, float) and math.isinf(other):
-        return _C.where(_C.abs(input) != math.inf, input * 1.0, math.nan)
-    return r
+    if isinstance(other, Tensor):
+        by_inf = _C.abs(other) == math.inf if other.dtype in _FLOATING else None
+    else:
+        by_inf = True if isinstance(other, float) and math.isinf(other) else None
+    if by_inf is None:
+        return r
+    # finite x fmod ±inf is x, where Python's % gives the divisor's inf
+    return _C.where((_C.abs(input) != math.inf) & by_inf, input, r)
 
 
 def _alpha(op, input, other, alpha):

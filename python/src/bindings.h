@@ -31,9 +31,6 @@ inline Tensor& tensor_of(nb::handle h) {
  * pthread_exit through this noexcept destructor and nanobind's catch-all: std::terminate);
  * it waits for the process to end instead (module.cpp says how no thread is left waiting).
  */
-/** Called as the interpreter starts to exit (lazytrace's atexit): see ReleaseGil. */
-void interpreter_exits();
-
 class ReleaseGil {
  public:
   ReleaseGil();
@@ -44,6 +41,9 @@ class ReleaseGil {
  private:
   PyThreadState* state_;
 };
+
+/** Called as the interpreter starts to exit (lazytrace's atexit): see ReleaseGil. */
+void interpreter_exits();
 
 /** The GIL taken where the library calls back into Python (nb::gil_scoped_acquire's job),
  * with ReleaseGil's care while the interpreter exits. */

@@ -32,14 +32,6 @@ bool is_runtime_error(std::string_view msg) {
   return false;
 }
 
-// Where the interpreter finalizes, the GIL is never taken back (see ReleaseGil): the thread
-// sleeps until the process ends.
-#if PY_VERSION_HEX >= 0x030D0000
-#define LAZYTRACE_PY_FINALIZING() Py_IsFinalizing()
-#else
-#define LAZYTRACE_PY_FINALIZING() _Py_IsFinalizing()
-#endif
-
 // The C++ advice in a message in Python's words: astype(t, lt::float32) -> t.to(lt.float32),
 // lt::NoGradGuard -> lt.no_grad(), retain_graph = true -> retain_graph=True, lt::x -> lt.x.
 std::string pythonic(std::string msg) {
@@ -73,6 +65,11 @@ std::string pythonic(std::string msg) {
 // callback into Python is counted (g_inside); one that ends while the interpreter exits parks
 // its thread (g_parked) until finalization starts, then for good; and the exiting thread
 // lets the GIL go until every counted thread is parked, so none is left waiting for it.
+#if PY_VERSION_HEX >= 0x030D0000
+#define LAZYTRACE_PY_FINALIZING() Py_IsFinalizing()
+#else
+#define LAZYTRACE_PY_FINALIZING() _Py_IsFinalizing()
+#endif
 std::atomic<bool> g_exiting{false};  // the interpreter runs its exit handlers
 std::thread::id g_exiting_thread;
 std::atomic<int> g_inside{0}, g_parked{0};
