@@ -205,9 +205,12 @@ TEST(CompileCache, CacheHitAllocatesOnlyItsOutputs) {
   auto w = lt::randn({64, 64});
   lt::sync();
   auto step = [&] {
-    auto h = lt::tanh(lt::matmul(x, w)) * 2.0f;
-    auto y = lt::sum(h * h, {1});
-    auto z = lt::matmul(h, w) + 1.5f;
+    lt::Tensor y, z;
+    {  // (a pending tensor still held at the sync would be one more result)
+      auto h = lt::tanh(lt::matmul(x, w)) * 2.0f;
+      y = lt::sum(h * h, {1});
+      z = lt::matmul(h, w) + 1.5f;
+    }
     lt::sync({y, z});
     return std::pair{y, z};
   };

@@ -462,9 +462,10 @@ TEST(Jit, OpsConstantsInRegistersGiveTheSameBits) {
   }
   // 22 single values, each in a register for the whole kernel, and the values live at
   // once take every register: no constant kept
-  std::vector<Tensor> parts;
-  for (int i = 0; i < 22; ++i) parts.push_back(x * static_cast<float>(i + 2));
+  // (recorded in each call: pending tensors held at a sync would be its results too)
   auto many = [&] {
+    std::vector<Tensor> parts;
+    for (int i = 0; i < 22; ++i) parts.push_back(x * static_cast<float>(i + 2));
     Tensor sum = lt::tanh(parts[0]);
     for (size_t i = 1; i < parts.size(); ++i) sum = sum + lt::tanh(parts[i]);
     return sum;

@@ -5,8 +5,12 @@
 #include <lazytrace/lazytrace.h>
 #include <cmath>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace {
+
+using lt::Tensor;
 
 int64_t counter(const char* name) {
   return lt::metrics::counter(name);
@@ -83,6 +87,48 @@ TEST(Trace, SyncCutsThePendingGraphAtWhatItComputed) {
   EXPECT_FALSE(c.is_pending());                            // the shared op was computed
   EXPECT_EQ(c.to_vector<float>(), a.to_vector<float>());
   EXPECT_NEAR(b.to_vector<float>()[1], 2 * (std::exp(2.0f) + 1), 1e-4);
+}
+
+// A partial sync keeps what it computes that is held elsewhere, as MLX's eval does: a
+// training loop that reads only its loss (the updated weights and AdamW's moments are
+// computed on the way to the next step's loss) runs one cached graph per step, the same
+// size each step, and trains as the loop that syncs everything does. Before, each step's
+// graph held every earlier step's updates again (a step cost grew with its number).
+TEST(Trace, ALoopThatReadsOnlyItsLossComputesEachStepOnce) {
+  auto train = [](bool sync_all) {
+    lt::manual_seed(3);
+    Tensor w1 = (lt::randn({8, 16}) * 0.3f).requires_grad_();
+    Tensor w2 = (lt::randn({16, 1}) * 0.3f).requires_grad_();
+    const Tensor x = lt::randn({32, 8});
+    const Tensor y = lt::sum(x, {1}, true);
+    lt::sync();
+    lt::optim::AdamW opt({w1, w2}, {.lr = 0.01, .fused = false});
+    std::vector<float> losses;
+    std::vector<int64_t> misses, executes;
+    for (int step = 0; step < 8; ++step) {
+      lt::metrics::reset();
+      const Tensor err = lt::matmul(lt::relu(lt::matmul(x, w1)), w2) - y;
+      Tensor loss = lt::mean(err * err);
+      loss.backward();
+      opt.step();
+      opt.zero_grad();
+      if (sync_all) lt::sync();
+      losses.push_back(loss.item<float>());
+      misses.push_back(counter("CacheMiss"));
+      executes.push_back(counter("ExecuteCount"));
+    }
+    return std::tuple{losses, misses, executes};
+  };
+  const auto [all, misses_all, executes_all] = train(true);
+  const auto [loss_only, misses, executes] = train(false);
+  for (int step = 0; step < 8; ++step) {
+    EXPECT_NEAR(loss_only[step], all[step], 1e-6f * (1 + std::abs(all[step]))) << step;
+    EXPECT_EQ(executes[step], 1) << step;  // one graph a step, nothing recomputed later
+    if (step >= 2) {
+      EXPECT_EQ(misses[step], 0) << step;  // the same graph each step
+    }
+  }
+  EXPECT_LT(all[7], all[0]);
 }
 
 TEST(Trace, DataNeverEntersTheGraphHash) {
@@ -251,7 +297,8 @@ TEST(Donation, NeverGivesABufferThatCanStillBeRead) {
     expect_values(view, 1, 0, "the view ");
     expect_values(twice, 2, 0, "the product ");
   }
-  {  // one result of a multi-result op synced, the others later: the op runs again then
+  {  // one result of a multi-result op synced: the others held are kept, so the op never
+     // runs again and the inputs no one else holds are given to it
     lt::Tensor p = lt::tensor(v, {1000}), g = lt::full({1000}, 0.5f), m = lt::zeros({1000}),
                sq = lt::zeros({1000}), one = lt::full({}, 1.0f);
     lt::sync({p, g, m, sq, one});
@@ -261,9 +308,13 @@ TEST(Donation, NeverGivesABufferThatCanStillBeRead) {
     sq = lt::Tensor();
     lt::metrics::reset();
     lt::sync({s.param});
-    EXPECT_EQ(counter("DonatedBuffers"), 0);
+    EXPECT_EQ(counter("DonatedBuffers"), 3);
+    EXPECT_FALSE(s.exp_avg.is_pending());
+    EXPECT_FALSE(s.exp_avg_sq.is_pending());
     const std::vector<float> got = s.exp_avg.to_vector<float>();
     for (float e : got) ASSERT_FLOAT_EQ(e, 0.05f);
+    for (float e : s.exp_avg_sq.to_vector<float>()) ASSERT_NEAR(e, 0.01f * 0.25f, 1e-9f);
+    EXPECT_EQ(counter("ExecuteCount"), 1);
   }
 }
 

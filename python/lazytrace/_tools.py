@@ -435,7 +435,8 @@ def _as_index(b, name):
 
 
 def sync(tensors=None):
-    """Computes every live pending tensor in one graph (torch_xla.sync()), or only these."""
+    """Computes every live pending tensor in one graph (torch_xla.sync()), or these (keeping what
+    it computes on the way that is still held elsewhere, as MLX's eval does)."""
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     _C.sync(None if tensors is None else list(tensors))

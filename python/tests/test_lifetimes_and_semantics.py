@@ -232,3 +232,33 @@ def test_a_daemon_thread_still_syncing_at_exit_lets_the_process_end_cleanly():
                            text=True, timeout=120, env=dict(os.environ))
         assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr[-400:]
         assert "leaked" not in r.stderr, r.stderr[-400:]
+
+
+def test_a_loop_that_reads_only_its_loss_computes_each_step_once():
+    # As in MLX: loss.item() keeps what its sync computes that is still held (the weights
+    # the next loss reads, AdamW's moments, the scan's outputs), so every step runs one
+    # cached graph of the same size and trains as the loop that syncs everything does.
+    def train(sync_all):
+        lt.manual_seed(0)
+        model = lt.nn.Sequential(lt.nn.Linear(8, 16), lt.nn.ReLU(), lt.nn.Linear(16, 1))
+        opt = lt.optim.AdamW(model.parameters(), lr=1e-2)
+        x = lt.tensor(np.random.default_rng(0).standard_normal((32, 8)).astype(np.float32))
+        y = x.sum(1, keepdim=True)
+        losses, misses = [], []
+        for _ in range(6):
+            before = lt.metrics.counter_value("CacheMiss") or 0
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if sync_all:
+                lt.sync()
+            losses.append(loss.item())
+            misses.append((lt.metrics.counter_value("CacheMiss") or 0) - before)
+        return losses, misses
+
+    everything, _ = train(True)
+    loss_only, misses = train(False)
+    np.testing.assert_allclose(loss_only, everything, rtol=1e-6)
+    assert misses[2:] == [0, 0, 0, 0]
+    assert everything[-1] < everything[0]

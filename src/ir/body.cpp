@@ -55,6 +55,7 @@ std::vector<NodePtr> make_call(const std::shared_ptr<const Body>& body, std::vec
     const Node& res = *body->results[i];
     outs.push_back(make_node(OpKind::CallResult, res.dtype, res.shape, call, r));
   }
+  call->set_results(outs);
   return outs;
 }
 

@@ -91,6 +91,19 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
   if (stack.capacity() > 4096) std::vector<Frame>().swap(stack);  // a deep graph's memory back
 }
 
+void add_node(Walk& w, Node& node) {
+  node.index = static_cast<int32_t>(w.order.size());
+  w.order.push_back(&node);
+  w.key = hash_combine(w.key, node.local_hash);
+  for (int i = 0; i < node.num_operands(); ++i)
+    w.key = hash_combine(w.key, static_cast<uint64_t>(node.operand(i)->index));
+}
+
+void add_result(Walk& w, const Node& node) {
+  w.results.push_back(node.index);
+  w.key = hash_combine(w.key, static_cast<uint64_t>(node.index) | (3ULL << 40));
+}
+
 namespace {
 
 // Copies a call's body into g: its Params become the call's operands (`args`, graph

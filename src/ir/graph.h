@@ -55,6 +55,10 @@ struct Walk {
 Walk walk(const std::vector<Node*>& roots);
 /** The same walk into `w`, whose vectors keep their memory from one walk to the next. */
 void walk_into(const std::vector<Node*>& roots, Walk& w);
+/** Adds `node`, whose operands the walk reached and which it did not, to the walk. */
+void add_node(Walk& w, Node& node);
+/** Makes `node`, which the walk reached, one more of its results (after the roots). */
+void add_result(Walk& w, const Node& node);
 /** The Graph of a walk. */
 Graph build_graph(const Walk& w, std::string name);
 

@@ -48,6 +48,7 @@ std::vector<NodePtr> make_loop(Loop loop, std::vector<NodePtr> operands) {
     const auto& [shape, dtype] = shared->result_types[i];
     outs.push_back(make_node(OpKind::CallResult, dtype, shape, node, r));
   }
+  node->set_results(outs);
   return outs;
 }
 

@@ -154,6 +154,18 @@ NodePtr make_node(OpKind op, DType dtype, Shape shape, std::vector<NodePtr> oper
                         static_cast<int>(operands.size()), attrs);
 }
 
+void Node::set_results(const std::vector<NodePtr>& results) {
+  results_ = std::make_unique<std::vector<std::weak_ptr<Node>>>(results.begin(), results.end());
+}
+
+std::vector<NodePtr> Node::live_results() const {
+  std::vector<NodePtr> live;
+  if (results_)
+    for (const std::weak_ptr<Node>& r : *results_)
+      if (NodePtr n = r.lock()) live.push_back(std::move(n));
+  return live;
+}
+
 void Node::become_data(std::shared_ptr<runtime::Buffer> buffer) {
   std::vector<NodePtr> released;  // destroyed at the end, iteratively, like any chain
   for (int i = 0; i < n_inline_; ++i) released.push_back(std::move(inline_[i]));

@@ -106,6 +106,11 @@ struct Node {
    */
   void become_data(std::shared_ptr<runtime::Buffer> buffer);
 
+  /** A node of many results (a call, a loop, an update) is told its CallResult nodes, so
+   * that a sync that computes it keeps those still held (trace/sync.cpp). */
+  void set_results(const std::vector<NodePtr>& results);
+  /** Its CallResult nodes still held somewhere. */
+  std::vector<NodePtr> live_results() const;
   /** A Data node's buffer. */
   const std::shared_ptr<runtime::Buffer>& buffer() const {
     return std::get<std::shared_ptr<runtime::Buffer>>(payload);
@@ -116,6 +121,7 @@ struct Node {
   std::array<NodePtr, kInline> inline_;
   int n_inline_ = 0;
   std::unique_ptr<std::vector<NodePtr>> more_;  // operands past the third (concat)
+  std::unique_ptr<std::vector<std::weak_ptr<Node>>> results_;  // set_results
 };
 
 /** Whether an op is a matrix's transpose: Permute [1, 0]. */

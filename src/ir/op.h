@@ -48,6 +48,10 @@ inline bool is_layout(OpKind k) {
 inline bool is_reduce(OpKind k) {
   return op_info(k).family == OpFamily::Reduce;
 }
+/** A call, a loop or an optimizer update: its values are its CallResult users. */
+inline bool has_many_results(OpKind k) {
+  return k == OpKind::Call || k == OpKind::Loop || k == OpKind::AdamW || k == OpKind::AdamWProduct;
+}
 inline bool is_generator(OpKind k) {
   return op_info(k).family == OpFamily::Generator;
 }

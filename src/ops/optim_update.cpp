@@ -37,13 +37,15 @@ AdamWState adamw_update(const Tensor& param, const Tensor& grad, const Tensor& e
   for (const Tensor* t : numbers) operands.push_back(trace::node_of(*t));
   ir::NodePtr update =
       ir::make_node(OpKind::AdamW, param.dtype(), param.shape(), std::move(operands), a);
-  auto result = [&](int k) {
+  std::vector<ir::NodePtr> results;
+  for (int k = 0; k < 3; ++k) {
     ir::Attrs r;
     r.push(k);
-    return trace::make_pending(
-        ir::make_node(OpKind::CallResult, param.dtype(), param.shape(), update, r));
-  };
-  return {result(0), result(1), result(2)};
+    results.push_back(ir::make_node(OpKind::CallResult, param.dtype(), param.shape(), update, r));
+  }
+  update->set_results(results);
+  return {trace::make_pending(results[0]), trace::make_pending(results[1]),
+          trace::make_pending(results[2])};
 }
 
 }  // namespace lazytrace

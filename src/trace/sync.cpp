@@ -24,17 +24,102 @@ namespace {
 std::mutex g_walk_mutex;
 std::condition_variable& g_cut = *new std::condition_variable();
 
-// Which parameter buffers no one can read after this sync, so the executable may write its
-// outputs into them (Executable::run's `donated`). Every holder of a node is counted: its
-// users in this graph, the synced tensors (their nodes become leaves, dropping their
-// operands), and anything else (another tensor, a pending op outside the graph, a traced
-// body). A node held from outside, or by a live node that is not a synced root, stays
-// live, and so does all it reads; a parameter that stays live, or whose buffer another node
-// or tensor also holds, is never given.
+// Who holds each node of a sync's graph. Every holder of a node is counted: its users in
+// this graph, the synced tensors (their nodes become leaves, dropping their operands), and
+// anything else (another tensor, a pending op outside the graph, the tape, a traced body).
 struct Holders {
   long refs = 0, count = 0;  // holders seen in the graph; holders in all
   bool root = false, live = false;
 };
+
+// The walk position of a node, or n for one it did not visit (a traced body's own leaves
+// are parameters too, but not in `order`: the body holds them, so they live).
+size_t position(const ir::Walk& w, const ir::Node* node) {
+  const size_t n = w.order.size();
+  const auto i = static_cast<size_t>(node->index);
+  return node->index >= 0 && i < n && w.order[i] == node ? i : n;
+}
+
+// Counts the holders of the walk's nodes; `roots` are the synced tensors' nodes (`todo`'s,
+// each held by its tensor), then the values kept with them.
+void count_holders(const ir::Walk& w, const std::vector<TensorImpl*>& todo,
+                   const std::vector<ir::Node*>& roots, std::vector<Holders>& h) {
+  const size_t n = w.order.size();
+  h.assign(n + 1, Holders{});
+  h[n].live = true;
+  for (size_t i = 0; i < n; ++i) {
+    const ir::Node& node = *w.order[i];
+    for (int k = 0; k < node.num_operands(); ++k) {
+      const ir::NodePtr& o = node.operand(k);
+      Holders& ho = h[position(w, o.get())];
+      ++ho.refs;
+      ho.count = o.use_count();
+    }
+  }
+  for (TensorImpl* impl : todo) {
+    Holders& hr = h[position(w, impl->node.get())];
+    ++hr.refs;
+    hr.count = impl->node.use_count();
+  }
+  for (const ir::Node* r : roots) h[position(w, r)].root = true;
+}
+
+// A value the graph computes on its way to the roots that something outside it still holds
+// (a tensor, the tape's saved inputs, a pending op that is not synced) is one more result,
+// as MLX's eval keeps every array it computes: otherwise the next sync that reaches it
+// computes it again, and a loop that reads only its loss (`loss.item()`) would recompute
+// every earlier step's updates in each step. Views and generators are not kept (a view held
+// outside keeps the value it views instead), nor is a node of many results (a call, a loop,
+// an update): its results still held are kept instead, those outside the graph too (an
+// update's moments, which the next step's loss does not read). Adds them to `roots`, to the
+// walk and to its results.
+void keep_held_values(ir::Walk& w, const std::vector<TensorImpl*>& todo,
+                      std::vector<Holders>& h, std::vector<ir::Node*>& roots,
+                      std::vector<char>& wanted, std::vector<ir::NodePtr>& held) {
+  using ir::OpKind;
+  const size_t n = w.order.size(), synced = roots.size();
+  wanted.assign(n + 1, 0);
+  held.clear();
+  for (size_t i = n; i-- > 0;) {  // users before their operands
+    ir::Node& node = *w.order[i];
+    if (h[i].root || !(wanted[i] || h[i].count > h[i].refs)) continue;
+    if (ir::is_layout(node.op) || node.op == OpKind::CheckTargets) {
+      wanted[position(w, node.operand(0).get())] = 1;  // (n: a leaf, nothing to keep)
+    } else if (ir::has_many_results(node.op)) {
+      for (ir::NodePtr& r : node.live_results())
+        if (position(w, r.get()) == w.order.size()) {  // not reached: after the walk's nodes
+          ir::add_node(w, *r);
+          roots.push_back(r.get());
+          held.push_back(std::move(r));  // (its holder may drop it while the graph runs)
+        }
+    } else if (node.op != OpKind::Pack && !ir::is_generator(node.op) &&
+               ir::op_info(node.op).family != ir::OpFamily::Leaf) {
+      roots.push_back(&node);
+    }
+  }
+  for (size_t i = synced; i < roots.size(); ++i) ir::add_result(w, *roots[i]);
+  if (roots.size() > synced) count_holders(w, todo, roots, h);
+}
+
+// Which parameter buffers no one can read after this sync, so the executable may write its
+// outputs into them (Executable::run's `donated`). A node held from outside, or by a live
+// node that is not a synced root, stays live, and so does all it reads; a parameter that
+// stays live, or whose buffer another node or tensor also holds, is never given.
+void dead_params(const ir::Walk& w, std::vector<Holders>& h, std::vector<char>& dead) {
+  const size_t n = w.order.size();
+  for (size_t i = n; i-- > 0;) {  // users before their operands
+    h[i].live = h[i].live || h[i].count > h[i].refs;
+    if (!h[i].live || h[i].root) continue;
+    const ir::Node& node = *w.order[i];
+    for (int k = 0; k < node.num_operands(); ++k) h[position(w, node.operand(k).get())].live = true;
+  }
+  dead.assign(w.params.size(), 0);
+  for (size_t k = 0; k < w.params.size(); ++k) {
+    const ir::Node* p = w.params[k];
+    const Holders& hp = h[position(w, p)];
+    dead[k] = !hp.live && !hp.root && p->buffer().use_count() == 1 && !p->buffer()->external();
+  }
+}
 
 // What a sync gathers, kept per thread from one sync to the next so that a sync of a
 // small graph allocates nothing for it (a sync inside a sync, should one run, gets its own).
@@ -43,51 +128,13 @@ struct SyncScratch {
   std::vector<ir::Node*> roots;
   ir::Walk walk;
   std::vector<Holders> holders;
+  std::vector<char> wanted;
+  std::vector<ir::NodePtr> held;  // the kept results outside the walk
   std::vector<char> donated;
   std::vector<runtime::BufferPtr> params;
   std::vector<runtime::ScalarArg> scalars;
   bool in_use = false;
 };
-
-void dead_params(const ir::Walk& w, const std::vector<TensorImpl*>& todo, std::vector<Holders>& h,
-                 std::vector<char>& dead) {
-  const size_t n = w.order.size();
-  // the walk position of a node, or n for one it did not visit (a traced body's own
-  // leaves are parameters too, but not in `order`: the body holds them, so they live)
-  auto pos = [&](const ir::Node* node) {
-    const auto i = static_cast<size_t>(node->index);
-    return node->index >= 0 && i < n && w.order[i] == node ? i : n;
-  };
-  h.assign(n + 1, Holders{});
-  h[n].live = true;
-  for (size_t i = 0; i < n; ++i) {
-    const ir::Node& node = *w.order[i];
-    for (int k = 0; k < node.num_operands(); ++k) {
-      const ir::NodePtr& o = node.operand(k);
-      Holders& ho = h[pos(o.get())];
-      ++ho.refs;
-      ho.count = o.use_count();
-    }
-  }
-  for (TensorImpl* impl : todo) {
-    Holders& hr = h[pos(impl->node.get())];
-    ++hr.refs;
-    hr.count = impl->node.use_count();
-    hr.root = true;
-  }
-  for (size_t i = n; i-- > 0;) {  // users before their operands
-    h[i].live = h[i].live || h[i].count > h[i].refs;
-    if (!h[i].live || h[i].root) continue;
-    const ir::Node& node = *w.order[i];
-    for (int k = 0; k < node.num_operands(); ++k) h[pos(node.operand(k).get())].live = true;
-  }
-  dead.assign(w.params.size(), 0);
-  for (size_t k = 0; k < w.params.size(); ++k) {
-    const ir::Node* p = w.params[k];
-    const Holders& hp = h[pos(p)];
-    dead[k] = !hp.live && !hp.root && p->buffer().use_count() == 1 && !p->buffer()->external();
-  }
-}
 
 // Runs with g_walk_mutex held by `lock`, which it releases while it compiles and runs. A
 // named sync (compile's) names its graph and counts into "ExecuteCount[name]" and
@@ -102,6 +149,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
     SyncScratch& sc;
     ~Release() {
       sc.params.clear();  // the buffers are not held beyond the sync
+      sc.held.clear();
       const size_t most = std::max({sc.todo.capacity(), sc.walk.order.capacity(),
                                     sc.walk.params.capacity(), sc.walk.scalars.capacity()});
       if (most > 4096) sc = SyncScratch{};  // nor a large graph's memory
@@ -128,6 +176,8 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   }
   for (const ir::Node* n : w.order)
     if (n->op == ir::OpKind::Param) trace::escaped_from_trace("sync");
+  count_holders(w, todo, roots, sc.holders);
+  keep_held_values(w, todo, sc.holders, roots, sc.wanted, sc.held);
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
                                    w.order.size()};
   runtime::Device& device = runtime::default_device();
@@ -141,7 +191,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read
   if (!exe) graph = ir::build_graph(w, name);
   std::vector<char>& donated = sc.donated;
-  dead_params(w, todo, sc.holders, donated);
+  dead_params(w, sc.holders, donated);
   std::vector<runtime::BufferPtr>& params = sc.params;
   params.clear();
   for (ir::Node* n : w.params) params.push_back(n->buffer());
@@ -203,6 +253,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
     impl.unlink();
     if (impl.node->op != ir::OpKind::Data) impl.node->become_data(results[i]);
   }
+  for (size_t i = todo.size(); i < roots.size(); ++i) roots[i]->become_data(results[i]);
   for (ir::Node* r : roots) r->in_flight = false;
   g_cut.notify_all();
 }

@@ -118,7 +118,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /** Computes every live pending tensor in one graph, like torch_xla.sync(). */
 void sync();
-/** Computes only these tensors (and what they need), in one graph. */
+/** Computes these tensors (and what they need), in one graph. What it computes on the way
+ * that something else still holds (a tensor, the tape, a pending op) is kept too, as MLX's
+ * eval does, so no later sync computes it again. */
 void sync(const std::vector<Tensor>& tensors);
 /** Forgets every compiled graph and traced-body program (like jax.clear_caches()): the
  * next sync compiles again. (Their scratch memory is taken per run, never held.) */
