@@ -1,24 +1,56 @@
-import statistics, time, sys
+"""A training step of the compute-heavy decoder (hidden 512, intermediate 2048, 4 layers,
+batch 2 x seq 256, scan_layers, AdamW) run eagerly and synced only by reading its loss, as a
+PyTorch loop that prints loss.item() does, against the same step under lt.compile:
+
+    PYTHONPATH=build/python .venv/bin/python bench/python/loss_only_step.py [--steps N]
+"""
+
+import argparse
+import statistics
+import time
+
 import numpy as np
+
 import lazytrace as lt
 from lazytrace.models import Decoder, DecoderConfig
-cfg = DecoderConfig(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256)
-lt.manual_seed(0)
-model = Decoder(cfg, layers_mode="scan", stacked=True)
-opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
-rng = np.random.default_rng(2)
-tokens = lt.tensor(rng.integers(0, cfg.vocab, size=(2, 257)))
-x, y = tokens[:, :-1], tokens[:, 1:]
-def step():
-    opt.zero_grad()
-    logits = model(x)
-    loss = lt.nn.functional.cross_entropy(logits.reshape(-1, cfg.vocab), y.reshape(-1))
-    loss.backward(); opt.step(); lt.sync([loss])
-step = lt.compile(step) if len(sys.argv) > 1 else step
-for _ in range(3): step()
-ts=[]
-for _ in range(int(sys.argv[2]) if len(sys.argv)>2 else 10):
-    t0=time.perf_counter(); step(); ts.append(time.perf_counter()-t0)
-print("step median ms", statistics.median(ts)*1e3)
-print(lt.debug.kernel_choices())
-print(lt.metrics.short_metrics_report())
+
+
+def step_times(compiled, steps):
+    cfg = DecoderConfig(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256)
+    lt.manual_seed(0)
+    model = Decoder(cfg, layers_mode="scan", stacked=True)
+    opt = lt.optim.AdamW(model.parameters(), lr=1e-3)
+    tokens = lt.tensor(np.random.default_rng(2).integers(0, cfg.vocab, size=(2, 257)))
+    x, y = tokens[:, :-1], tokens[:, 1:]
+
+    def step():
+        opt.zero_grad()
+        loss = lt.nn.functional.cross_entropy(model(x).reshape(-1, cfg.vocab), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = lt.compile(step) if compiled else step
+    for _ in range(3):
+        step().item()
+    lt.metrics.clear_counters()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step().item()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3, lt.metrics.counter_value("CacheMiss") or 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=10)
+    args = ap.parse_args()
+    for compiled in (False, True):
+        ms, misses = step_times(compiled, args.steps)
+        name = "lt.compile" if compiled else "eager, loss.item() only"
+        print(f"{name}: step median {ms:.1f} ms of {args.steps}, {misses} cache misses")
+
+
+if __name__ == "__main__":
+    main()

@@ -120,7 +120,7 @@ struct Node {
   static constexpr int kInline = 3;
   std::array<NodePtr, kInline> inline_;
   int n_inline_ = 0;
-  std::unique_ptr<std::vector<NodePtr>> more_;  // operands past the third (concat)
+  std::unique_ptr<std::vector<NodePtr>> more_;                 // operands past the third (concat)
   std::unique_ptr<std::vector<std::weak_ptr<Node>>> results_;  // set_results
 };
 

@@ -73,9 +73,9 @@ void count_holders(const ir::Walk& w, const std::vector<TensorImpl*>& todo,
 // an update): its results still held are kept instead, those outside the graph too (an
 // update's moments, which the next step's loss does not read). Adds them to `roots`, to the
 // walk and to its results.
-void keep_held_values(ir::Walk& w, const std::vector<TensorImpl*>& todo,
-                      std::vector<Holders>& h, std::vector<ir::Node*>& roots,
-                      std::vector<char>& wanted, std::vector<ir::NodePtr>& held) {
+void keep_held_values(ir::Walk& w, const std::vector<TensorImpl*>& todo, std::vector<Holders>& h,
+                      std::vector<ir::Node*>& roots, std::vector<char>& wanted,
+                      std::vector<ir::NodePtr>& held) {
   using ir::OpKind;
   const size_t n = w.order.size(), synced = roots.size();
   wanted.assign(n + 1, 0);
