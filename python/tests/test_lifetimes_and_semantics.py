@@ -262,3 +262,22 @@ def test_a_loop_that_reads_only_its_loss_computes_each_step_once():
     np.testing.assert_allclose(loss_only, everything, rtol=1e-6)
     assert misses[2:] == [0, 0, 0, 0]
     assert everything[-1] < everything[0]
+
+
+def test_a_held_slice_keeps_only_itself_when_another_tensor_syncs():
+    # A partial sync keeps what it computes that is still held: a slice held is kept as the
+    # slice, not as the whole value it was cut from (a view no smaller than its value, a
+    # reshape or a broadcast, keeps that value instead).
+    n = 1000
+    x_np = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+    x = lt.tensor(x_np)
+    lt.sync()
+    base = lt.metrics.memory_bytes()
+    rows = []
+    for i in range(10):
+        r = (lt.exp(x) * (i + 1))[i]
+        rows.append(r)
+        np.testing.assert_allclose(r.sum().item(), (np.exp(x_np[i]) * (i + 1)).sum(), rtol=1e-5)
+    assert lt.metrics.memory_bytes() - base <= 10 * n * 4 + 4096  # the ten rows, not 10 x 4 MB
+    for i, r in enumerate(rows):
+        np.testing.assert_allclose(r.numpy(), np.exp(x_np[i]) * (i + 1), rtol=1e-6)

@@ -68,26 +68,33 @@ void count_holders(const ir::Walk& w, const std::vector<TensorImpl*>& todo,
 // (a tensor, the tape's saved inputs, a pending op that is not synced) is one more result,
 // as MLX's eval keeps every array it computes: otherwise the next sync that reaches it
 // computes it again, and a loop that reads only its loss (`loss.item()`) would recompute
-// every earlier step's updates in each step. Views and generators are not kept (a view held
-// outside keeps the value it views instead), nor is a node of many results (a call, a loop,
-// an update): its results still held are kept instead, those outside the graph too (an
-// update's moments, which the next step's loss does not read). Adds them to `roots`, to the
-// walk and to its results.
+// every earlier step's updates in each step. Generators and views of leaves are not kept,
+// nor is a view no smaller than what it views (a reshape, a permutation, a broadcast): that
+// value is kept instead; a slice is kept itself. A node of many results (a call, a loop, an
+// update) is not one value: its results still held are kept, those outside the graph too
+// (an update's moments, which the next step's loss does not read). Adds them to `roots`, to
+// the walk and to its results.
 void keep_held_values(ir::Walk& w, const std::vector<TensorImpl*>& todo, std::vector<Holders>& h,
                       std::vector<ir::Node*>& roots, std::vector<char>& wanted,
                       std::vector<ir::NodePtr>& held) {
   using ir::OpKind;
   const size_t n = w.order.size(), synced = roots.size();
-  wanted.assign(n + 1, 0);
+  wanted.assign(n, 0);
   held.clear();
   for (size_t i = n; i-- > 0;) {  // users before their operands
     ir::Node& node = *w.order[i];
     if (h[i].root || !(wanted[i] || h[i].count > h[i].refs)) continue;
     if (ir::is_layout(node.op) || node.op == OpKind::CheckTargets) {
-      wanted[position(w, node.operand(0).get())] = 1;  // (n: a leaf, nothing to keep)
+      const ir::Node& of = *node.operand(0);
+      if (ir::op_info(of.op).family == ir::OpFamily::Leaf) continue;  // nothing to keep
+      if (node.op == OpKind::Slice)
+        roots.push_back(&node);
+      else
+        wanted[position(w, &of)] = 1;
     } else if (ir::has_many_results(node.op)) {
       for (ir::NodePtr& r : node.live_results())
-        if (position(w, r.get()) == w.order.size()) {  // not reached: after the walk's nodes
+        if (r->op == OpKind::CallResult && !r->in_flight &&
+            position(w, r.get()) == w.order.size()) {  // not reached: after the walk's nodes
           ir::add_node(w, *r);
           roots.push_back(r.get());
           held.push_back(std::move(r));  // (its holder may drop it while the graph runs)

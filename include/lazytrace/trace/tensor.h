@@ -120,7 +120,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 void sync();
 /** Computes these tensors (and what they need), in one graph. What it computes on the way
  * that something else still holds (a tensor, the tape, a pending op) is kept too, as MLX's
- * eval does, so no later sync computes it again. */
+ * eval does, so no later sync computes it again. A C++ temporary is held to the end of its
+ * full expression: `lt::sum(a * 2.0f).item<float>()` keeps `a * 2.0f` for that long, where
+ * `Tensor s = lt::sum(a * 2.0f); s.item<float>()` does not. */
 void sync(const std::vector<Tensor>& tensors);
 /** Forgets every compiled graph and traced-body program (like jax.clear_caches()): the
  * next sync compiles again. (Their scratch memory is taken per run, never held.) */
