@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "expect_error.h"
+#include "passes_off.h"
 
 namespace {
 
@@ -732,6 +734,52 @@ TEST(Scan, InPlaceUpdateOfTheCarryIsDifferentiableAndTheBodyRunsOnce) {
   EXPECT_EQ(final_carry.to_vector<float>(), (std::vector<float>{6}));
   // d(final + the prefix sums)/d xs[i] = 1 + (3 - i)
   EXPECT_EQ(xs.grad().to_vector<float>(), (std::vector<float>{4, 3, 2}));
+}
+
+}  // namespace
+
+namespace {
+
+// A loop whose slices are large enough to read ahead runs its first runs both ways in turn
+// (pass read_ahead_choice) and then keeps one: every run gives the same bits, and the choice
+// is made once per loop. With the pass off nothing is timed.
+TEST(Scan, ReadingAheadIsChosenPerLoopByTimingAndChangesNoValue) {
+  lt::manual_seed(4);
+  const lt::Tensor w = lt::randn({6, 256, 256}) * 0.05f;  // 256 KiB a slice
+  const lt::Tensor h0 = lt::randn({8, 256});
+  lt::sync({w, h0});
+  auto run = [&] {
+    auto body = [](const lt::Tensor& c, const lt::Tensor& wi) {
+      return std::pair{lt::tanh(lt::matmul(c, wi)), lt::Tree()};
+    };
+    return lt::scan(body, h0, w).first.to_vector<float>();
+  };
+  for (const bool on : {true, false}) {
+    lt_test::PassesOff off(on ? std::vector<std::string>{}
+                              : std::vector<std::string>{"read_ahead_choice"});
+    lt::clear_caches();
+    const int64_t before = lt::metrics::counter("ReadAheadChoice[ahead]") +
+                           lt::metrics::counter("ReadAheadChoice[not ahead]");
+    const std::vector<float> first = run();
+    for (int i = 0; i < 12; ++i) ASSERT_EQ(run(), first) << "run " << i;
+    const int64_t chosen = lt::metrics::counter("ReadAheadChoice[ahead]") +
+                           lt::metrics::counter("ReadAheadChoice[not ahead]") - before;
+    EXPECT_EQ(chosen, on ? 1 : 0);
+    // against a plain loop in float64
+    const std::vector<float> hv = h0.to_vector<float>();
+    std::vector<double> h(hv.begin(), hv.end());
+    const std::vector<float> wv = w.to_vector<float>();
+    for (int l = 0; l < 6; ++l) {
+      std::vector<double> next(h.size(), 0.0);
+      for (int r = 0; r < 8; ++r)
+        for (int k = 0; k < 256; ++k)
+          for (int c = 0; c < 256; ++c)
+            next[r * 256 + c] += h[r * 256 + k] * wv[(l * 256 + k) * 256 + c];
+      for (double& v : next) v = std::tanh(v);
+      h = next;
+    }
+    for (size_t i = 0; i < h.size(); ++i) ASSERT_NEAR(first[i], h[i], 1e-4) << i;
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ void run_call(const CallStep& c, const RunContext& caller) {
   ctx.read_ahead = caller.read_ahead;  // a loop's hints reach the products of a call in its body
   ctx.shadows = caller.shadows;
   ctx.gemm_choice = caller.gemm_choice;
+  ctx.read_ahead_choice = caller.read_ahead_choice;
   ctx.comm = caller.comm;
   std::vector<int64_t> tickets(static_cast<size_t>(body.num_tickets));
   ctx.tickets = tickets.data();
@@ -82,12 +83,15 @@ namespace {
 // arena kept by each, as before, grew with every shape a model ran at).
 class CpuExecutable : public runtime::Executable {
  public:
-  CpuExecutable(Program p, GemmChoice& gemm_choice) : prog_(std::move(p)) {
+  CpuExecutable(Program p, GemmChoice& gemm_choice, ReadAheadChoice& read_ahead_choice)
+      : prog_(std::move(p)) {
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
     tickets_.resize(static_cast<size_t>(prog_.num_tickets));
     ctx_.tickets = tickets_.data();
     if (prog_.passes.on(runtime::Pass::GemmChoice)) ctx_.gemm_choice = &gemm_choice;
+    if (prog_.passes.on(runtime::Pass::ReadAheadChoice))
+      ctx_.read_ahead_choice = &read_ahead_choice;
   }
 
   std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,
@@ -173,7 +177,7 @@ class CpuExecutable : public runtime::Executable {
 
 std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
                                                         const runtime::PassSet& passes) {
-  return std::make_shared<CpuExecutable>(lower(g, -1, passes), gemm_choice_);
+  return std::make_shared<CpuExecutable>(lower(g, -1, passes), gemm_choice_, read_ahead_choice_);
 }
 
 void CpuDevice::clear_caches() {

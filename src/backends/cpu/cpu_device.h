@@ -1,6 +1,7 @@
 #pragma once
 // The CPU device: lowers a graph with the compiler and runs the kernel list.
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/loop_overlap.h"
 #include "runtime/device.h"
 
 namespace lazytrace::cpu {
@@ -18,6 +19,7 @@ class CpuDevice : public runtime::Device {
 
  private:
   GemmChoice gemm_choice_;
+  ReadAheadChoice read_ahead_choice_;
 };
 
 /** The process-wide CPU device. */

@@ -8,6 +8,8 @@
 
 namespace lazytrace::cpu {
 
+class ReadAheadChoice;  // loop_overlap.h
+
 /** What a step needs at run time: a base pointer per storage, and the scalar values. */
 struct RunContext {
   std::vector<char*> base;
@@ -20,6 +22,8 @@ struct RunContext {
   Shadows shadows;
   // The device's per-shape product kernel choice (gemm.h); null with the gemm_choice pass off.
   GemmChoice* gemm_choice = nullptr;
+  // The device's per-loop read-ahead choice (loop_overlap.h); null with read_ahead_choice off.
+  ReadAheadChoice* read_ahead_choice = nullptr;
   // The communicator collectives run through (the thread's current one when the run began).
   runtime::Communicator* comm = nullptr;
   // The run's tickets of the collectives started ahead of their waits (Program::num_tickets).
