@@ -33,7 +33,10 @@ void close_runs();
 
 /**
  * Registers close_runs() with std::atexit. Handlers run in reverse order, so this is called
- * again right after a library registers its own finalizer (it runs before it).
+ * again right after a library registers its own finalizer (it runs before it), and after a
+ * library's first use of a kind (a product measured, a primitive made), where it may have
+ * registered handlers that free what its kernels run (oneDNN's statics). Calls beyond the
+ * first cost a no-op at exit.
  */
 void close_runs_at_exit();
 

@@ -5,6 +5,7 @@
 #include "backends/cpu/gemm.h"
 #include "core/hash.h"
 #include "metrics/known.h"
+#include "runtime/exit_gate.h"
 
 namespace lazytrace::cpu {
 namespace {
@@ -95,6 +96,10 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
   }
   const GemmPlan plan = plan_of(pick);
   run(plan);  // C holds the kept plan's result, as it will at every run after this one
+  // The libraries just run may have registered exit handlers at first use (oneDNN frees its
+  // generated kernels in them): the exit gate goes after them, so it runs first at exit and
+  // no thread is inside one of their kernels meanwhile (runtime/exit_gate.h).
+  runtime::close_runs_at_exit();
 
   Entry e{shape, plan, {}};
   for (int c = 0; c < kCandidates; ++c)

@@ -10,6 +10,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "core/hash.h"
+#include "runtime/exit_gate.h"
 
 #if LAZYTRACE_HAVE_ONEDNN
 #include <omp.h>
@@ -78,7 +79,8 @@ class Bf16Matmuls {
            const BFloat16* b, const GemmOperand& ob, BFloat16* c, int64_t ldc) {
     const Key key{m, n, k, oa.trans, oa.ld, ob.trans, ob.ld, ldc};
     auto it = made_.find(key);
-    if (it == made_.end()) {
+    const bool made_now = it == made_.end();
+    if (made_now) {
       if (made_.size() >= kMaxPrimitives) made_.clear();
       it = made_.emplace(key, make(m, n, k, oa, ob, ldc)).first;
     }
@@ -95,6 +97,9 @@ class Bf16Matmuls {
     if (threads != 1) omp_set_num_threads(1);
     p.prim.execute(stream_, p.args);
     if (threads != 1) omp_set_num_threads(threads);
+    // oneDNN registers exit handlers at first use (its statics); the exit gate goes after
+    // them, so that it runs first at exit (runtime/exit_gate.h)
+    if (made_now) runtime::close_runs_at_exit();
     return true;
   }
 
