@@ -6,7 +6,8 @@
 //                                              "Cheap" pair: arithmetic ops only; _44M: the
 //                                              fused chains at 44M floats; off:N a pass off
 //                                              (3: jit_fused, the chain interpreted;
-//                                              4: jit_interleave; 5: jit_ranges)
+//                                              4: jit_interleave; 5: jit_ranges;
+//                                              6: stream_stores_choice)
 //   BM_Chain8Loop_*, BM_Chain8CheapLoop_*      the same chains as one plain compiled loop
 //   BM_AdamW_*                                 one AdamW step over 44M floats
 //   BM_Bandwidth_*                             the memory bandwidth they are held against
@@ -139,12 +140,17 @@ lt::Tensor chain_op(int i, const lt::Tensor& y, const lt::Tensor& x, bool cheap)
 
 // The fused chains' A/Bs: argument 0 runs with every pass, 1 without prefetch_tiles, 2
 // without stream_stores, 3 without jit_fused (the chain interpreted), 4 without
-// jit_interleave, 5 without jit_ranges.
-const std::vector<std::string> kChainPassOff[] = {
-    {}, {"prefetch_tiles"}, {"stream_stores"}, {"jit_fused"}, {"jit_interleave"}, {"jit_ranges"}};
+// jit_interleave, 5 without jit_ranges, 6 without stream_stores_choice.
+const std::vector<std::string> kChainPassOff[] = {{},
+                                                  {"prefetch_tiles"},
+                                                  {"stream_stores"},
+                                                  {"jit_fused"},
+                                                  {"jit_interleave"},
+                                                  {"jit_ranges"},
+                                                  {"stream_stores_choice"}};
 
 // A fused chain's registration: every pass on, then each of the first `Off` switched off,
-// then jit_fused, jit_interleave and jit_ranges off.
+// then jit_fused, jit_interleave, jit_ranges and stream_stores_choice off.
 template <int Off>
 void pass_switches(benchmark::internal::Benchmark* b) {
   b->ArgName("off")
@@ -152,6 +158,7 @@ void pass_switches(benchmark::internal::Benchmark* b) {
       ->Arg(3)
       ->Arg(4)
       ->Arg(5)
+      ->Arg(6)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
 }

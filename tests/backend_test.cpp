@@ -17,7 +17,9 @@
 #include "backends/cpu/optim_loops.h"
 #include "backends/cpu/reduce_row.h"
 #include "backends/cpu/small_gemm.h"
+#include "backends/cpu/timed_choice.h"
 #include "isa.h"
+#include "lazytrace/metrics/metrics.h"
 #include "runtime/buffer.h"
 
 namespace {
@@ -139,6 +141,43 @@ void expect_adamw_baseline_bits(const Loops& loops) {
   expect_same_bits(p, pw, "adamw in place: param");
   expect_same_bits(m, mw, "adamw in place: exp_avg");
   expect_same_bits(v, vw, "adamw in place: exp_avg_sq");
+}
+
+// A timed choice runs a key both ways in turn (way 1 first), leaves each way's first run
+// out (cold caches), keeps the way of the faster best run once each way has kTimed more, and
+// then gives that way untimed; keys choose apart, and each decision is counted once.
+TEST(CpuKernels, ATimedChoiceKeepsTheWayOfTheFasterBestRun) {
+  using lazytrace::cpu::TimedChoice;
+  TimedChoice choice("TimedChoiceTest", "zero", "one");
+  const TimedChoice::Key a{1, 2, 3, 4}, b{5, 6, 7, 8};
+  const int64_t zero0 = lazytrace::metrics::counter("TimedChoiceTest[zero]"),
+                one0 = lazytrace::metrics::counter("TimedChoiceTest[one]");
+  // a: way 0 is faster at its best (40 against 50), though its first run (a cold 1000) and
+  // its mean are worse; b: way 1 is faster everywhere
+  const int64_t times_a[2][4] = {{1000, 90, 40, 95}, {60, 55, 50, 52}};
+  const int64_t times_b[2][4] = {{30, 31, 32, 33}, {10, 11, 12, 13}};
+  int runs[2][2] = {};  // [key][way]
+  for (int r = 0; r < 2 * (TimedChoice::kTimed + 1); ++r)
+    for (int k = 0; k < 2; ++k) {
+      bool timed = false;
+      const bool way = choice.way(k == 0 ? a : b, timed);
+      ASSERT_TRUE(timed) << "run " << r;
+      EXPECT_EQ(way, r % 2 == 0) << "run " << r << ": the ways go in turn, way 1 first";
+      const int w = way ? 1 : 0;
+      choice.record(k == 0 ? a : b, way, (k == 0 ? times_a : times_b)[w][runs[k][w]++]);
+    }
+  EXPECT_EQ(lazytrace::metrics::counter("TimedChoiceTest[zero]") - zero0, 1);
+  EXPECT_EQ(lazytrace::metrics::counter("TimedChoiceTest[one]") - one0, 1);
+  for (int r = 0; r < 3; ++r) {
+    bool timed = true;
+    EXPECT_FALSE(choice.way(a, timed));
+    EXPECT_FALSE(timed);
+    EXPECT_TRUE(choice.way(b, timed));
+    EXPECT_FALSE(timed);
+    choice.record(a, true, 1);  // a late record changes nothing
+  }
+  bool timed = true;
+  EXPECT_FALSE(choice.way(a, timed));
 }
 
 TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {

@@ -25,8 +25,7 @@ void run_call(const CallStep& c, const RunContext& caller) {
   ctx.passes = caller.passes;
   ctx.read_ahead = caller.read_ahead;  // a loop's hints reach the products of a call in its body
   ctx.shadows = caller.shadows;
-  ctx.gemm_choice = caller.gemm_choice;
-  ctx.read_ahead_choice = caller.read_ahead_choice;
+  ctx.choices = caller.choices;
   ctx.comm = caller.comm;
   std::vector<int64_t> tickets(static_cast<size_t>(body.num_tickets));
   ctx.tickets = tickets.data();
@@ -83,15 +82,12 @@ namespace {
 // arena kept by each, as before, grew with every shape a model ran at).
 class CpuExecutable : public runtime::Executable {
  public:
-  CpuExecutable(Program p, GemmChoice& gemm_choice, ReadAheadChoice& read_ahead_choice)
-      : prog_(std::move(p)) {
+  CpuExecutable(Program p, const Choices& choices) : prog_(std::move(p)) {
     ctx_.base.resize(prog_.storages.size());
     ctx_.passes = prog_.passes;
     tickets_.resize(static_cast<size_t>(prog_.num_tickets));
     ctx_.tickets = tickets_.data();
-    if (prog_.passes.on(runtime::Pass::GemmChoice)) ctx_.gemm_choice = &gemm_choice;
-    if (prog_.passes.on(runtime::Pass::ReadAheadChoice))
-      ctx_.read_ahead_choice = &read_ahead_choice;
+    ctx_.choices = choices;
   }
 
   std::vector<runtime::BufferPtr> run(const std::vector<runtime::BufferPtr>& params,
@@ -177,7 +173,11 @@ class CpuExecutable : public runtime::Executable {
 
 std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
                                                         const runtime::PassSet& passes) {
-  return std::make_shared<CpuExecutable>(lower(g, -1, passes), gemm_choice_, read_ahead_choice_);
+  Choices choices;  // those whose passes are on
+  if (passes.on(runtime::Pass::GemmChoice)) choices.gemm = &gemm_choice_;
+  if (passes.on(runtime::Pass::ReadAheadChoice)) choices.read_ahead = &read_ahead_choice_;
+  if (passes.on(runtime::Pass::StreamStoresChoice)) choices.stream_stores = &stream_stores_choice_;
+  return std::make_shared<CpuExecutable>(lower(g, -1, passes), choices);
 }
 
 void CpuDevice::clear_caches() {

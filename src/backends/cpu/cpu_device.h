@@ -1,7 +1,7 @@
 #pragma once
 // The CPU device: lowers a graph with the compiler and runs the kernel list.
 #include "backends/cpu/gemm.h"
-#include "backends/cpu/loop_overlap.h"
+#include "backends/cpu/timed_choice.h"
 #include "runtime/device.h"
 
 namespace lazytrace::cpu {
@@ -19,7 +19,8 @@ class CpuDevice : public runtime::Device {
 
  private:
   GemmChoice gemm_choice_;
-  ReadAheadChoice read_ahead_choice_;
+  TimedChoice read_ahead_choice_{"ReadAheadChoice", "not ahead", "ahead"};
+  TimedChoice stream_stores_choice_{"StreamStoresChoice", "cached", "streamed"};
 };
 
 /** The process-wide CPU device. */

@@ -2,6 +2,7 @@
 // iteration space, with loads and stores through strided views.
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -14,6 +15,7 @@
 #include "backends/cpu/math.h"
 #include "backends/cpu/random.h"
 #include "backends/cpu/strided.h"
+#include "backends/cpu/timed_choice.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu {
@@ -406,7 +408,16 @@ void read_ahead(const FusedStep& st, const RunContext& ctx, const char* in_place
 void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t total = st.shape.numel();
   if (total == 0 || st.stores.empty()) return;
-  if (st.jit && run_jit(st, ctx)) return;
+  // whether the stores stream: the plan's, or the way the choice gives this run
+  std::optional<TimedRun> timed;
+  if (st.stream_timed)
+    timed.emplace(ctx.choices.stream_stores,
+                  TimedChoice::Key{total, static_cast<int64_t>(st.stores.size()),
+                                   static_cast<int64_t>(st.program.size()),
+                                   static_cast<int64_t>(runtime::num_threads())},
+                  false);
+  const bool stream = timed ? timed->way() : st.stream_stores;
+  if (st.jit && run_jit(st, ctx, stream)) return;
   const int64_t tiles = (total + kTile - 1) / kTile;
   // loads read in place and contiguous stores, decided once per run
   thread_local std::vector<char> in_place_buf, contiguous_buf;
@@ -456,13 +467,12 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
         const auto& s = st.stores[i];
         dispatch(s.dst.dtype, [&](auto tag) {
           using S = typename decltype(tag)::type;
-          store<S>(s.dst, contiguous[i], st.stream_stores, ctx, start, n,
-                   regs.in<compute_t<S>>(s.reg));
+          store<S>(s.dst, contiguous[i], stream, ctx, start, n, regs.in<compute_t<S>>(s.reg));
         });
       }
     }
 #if defined(__SSE2__)
-    if (st.stream_stores) _mm_sfence();  // the streamed lines reach memory before the join
+    if (stream) _mm_sfence();  // the streamed lines reach memory before the join
 #endif
   });
 }

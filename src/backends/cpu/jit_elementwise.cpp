@@ -952,7 +952,7 @@ std::shared_ptr<const JitCode> generate(const Plan& plan, int singles, const Sha
   c->constants = static_cast<int>(plan.pinned.size());
   name_for_perf(*code, shape);
   c->code = std::move(code);
-  if (plan.step->stream_stores) {
+  if (plan.step->may_stream()) {
     auto streaming = std::make_unique<Gen<Isa>>(plan, c->pool, singles, true);
     c->fn_stream = streaming->template getCode<Fn>();
     name_for_perf(*streaming, shape);
@@ -966,7 +966,7 @@ template <typename Isa>
 std::shared_ptr<const JitCode> code_for(const Plan& plan, int singles, const Shape& shape,
                                         bool shared) {
   if (!shared) return generate<Isa>(plan, singles, shape);
-  const std::string key = key_of<Isa>(plan, singles, plan.step->stream_stores);
+  const std::string key = key_of<Isa>(plan, singles, plan.step->may_stream());
   CodeCache& cache = code_cache();
   std::lock_guard<std::mutex> lock(cache.mu);
   std::weak_ptr<const JitCode>& slot = cache.codes[key];
@@ -1284,7 +1284,7 @@ const char* jit_ranges_note(const JitKernel& k) {
                           : "";
 }
 
-bool run_jit(const FusedStep& st, const RunContext& ctx) {
+bool run_jit(const FusedStep& st, const RunContext& ctx, bool stream) {
   const JitKernel& k = *st.jit;
   const size_t n_ptr = k.pointers.size(), dims = k.shape.size();
   const char* base[kMaxPointers];
@@ -1351,7 +1351,7 @@ bool run_jit(const FusedStep& st, const RunContext& ctx) {
     a.rows = count;
     a.begin = begin;
     a.end = end;
-    (code.fn_stream != nullptr && aligned ? code.fn_stream : code.fn)(&a);
+    (stream && code.fn_stream != nullptr && aligned ? code.fn_stream : code.fn)(&a);
   };
   if (width >= kTileFloats) {  // tiles of long rows
     const int64_t per_row = (width + kTileFloats - 1) / kTileFloats;
@@ -1389,7 +1389,7 @@ std::shared_ptr<const JitKernel> compile_jit(const FusedStep&, const JitOptions&
   return nullptr;
 }
 
-bool run_jit(const FusedStep&, const RunContext&) {
+bool run_jit(const FusedStep&, const RunContext&, bool) {
   return false;
 }
 

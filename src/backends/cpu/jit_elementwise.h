@@ -50,8 +50,9 @@ int jit_constants(const JitKernel& k);
  * values never reach them) or "; clamps checked at each run" (against its scalars). */
 const char* jit_ranges_note(const JitKernel& k);
 
-/** Runs `s` through its kernel; false (nothing done) where it cannot this time: an output
- * that overlaps an input at another offset. The caller then interprets the step. */
-bool run_jit(const FusedStep& s, const RunContext& ctx);
+/** Runs `s` through its kernel, its aligned stores past the caches with `stream` (a step that
+ * may_stream()); false (nothing done) where it cannot this time: an output that overlaps an
+ * input at another offset. The caller then interprets the step. */
+bool run_jit(const FusedStep& s, const RunContext& ctx, bool stream);
 
 }  // namespace lazytrace::cpu

@@ -8,7 +8,14 @@
 
 namespace lazytrace::cpu {
 
-class ReadAheadChoice;  // loop_overlap.h
+class TimedChoice;  // timed_choice.h
+
+/** The device's choices made by timing on the machine at hand; each null with its pass off. */
+struct Choices {
+  GemmChoice* gemm = nullptr;            // a product's kernel (gemm.h; pass gemm_choice)
+  TimedChoice* read_ahead = nullptr;     // a loop's read-ahead (pass read_ahead_choice)
+  TimedChoice* stream_stores = nullptr;  // a fused step's stores (pass stream_stores_choice)
+};
 
 /** What a step needs at run time: a base pointer per storage, and the scalar values. */
 struct RunContext {
@@ -20,10 +27,7 @@ struct RunContext {
   // product that other threads run), and the shadows every thread's products read ahead.
   ReadAhead* read_ahead = nullptr;
   Shadows shadows;
-  // The device's per-shape product kernel choice (gemm.h); null with the gemm_choice pass off.
-  GemmChoice* gemm_choice = nullptr;
-  // The device's per-loop read-ahead choice (loop_overlap.h); null with read_ahead_choice off.
-  ReadAheadChoice* read_ahead_choice = nullptr;
+  Choices choices;
   // The communicator collectives run through (the thread's current one when the run began).
   runtime::Communicator* comm = nullptr;
   // The run's tickets of the collectives started ahead of their waits (Program::num_tickets).

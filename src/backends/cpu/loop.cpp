@@ -35,8 +35,7 @@ class Bound {
     ctx_.passes = caller.passes;
     ctx_.read_ahead = caller.read_ahead;  // an outer loop's hints, until this loop's own
     ctx_.shadows = caller.shadows;
-    ctx_.gemm_choice = caller.gemm_choice;
-    ctx_.read_ahead_choice = caller.read_ahead_choice;
+    ctx_.choices = caller.choices;
     ctx_.comm = caller.comm;
     tickets_.resize(static_cast<size_t>(prog.num_tickets));
     ctx_.tickets = tickets_.data();

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "backends/cpu/cache_topology.h"
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/small_gemm.h"
+#include "backends/cpu/timed_choice.h"
 #include "metrics/known.h"
 #include "runtime/thread_pool.h"
 
@@ -49,12 +51,12 @@ class Beside final : public LoopOverlap {
       if (in.role == Role::X) bytes += x_slice(in, caller, 0).second;
     const bool updates = per_iteration_ > 0, big = s.length > 1 && bytes >= kReadAheadFrom;
     bool ahead = big && caller.passes.on(runtime::Pass::ReadAhead);
-    if (ahead && !updates && caller.read_ahead_choice) {
-      choice_ = caller.read_ahead_choice;
-      key_ = {s.length, bytes, static_cast<int64_t>(s.body->steps.size()),
-              static_cast<int64_t>(runtime::num_threads())};
-      ahead = chosen_ahead_ = choice_->ahead(key_, timed_);
-      if (timed_) start_ns_ = metrics::now_ns();
+    if (ahead && !updates && caller.choices.read_ahead) {
+      timed_.emplace(caller.choices.read_ahead,
+                     TimedChoice::Key{s.length, bytes, static_cast<int64_t>(s.body->steps.size()),
+                                      static_cast<int64_t>(runtime::num_threads())},
+                     true);
+      ahead = timed_->way();
     }
     if (updates) handed_.reserve(static_cast<size_t>(s.length * per_iteration_));
     if (updates && big && caller.passes.on(runtime::Pass::EvictSlices) && !threads_share_cache())
@@ -129,7 +131,7 @@ class Beside final : public LoopOverlap {
     } else {
       for (const AdamWStep& u : s_.updates) run_adamw(u, caller_);
     }
-    if (timed_) choice_->record(key_, chosen_ahead_, metrics::now_ns() - start_ns_);
+    timed_.reset();  // from the first iteration to the last
   }
 
  private:
@@ -217,41 +219,10 @@ class Beside final : public LoopOverlap {
   std::vector<ReadAhead::Range> ranges_;
   bool shadowing_ = false;  // the products read ahead beside theirs: shadows_
   std::vector<Shadow> shadows_;
-  ReadAheadChoice* choice_ = nullptr;  // where this run is on trial (timed_): its way and key
-  ReadAheadChoice::Key key_{};
-  bool timed_ = false, chosen_ahead_ = false;
-  int64_t start_ns_ = 0;
+  std::optional<TimedRun> timed_;  // this run's way, through the read-ahead choice
 };
 
 }  // namespace
-
-ReadAheadChoice::Entry& ReadAheadChoice::entry(const Key& key) {
-  for (Entry& e : entries_)
-    if (e.key == key) return e;
-  if (entries_.size() >= 256) entries_.clear();  // programs come and go: start afresh
-  entries_.push_back(Entry{key});
-  return entries_.back();
-}
-
-bool ReadAheadChoice::ahead(const Key& key, bool& timed) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entry(key);
-  timed = e.kept < 0;
-  if (!timed) return e.kept == 1;
-  return e.runs[1] <= e.runs[0];  // in turn, reading ahead first
-}
-
-void ReadAheadChoice::record(const Key& key, bool ahead, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entry(key);
-  if (e.kept >= 0) return;
-  const int way = ahead ? 1 : 0;
-  if (e.runs[way]++ > 0) e.best[way] = std::min(e.best[way], ns);  // the first: cold caches
-  if (e.runs[0] > kTimed && e.runs[1] > kTimed) {
-    e.kept = e.best[1] <= e.best[0] ? 1 : 0;
-    metrics::named_counter(e.kept ? "ReadAheadChoice[ahead]" : "ReadAheadChoice[not ahead]").add();
-  }
-}
 
 std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& caller,
                                   int64_t idx) {

@@ -4,7 +4,6 @@
 // picks an implementation; NoOverlap does nothing beside and runs the updates after.
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -14,36 +13,6 @@ namespace lazytrace::cpu {
 
 /** Where slice `idx` of x input `in` lies in the caller's memory, and its bytes. */
 std::pair<char*, int64_t> x_slice(const LoopStep::Input& in, const RunContext& caller, int64_t idx);
-
-/**
- * Whether a loop reads its next iteration's slices ahead (pass read_ahead), per loop (its
- * length, slice bytes, body and threads): its first runs go both ways in turn, timed from
- * the first iteration to the last; after kTimed runs each way (each way's first run not
- * counted: cold caches) the way with the faster best run is kept. The reads change no value,
- * only what the other threads do meanwhile, and which way wins differs by machine.
- */
-class ReadAheadChoice {
- public:
-  static constexpr int kTimed = 3;
-  struct Key {
-    int64_t length, slice_bytes, body_steps, threads;
-    bool operator==(const Key&) const = default;
-  };
-  /** Whether the next run of `key` reads ahead; `timed` is set while it is still on trial. */
-  bool ahead(const Key& key, bool& timed);
-  void record(const Key& key, bool ahead, int64_t ns);
-
- private:
-  struct Entry {
-    Key key;
-    int runs[2] = {0, 0};  // [ahead]
-    int64_t best[2] = {INT64_MAX, INT64_MAX};
-    int kept = -1;  // the way kept, once decided
-  };
-  Entry& entry(const Key& key);  // with mu_ held
-  std::mutex mu_;
-  std::vector<Entry> entries_;  // few: one per loop of the programs run
-};
 
 class LoopOverlap {
  public:

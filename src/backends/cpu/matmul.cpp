@@ -298,7 +298,7 @@ void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
 // loop asks to read ahead: only those kernels take the hints, and the time they save falls
 // on the steps after the product, which its own timing would not see.
 bool chooses(const MatmulStep& s, const RunContext& ctx) {
-  if (ctx.gemm_choice == nullptr || (s.dtype != DType::float32 && s.dtype != DType::bfloat16) ||
+  if (ctx.choices.gemm == nullptr || (s.dtype != DType::float32 && s.dtype != DType::bfloat16) ||
       work_of(s) / batches_of(s) < GemmChoice::kMinWork)
     return false;
   const bool hinted = ctx.read_ahead != nullptr || ctx.shadows.begin != ctx.shadows.end;
@@ -333,7 +333,7 @@ std::string describe_product(const MatmulStep& s) {
 // it measures first, running the product with each).
 std::optional<Kernel> chosen_kernel(const MatmulStep& s, const RunContext& ctx) {
   if (!chooses(s, ctx)) return Kernel{};
-  if (std::optional<GemmPlan> plan = ctx.gemm_choice->find(key_of(s, ctx)))
+  if (std::optional<GemmPlan> plan = ctx.choices.gemm->find(key_of(s, ctx)))
     return Kernel{plan->lib, plan->other_split};
   return std::nullopt;
 }
@@ -342,7 +342,7 @@ template <typename S>
 void measure_product(const MatmulStep& s, const RunContext& ctx) {
   const GemmChoice::Key key = key_of(s, ctx);
   const Sharing sharing = sharing_of(s);  // a product cut into blocks: the cut is a choice too
-  ctx.gemm_choice->measure(
+  ctx.choices.gemm->measure(
       key,
       [&](GemmPlan plan) {
         // bfloat16: the fixed rule or the CPU's bfloat16 instructions (oneDNN); no other
