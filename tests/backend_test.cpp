@@ -143,41 +143,51 @@ void expect_adamw_baseline_bits(const Loops& loops) {
   expect_same_bits(v, vw, "adamw in place: exp_avg_sq");
 }
 
-// A timed choice runs a key both ways in turn (way 1 first), leaves each way's first run
-// out (cold caches), keeps the way of the faster best run once each way has kTimed more, and
-// then gives that way untimed; keys choose apart, and each decision is counted once.
-TEST(CpuKernels, ATimedChoiceKeepsTheWayOfTheFasterBestRun) {
+// A timed trial runs a step both ways in turn (way 1 first), leaves each way's first run out
+// (cold caches), keeps the way of the faster best run once each way has kTimed more, and then
+// gives that way untimed; a TimedChoice gives each key its own trial, and each decision is
+// counted once.
+TEST(CpuKernels, ATimedTrialKeepsTheWayOfTheFasterBestRun) {
   using lazytrace::cpu::TimedChoice;
+  using lazytrace::cpu::TimedTrial;
   TimedChoice choice("TimedChoiceTest", "zero", "one");
-  const TimedChoice::Key a{1, 2, 3, 4}, b{5, 6, 7, 8};
+  const std::shared_ptr<TimedTrial> a = choice.trial({1, 2, 3, 4}), b = choice.trial({5, 6, 7, 8});
+  EXPECT_EQ(choice.trial({1, 2, 3, 4}), a);
   const int64_t zero0 = lazytrace::metrics::counter("TimedChoiceTest[zero]"),
                 one0 = lazytrace::metrics::counter("TimedChoiceTest[one]");
   // a: way 0 is faster at its best (40 against 50), though its first run (a cold 1000) and
   // its mean are worse; b: way 1 is faster everywhere
   const int64_t times_a[2][4] = {{1000, 90, 40, 95}, {60, 55, 50, 52}};
   const int64_t times_b[2][4] = {{30, 31, 32, 33}, {10, 11, 12, 13}};
-  int runs[2][2] = {};  // [key][way]
-  for (int r = 0; r < 2 * (TimedChoice::kTimed + 1); ++r)
+  int runs[2][2] = {};  // [trial][way]
+  for (int r = 0; r < 2 * (TimedTrial::kTimed + 1); ++r)
     for (int k = 0; k < 2; ++k) {
       bool timed = false;
-      const bool way = choice.way(k == 0 ? a : b, timed);
+      TimedTrial& t = k == 0 ? *a : *b;
+      const bool way = t.way(timed);
       ASSERT_TRUE(timed) << "run " << r;
       EXPECT_EQ(way, r % 2 == 0) << "run " << r << ": the ways go in turn, way 1 first";
       const int w = way ? 1 : 0;
-      choice.record(k == 0 ? a : b, way, (k == 0 ? times_a : times_b)[w][runs[k][w]++]);
+      t.record(way, (k == 0 ? times_a : times_b)[w][runs[k][w]++]);
     }
   EXPECT_EQ(lazytrace::metrics::counter("TimedChoiceTest[zero]") - zero0, 1);
   EXPECT_EQ(lazytrace::metrics::counter("TimedChoiceTest[one]") - one0, 1);
   for (int r = 0; r < 3; ++r) {
     bool timed = true;
-    EXPECT_FALSE(choice.way(a, timed));
+    EXPECT_FALSE(a->way(timed));
     EXPECT_FALSE(timed);
-    EXPECT_TRUE(choice.way(b, timed));
+    EXPECT_TRUE(b->way(timed));
     EXPECT_FALSE(timed);
-    choice.record(a, true, 1);  // a late record changes nothing
+    a->record(true, 1);  // a late record changes nothing
   }
   bool timed = true;
-  EXPECT_FALSE(choice.way(a, timed));
+  EXPECT_FALSE(a->way(timed));
+  // a run through a decided trial, or none, is not timed and goes the way given
+  lazytrace::cpu::TimedRun decided(b, false), none(nullptr, true);
+  EXPECT_TRUE(decided.way());
+  EXPECT_TRUE(none.way());
+  decided.done();
+  none.done();
 }
 
 TEST(CpuKernels, Avx2LoopsComputeTheBaselineBits) {

@@ -42,7 +42,8 @@ void close_runs() {
   t_closer = true;
   g_closed.store(true);
   const int own = t_depth > 0 ? 1 : 0;  // a handler run from inside a run does not wait for it
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  // one deadline however often the gate is registered (exit_gate.h)
+  static const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (g_in_flight.load() > own && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }

@@ -35,8 +35,8 @@ void close_runs();
  * Registers close_runs() with std::atexit. Handlers run in reverse order, so this is called
  * again right after a library registers its own finalizer (it runs before it), and after a
  * library's first use of a kind (a product measured, a primitive made), where it may have
- * registered handlers that free what its kernels run (oneDNN's statics). Calls beyond the
- * first cost a no-op at exit.
+ * registered handlers that free what its kernels run (oneDNN's statics). The 30 s deadline
+ * is the process's, not each call's.
  */
 void close_runs_at_exit();
 

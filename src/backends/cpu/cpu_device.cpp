@@ -176,7 +176,6 @@ std::shared_ptr<runtime::Executable> CpuDevice::compile(const ir::Graph& g,
   Choices choices;  // those whose passes are on
   if (passes.on(runtime::Pass::GemmChoice)) choices.gemm = &gemm_choice_;
   if (passes.on(runtime::Pass::ReadAheadChoice)) choices.read_ahead = &read_ahead_choice_;
-  if (passes.on(runtime::Pass::StreamStoresChoice)) choices.stream_stores = &stream_stores_choice_;
   return std::make_shared<CpuExecutable>(lower(g, -1, passes), choices);
 }
 

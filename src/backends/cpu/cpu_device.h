@@ -20,7 +20,6 @@ class CpuDevice : public runtime::Device {
  private:
   GemmChoice gemm_choice_;
   TimedChoice read_ahead_choice_{"ReadAheadChoice", "not ahead", "ahead"};
-  TimedChoice stream_stores_choice_{"StreamStoresChoice", "cached", "streamed"};
 };
 
 /** The process-wide CPU device. */

@@ -71,7 +71,7 @@ std::string describe(const Program& p) {
                      for (const auto& st : f.stores) os << " r" << st.reg << "->" << view(st.dst);
                      if (f.read_ahead) os << "; reads ahead";
                      if (f.stream_stores) os << "; streams its stores";
-                     if (f.stream_timed) os << "; streams its stores if faster";
+                     if (f.stream_trial) os << "; streams its stores if faster";
                      if (f.jit) {
                        os << "; native code";
                        if (const int v = jit_vectors(*f.jit); v > 1)

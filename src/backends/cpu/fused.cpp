@@ -2,7 +2,6 @@
 // iteration space, with loads and stores through strided views.
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -408,16 +407,13 @@ void read_ahead(const FusedStep& st, const RunContext& ctx, const char* in_place
 void run_fused(const FusedStep& st, const RunContext& ctx) {
   const int64_t total = st.shape.numel();
   if (total == 0 || st.stores.empty()) return;
-  // whether the stores stream: the plan's, or the way the choice gives this run
-  std::optional<TimedRun> timed;
-  if (st.stream_timed)
-    timed.emplace(ctx.choices.stream_stores,
-                  TimedChoice::Key{total, static_cast<int64_t>(st.stores.size()),
-                                   static_cast<int64_t>(st.program.size()),
-                                   static_cast<int64_t>(runtime::num_threads())},
-                  false);
-  const bool stream = timed ? timed->way() : st.stream_stores;
-  if (st.jit && run_jit(st, ctx, stream)) return;
+  // whether the stores stream: the plan's, or the way the step's trial gives this run
+  TimedRun timed(st.stream_trial, st.stream_stores);
+  const bool stream = timed.way();
+  if (st.jit && run_jit(st, ctx, stream)) {
+    timed.done();
+    return;
+  }
   const int64_t tiles = (total + kTile - 1) / kTile;
   // loads read in place and contiguous stores, decided once per run
   thread_local std::vector<char> in_place_buf, contiguous_buf;
@@ -475,6 +471,7 @@ void run_fused(const FusedStep& st, const RunContext& ctx) {
     if (stream) _mm_sfence();  // the streamed lines reach memory before the join
 #endif
   });
+  timed.done();
 }
 
 }  // namespace lazytrace::cpu

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +67,14 @@ bool run_onednn(const GemmArgs& g) {
 // thread that runs it (primitives are then never shared between threads) and run on a team
 // of one, with a scratchpad the caller passes in.
 class Bf16Matmuls {
+  // oneDNN registers exit handlers at its first primitive and first run (its statics): the
+  // exit gate goes after them once, so that it runs first at exit (runtime/exit_gate.h)
+  static void gate_after_first_use() {
+    static std::atomic<int> times{0};
+    if (times.load(std::memory_order_relaxed) < 2 && times.fetch_add(1) < 2)
+      runtime::close_runs_at_exit();
+  }
+
  public:
   static bool native() {
     static const bool yes = [] {
@@ -79,10 +88,10 @@ class Bf16Matmuls {
            const BFloat16* b, const GemmOperand& ob, BFloat16* c, int64_t ldc) {
     const Key key{m, n, k, oa.trans, oa.ld, ob.trans, ob.ld, ldc};
     auto it = made_.find(key);
-    const bool made_now = it == made_.end();
-    if (made_now) {
+    if (it == made_.end()) {
       if (made_.size() >= kMaxPrimitives) made_.clear();
       it = made_.emplace(key, make(m, n, k, oa, ob, ldc)).first;
+      gate_after_first_use();
     }
     Made& p = it->second;
     if (!p.ok) return false;
@@ -97,9 +106,7 @@ class Bf16Matmuls {
     if (threads != 1) omp_set_num_threads(1);
     p.prim.execute(stream_, p.args);
     if (threads != 1) omp_set_num_threads(threads);
-    // oneDNN registers exit handlers at first use (its statics); the exit gate goes after
-    // them, so that it runs first at exit (runtime/exit_gate.h)
-    if (made_now) runtime::close_runs_at_exit();
+    gate_after_first_use();
     return true;
   }
 

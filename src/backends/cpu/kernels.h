@@ -12,9 +12,8 @@ class TimedChoice;  // timed_choice.h
 
 /** The device's choices made by timing on the machine at hand; each null with its pass off. */
 struct Choices {
-  GemmChoice* gemm = nullptr;            // a product's kernel (gemm.h; pass gemm_choice)
-  TimedChoice* read_ahead = nullptr;     // a loop's read-ahead (pass read_ahead_choice)
-  TimedChoice* stream_stores = nullptr;  // a fused step's stores (pass stream_stores_choice)
+  GemmChoice* gemm = nullptr;         // a product's kernel (gemm.h; pass gemm_choice)
+  TimedChoice* read_ahead = nullptr;  // a loop's read-ahead (pass read_ahead_choice)
 };
 
 /** What a step needs at run time: a base pointer per storage, and the scalar values. */

@@ -52,9 +52,9 @@ class Beside final : public LoopOverlap {
     const bool updates = per_iteration_ > 0, big = s.length > 1 && bytes >= kReadAheadFrom;
     bool ahead = big && caller.passes.on(runtime::Pass::ReadAhead);
     if (ahead && !updates && caller.choices.read_ahead) {
-      timed_.emplace(caller.choices.read_ahead,
-                     TimedChoice::Key{s.length, bytes, static_cast<int64_t>(s.body->steps.size()),
-                                      static_cast<int64_t>(runtime::num_threads())},
+      timed_.emplace(caller.choices.read_ahead->trial(
+                         {s.length, bytes, static_cast<int64_t>(s.body->steps.size()),
+                          static_cast<int64_t>(runtime::num_threads())}),
                      true);
       ahead = timed_->way();
     }
@@ -131,7 +131,7 @@ class Beside final : public LoopOverlap {
     } else {
       for (const AdamWStep& u : s_.updates) run_adamw(u, caller_);
     }
-    timed_.reset();  // from the first iteration to the last
+    if (timed_) timed_->done();  // from the first iteration to the last
   }
 
  private:

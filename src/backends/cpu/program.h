@@ -19,7 +19,8 @@ struct Body;
 
 namespace lazytrace::cpu {
 
-class JitKernel;  // jit_elementwise.cpp
+class JitKernel;   // jit_elementwise.cpp
+class TimedTrial;  // timed_choice.h
 
 enum class StorageKind : uint8_t { Param, Arena, Output };
 
@@ -71,11 +72,11 @@ struct FusedStep {
   std::vector<Store> stores;
   // Loads read in place are fetched into the caches a tile ahead (plan/prefetch_tiles.cpp).
   bool read_ahead = false;
-  // Contiguous stores bypass the caches (plan/stream_stores.cpp); or, with stream_timed,
+  // Contiguous stores bypass the caches (plan/stream_stores.cpp); or, with a stream_trial,
   // whether they do is chosen by timing both ways (fused.cpp, pass stream_stores_choice).
   bool stream_stores = false;
-  bool stream_timed = false;
-  bool may_stream() const { return stream_stores || stream_timed; }
+  std::shared_ptr<TimedTrial> stream_trial;
+  bool may_stream() const { return stream_stores || stream_trial != nullptr; }
   // The step as native code (plan/jit_fused.cpp, jit_elementwise.h), else null.
   std::shared_ptr<const JitKernel> jit;
 };

@@ -8,46 +8,43 @@
 
 namespace lazytrace::cpu {
 
-TimedChoice::Entry& TimedChoice::entry(const Key& key) {
-  for (Entry& e : entries_)
-    if (e.key == key) return e;
-  if (entries_.size() >= 256) entries_.clear();  // programs come and go: start afresh
-  entries_.push_back(Entry{key});
-  return entries_.back();
+bool TimedTrial::way(bool& timed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timed = kept_ < 0;
+  return timed ? runs_[1] <= runs_[0] : kept_ == 1;
 }
 
-bool TimedChoice::way(const Key& key, bool& timed) {
+void TimedTrial::record(bool way, int64_t ns) {
   std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entry(key);
-  timed = e.kept < 0;
-  if (!timed) return e.kept == 1;
-  return e.runs[1] <= e.runs[0];  // in turn, way 1 first
-}
-
-void TimedChoice::record(const Key& key, bool way, int64_t ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  Entry& e = entry(key);
-  if (e.kept >= 0) return;
+  if (kept_ >= 0) return;
   const int w = way ? 1 : 0;
-  if (e.runs[w]++ > 0) e.best[w] = std::min(e.best[w], ns);  // the first: cold caches
-  if (e.runs[0] > kTimed && e.runs[1] > kTimed) {
-    e.kept = e.best[1] <= e.best[0] ? 1 : 0;
-    metrics::named_counter(std::string(name_) + "[" + ways_[e.kept] + "]").add();
-  }
+  if (runs_[w]++ > 0) best_[w] = std::min(best_[w], ns);  // the first: cold caches
+  if (runs_[0] <= kTimed || runs_[1] <= kTimed) return;
+  kept_ = best_[1] <= best_[0] ? 1 : 0;
+  metrics::named_counter(std::string(name_) + "[" + ways_[kept_] + "]").add();
 }
 
-TimedRun::TimedRun(TimedChoice* choice, const TimedChoice::Key& key, bool otherwise)
-    : key_(key), way_(otherwise) {
-  if (choice == nullptr) return;
+std::shared_ptr<TimedTrial> TimedChoice::trial(const Key& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, t] : trials_)
+    if (k == key) return t;
+  if (trials_.size() >= 256) trials_.clear();  // programs come and go: start afresh
+  trials_.emplace_back(key, std::make_shared<TimedTrial>(name_, ways_[0], ways_[1]));
+  return trials_.back().second;
+}
+
+TimedRun::TimedRun(std::shared_ptr<TimedTrial> trial, bool otherwise) : way_(otherwise) {
+  if (!trial) return;
   bool timed = false;
-  way_ = choice->way(key, timed);
+  way_ = trial->way(timed);
   if (!timed) return;
-  choice_ = choice;
+  trial_ = std::move(trial);
   start_ns_ = metrics::now_ns();
 }
 
-TimedRun::~TimedRun() {
-  if (choice_ != nullptr) choice_->record(key_, way_, metrics::now_ns() - start_ns_);
+void TimedRun::done() {
+  if (trial_) trial_->record(way_, metrics::now_ns() - start_ns_);
+  trial_.reset();
 }
 
 }  // namespace lazytrace::cpu

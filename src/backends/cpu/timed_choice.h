@@ -4,55 +4,69 @@
 // units), so no threshold tuned on one decides it.
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 namespace lazytrace::cpu {
 
 /**
- * Per key (what identifies the step: its sizes, its threads), the first runs go both ways
- * in turn; after kTimed runs each way (each way's first run not counted: cold caches) the way
- * with the faster best run is kept. Counters "<name>[<way>]" count the decisions. Thread-safe.
+ * One step's trial between its two ways: its runs go both ways in turn (way 1 first); each
+ * way's first run is not counted (cold caches); after kTimed more runs each, the way of the
+ * faster best run is kept, and counted in the counter "<name>[<way's name>]". Thread-safe.
  */
-class TimedChoice {
+class TimedTrial {
  public:
   static constexpr int kTimed = 3;
-  using Key = std::array<int64_t, 4>;
-  /** `name` and the two ways' names (`ways[1]` is the way tried first) name the counters. */
-  TimedChoice(const char* name, const char* way0, const char* way1)
+  /** `name` and the two ways' names (`way1` is tried first) name the counters. */
+  TimedTrial(const char* name, const char* way0, const char* way1)
       : name_(name), ways_{way0, way1} {}
-  /** The way of the next run of `key`; `timed` is set while the key is still on trial. */
-  bool way(const Key& key, bool& timed);
-  /** A timed run of `key` the way `way` took `ns`. */
-  void record(const Key& key, bool way, int64_t ns);
+  /** The way of the next run; `timed` is set while the trial goes on. */
+  bool way(bool& timed);
+  /** A timed run the way `way` took `ns`. */
+  void record(bool way, int64_t ns);
 
  private:
-  struct Entry {
-    Key key;
-    int runs[2] = {0, 0};
-    int64_t best[2] = {INT64_MAX, INT64_MAX};
-    int kept = -1;  // the way kept, once decided
-  };
-  Entry& entry(const Key& key);  // with mu_ held
   const char* name_;
   const char* ways_[2];
   std::mutex mu_;
-  std::vector<Entry> entries_;  // few: one per kind of step of the programs run
+  int runs_[2] = {0, 0};
+  int64_t best_[2] = {INT64_MAX, INT64_MAX};
+  int kept_ = -1;  // the way kept, once decided
 };
 
-/** Times one run of a step through a choice (none where `choice` is null or decided). */
-class TimedRun {
+/**
+ * Trials by key, for steps that programs make anew (a loop in each program that has it): one
+ * per key (its sizes, its threads), shared by the steps of that key.
+ */
+class TimedChoice {
  public:
-  TimedRun(TimedChoice* choice, const TimedChoice::Key& key, bool otherwise);
-  ~TimedRun();
-  TimedRun(const TimedRun&) = delete;
-  TimedRun& operator=(const TimedRun&) = delete;
-  /** The way this run goes: the choice's, or `otherwise` without one. */
-  bool way() const { return way_; }
+  using Key = std::array<int64_t, 4>;
+  TimedChoice(const char* name, const char* way0, const char* way1)
+      : name_(name), ways_{way0, way1} {}
+  std::shared_ptr<TimedTrial> trial(const Key& key);
 
  private:
-  TimedChoice* choice_ = nullptr;  // set while this run is on trial
-  TimedChoice::Key key_;
+  const char* name_;
+  const char* ways_[2];
+  std::mutex mu_;
+  std::vector<std::pair<Key, std::shared_ptr<TimedTrial>>> trials_;  // few: one per loop kind
+};
+
+/**
+ * Times one run of a step through its trial (none where `trial` is null or decided): way()
+ * is the way to run it, and done() records the run's time (a run that throws records none).
+ */
+class TimedRun {
+ public:
+  TimedRun(std::shared_ptr<TimedTrial> trial, bool otherwise);
+  /** The way this run goes: the trial's, or `otherwise` without one. */
+  bool way() const { return way_; }
+  /** The run ended: its time goes to the trial while it goes on. */
+  void done();
+
+ private:
+  std::shared_ptr<TimedTrial> trial_;  // set while this run is on trial
   bool way_;
   int64_t start_ns_ = 0;
 };

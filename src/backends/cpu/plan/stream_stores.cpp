@@ -1,8 +1,9 @@
 // A program pass (plan/pipeline.cpp runs them in order).
 // Requires: nothing.
-// Provides: FusedStep::stream_stores, FusedStep::stream_timed.
+// Provides: FusedStep::stream_stores, FusedStep::stream_trial.
 #include "backends/cpu/cpu_features.h"
 #include "backends/cpu/plan/pipeline.h"
+#include "backends/cpu/timed_choice.h"
 #include "runtime/thread_pool.h"
 
 namespace lazytrace::cpu::plan {
@@ -23,7 +24,8 @@ void stream_stores(Program& p, const Context& c) {
     int64_t bytes = 0;
     for (const auto& s : f->stores) bytes += f->shape.numel() * itemsize(s.dst.dtype);
     f->stream_stores = bytes > last_level_cache_bytes();
-    f->stream_timed = timed && !f->stream_stores && bytes > l2;
+    if (timed && !f->stream_stores && bytes > l2)
+      f->stream_trial = std::make_shared<TimedTrial>("StreamStoresChoice", "cached", "streamed");
   }
 }
 
