@@ -16,6 +16,19 @@ Walk walk(const std::vector<Node*>& roots) {
   return w;
 }
 
+void add_node(Walk& w, Node& node) {
+  node.index = static_cast<int32_t>(w.order.size());
+  w.order.push_back(&node);
+  w.key = hash_combine(w.key, node.local_hash);
+  for (int i = 0; i < node.num_operands(); ++i)
+    w.key = hash_combine(w.key, static_cast<uint64_t>(node.operand(i)->index));
+}
+
+void add_result(Walk& w, const Node& node) {
+  w.results.push_back(node.index);
+  w.key = hash_combine(w.key, static_cast<uint64_t>(node.index) | (3ULL << 40));
+}
+
 void walk_into(const std::vector<Node*>& roots, Walk& w) {
   w.order.clear();
   w.params.clear();
@@ -29,7 +42,7 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
   };
   thread_local std::vector<Frame> stack;  // (a walk calls nothing that walks)
   stack.clear();
-  uint64_t key = 0x1a2b3c4d5e6f7788ULL;
+  w.key = 0x1a2b3c4d5e6f7788ULL;
   for (Node* root : roots) {
     if (root->mark != epoch) {
       root->mark = epoch;
@@ -49,11 +62,7 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
       }
       Node* n = f.node;
       stack.pop_back();
-      n->index = static_cast<int32_t>(w.order.size());
-      w.order.push_back(n);
-      key = hash_combine(key, n->local_hash);
-      for (int i = 0; i < n->num_operands(); ++i)
-        key = hash_combine(key, static_cast<uint64_t>(n->operand(i)->index));
+      add_node(w, *n);
       if (n->op == OpKind::Data) w.params.push_back(n);
       if (n->op == OpKind::Scalar && n->scalar_is_param) w.scalars.push_back(n);
       if (n->op == OpKind::Call) {  // the body's own leaves, where build_graph inlines it
@@ -68,7 +77,7 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
       }
     }
     w.results.push_back(root->index);
-    key = hash_combine(key, static_cast<uint64_t>(root->index) | (1ULL << 40));
+    w.key = hash_combine(w.key, static_cast<uint64_t>(root->index) | (1ULL << 40));
   }
   // Equal literal constants (an inlined body and the copy of it that its VJP recomputes
   // each bring their own) share a class, and the key says which: a graph compiled with two
@@ -85,23 +94,9 @@ void walk_into(const std::vector<Node*>& roots, Walk& w) {
     }
     w.scalar_same[i] = rep;
     if (rep != static_cast<int>(i))
-      key = hash_combine(key, (static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(rep));
+      w.key = hash_combine(w.key, (static_cast<uint64_t>(i) << 32) | static_cast<uint64_t>(rep));
   }
-  w.key = key;
   if (stack.capacity() > 4096) std::vector<Frame>().swap(stack);  // a deep graph's memory back
-}
-
-void add_node(Walk& w, Node& node) {
-  node.index = static_cast<int32_t>(w.order.size());
-  w.order.push_back(&node);
-  w.key = hash_combine(w.key, node.local_hash);
-  for (int i = 0; i < node.num_operands(); ++i)
-    w.key = hash_combine(w.key, static_cast<uint64_t>(node.operand(i)->index));
-}
-
-void add_result(Walk& w, const Node& node) {
-  w.results.push_back(node.index);
-  w.key = hash_combine(w.key, static_cast<uint64_t>(node.index) | (3ULL << 40));
 }
 
 namespace {
