@@ -3,6 +3,7 @@
 // choice on and off.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -197,6 +198,20 @@ TEST(GemmChoice, ALongProductsRunnerUpIsTimedAgain) {
   p.first[static_cast<int>(GemmLib::OpenBlas)] = 3300;  // ... but 3.3 ms its first time
   EXPECT_EQ(measure(choice, 1, p).lib, GemmLib::OpenBlas);
   EXPECT_EQ(p.runs.back(), GemmLib::OpenBlas);
+}
+
+// The rounds go to the kernels that could still win: one far slower than the fastest is
+// timed once, the close ones at least three times each, and the closest pair is told apart.
+TEST(GemmChoice, AFarSlowerKernelIsTimedOnceAndTheCloseOnesAgain) {
+  cpu::GemmChoice choice;
+  // the fixed rule 100 µs on the rule's split, 70 on the other; OpenBLAS 600 on both
+  FakeProduct p{{100, 600, 0, 0}, {}, {70, 600, 0, 0}};
+  EXPECT_EQ(measure(choice, 1, p, true), (GemmPlan{GemmLib::Lazytrace, true}));
+  auto count = [&](GemmPlan plan) { return std::count(p.plans.begin(), p.plans.end(), plan); };
+  EXPECT_EQ(count({GemmLib::OpenBlas, false}), 1) << "a kernel 6x slower was timed again";
+  EXPECT_EQ(count({GemmLib::OpenBlas, true}), 1) << "a kernel 6x slower was timed again";
+  EXPECT_GE(count({GemmLib::Lazytrace, false}), 3);
+  EXPECT_GE(count({GemmLib::Lazytrace, true}), 3 + 1);  // and once more, ending on it
 }
 
 TEST(GemmChoice, KeepsTheFixedRuleWhereNoKernelIsClearlyFaster) {

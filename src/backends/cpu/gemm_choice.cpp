@@ -15,12 +15,16 @@ double seconds_now() {
 }
 
 // How long the timing of one product may take, roughly: each round runs the product once
-// per kernel, and a kernel's time is its best round. Rounds go on until the budget is spent,
-// at most kMaxRounds: a product whose one round outlasts the budget is timed once per
-// kernel (its times are long enough to tell apart), a short one many times.
+// per kernel still timed, and a kernel's time is its best round. Rounds go on until the
+// budget is spent, at least kMinRounds and at most kMaxRounds: a short product is timed many
+// times, a long one (whose one round outlasts the budget) kMinRounds times.
 constexpr double kBudgetSeconds = 4e-3;
+constexpr int kMinRounds = 3;
 constexpr int kMaxRounds = 25;
-constexpr int kConfirmRounds = 3;
+// A kernel this much slower than the fastest so far is not timed again: the rounds go to the
+// kernels that could still win (the first round's times are the least trusted, hence the
+// wide bound).
+constexpr double kContend = 1.5;
 // Another kernel replaces the fixed rule only where it is this much faster: timing noise
 // alone does not move a product off the kernels it runs on without the choice.
 constexpr double kMargin = 1.05;
@@ -50,50 +54,47 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
   // The candidates: every kernel on the rule's cut (0 .. kGemmLibs - 1: candidate 0 is the
   // fixed rule) and, where the product is cut into blocks, on the other cut. The libraries
   // that generate code at first use (oneDNN, libxsmm) run once untimed on each cut, which
-  // also tells whether they take every block; then every candidate that takes the product
-  // is timed round after round, on the product's own operands, until the budget is spent.
+  // also tells whether they take every block; then the candidates that take the product are
+  // timed round after round, on the product's own operands, each round in the other order
+  // than the last (so drift in the machine's speed touches all alike; the fixed rule last in
+  // the first, after the others' runs touched C's pages), and only those still within
+  // kContend of the fastest after each round.
   constexpr int kCandidates = 2 * kGemmLibs;
   auto plan_of = [](int c) {
     return GemmPlan{static_cast<GemmLib>(c % kGemmLibs), c >= kGemmLibs};
   };
-  bool takes[kCandidates] = {};
+  bool takes[kCandidates] = {}, timed[kCandidates] = {};
   double best[kCandidates] = {};
   for (int c = 0; c < kCandidates; ++c) {
     const GemmPlan plan = plan_of(c);
     if (plan.other_split && !splits) continue;
     const bool generates = plan.lib == GemmLib::OneDnn || plan.lib == GemmLib::Xsmm;
-    takes[c] = plan.lib == GemmLib::Lazytrace ||  // the fixed rule takes everything
-               (gemm_lib_available(plan.lib) && (!generates || run(plan)));
+    takes[c] = timed[c] = plan.lib == GemmLib::Lazytrace ||  // the fixed rule takes everything
+                          (gemm_lib_available(plan.lib) && (!generates || run(plan)));
   }
   double spent = 0;
   for (int r = 0; r < kMaxRounds; ++r) {
     const double round_start = seconds_now();
-    for (int c = 0; c < kCandidates; ++c) {
-      if (!takes[c]) continue;
+    for (int i = 0; i < kCandidates; ++i) {
+      const int c = r % 2 == 0 ? kCandidates - 1 - i : i;
+      if (!timed[c]) continue;
       const double t0 = seconds_now();
       // a kernel that declined a block is not timed again (the fixed rule takes every one)
-      takes[c] = run(plan_of(c)) || plan_of(c).lib == GemmLib::Lazytrace;
+      takes[c] = timed[c] = run(plan_of(c)) || plan_of(c).lib == GemmLib::Lazytrace;
       const double t = seconds_now() - t0;
       best[c] = r == 0 ? t : std::min(best[c], t);
     }
     spent += seconds_now() - round_start;
-    if (spent >= kBudgetSeconds) break;
+    double fastest = 0;
+    for (int c = 0; c < kCandidates; ++c)
+      if (takes[c] && (fastest == 0 || best[c] < fastest)) fastest = best[c];
+    for (int c = 0; c < kCandidates; ++c) timed[c] = timed[c] && best[c] <= kContend * fastest;
+    if (r + 1 >= kMinRounds && spent >= kBudgetSeconds) break;
   }
-  // The fastest other candidate runs against the fixed rule again, alternately, and is kept
-  // only if it then beats it by the margin: a burst of noise in the first rounds decides
-  // neither way (a long product's one round times each kernel once).
   int pick = 0;
   for (int c = 1; c < kCandidates; ++c)
-    if (takes[c] && (pick == 0 || best[c] < best[pick])) pick = c;
-  if (pick != 0) {
-    for (int r = 0; r < kConfirmRounds; ++r)
-      for (int c : {0, pick}) {
-        const double t0 = seconds_now();
-        run(plan_of(c));
-        best[c] = std::min(best[c], seconds_now() - t0);
-      }
-    if (best[pick] * kMargin >= best[0]) pick = 0;
-  }
+    if (takes[c] && best[c] < best[pick]) pick = c;
+  if (best[pick] * kMargin >= best[0]) pick = 0;
   const GemmPlan plan = plan_of(pick);
   run(plan);  // C holds the kept plan's result, as it will at every run after this one
   // The libraries just run may have registered exit handlers at first use (oneDNN frees its
