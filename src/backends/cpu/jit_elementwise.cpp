@@ -642,6 +642,34 @@ class Gen : public Xbyak::CodeGenerator {
     }
   }
 
+  // A bool's lanes (0 or 1) as bytes, plain stores (load_bool's converse)
+  void store_bool(const Vec& v, size_t s, bool masked) {
+    using namespace Xbyak;
+    const Reg64& p = ptr_[plan_.store_ptr[s]];
+    if constexpr (kWide) {
+      if (!masked)
+        vpmovdb(ptr[p + r10 + disp_ / 4], v);
+      else
+        vpmovdb(ptr[p + r10] | k1, v);
+    } else {  // 8 lanes: to words, to bytes, the low 8 of them
+      const Xmm x = Xmm(T(0).getIdx()), hi = Xmm(T(1).getIdx());
+      vextracti128(hi, v, 1);
+      vpackusdw(x, Xmm(v.getIdx()), hi);
+      vpackuswb(x, x, x);
+      if (!masked) {
+        vmovq(ptr[p + r10 + disp_ / 4], x);
+      } else {  // the tail's bytes one at a time (r8: the lanes left)
+        Label done;
+        for (int j = 0; j < kLanes - 1; ++j) {
+          cmp(r8, j);
+          jbe(done, T_NEAR);
+          vpextrb(ptr[p + r10 + j], x, static_cast<uint8_t>(j));
+        }
+        L(done);
+      }
+    }
+  }
+
   // One vector (masked: the row's last lanes) ...
   void body(bool masked, bool stream) {
     if (masked && !kWide) {
@@ -776,6 +804,7 @@ class Gen : public Xbyak::CodeGenerator {
     using namespace Xbyak;
     const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
     const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
+    if (plan_.step->stores[s].dst.dtype == DType::bool_) return store_bool(v, s, masked);
     if (plan_.step->stores[s].dst.dtype == DType::bfloat16) {
       if constexpr (kWide) {  // the value is rounded already: its upper halves, narrowed
         const Address h = element(ptr_[plan_.store_ptr[s]], 2);
@@ -1007,7 +1036,7 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   }
   const size_t n_loads = views.size();
   for (const auto& s : st.stores) {
-    if (!floating(s.dst.dtype)) return nullptr;
+    if (!floating(s.dst.dtype) && s.dst.dtype != DType::bool_) return nullptr;
     any_bf16 = any_bf16 || s.dst.dtype == DType::bfloat16;
     views.push_back(&s.dst);
   }
@@ -1079,7 +1108,8 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   }
   for (const auto& s : st.stores) {
     const int v = reg_val[static_cast<size_t>(s.reg)];
-    if (v < 0 || is_bool[static_cast<size_t>(v)] ||
+    // a bool (a comparison's, or one loaded) only into bools: its lanes hold 0 or 1
+    if (v < 0 || (is_bool[static_cast<size_t>(v)] != 0) != (s.dst.dtype == DType::bool_) ||
         st.program[static_cast<size_t>(v)].dtype != s.dst.dtype)
       return nullptr;
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
