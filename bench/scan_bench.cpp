@@ -88,34 +88,42 @@ struct Mlp {
   }
 };
 
-// The stacked gradients of a step of each mode, checked against each other once per depth:
-// the norm of their difference against the norm of the loop's. Not entry by entry: the modes
-// may round differently (a product on another kernel, another order of terms), and the
-// difference grows through the backward's layers. With the passes on they agree bit for bit;
-// with factored_grads off, by 1e-4 of the norm at 50 layers and 2e-3 at 200 (2026-12-07), where
-// single entries differ by more than 1e-4 of the largest. A wrong layer or a lost term differs
-// by far more.
+// The gradients of a step of each mode, checked against each other once per depth, layer by
+// layer: the norm of their difference against the norm of the loop's, at most 10%. Not entry
+// by entry, nor tighter: the modes may round differently (a product on another kernel,
+// another order of terms), and the difference grows through the backward's layers. With the
+// passes on they agree bit for bit; with factored_grads off, a layer's differed by 3e-6 at
+// 200 layers in three processes and by 1.7e-2 (3.5e-4 at 50 layers) in a fourth, which had
+// kept other kernels (2026-12-07); float32 itself is up to 4.8e-3 from float64 there (the
+// scan's gradients against a float64 NumPy loop). A wrong layer or a lost term differs by far
+// more. A NaN never agrees.
 bool gradients_agree(int64_t layers) {
   static std::map<int64_t, bool> checked;
   if (auto it = checked.find(layers); it != checked.end()) return it->second;
   std::vector<lt::Tensor> s = Mlp(layers, true).step(), u = Mlp(layers, false).step();
-  std::vector<lt::Tensor> u1(u.begin(), u.begin() + layers), u2(u.begin() + layers, u.end());
   double worst = 0;
-  for (auto [a, b] : {std::pair{s[0], lt::stack(u1)}, std::pair{s[1], lt::stack(u2)}}) {
-    const std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < va.size(); ++i) {
-      diff += (double(va[i]) - double(vb[i])) * (double(va[i]) - double(vb[i]));
-      norm += double(vb[i]) * double(vb[i]);
+  for (int w = 0; w < 2; ++w) {
+    const std::vector<float> stacked = s[static_cast<size_t>(w)].to_vector<float>();
+    const size_t per = stacked.size() / static_cast<size_t>(layers);
+    for (int64_t l = 0; l < layers; ++l) {
+      const std::vector<float> loop = u[static_cast<size_t>(w * layers + l)].to_vector<float>();
+      double diff = 0, norm = 0;
+      for (size_t i = 0; i < per; ++i) {
+        const double a = stacked[static_cast<size_t>(l) * per + i], b = loop[i];
+        diff += (a - b) * (a - b);
+        norm += b * b;
+      }
+      const double r = std::sqrt(diff / norm);
+      if (!(r <= worst)) worst = r;  // NaN too
     }
-    worst = std::max(worst, std::sqrt(diff / norm));
   }
-  if (worst >= 1e-2)
+  const bool agree = worst < 0.1;
+  if (!agree)
     std::fprintf(stderr,
-                 "%lld layers: scan's gradients differ from the unrolled loop's by %g "
-                 "(the norm of the difference against the loop's)\n",
+                 "%lld layers: a layer's gradient differs from the unrolled loop's by %g (the "
+                 "norm of the difference against the loop's)\n",
                  static_cast<long long>(layers), worst);
-  return checked[layers] = worst < 1e-2;
+  return checked[layers] = agree;
 }
 
 void BM_MlpStep(benchmark::State& state) {

@@ -645,8 +645,10 @@ TEST(Jit, BoolsStoredGiveTheInterpretersBytes) {
     Tensor r = lt::relu(x * 1.5f), mask = x * 1.5f > 0.0f;
     const std::string program = lt::debug::to_program({r, mask});
     EXPECT_NE(program.find("native code"), std::string::npos) << program;
-    const std::vector<float> rv = r.to_vector<float>();
-    std::vector<float> mv = lt::astype(mask, lt::float32).to_vector<float>();
+    const int64_t runs = lt::metrics::counter("JitFusedRuns");
+    lt::sync({r, mask});
+    EXPECT_GT(lt::metrics::counter("JitFusedRuns"), runs);
+    const std::vector<float> rv = r.to_vector<float>(), mv = floats(mask);
     for (int64_t i = 0; i < n; ++i) {
       const float v = xs[static_cast<size_t>(i)] * 1.5f;
       ASSERT_EQ(mv[static_cast<size_t>(i)], v > 0.0f ? 1.0f : 0.0f) << "n " << n << " at " << i;

@@ -1,6 +1,7 @@
 // GemmChoice (gemm.h): the fastest product kernel per product, timed on the machine at hand.
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "backends/cpu/gemm.h"
 #include "core/hash.h"
@@ -22,9 +23,10 @@ constexpr double kBudgetSeconds = 4e-3;
 constexpr int kMinRounds = 3;
 constexpr int kMaxRounds = 25;
 // A kernel this much slower than the fastest so far is not timed again: the rounds go to the
-// kernels that could still win (the first round's times are the least trusted, hence the
-// wide bound).
+// kernels that could still win. After the first round, whose one time per kernel the
+// least is trusted, only one kHopeless times slower is.
 constexpr double kContend = 1.5;
+constexpr double kHopeless = 3.0;
 // Another kernel replaces the fixed rule only where it is this much faster: timing noise
 // alone does not move a product off the kernels it runs on without the choice.
 constexpr double kMargin = 1.05;
@@ -57,8 +59,8 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
   // also tells whether they take every block; then the candidates that take the product are
   // timed round after round, on the product's own operands, each round in the other order
   // than the last (so drift in the machine's speed touches all alike; the fixed rule last in
-  // the first, after the others' runs touched C's pages), and only those still within
-  // kContend of the fastest after each round.
+  // the first, after the others' runs touched C's pages), and only those within kContend
+  // of the fastest (kHopeless after the first round), until one is left.
   constexpr int kCandidates = 2 * kGemmLibs;
   auto plan_of = [](int c) {
     return GemmPlan{static_cast<GemmLib>(c % kGemmLibs), c >= kGemmLibs};
@@ -85,11 +87,15 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
       best[c] = r == 0 ? t : std::min(best[c], t);
     }
     spent += seconds_now() - round_start;
-    double fastest = 0;
+    double fastest = std::numeric_limits<double>::infinity();
     for (int c = 0; c < kCandidates; ++c)
-      if (takes[c] && (fastest == 0 || best[c] < fastest)) fastest = best[c];
-    for (int c = 0; c < kCandidates; ++c) timed[c] = timed[c] && best[c] <= kContend * fastest;
-    if (r + 1 >= kMinRounds && spent >= kBudgetSeconds) break;
+      if (takes[c]) fastest = std::min(fastest, best[c]);
+    int left = 0;
+    for (int c = 0; c < kCandidates; ++c) {
+      timed[c] = timed[c] && best[c] <= (r == 0 ? kHopeless : kContend) * fastest;
+      left += timed[c];
+    }
+    if (left <= 1 || (r + 1 >= kMinRounds && spent >= kBudgetSeconds)) break;
   }
   int pick = 0;
   for (int c = 1; c < kCandidates; ++c)

@@ -1108,10 +1108,8 @@ std::shared_ptr<const JitKernel> compile_for(const FusedStep& st, const JitOptio
   }
   for (const auto& s : st.stores) {
     const int v = reg_val[static_cast<size_t>(s.reg)];
-    // a bool (a comparison's, or one loaded) only into bools: its lanes hold 0 or 1
-    if (v < 0 || (is_bool[static_cast<size_t>(v)] != 0) != (s.dst.dtype == DType::bool_) ||
-        st.program[static_cast<size_t>(v)].dtype != s.dst.dtype)
-      return nullptr;
+    // a bool (a comparison's, or one loaded; its lanes hold 0 or 1) only into bools
+    if (v < 0 || st.program[static_cast<size_t>(v)].dtype != s.dst.dtype) return nullptr;
     last_use[static_cast<size_t>(v)] = static_cast<int64_t>(n);
     plan.store_val.push_back(v);
   }
@@ -1373,7 +1371,7 @@ bool run_jit(const FusedStep& st, const RunContext& ctx, bool stream) {
       }
       a.ptr[i] = base[i] + offset * p.size;
       a.row_step[i] = dims > 1 ? p.strides[dims - 2] * p.size : 0;
-      if (i >= k.n_in)
+      if (i >= k.n_in && p.size == 4)  // a float32 result, which fn_stream streams
         aligned = aligned && reinterpret_cast<uintptr_t>(a.ptr[i] + begin * p.size) % 64 == 0 &&
                   (count == 1 || a.row_step[i] % 64 == 0);
     }
