@@ -23,8 +23,8 @@ constexpr double kBudgetSeconds = 4e-3;
 constexpr int kMinRounds = 3;
 constexpr int kMaxRounds = 25;
 // A kernel this much slower than the fastest so far is not timed again: the rounds go to the
-// kernels that could still win. After the first round, whose one time per kernel the
-// least is trusted, only one kHopeless times slower is.
+// kernels that could still win. After the first round (one time per kernel, the least
+// trusted) only a kernel kHopeless times slower is dropped.
 constexpr double kContend = 1.5;
 constexpr double kHopeless = 3.0;
 // Another kernel replaces the fixed rule only where it is this much faster: timing noise

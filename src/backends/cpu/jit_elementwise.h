@@ -34,10 +34,10 @@ struct JitOptions {
 /**
  * A native kernel for fused step `s`, or null where the step has what the generator does
  * not take: a dtype other than float32 (bool for where's condition and comparisons, loaded
- * or stored), a view
- * whose last dim (once the dims every view allows are merged) is neither a run of memory nor
- * one value, an op outside +, -, *, /, neg, abs, relu, exp, log, tanh, sigmoid, silu, erf,
- * gelu, sqrt, rsqrt, comparisons and where, or more values live at once than registers.
+ * or stored), a view whose last dim (once the dims every view allows are merged) is neither a
+ * run of memory nor one value, an op outside +, -, *, /, neg, abs, relu, exp, log, tanh,
+ * sigmoid, silu, erf, gelu, sqrt, rsqrt, comparisons and where, or more values live at once
+ * than registers.
  */
 std::shared_ptr<const JitKernel> compile_jit(const FusedStep& s, const JitOptions& options);
 
