@@ -802,7 +802,6 @@ class Gen : public Xbyak::CodeGenerator {
 
   void store(size_t s, bool masked, bool stream) {
     using namespace Xbyak;
-    const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
     const Vec v = reg(static_cast<size_t>(plan_.store_val[s]));
     if (plan_.step->stores[s].dst.dtype == DType::bool_) return store_bool(v, s, masked);
     if (plan_.step->stores[s].dst.dtype == DType::bfloat16) {
@@ -816,6 +815,7 @@ class Gen : public Xbyak::CodeGenerator {
       }
       return;
     }
+    const Address a = ptr[ptr_[plan_.store_ptr[s]] + r10 * 4 + disp_];
     if (!masked)
       stream ? vmovntps(a, v) : vmovups(a, v);
     else if constexpr (kWide)

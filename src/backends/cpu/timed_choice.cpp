@@ -9,19 +9,26 @@
 namespace lazytrace::cpu {
 
 bool TimedTrial::way(bool& timed) {
+  // decided: every later run of the step asks, without the lock
+  if (const int kept = kept_.load(std::memory_order_acquire); kept >= 0) {
+    timed = false;
+    return kept == 1;
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  timed = kept_ < 0;
-  return timed ? runs_[1] <= runs_[0] : kept_ == 1;
+  const int kept = kept_.load(std::memory_order_relaxed);
+  timed = kept < 0;
+  return timed ? runs_[1] <= runs_[0] : kept == 1;
 }
 
 void TimedTrial::record(bool way, int64_t ns) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (kept_ >= 0) return;
+  if (kept_.load(std::memory_order_relaxed) >= 0) return;
   const int w = way ? 1 : 0;
   if (runs_[w]++ > 0) best_[w] = std::min(best_[w], ns);  // the first: cold caches
   if (runs_[0] <= kTimed || runs_[1] <= kTimed) return;
-  kept_ = best_[1] <= best_[0] ? 1 : 0;
-  metrics::named_counter(std::string(name_) + "[" + ways_[kept_] + "]").add();
+  const int kept = best_[1] <= best_[0] ? 1 : 0;
+  kept_.store(kept, std::memory_order_release);
+  metrics::named_counter(std::string(name_) + "[" + ways_[kept] + "]").add();
 }
 
 std::shared_ptr<TimedTrial> TimedChoice::trial(const Key& key) {

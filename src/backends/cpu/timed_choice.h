@@ -3,6 +3,7 @@
 // both on the machine at hand: which way wins differs by machine (caches, memory, vector
 // units), so no threshold tuned on one decides it.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,7 @@ class TimedTrial {
   std::mutex mu_;
   int runs_[2] = {0, 0};
   int64_t best_[2] = {INT64_MAX, INT64_MAX};
-  int kept_ = -1;  // the way kept, once decided
+  std::atomic<int> kept_{-1};  // the way kept, once decided: read without the lock
 };
 
 /**
