@@ -6,6 +6,14 @@
 //                       the graph); 1: lt::scan over W1 [L, H, I], W2 [L, I, H] (Remat::save)
 //     (time)            wall time of a steady-state step
 //     first_step_ms     the first step (tracing and compiling included)
+//   BM_MlpPaired/L      both modes in one process, in alternating bursts of steps (about
+//                       50 ms each, after an untimed step; the first mode of a pair
+//                       alternates too), so that the VM's drift in speed falls on both alike
+//     (time)            wall time of a pair of bursts
+//     scan_over_loop    the median over pairs of the scan's step time against the loop's,
+//                       each pair's bursts side by side
+//     ratio_lo, _hi     the smallest and largest pair's ratio
+//                       (run it with --benchmark_min_time=4 or so: 50 to 80 pairs)
 //
 // Both modes start from the same weights and inputs; the program checks once per layer
 // count that their gradients agree (and fails the benchmark otherwise).
@@ -147,6 +155,44 @@ BENCHMARK(BM_MlpStep)
     ->Args({50, 1})
     ->Args({200, 0})
     ->Args({200, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_MlpPaired(benchmark::State& state) {
+  const int64_t layers = state.range(0);
+  if (!gradients_agree(layers)) {
+    state.SkipWithError("scan's gradients differ from the unrolled loop's");
+    return;
+  }
+  Mlp modes[2] = {Mlp(layers, false), Mlp(layers, true)};
+  for (Mlp& m : modes) m.step(), m.step();
+  const int64_t t0 = lt::metrics::now_ns();
+  modes[0].step();
+  const double step_ns = static_cast<double>(lt::metrics::now_ns() - t0);
+  const int burst = std::max(1, static_cast<int>(50e6 / step_ns));
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    double ns[2] = {};
+    for (int i = 0; i < 2; ++i) {
+      const int mode = (i + static_cast<int>(ratios.size())) % 2;
+      modes[mode].step();  // untimed: the first step after the other mode's finds cold caches
+      const int64_t b0 = lt::metrics::now_ns();
+      for (int s = 0; s < burst; ++s) modes[mode].step();
+      ns[mode] = static_cast<double>(lt::metrics::now_ns() - b0);
+    }
+    ratios.push_back(ns[1] / ns[0]);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["scan_over_loop"] = ratios[ratios.size() / 2];
+  state.counters["ratio_lo"] = ratios.front();
+  state.counters["ratio_hi"] = ratios.back();
+  state.counters["pairs"] = static_cast<double>(ratios.size());
+}
+BENCHMARK(BM_MlpPaired)
+    ->ArgName("layers")
+    ->Arg(10)
+    ->Arg(50)
+    ->Arg(200)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
