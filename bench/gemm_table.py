@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """gemm_bench's JSON (--benchmark_out) as a Markdown table: GFLOP/s per product and row,
-lazytrace's against the best library's, and the worst and geometric-mean ratios.
+lazytrace's against the best library's, and the worst and geometric-mean ratios. BM_Paired's
+rows, where the JSON has them, make a table of their own: each library's time against
+lazytrace's, side by side in rounds (the medians over rounds).
 
 Usage: bench/gemm_table.py BUILD/bench-results/gemm_bench.json
 """
@@ -20,18 +22,49 @@ def shape_of(tokens, hidden, inter, product):
     return f"{m} x {k} @ {k} x {n}"
 
 
+def summary(ratios):
+    good = [r for r in ratios if r == r]
+    if good:
+        geo = math.exp(sum(math.log(r) for r in good) / len(good))
+        print(f"\nlazytrace / best library: worst {min(good):.2f}, geometric mean {geo:.2f}, "
+              f"{sum(r >= 0.9 for r in good)} of {len(good)} shapes at 0.9 or above.")
+
+
+def paired_table(paired):
+    print("| hidden, inter | product | shape | rounds | vs OpenBLAS | vs oneDNN | vs libxsmm "
+          "| lazytrace / best library |")
+    print("|---|---|---|---|---|---|---|---|")
+    ratios = []
+    for args in sorted(paired, key=lambda a: (a[1], a[3], a[0])):
+        row = paired[args]
+        ratios.append(row["vs_best"])
+        tokens, hidden, inter, product = args
+        cells = " | ".join(f"{row[k]:.2f}" for k in ("vs_openblas", "vs_onednn", "vs_libxsmm"))
+        print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | "
+              f"{row['rounds']:.0f} | {cells} | {row['vs_best']:.2f} |")
+    summary(ratios)
+
+
 def main(path):
     with open(path) as f:
         data = json.load(f)
     gflops = {}  # (args) -> row -> median GFLOP/s
+    paired = {}  # (args) -> BM_Paired's counters
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
             continue
         m = re.match(r"BM_(\w+)/tokens:(\d+)/hidden:(\d+)/inter:(\d+)/product:(\d+)", b["name"])
-        if not m or "GFLOPS" not in b:
+        if not m:
             continue
         args = tuple(int(x) for x in m.groups()[1:])
-        gflops.setdefault(args, {})[m.group(1)] = b["GFLOPS"]
+        if m.group(1) == "Paired" and "vs_best" in b:
+            paired[args] = b
+        elif "GFLOPS" in b:
+            gflops.setdefault(args, {})[m.group(1)] = b["GFLOPS"]
+    if paired:
+        paired_table(paired)
+    if not gflops:
+        return
     print("| hidden, inter | product | shape | lazytrace | fixed rule | OpenBLAS | oneDNN | libxsmm "
           "| lazytrace / best library |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -45,11 +78,7 @@ def main(path):
         cells = " | ".join(f"{row[r]:.1f}" if r in row else "—" for r in ROWS)
         print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | {cells} | "
               f"{ratio:.2f} |")
-    good = [r for r in ratios if r == r]
-    if good:
-        geo = math.exp(sum(math.log(r) for r in good) / len(good))
-        print(f"\nlazytrace / best library: worst {min(good):.2f}, geometric mean {geo:.2f}, "
-              f"{sum(r >= 0.9 for r in good)} of {len(good)} shapes at 0.9 or above.")
+    summary(ratios)
 
 
 if __name__ == "__main__":
