@@ -98,8 +98,8 @@ bool spot_check(const Product& p, const float* a, const float* b, const float* c
       const double y = b[p.tb ? j * p.k + q : q * p.n + j];
       ref += x * y;
     }
-    if (std::abs(ref - static_cast<double>(c[i * p.n + j])) > 1e-3 * (1.0 + std::abs(ref)))
-      return false;
+    if (!(std::abs(ref - static_cast<double>(c[i * p.n + j])) <= 1e-3 * (1.0 + std::abs(ref))))
+      return false;  // a NaN too
   }
   return true;
 }
@@ -264,7 +264,7 @@ void BM_Paired(benchmark::State& state) {
   };
   // A burst: 2 ms of untimed calls first (after a pause the threads, and the VM's cores,
   // wake up slowly), then `calls` timed ones (0: as many as 10 ms take; returns the count).
-  auto burst = [&](int w, int64_t& calls) {
+  auto burst = [&](int w, int64_t& calls, bool pause = true) {
     if (w == 1) openblas_set_num_threads(bench_threads());
     if (w == 2) omp_set_num_threads(bench_threads());
     for (auto t0 = Clock::now(); seconds_since(t0) < 2e-3;)
@@ -278,17 +278,31 @@ void BM_Paired(benchmark::State& state) {
     const double t = seconds_since(t0);
     calls = done;
     if (w == 1) openblas_set_num_threads(1);  // lazytrace's setting
-    if (ways[w].threaded) let_workers_sleep();
+    if (pause && ways[w].threaded) let_workers_sleep();
     return t;
   };
-  // warm-up (lazytrace's kernel choice, the libraries' generated code) and each way's count
-  // of calls for a burst of about 10 ms
-  int64_t calls[kWays] = {};
-  for (int w = 0; w < kWays; ++w) burst(w, calls[w]);
-  if (!ok || !spot_check(p, a.get(), b.get(), c.get())) {
-    state.SkipWithError("a library's product differs from a float64 dot product");
-    return;
+  // each way checked, then warmed up (lazytrace's kernel choice, the libraries' generated
+  // code) with its count of calls for a burst of about 10 ms; one pause after all of them
+  {
+    const lt::Tensor r = lt::matmul(p.ta ? lt::transpose(ta) : ta, p.tb ? lt::transpose(tb) : tb);
+    if (!spot_check(p, ta.to_vector<float>().data(), tb.to_vector<float>().data(),
+                    r.to_vector<float>().data())) {
+      state.SkipWithError("lazytrace's matmul differs from a float64 dot product");
+      return;
+    }
   }
+  int64_t calls[kWays] = {};
+  for (int w = 0; w < kWays; ++w) {
+    std::fill(c.get(), c.get() + p.m * p.n, std::numeric_limits<float>::quiet_NaN());
+    burst(w, calls[w], false);
+    if (w > 0 && (!ok || !spot_check(p, a.get(), b.get(), c.get()))) {
+      state.SkipWithError((std::string(ways[w].name) + "'s product differs from a float64 dot "
+                                                       "product")
+                              .c_str());
+      return;
+    }
+  }
+  let_workers_sleep();
   std::vector<double> ratios[kWays];  // ratios[w]: way w's time per call / lazytrace's
   std::vector<double> times[kWays];   // per call, each round
   int64_t round = 0;
