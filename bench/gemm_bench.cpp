@@ -13,10 +13,11 @@
 // after a call and steal cores from whatever runs next: each of their rows ends with a
 // pause, outside the timing, for them to go to sleep.
 // BM_Paired goes further: lazytrace and the three libraries in one benchmark, in rounds of
-// short bursts side by side (their order turning each round), each library's time against
-// lazytrace's in the same round, the median over rounds (`vs_<library>`; `vs_best`: against
-// the fastest library). Run it with --benchmark_filter=Paired --benchmark_min_time=5 or so:
-// about 10 rounds a shape, 4 to 5 minutes in all.
+// short bursts side by side (their order turning each round, a pause after each), each
+// library's time per call against lazytrace's in the same round, the median over rounds
+// (`vs_<library>`, above 1 where lazytrace is faster; `vs_best`: against the fastest
+// library). Registered only when --benchmark_filter names it: --benchmark_filter=Paired
+// --benchmark_min_time=10 gives about 10 rounds a shape, 9 minutes in all.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <libxsmm.h>
@@ -39,6 +40,7 @@
 #include <lazytrace/lazytrace.h>
 
 #include "gemm_shapes.h"
+#include "paired.h"
 #include "runtime/thread_pool.h"
 
 namespace {
@@ -69,8 +71,7 @@ int ldb_of(const Product& p) {
 // After a library's own threads ran: wait for its workers to sleep (OpenBLAS's after 2^28
 // cycles, libgomp's after its spin count), keeping every core busy meanwhile: a virtual
 // machine whose cores idled for a quarter of a second runs the next tens of milliseconds at
-// up to half speed (a 1024 x 16 @ 16 x 128 product on two threads: 100 GFLOP/s over 10 ms
-// after such a sleep, 160-230 after this pause, 210-230 without a pause).
+// up to half speed (docs/gemm.md, the Intel Xeon machine).
 void let_workers_sleep() {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
   auto spin = [until] {
@@ -104,39 +105,50 @@ bool spot_check(const Product& p, const float* a, const float* b, const float* c
   return true;
 }
 
-// lazytrace: inputs materialized before timing; each iteration records one matmul (through
-// the transposed views the layout needs) and syncs it, a compile-cache hit after the
-// warm-up, and releases the result inside the timing, as in real use.
+// lazytrace's operands, materialized, and one call: the product recorded (through the
+// transposed views the layout needs) and synced, a compile-cache hit after the first, the
+// result released, as in real use.
+struct LtProduct {
+  Product p;
+  lt::Tensor a, b;
+
+  explicit LtProduct(const Product& product) : p(product) {
+    lt::manual_seed(0);
+    a = p.ta ? lt::randn({p.k, p.m}) : lt::randn({p.m, p.k});
+    b = p.tb ? lt::randn({p.n, p.k}) : lt::randn({p.k, p.n});
+    lt::sync({a, b});
+  }
+  lt::Tensor synced() const {
+    lt::Tensor c = lt::matmul(p.ta ? lt::transpose(a) : a, p.tb ? lt::transpose(b) : b);
+    lt::sync({c});
+    return c;
+  }
+  void call() const { benchmark::DoNotOptimize(synced().impl().get()); }
+  // one call's result against float64 dot products
+  bool right() const {
+    return spot_check(p, a.to_vector<float>().data(), b.to_vector<float>().data(),
+                      synced().to_vector<float>().data());
+  }
+};
+
+constexpr const char* kLtWrong = "lazytrace's matmul differs from a float64 dot product";
+constexpr const char* kRecompiled = "the matmul graph recompiled in the loop";
+
+// lazytrace: inputs materialized before timing; each iteration one call (LtProduct).
 void lazytrace_row(benchmark::State& state, bool choice) {
-  const Product p = product_of(state);
   lt::debug::set_disabled_passes(choice ? std::vector<std::string>{}
                                         : std::vector<std::string>{"gemm_choice"});
-  lt::manual_seed(0);
-  lt::Tensor a = p.ta ? lt::randn({p.k, p.m}) : lt::randn({p.m, p.k});
-  lt::Tensor b = p.tb ? lt::randn({p.n, p.k}) : lt::randn({p.k, p.n});
-  lt::sync({a, b});
-  auto product = [&] {
-    return lt::matmul(p.ta ? lt::transpose(a) : a, p.tb ? lt::transpose(b) : b);
-  };
-  {
-    lt::Tensor c = product();
-    lt::sync({c});
-    if (!spot_check(p, a.to_vector<float>().data(), b.to_vector<float>().data(),
-                    c.to_vector<float>().data())) {
-      state.SkipWithError("lazytrace's matmul differs from a float64 dot product");
-      return;
-    }
+  const LtProduct product(product_of(state));
+  if (!product.right()) {
+    lt::debug::set_disabled_passes({});
+    state.SkipWithError(kLtWrong);
+    return;
   }
   const int64_t miss0 = lt::metrics::counter("CacheMiss");
-  for (auto _ : state) {
-    lt::Tensor c = product();
-    lt::sync({c});
-    benchmark::DoNotOptimize(c.impl().get());
-  }
-  if (lt::metrics::counter("CacheMiss") != miss0)
-    state.SkipWithError("the matmul graph recompiled in the loop");
+  for (auto _ : state) product.call();
+  if (lt::metrics::counter("CacheMiss") != miss0) state.SkipWithError(kRecompiled);
   lt::debug::set_disabled_passes({});
-  set_counters(state, p, bench_threads());
+  set_counters(state, product.p, bench_threads());
 }
 
 void BM_Lazytrace(benchmark::State& state) {
@@ -229,111 +241,99 @@ void BM_oneDNN(benchmark::State& state) {
 }
 
 // lazytrace and the three libraries side by side: one iteration is a round, a burst of each
-// (about 10 ms; the order turning by one each round), each library's burst timed against
-// lazytrace's of the same round. Threaded libraries' workers are let sleep after their
-// bursts, outside the timing, as in their rows.
+// (the order turning by one each round), each library's time per call against lazytrace's in
+// the same round. Every burst is followed by a pause, outside the timing, so that each way
+// starts its burst alike (after another's pause: threaded libraries' workers asleep, the
+// cores kept busy).
 void BM_Paired(benchmark::State& state) {
   const Product p = product_of(state);
-  lt::manual_seed(0);
-  lt::Tensor ta = p.ta ? lt::randn({p.k, p.m}) : lt::randn({p.m, p.k});
-  lt::Tensor tb = p.tb ? lt::randn({p.n, p.k}) : lt::randn({p.k, p.n});
-  lt::sync({ta, tb});
+  lt::debug::set_disabled_passes({});
+  const LtProduct product(p);
   AlignedFloats a = random_floats(p.m * p.k, 1), b = random_floats(p.k * p.n, 2);
   AlignedFloats c = random_floats(p.m * p.n, 3);
   bool ok = true;
+  // enter and leave set a library's threads around its burst (lazytrace keeps OpenBLAS on one
+  // thread; OpenMP's count is the calling thread's own, which lazytrace's calls set aside)
   struct Way {
     const char* name;
     Multiply multiply;
-    bool threaded;
+    std::function<void()> enter = [] {}, leave = [] {};
   };
-  Way ways[] = {{"lazytrace",
-                 [&](const float*, const float*, float*) {
-                   lt::Tensor r =
-                       lt::matmul(p.ta ? lt::transpose(ta) : ta, p.tb ? lt::transpose(tb) : tb);
-                   lt::sync({r});
-                   benchmark::DoNotOptimize(r.impl().get());
-                 },
-                 false},
-                {"openblas", openblas_of(p), true},
-                {"onednn", onednn_of(p, &ok), true},
-                {"libxsmm", libxsmm_of(p), false}};
+  Way ways[] = {{"lazytrace", [&](const float*, const float*, float*) { product.call(); }},
+                {"openblas", openblas_of(p), [] { openblas_set_num_threads(bench_threads()); },
+                 [] { openblas_set_num_threads(1); }},
+                {"onednn", onednn_of(p, &ok), [] { omp_set_num_threads(bench_threads()); }},
+                {"libxsmm", libxsmm_of(p)}};
   constexpr int kWays = 4;
   using Clock = std::chrono::steady_clock;
   auto seconds_since = [](Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };
-  // A burst: 2 ms of untimed calls first (after a pause the threads, and the VM's cores,
-  // wake up slowly), then `calls` timed ones (0: as many as 10 ms take; returns the count).
-  auto burst = [&](int w, int64_t& calls, bool pause = true) {
-    if (w == 1) openblas_set_num_threads(bench_threads());
-    if (w == 2) omp_set_num_threads(bench_threads());
-    for (auto t0 = Clock::now(); seconds_since(t0) < 2e-3;)
-      ways[w].multiply(a.get(), b.get(), c.get());
+  // A burst: 2 ms of untimed calls, then `calls` timed ones (0: as many as 10 ms take, and
+  // `calls` becomes that count); returns the timed calls' seconds.
+  auto burst = [&](Way& way, int64_t& calls) {
+    way.enter();
+    for (auto t0 = Clock::now(); seconds_since(t0) < 2e-3;) way.multiply(a.get(), b.get(), c.get());
     const auto t0 = Clock::now();
     int64_t done = 0;
     while (calls > 0 ? done < calls : seconds_since(t0) < 1e-2) {
-      ways[w].multiply(a.get(), b.get(), c.get());
+      way.multiply(a.get(), b.get(), c.get());
       ++done;
     }
     const double t = seconds_since(t0);
     calls = done;
-    if (w == 1) openblas_set_num_threads(1);  // lazytrace's setting
-    if (pause && ways[w].threaded) let_workers_sleep();
+    way.leave();
     return t;
   };
-  // each way checked, then warmed up (lazytrace's kernel choice, the libraries' generated
-  // code) with its count of calls for a burst of about 10 ms; one pause after all of them
-  {
-    const lt::Tensor r = lt::matmul(p.ta ? lt::transpose(ta) : ta, p.tb ? lt::transpose(tb) : tb);
-    if (!spot_check(p, ta.to_vector<float>().data(), tb.to_vector<float>().data(),
-                    r.to_vector<float>().data())) {
-      state.SkipWithError("lazytrace's matmul differs from a float64 dot product");
-      return;
-    }
+  // each way checked and warmed up (lazytrace's kernel choice, the libraries' generated
+  // code), its count of calls for a burst of about 10 ms taken; then one pause
+  if (!product.right()) {
+    state.SkipWithError(kLtWrong);
+    return;
   }
   int64_t calls[kWays] = {};
   for (int w = 0; w < kWays; ++w) {
     std::fill(c.get(), c.get() + p.m * p.n, std::numeric_limits<float>::quiet_NaN());
-    burst(w, calls[w], false);
+    burst(ways[w], calls[w]);
     if (w > 0 && (!ok || !spot_check(p, a.get(), b.get(), c.get()))) {
-      state.SkipWithError((std::string(ways[w].name) + "'s product differs from a float64 dot "
-                                                       "product")
-                              .c_str());
+      state.SkipWithError(
+          (std::string(ways[w].name) + "'s product differs from a float64 dot product").c_str());
       return;
     }
   }
   let_workers_sleep();
-  std::vector<double> ratios[kWays];  // ratios[w]: way w's time per call / lazytrace's
-  std::vector<double> times[kWays];   // per call, each round
+  const int64_t miss0 = lt::metrics::counter("CacheMiss");
+  std::vector<double> per_call[kWays], ratios[kWays];  // ratios[w]: way w's against lazytrace's
   int64_t round = 0;
   for (auto _ : state) {
-    double per_call[kWays];
+    double t[kWays];
     for (int i = 0; i < kWays; ++i) {
       const int w = static_cast<int>((i + round) % kWays);
-      per_call[w] = burst(w, calls[w]) / static_cast<double>(calls[w]);
+      t[w] = burst(ways[w], calls[w]) / static_cast<double>(calls[w]);
+      let_workers_sleep();
     }
-    for (int w = 0; w < kWays; ++w) times[w].push_back(per_call[w]);
-    for (int w = 1; w < kWays; ++w) ratios[w].push_back(per_call[w] / per_call[0]);
+    for (int w = 0; w < kWays; ++w) per_call[w].push_back(t[w]);
+    for (int w = 1; w < kWays; ++w) ratios[w].push_back(t[w] / t[0]);
     ++round;
   }
-  for (int w = 0; w < kWays; ++w) {  // the medians, as GFLOP/s
-    std::sort(times[w].begin(), times[w].end());
-    state.counters[std::string("gflops_") + ways[w].name] =
-        2e-9 * static_cast<double>(p.m * p.n * p.k) / times[w][times[w].size() / 2];
-  }
+  if (!ok) state.SkipWithError("dnnl_sgemm failed");
+  if (lt::metrics::counter("CacheMiss") != miss0) state.SkipWithError(kRecompiled);
+  const double flop = 2e-9 * static_cast<double>(p.m * p.n * p.k);
   double best = std::numeric_limits<double>::infinity();
-  for (int w = 1; w < kWays; ++w) {
-    std::sort(ratios[w].begin(), ratios[w].end());
-    const double median = ratios[w][ratios[w].size() / 2];
-    state.counters[std::string("vs_") + ways[w].name] = median;
-    best = std::min(best, median);
+  for (int w = 0; w < kWays; ++w) {
+    state.counters[std::string("gflops_") + ways[w].name] = flop / bench::median(per_call[w]);
+    if (w == 0) continue;
+    const double vs = bench::median(ratios[w]);
+    state.counters[std::string("vs_") + ways[w].name] = vs;
+    best = std::min(best, vs);
   }
   state.counters["vs_best"] = best;  // the fastest library's time against lazytrace's
   state.counters["rounds"] = static_cast<double>(round);
 }
 
-// Shape after shape, the five rows of each (decoder_products' shapes).
-void register_rows() {
+// Shape after shape, the five rows of each (decoder_products' shapes); then, where asked for
+// (`paired`), BM_Paired of each shape.
+void register_rows(bool paired) {
   const std::pair<const char*, void (*)(benchmark::State&)> rows[] = {
       {"BM_Lazytrace", BM_Lazytrace},
       {"BM_LazytraceFixedRule", BM_LazytraceFixedRule},
@@ -346,6 +346,7 @@ void register_rows() {
           ->ArgNames({"tokens", "hidden", "inter", "product"})
           ->Args(args)
           ->UseRealTime();
+  if (!paired) return;
   for (const std::vector<int64_t>& args : bench::decoder_product_args())
     benchmark::RegisterBenchmark("BM_Paired", BM_Paired)
         ->ArgNames({"tokens", "hidden", "inter", "product"})
@@ -397,7 +398,7 @@ int main(int argc, char** argv) {
                                             runtime_name(v->cpu_runtime) + " isa " +
                                             isa_name(dnnl_get_effective_cpu_isa()));
   benchmark::AddCustomContext("libxsmm", LIBXSMM_VERSION);
-  register_rows();
+  register_rows(bench::filter_names(argc, argv, "Paired"));
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -22,15 +22,17 @@ def shape_of(tokens, hidden, inter, product):
     return f"{m} x {k} @ {k} x {n}"
 
 
-def summary(ratios):
+def summary(label, ratios):
     good = [r for r in ratios if r == r]
     if good:
         geo = math.exp(sum(math.log(r) for r in good) / len(good))
-        print(f"\nlazytrace / best library: worst {min(good):.2f}, geometric mean {geo:.2f}, "
+        print(f"\n{label}: worst {min(good):.2f}, geometric mean {geo:.2f}, "
               f"{sum(r >= 0.9 for r in good)} of {len(good)} shapes at 0.9 or above.")
 
 
 def paired_table(paired):
+    print("Side by side (BM_Paired): each library's time per call against lazytrace's in the "
+          "same round, the median over rounds (above 1: lazytrace faster).\n")
     print("| hidden, inter | product | shape | rounds | vs OpenBLAS | vs oneDNN | vs libxsmm "
           "| lazytrace / best library |")
     print("|---|---|---|---|---|---|---|---|")
@@ -42,7 +44,7 @@ def paired_table(paired):
         cells = " | ".join(f"{row[k]:.2f}" for k in ("vs_openblas", "vs_onednn", "vs_libxsmm"))
         print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | "
               f"{row['rounds']:.0f} | {cells} | {row['vs_best']:.2f} |")
-    summary(ratios)
+    summary("side by side, lazytrace / best library", ratios)
 
 
 def main(path):
@@ -65,6 +67,8 @@ def main(path):
         paired_table(paired)
     if not gflops:
         return
+    if paired:
+        print("\nThe rows (GFLOP/s, medians):\n")
     print("| hidden, inter | product | shape | lazytrace | fixed rule | OpenBLAS | oneDNN | libxsmm "
           "| lazytrace / best library |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -78,7 +82,7 @@ def main(path):
         cells = " | ".join(f"{row[r]:.1f}" if r in row else "—" for r in ROWS)
         print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | {cells} | "
               f"{ratio:.2f} |")
-    summary(ratios)
+    summary("lazytrace / best library", ratios)
 
 
 if __name__ == "__main__":
