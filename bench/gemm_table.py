@@ -30,21 +30,30 @@ def summary(label, ratios):
               f"{sum(r >= 0.9 for r in good)} of {len(good)} shapes at 0.9 or above.")
 
 
-def paired_table(paired):
-    print("Side by side (BM_Paired): each library's time per call against lazytrace's in the "
-          "same round, the median over rounds (above 1: lazytrace faster).\n")
-    print("| hidden, inter | product | shape | rounds | vs OpenBLAS | vs oneDNN | vs libxsmm "
-          "| lazytrace / best library |")
-    print("|---|---|---|---|---|---|---|---|")
+def table(columns, rows, cells_and_ratio, label):
+    """One row per shape: `cells_and_ratio(row)` gives its cells (strings) and its ratio."""
+    print("| hidden, inter | product | shape | " + " | ".join(columns) +
+          " | lazytrace / best library |")
+    print("|---" * (len(columns) + 4) + "|")
     ratios = []
-    for args in sorted(paired, key=lambda a: (a[1], a[3], a[0])):
-        row = paired[args]
-        ratios.append(row["vs_best"])
-        tokens, hidden, inter, product = args
-        cells = " | ".join(f"{row[k]:.2f}" for k in ("vs_openblas", "vs_onednn", "vs_libxsmm"))
+    for args in sorted(rows, key=lambda a: (a[1], a[3], a[0])):
+        cells, ratio = cells_and_ratio(rows[args])
+        ratios.append(ratio)
+        _, hidden, inter, product = args
         print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | "
-              f"{row['rounds']:.0f} | {cells} | {row['vs_best']:.2f} |")
-    summary("side by side, lazytrace / best library", ratios)
+              f"{' | '.join(cells)} | {ratio:.2f} |")
+    summary(label, ratios)
+
+
+def paired_cells(row):
+    vs = [f"{row[k]:.2f}" for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")]
+    return [f"{row['rounds']:.0f}"] + vs, row["vs_best"]
+
+
+def row_cells(row):
+    best = max(row.get(lib, 0) for lib in LIBS)
+    ratio = row.get("Lazytrace", 0) / best if best else float("nan")
+    return [f"{row[r]:.1f}" if r in row else "—" for r in ROWS], ratio
 
 
 def main(path):
@@ -64,25 +73,15 @@ def main(path):
         elif "GFLOPS" in b:
             gflops.setdefault(args, {})[m.group(1)] = b["GFLOPS"]
     if paired:
-        paired_table(paired)
-    if not gflops:
-        return
-    if paired:
-        print("\nThe rows (GFLOP/s, medians):\n")
-    print("| hidden, inter | product | shape | lazytrace | fixed rule | OpenBLAS | oneDNN | libxsmm "
-          "| lazytrace / best library |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    ratios = []
-    for args in sorted(gflops, key=lambda a: (a[1], a[3], a[0])):
-        row = gflops[args]
-        best = max(row.get(lib, 0) for lib in LIBS)
-        ratio = row.get("Lazytrace", 0) / best if best else float("nan")
-        ratios.append(ratio)
-        tokens, hidden, inter, product = args
-        cells = " | ".join(f"{row[r]:.1f}" if r in row else "—" for r in ROWS)
-        print(f"| {hidden}, {inter} | {PRODUCTS[product]} | {shape_of(*args)} | {cells} | "
-              f"{ratio:.2f} |")
-    summary("lazytrace / best library", ratios)
+        print("Side by side (BM_Paired): each library's time per call against lazytrace's in the "
+              "same round, the median over rounds (above 1: lazytrace faster).\n")
+        table(["rounds", "vs OpenBLAS", "vs oneDNN", "vs libxsmm"], paired, paired_cells,
+              "side by side, lazytrace / best library")
+    if gflops:
+        if paired:
+            print("\nThe rows (GFLOP/s, medians):\n")
+        table(["lazytrace", "fixed rule", "OpenBLAS", "oneDNN", "libxsmm"], gflops, row_cells,
+              "lazytrace / best library")
 
 
 if __name__ == "__main__":
