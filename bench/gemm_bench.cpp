@@ -17,7 +17,7 @@
 // library's time per call against lazytrace's in the same round, the median over rounds
 // (`vs_<library>`, above 1 where lazytrace is faster; `vs_best`: against the fastest
 // library). Registered only when --benchmark_filter names it: --benchmark_filter=Paired
-// --benchmark_min_time=10 gives about 10 rounds a shape, 9 minutes in all.
+// --benchmark_min_time=10 gives about 13 rounds a shape, 12 to 13 minutes in all.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <libxsmm.h>
