@@ -139,12 +139,16 @@ bool gradients_agree(int64_t layers) {
   return checked[layers] = agree;
 }
 
+// Whether the gradients agree at the benchmark's depth; a skipped benchmark where not.
+bool agree_or_skip(benchmark::State& state, int64_t layers) {
+  if (gradients_agree(layers)) return true;
+  state.SkipWithError("scan's gradients differ from the unrolled loop's");
+  return false;
+}
+
 void BM_MlpStep(benchmark::State& state) {
   const int64_t layers = state.range(0);
-  if (!gradients_agree(layers)) {
-    state.SkipWithError("scan's gradients differ from the unrolled loop's");
-    return;
-  }
+  if (!agree_or_skip(state, layers)) return;
   Mlp mlp(layers, state.range(1) == 1);
   const int64_t t0 = lt::metrics::now_ns();
   mlp.step();
@@ -165,10 +169,7 @@ BENCHMARK(BM_MlpStep)
 
 void BM_MlpPaired(benchmark::State& state) {
   const int64_t layers = state.range(0);
-  if (!gradients_agree(layers)) {
-    state.SkipWithError("scan's gradients differ from the unrolled loop's");
-    return;
-  }
+  if (!agree_or_skip(state, layers)) return;
   Mlp modes[2] = {Mlp(layers, false), Mlp(layers, true)};
   // the loops' timed choices (read-ahead, streaming stores) decide over their first runs
   for (Mlp& m : modes)

@@ -625,9 +625,9 @@ class Gen : public Xbyak::CodeGenerator {
     using namespace Xbyak;
     const Xmm x = Xmm(d.getIdx());
     if (!masked) {
-      vpmovzxbd(d, ptr[p + r10 + disp_ / 4]);
+      vpmovzxbd(d, element(p, 1));
     } else if constexpr (kWide) {
-      vmovdqu8(x | k1 | T_z, ptr[p + r10]);
+      vmovdqu8(x | k1 | T_z, element(p, 1));
       vpmovzxbd(d, x);
     } else {  // the tail's bytes one at a time (r8: the lanes left)
       Label done;
@@ -648,16 +648,16 @@ class Gen : public Xbyak::CodeGenerator {
     const Reg64& p = ptr_[plan_.store_ptr[s]];
     if constexpr (kWide) {
       if (!masked)
-        vpmovdb(ptr[p + r10 + disp_ / 4], v);
+        vpmovdb(element(p, 1), v);
       else
-        vpmovdb(ptr[p + r10] | k1, v);
+        vpmovdb(element(p, 1) | k1, v);
     } else {  // 8 lanes: to words, to bytes, the low 8 of them
       const Xmm x = Xmm(T(0).getIdx()), hi = Xmm(T(1).getIdx());
       vextracti128(hi, v, 1);
       vpackusdw(x, Xmm(v.getIdx()), hi);
       vpackuswb(x, x, x);
       if (!masked) {
-        vmovq(ptr[p + r10 + disp_ / 4], x);
+        vmovq(element(p, 1), x);
       } else {  // the tail's bytes one at a time (r8: the lanes left)
         Label done;
         for (int j = 0; j < kLanes - 1; ++j) {
