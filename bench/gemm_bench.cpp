@@ -105,19 +105,28 @@ bool spot_check(const Product& p, const float* a, const float* b, const float* c
   return true;
 }
 
-// lazytrace's operands, materialized, and one call: the product recorded (through the
-// transposed views the layout needs) and synced, a compile-cache hit after the first, the
-// result released, as in real use.
+// lazytrace's operands and one call: the product recorded (through the transposed views the
+// layout needs) and synced, a compile-cache hit after the first, the result released, as in
+// real use. The operands are the libraries' own kind of buffer (random_floats, seeds 1 and 2)
+// read in place (lt::from_blob), so every row reads the same values from memory placed alike;
+// BM_Paired hands lazytrace the very arrays the libraries read.
 struct LtProduct {
   Product p;
+  AlignedFloats own_a, own_b;  // where no arrays were given
+  const float *pa, *pb;
   lt::Tensor a, b;
 
-  explicit LtProduct(const Product& product) : p(product) {
-    lt::manual_seed(0);
-    a = p.ta ? lt::randn({p.k, p.m}) : lt::randn({p.m, p.k});
-    b = p.tb ? lt::randn({p.n, p.k}) : lt::randn({p.k, p.n});
-    lt::sync({a, b});
-  }
+  explicit LtProduct(const Product& product, const float* a_in = nullptr,
+                     const float* b_in = nullptr)
+      : p(product),
+        own_a(a_in ? nullptr : random_floats(p.m * p.k, 1)),
+        own_b(b_in ? nullptr : random_floats(p.k * p.n, 2)),
+        pa(a_in ? a_in : own_a.get()),
+        pb(b_in ? b_in : own_b.get()),
+        a(lt::from_blob(pa, p.ta ? lt::Shape{p.k, p.m} : lt::Shape{p.m, p.k}, lt::float32,
+                        nullptr)),
+        b(lt::from_blob(pb, p.tb ? lt::Shape{p.n, p.k} : lt::Shape{p.k, p.n}, lt::float32,
+                        nullptr)) {}
   lt::Tensor synced() const {
     lt::Tensor c = lt::matmul(p.ta ? lt::transpose(a) : a, p.tb ? lt::transpose(b) : b);
     lt::sync({c});
@@ -125,10 +134,7 @@ struct LtProduct {
   }
   void call() const { benchmark::DoNotOptimize(synced().impl().get()); }
   // one call's result against float64 dot products
-  bool right() const {
-    return spot_check(p, a.to_vector<float>().data(), b.to_vector<float>().data(),
-                      synced().to_vector<float>().data());
-  }
+  bool right() const { return spot_check(p, pa, pb, synced().to_vector<float>().data()); }
 };
 
 constexpr const char* kLtWrong = "lazytrace's matmul differs from a float64 dot product";
@@ -248,9 +254,9 @@ void BM_oneDNN(benchmark::State& state) {
 void BM_Paired(benchmark::State& state) {
   const Product p = product_of(state);
   lt::debug::set_disabled_passes({});
-  const LtProduct product(p);
   AlignedFloats a = random_floats(p.m * p.k, 1), b = random_floats(p.k * p.n, 2);
   AlignedFloats c = random_floats(p.m * p.n, 3);
+  const LtProduct product(p, a.get(), b.get());
   bool ok = true;
   // enter and leave set a library's threads around its burst (lazytrace keeps OpenBLAS on one
   // thread; OpenMP's count is the calling thread's own, which lazytrace's calls set aside)

@@ -2,13 +2,17 @@
 """gemm_bench's JSON (--benchmark_out) as a Markdown table: GFLOP/s per product and row,
 lazytrace's against the best library's, and the worst and geometric-mean ratios. BM_Paired's
 rows, where the JSON has them, make a table of their own: each library's time against
-lazytrace's, side by side in rounds (the medians over rounds).
+lazytrace's, side by side in rounds (the medians over rounds). Given several JSON files (one
+process each), every figure is the median of the processes' own: a process's speed moves as a
+whole on a shared virtual machine (a library's threads up to 1.5x from one process to the
+next), which rounds within one process cannot average out.
 
-Usage: bench/gemm_table.py BUILD/bench-results/gemm_bench.json
+Usage: bench/gemm_table.py BUILD/bench-results/gemm_bench.json [MORE.json ...]
 """
 import json
 import math
 import re
+import statistics
 import sys
 
 ROWS = ["Lazytrace", "LazytraceFixedRule", "OpenBLAS", "oneDNN", "libxsmm"]
@@ -45,46 +49,61 @@ def table(columns, rows, cells_and_ratio, label):
     summary(label, ratios)
 
 
-def paired_cells(row):
-    vs = [f"{row[k]:.2f}" for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")]
-    return [f"{row['rounds']:.0f}"] + vs, row["vs_best"]
+def paired_cells(runs):
+    """`runs`: the shape's BM_Paired counters, one per process."""
+    vs = {k: statistics.median(r[k] for r in runs)
+          for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")}
+    rounds = sum(r["rounds"] for r in runs)
+    cells = [f"{len(runs)} x {rounds / len(runs):.0f}" if len(runs) > 1 else f"{rounds:.0f}"]
+    return cells + [f"{v:.2f}" for v in vs.values()], min(vs.values())
 
 
-def row_cells(row):
+def row_cells(runs):
+    row = {r: statistics.median(run[r] for run in runs if r in run)
+           for r in ROWS if any(r in run for run in runs)}
     best = max(row.get(lib, 0) for lib in LIBS)
     ratio = row.get("Lazytrace", 0) / best if best else float("nan")
     return [f"{row[r]:.1f}" if r in row else "—" for r in ROWS], ratio
 
 
-def main(path):
-    with open(path) as f:
-        data = json.load(f)
-    gflops = {}  # (args) -> row -> median GFLOP/s
-    paired = {}  # (args) -> BM_Paired's counters
-    for b in data["benchmarks"]:
-        if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
-            continue
-        m = re.match(r"BM_(\w+)/tokens:(\d+)/hidden:(\d+)/inter:(\d+)/product:(\d+)", b["name"])
-        if not m:
-            continue
-        args = tuple(int(x) for x in m.groups()[1:])
-        if m.group(1) == "Paired" and "vs_best" in b:
-            paired[args] = b
-        elif "GFLOPS" in b:
-            gflops.setdefault(args, {})[m.group(1)] = b["GFLOPS"]
+def main(paths):
+    gflops = {}  # (args) -> per process: row -> median GFLOP/s
+    paired = {}  # (args) -> per process: BM_Paired's counters
+    for i, path in enumerate(paths):
+        with open(path) as f:
+            data = json.load(f)
+        for b in data["benchmarks"]:
+            if b.get("run_type") == "aggregate" and b.get("aggregate_name") != "median":
+                continue
+            m = re.match(r"BM_(\w+)/tokens:(\d+)/hidden:(\d+)/inter:(\d+)/product:(\d+)",
+                         b["name"])
+            if not m:
+                continue
+            args = tuple(int(x) for x in m.groups()[1:])
+            if m.group(1) == "Paired" and "vs_best" in b:
+                paired.setdefault(args, []).append(b)
+            elif "GFLOPS" in b:
+                runs = gflops.setdefault(args, [])
+                if len(runs) <= i:
+                    runs.append({})
+                runs[-1][m.group(1)] = b["GFLOPS"]
     if paired:
         print("Side by side (BM_Paired): each library's time per call against lazytrace's in the "
-              "same round, the median over rounds (above 1: lazytrace faster).\n")
-        table(["rounds", "vs OpenBLAS", "vs oneDNN", "vs libxsmm"], paired, paired_cells,
+              "same round, the median over rounds (above 1: lazytrace faster)"
+              + (f"; the median of {len(paths)} processes' medians" if len(paths) > 1 else "")
+              + ".\n")
+        first = "processes x rounds" if len(paths) > 1 else "rounds"
+        table([first, "vs OpenBLAS", "vs oneDNN", "vs libxsmm"], paired, paired_cells,
               "side by side, lazytrace / best library")
     if gflops:
         if paired:
-            print("\nThe rows (GFLOP/s, medians):\n")
+            print("\nThe rows (GFLOP/s, medians" + (" of the processes'" if len(paths) > 1 else "")
+                  + "):\n")
         table(["lazytrace", "fixed rule", "OpenBLAS", "oneDNN", "libxsmm"], gflops, row_cells,
               "lazytrace / best library")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(sys.argv[1:])
