@@ -50,12 +50,13 @@ def table(columns, rows, cells_and_ratio, label):
 
 
 def paired_cells(runs):
-    """`runs`: the shape's BM_Paired counters, one per process."""
-    vs = {k: statistics.median(r[k] for r in runs)
-          for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")}
+    """`runs`: the shape's BM_Paired counters, one per process. Its ratio: the median of the
+    processes' own (each process's best library against lazytrace), which is never above
+    the best of the libraries' medians."""
+    vs = [statistics.median(r[k] for r in runs) for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")]
     rounds = sum(r["rounds"] for r in runs)
     cells = [f"{len(runs)} x {rounds / len(runs):.0f}" if len(runs) > 1 else f"{rounds:.0f}"]
-    return cells + [f"{v:.2f}" for v in vs.values()], min(vs.values())
+    return cells + [f"{v:.2f}" for v in vs], statistics.median(r["vs_best"] for r in runs)
 
 
 def row_cells(runs):
@@ -68,7 +69,8 @@ def row_cells(runs):
 
 def main(paths):
     gflops = {}  # (args) -> per process: row -> median GFLOP/s
-    paired = {}  # (args) -> per process: BM_Paired's counters
+    paired = {}  # (args) -> file -> BM_Paired's counters (its last entry: the median, where
+    # the file has repetitions)
     for i, path in enumerate(paths):
         with open(path) as f:
             data = json.load(f)
@@ -81,7 +83,7 @@ def main(paths):
                 continue
             args = tuple(int(x) for x in m.groups()[1:])
             if m.group(1) == "Paired" and "vs_best" in b:
-                paired.setdefault(args, []).append(b)
+                paired.setdefault(args, {})[i] = b
             elif "GFLOPS" in b:
                 runs = gflops.setdefault(args, [])
                 if len(runs) <= i:
@@ -93,7 +95,8 @@ def main(paths):
               + (f"; the median of {len(paths)} processes' medians" if len(paths) > 1 else "")
               + ".\n")
         first = "processes x rounds" if len(paths) > 1 else "rounds"
-        table([first, "vs OpenBLAS", "vs oneDNN", "vs libxsmm"], paired, paired_cells,
+        table([first, "vs OpenBLAS", "vs oneDNN", "vs libxsmm"],
+              {args: list(runs.values()) for args, runs in paired.items()}, paired_cells,
               "side by side, lazytrace / best library")
     if gflops:
         if paired:
