@@ -3,14 +3,16 @@
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads; two
 processes of one thread on half the batch each that never communicate (what 2 x 1 would
 take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB and 25 MiB
-gradient buckets, ZeRO-1, each without the overlap_collectives pass, and the all-reduces as
-MPI_Allreduce instead of lt::dist's pairwise exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi). The
-rows run alternately, so that the machine's swings fall on every row alike. Prints a markdown
-table: median step time, tokens/s of the global batch, each run's throughput against the
-run of one rank of two threads in the same round, time in collectives per step and its
-share, the part of it the step's thread waited for (what overlap did not hide), MB each
-rank hands to collectives per step, and each row's throughput against one rank of one
-thread.
+gradient buckets, ZeRO-1, and the all-reduces as MPI_Allreduce instead of lt::dist's pairwise
+exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi), each as the default has it (collectives overlap the
+computation only where the ranks' threads leave a core free: on 2 cores they do not) and with
+the overlap forced on (LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of
+their own). The rows run alternately, so that the machine's swings fall on every row alike.
+Prints a markdown table: median step time, tokens/s of the global batch, each run's
+throughput against the run of one rank of two threads in the same round, time in collectives
+per step and its share, the part of it the step's thread waited for (what overlap did not
+hide), MB each rank hands to collectives per step, and each row's throughput against one
+rank of one thread.
 
 Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 5] [--steps 20] [--batch 4]
 """
@@ -75,7 +77,7 @@ def main():
     if os.geteuid() == 0:  # Open MPI refuses root without these two; this process only
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     mpi = [mpirun, "-np", "2", "--oversubscribe", "-x", "LAZYTRACE_NUM_THREADS=1"]
-    blocking = mpi + ["-x", "LAZYTRACE_DISABLE_PASSES=overlap_collectives"]
+    overlap = mpi + ["-x", "LAZYTRACE_MPI_OVERLAP=on"]
     own = ["-x", "LAZYTRACE_MPI_ALL_REDUCE=mpi"]  # MPI_Allreduce, not the pairwise exchange
     rows = [
         ("1 rank x 1 thread", train, {"LAZYTRACE_NUM_THREADS": "1"}),
@@ -83,12 +85,12 @@ def main():
         ("2 processes x 1 thread, half the batch each, no communication", train_on(a.batch // 2),
          {"LAZYTRACE_NUM_THREADS": "1"}),
         ("2 ranks x 1 thread", mpi + train, {}),
-        ("2 ranks x 1 thread, no overlap", blocking + train, {}),
+        ("2 ranks x 1 thread, overlap on", overlap + train, {}),
         ("2 ranks x 1 thread, MPI_Allreduce", mpi + own + train, {}),
-        ("2 ranks x 1 thread, MPI_Allreduce, no overlap", blocking + own + train, {}),
+        ("2 ranks x 1 thread, MPI_Allreduce, overlap on", overlap + own + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
-        ("2 ranks x 1 thread, ZeRO-1, no overlap", blocking + train + ["--shard-optimizer"], {}),
+        ("2 ranks x 1 thread, ZeRO-1, overlap on", overlap + train + ["--shard-optimizer"], {}),
     ]
     results = {name: [] for name, _, _ in rows}
     for rep in range(a.reps):

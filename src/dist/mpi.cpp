@@ -5,16 +5,20 @@
 #if LAZYTRACE_HAVE_MPI
 #include <mpi.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "lazytrace/dist/dist.h"
 #include "runtime/exit_gate.h"
+#include "runtime/thread_pool.h"
 #endif
 
 namespace lazytrace::dist {
@@ -73,8 +77,8 @@ class MpiWorld final : public runtime::Communicator {
     int ready = 0;
     MPI_Initialized(&ready);
     if (!ready) {
-      // Collectives run on a thread beside the rank's computation (CollectiveQueue): an MPI
-      // call that waits yields the core to the computation instead of spinning on it
+      // Collectives may run on a thread beside the rank's computation (CollectiveQueue): an
+      // MPI call that waits yields the core to the computation instead of spinning on it
       // (Open MPI's own setting, unless the user set it).
       setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
       int provided = 0;
@@ -93,6 +97,7 @@ class MpiWorld final : public runtime::Communicator {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "dist::init", "MPI_Comm_dup");
+    overlap_helps_ = overlap_helps();
     if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
       char* end = nullptr;
       const double mb = std::strtod(e, &end);
@@ -100,6 +105,13 @@ class MpiWorld final : public runtime::Communicator {
         fail("dist::init", "LAZYTRACE_MPI_CHUNK_MB must be a number of MiB (0: no chunks), got '",
              e, "'.");
       chunk_bytes_ = static_cast<int64_t>(mb * (1 << 20));
+    }
+    if (const char* e = std::getenv("LAZYTRACE_MPI_OVERLAP")) {
+      const std::string v = e;
+      if (v != "auto" && v != "on" && v != "off")
+        fail("dist::init", "LAZYTRACE_MPI_OVERLAP must be 'auto' (the default), 'on' or ",
+             "'off', got '", e, "'.");
+      overlap_ = v == "auto" ? -1 : v == "on";
     }
     if (const char* e = std::getenv("LAZYTRACE_MPI_ALL_REDUCE")) {
       if (std::strcmp(e, "mpi") != 0 && std::strcmp(e, "pairwise") != 0)
@@ -111,7 +123,40 @@ class MpiWorld final : public runtime::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return detail::cat("MPI rank ", rank_, " of ", size_); }
-  bool can_overlap() const override { return threads_; }
+  bool can_overlap() const override {
+    if (!threads_ || overlap_ == 0) return false;
+    return overlap_ == 1 || overlap_helps_;
+  }
+
+  // Whether collectives gain from overlapping the computation on the queue's own thread:
+  // where a rank is on another machine (a network to wait on), or where this machine's cores
+  // leave one free for each rank's queue thread beside its computation threads. Ranks on one
+  // machine exchange through memory with their own CPU time; where their threads already
+  // fill the cores, a queue thread only takes turns with the computation, and the
+  // collectives early in the step add waits for the other ranks' (the overlap_collectives
+  // pass then leaves them where the graph has them). Decided together by the ranks of this
+  // machine (the cores: the union of their CPU sets), at init, so that they agree.
+  // LAZYTRACE_MPI_OVERLAP=on|off overrides it.
+  bool overlap_helps() {
+    MPI_Comm node = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+          "dist::init", "MPI_Comm_split_type");
+    int node_size = 1;
+    MPI_Comm_size(node, &node_size);
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0)
+      for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
+        CPU_SET(c, &cpus);
+    int wanted = runtime::num_threads() + 1;  // computation threads and a queue thread
+    check(
+        MPI_Allreduce(MPI_IN_PLACE, &cpus, static_cast<int>(sizeof cpus), MPI_BYTE, MPI_BOR, node),
+        "dist::init", "MPI_Allreduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_SUM, node), "dist::init",
+          "MPI_Allreduce");
+    MPI_Comm_free(&node);
+    return node_size < size_ || wanted <= CPU_COUNT(&cpus);
+  }
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
                   double scale) override {
@@ -283,7 +328,9 @@ class MpiWorld final : public runtime::Communicator {
   }
 
   int rank_ = 0, size_ = 1;
-  bool threads_ = false;  // MPI may be called from a second thread (one at a time)
+  bool threads_ = false;       // MPI may be called from a second thread (one at a time)
+  bool overlap_helps_ = true;  // overlap_helps()
+  int overlap_ = -1;           // LAZYTRACE_MPI_OVERLAP: -1 auto, 0 off, 1 on
   bool failed_ = false;
   std::vector<int64_t> signatures_;
   std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`

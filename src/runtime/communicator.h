@@ -99,8 +99,10 @@ class Communicator {
    * slot goes into the compile cache's key (never into a graph's hash).
    */
   virtual int cache_slot() const { return 0; }
-  /** Whether this communicator's collectives may run on its queue's own thread (MPI: where
-   * it was initialized with MPI_THREAD_SERIALIZED or more); else they run in place. */
+  /** Whether this communicator's collectives may overlap the computation, on its queue's
+   * own thread (MPI: where it was initialized with MPI_THREAD_SERIALIZED or more, and that
+   * thread has a network to wait on or a core to run on). Where not, the overlap_collectives
+   * pass leaves the collectives where the graph has them, each run in place. */
   virtual bool can_overlap() const { return true; }
 
   /**

@@ -1,7 +1,8 @@
 // A program pass (plan/pipeline.cpp runs them in order).
 // Requires: steps in their final order but for this pass's moves, made before plan_arena
 // (the moves change the lifetimes the arena is planned from). A body's collectives start and
-// are waited for within each run of it (a call, an iteration).
+// are waited for within each run of it (a call, an iteration). Where the communicator current
+// at compile time cannot overlap (Communicator::can_overlap), the pass changes nothing.
 // Provides: CollectiveStep phases Start and Wait, Program::num_tickets, LoopStep::collectives.
 #include <algorithm>
 #include <map>
@@ -14,6 +15,7 @@
 #include "core/hash.h"
 #include "lazytrace/core/error.h"
 #include "metrics/known.h"
+#include "runtime/communicator.h"
 
 namespace lazytrace::cpu::plan {
 namespace {
@@ -241,7 +243,7 @@ void wait_late(Program& p) {
 }  // namespace
 
 void overlap_collectives(Program& p, const Context&) {
-  if (!p.collectives) return;
+  if (!p.collectives || !runtime::current_communicator().can_overlap()) return;
   // a ticket per collective, in the order the graph issues them
   for (Step& st : p.steps)
     if (blocking_exchange(st)) std::get<CollectiveStep>(st).ticket = p.num_tickets++;
