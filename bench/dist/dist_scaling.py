@@ -5,9 +5,9 @@ processes of one thread on half the batch each that never communicate (what 2 x 
 take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB and 25 MiB
 gradient buckets, ZeRO-1, and the all-reduces as MPI_Allreduce instead of lt::dist's pairwise
 exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi), each as the default has it (collectives overlap the
-computation only where the ranks' threads leave a core free: on 2 cores they do not) and with
-the overlap forced on (LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of
-their own). The rows run alternately, so that the machine's swings fall on every row alike.
+computation only where the ranks' threads leave a CPU free: on 2 they do not) and with the
+overlap forced on (LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of their
+own); the default exchange also with the overlap forced off, which the default is on 2 CPUs. The rows run alternately, so that the machine's swings fall on every row alike.
 Prints a markdown table: median step time, tokens/s of the global batch, each run's
 throughput against the run of one rank of two threads in the same round, time in collectives
 per step and its share, the part of it the step's thread waited for (what overlap did not
@@ -86,6 +86,8 @@ def main():
          {"LAZYTRACE_NUM_THREADS": "1"}),
         ("2 ranks x 1 thread", mpi + train, {}),
         ("2 ranks x 1 thread, overlap on", overlap + train, {}),
+        ("2 ranks x 1 thread, overlap off", mpi + ["-x", "LAZYTRACE_MPI_OVERLAP=off"] + train,
+         {}),
         ("2 ranks x 1 thread, MPI_Allreduce", mpi + own + train, {}),
         ("2 ranks x 1 thread, MPI_Allreduce, overlap on", overlap + own + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),

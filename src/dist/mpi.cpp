@@ -97,7 +97,15 @@ class MpiWorld final : public runtime::Communicator {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "dist::init", "MPI_Comm_dup");
-    overlap_helps_ = overlap_helps();
+    // LAZYTRACE_MPI_OVERLAP, read before the collectives below and rejected after them, so
+    // that every rank takes part in those before one fails
+    const char* overlap_env = std::getenv("LAZYTRACE_MPI_OVERLAP");
+    const std::string overlap = overlap_env ? overlap_env : "auto";
+    const bool overlap_known = overlap == "auto" || overlap == "on" || overlap == "off";
+    overlap_ = agreed_overlap(overlap == "on" ? 1 : overlap == "off" ? 0 : -1);
+    if (!overlap_known)
+      fail("dist::init", "LAZYTRACE_MPI_OVERLAP must be 'auto' (the default), 'on' or 'off', got '",
+           overlap, "'.");
     if (const char* e = std::getenv("LAZYTRACE_MPI_CHUNK_MB")) {
       char* end = nullptr;
       const double mb = std::strtod(e, &end);
@@ -105,13 +113,6 @@ class MpiWorld final : public runtime::Communicator {
         fail("dist::init", "LAZYTRACE_MPI_CHUNK_MB must be a number of MiB (0: no chunks), got '",
              e, "'.");
       chunk_bytes_ = static_cast<int64_t>(mb * (1 << 20));
-    }
-    if (const char* e = std::getenv("LAZYTRACE_MPI_OVERLAP")) {
-      const std::string v = e;
-      if (v != "auto" && v != "on" && v != "off")
-        fail("dist::init", "LAZYTRACE_MPI_OVERLAP must be 'auto' (the default), 'on' or ",
-             "'off', got '", e, "'.");
-      overlap_ = v == "auto" ? -1 : v == "on";
     }
     if (const char* e = std::getenv("LAZYTRACE_MPI_ALL_REDUCE")) {
       if (std::strcmp(e, "mpi") != 0 && std::strcmp(e, "pairwise") != 0)
@@ -123,21 +124,19 @@ class MpiWorld final : public runtime::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return detail::cat("MPI rank ", rank_, " of ", size_); }
-  bool can_overlap() const override {
-    if (!threads_ || overlap_ == 0) return false;
-    return overlap_ == 1 || overlap_helps_;
-  }
+  bool can_overlap() const override { return overlap_; }
 
-  // Whether collectives gain from overlapping the computation on the queue's own thread:
-  // where a rank is on another machine (a network to wait on), or where this machine's cores
-  // leave one free for each rank's queue thread beside its computation threads. Ranks on one
-  // machine exchange through memory with their own CPU time; where their threads already
-  // fill the cores, a queue thread only takes turns with the computation, and the
-  // collectives early in the step add waits for the other ranks' (the overlap_collectives
-  // pass then leaves them where the graph has them). Decided together by the ranks of this
-  // machine (the cores: the union of their CPU sets), at init, so that they agree.
-  // LAZYTRACE_MPI_OVERLAP=on|off overrides it.
-  bool overlap_helps() {
+  // Whether collectives overlap the computation, started early on the queue's own thread:
+  // where MPI may be called from that thread, and `setting` (1 on, 0 off, -1 auto) says so
+  // or, by default, where it gains: where a rank is on another machine (a network to wait
+  // on), or where this machine's logical CPUs (the union of its ranks' CPU sets) leave one
+  // free for each rank's queue thread beside its computation threads. Ranks on one machine
+  // exchange through memory with their own CPU time; where their threads already fill the
+  // CPUs, a queue thread only takes turns with the computation, and exchanges started early
+  // add waits for the other ranks (the overlap_collectives pass then leaves the collectives
+  // where the graph has them). Every rank takes the least of the ranks' answers, so that
+  // their programs, and the collectives' signatures they compare, agree.
+  bool agreed_overlap(int setting) {
     MPI_Comm node = MPI_COMM_NULL;
     check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
           "dist::init", "MPI_Comm_split_type");
@@ -145,17 +144,26 @@ class MpiWorld final : public runtime::Communicator {
     MPI_Comm_size(node, &node_size);
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
-    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0)
+#ifdef __linux__
+    const bool known = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+#else
+    const bool known = false;
+#endif
+    if (!known)
       for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
         CPU_SET(c, &cpus);
     int wanted = runtime::num_threads() + 1;  // computation threads and a queue thread
-    check(
-        MPI_Allreduce(MPI_IN_PLACE, &cpus, static_cast<int>(sizeof cpus), MPI_BYTE, MPI_BOR, node),
-        "dist::init", "MPI_Allreduce");
-    check(MPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_SUM, node), "dist::init",
-          "MPI_Allreduce");
+    const int rc_cpus =
+        MPI_Allreduce(MPI_IN_PLACE, &cpus, static_cast<int>(sizeof cpus), MPI_BYTE, MPI_BOR, node);
+    const int rc_wanted = MPI_Allreduce(MPI_IN_PLACE, &wanted, 1, MPI_INT, MPI_SUM, node);
     MPI_Comm_free(&node);
-    return node_size < size_ || wanted <= CPU_COUNT(&cpus);
+    check(rc_cpus, "dist::init", "MPI_Allreduce");
+    check(rc_wanted, "dist::init", "MPI_Allreduce");
+    const bool gains = node_size < size_ || wanted <= CPU_COUNT(&cpus);
+    int mine = threads_ && (setting == 1 || (setting == -1 && gains));
+    check(MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "dist::init",
+          "MPI_Allreduce");
+    return mine != 0;
   }
 
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
@@ -328,9 +336,8 @@ class MpiWorld final : public runtime::Communicator {
   }
 
   int rank_ = 0, size_ = 1;
-  bool threads_ = false;       // MPI may be called from a second thread (one at a time)
-  bool overlap_helps_ = true;  // overlap_helps()
-  int overlap_ = -1;           // LAZYTRACE_MPI_OVERLAP: -1 auto, 0 off, 1 on
+  bool threads_ = false;  // MPI may be called from a second thread (one at a time)
+  bool overlap_ = true;   // agreed_overlap()
   bool failed_ = false;
   std::vector<int64_t> signatures_;
   std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`

@@ -117,7 +117,8 @@ class Communicator {
                               std::string_view graph_name);
 
   /** This rank's queue of collectives that run beside the computation (made at first use;
-   * its thread runs this communicator's collectives). */
+   * its thread runs this communicator's started collectives, or where can_overlap() is
+   * false, start() runs each in place). */
   CollectiveQueue& queue();
   /** Waits for the collectives started on the queue, if any (before a collective runs on
    * the caller's thread); rethrows their error. */
