@@ -104,6 +104,9 @@ class Communicator {
    * thread has a network to wait on or a core to run on). Where not, the overlap_collectives
    * pass leaves the collectives where the graph has them, each run in place. */
   virtual bool can_overlap() const { return true; }
+  /** A compiled program's cache key `key`, told apart where can_overlap() is false (the
+   * program's collectives then stay where its graph has them). */
+  uint64_t overlap_key(uint64_t key) const;
 
   /**
    * Checks, before a run of a graph whose collectives have signature `collectives`

@@ -193,6 +193,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   uint64_t key =
       hash_combine(hash_combine(w.key, reinterpret_cast<uintptr_t>(&device)), passes.off_bits());
   if (comm.cache_slot() != 0) key = hash_combine(key, static_cast<uint64_t>(comm.cache_slot()));
+  key = comm.overlap_key(key);
   compiler::CompileCache& cache = compiler::CompileCache::global();
   auto exe = cache.find(key, shape);
   std::optional<ir::Graph> graph;  // made while the walk's nodes are safe to read

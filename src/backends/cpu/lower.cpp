@@ -19,6 +19,7 @@
 #include "ir/shape_rules.h"
 #include "lazytrace/core/error.h"
 #include "metrics/known.h"
+#include "runtime/communicator.h"
 
 namespace lazytrace::cpu {
 namespace {
@@ -763,7 +764,8 @@ BodyPrograms& body_programs() {
 
 std::shared_ptr<const Program> body_program(const ir::Body& body, runtime::PassSet passes) {
   // Bodies with one hash have one structure; their constants are slots, not values.
-  const uint64_t key = hash_combine(body.hash, passes.off_bits());
+  const uint64_t key =
+      runtime::current_communicator().overlap_key(hash_combine(body.hash, passes.off_bits()));
   BodyPrograms& bp = body_programs();
   {
     std::lock_guard<std::mutex> lock(bp.mu);
