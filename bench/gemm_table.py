@@ -53,7 +53,8 @@ def paired_cells(runs):
     """`runs`: the shape's BM_Paired counters, one per process. Its ratio: the median of the
     processes' own (each process's best library against lazytrace), which is never above
     the best of the libraries' medians."""
-    vs = [statistics.median(r[k] for r in runs) for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")]
+    vs = [statistics.median(r[k] for r in runs)
+          for k in ("vs_openblas", "vs_onednn", "vs_libxsmm")]
     rounds = sum(r["rounds"] for r in runs)
     cells = [f"{len(runs)} x {rounds / len(runs):.0f}" if len(runs) > 1 else f"{rounds:.0f}"]
     return cells + [f"{v:.2f}" for v in vs], statistics.median(r["vs_best"] for r in runs)
@@ -68,9 +69,9 @@ def row_cells(runs):
 
 
 def main(paths):
-    gflops = {}  # (args) -> per process: row -> median GFLOP/s
-    paired = {}  # (args) -> file -> BM_Paired's counters (its last entry: the median, where
-    # the file has repetitions)
+    # (args) -> file -> row -> median GFLOP/s, and (args) -> file -> BM_Paired's counters (its
+    # last entry: the median, where the file has repetitions)
+    gflops, paired = {}, {}
     for i, path in enumerate(paths):
         with open(path) as f:
             data = json.load(f)
@@ -85,10 +86,7 @@ def main(paths):
             if m.group(1) == "Paired" and "vs_best" in b:
                 paired.setdefault(args, {})[i] = b
             elif "GFLOPS" in b:
-                runs = gflops.setdefault(args, [])
-                if len(runs) <= i:
-                    runs.append({})
-                runs[-1][m.group(1)] = b["GFLOPS"]
+                gflops.setdefault(args, {}).setdefault(i, {})[m.group(1)] = b["GFLOPS"]
     if paired:
         print("Side by side (BM_Paired): each library's time per call against lazytrace's in the "
               "same round, the median over rounds (above 1: lazytrace faster)"
@@ -102,7 +100,8 @@ def main(paths):
         if paired:
             print("\nThe rows (GFLOP/s, medians" + (" of the processes'" if len(paths) > 1 else "")
                   + "):\n")
-        table(["lazytrace", "fixed rule", "OpenBLAS", "oneDNN", "libxsmm"], gflops, row_cells,
+        table(["lazytrace", "fixed rule", "OpenBLAS", "oneDNN", "libxsmm"],
+              {args: list(runs.values()) for args, runs in gflops.items()}, row_cells,
               "lazytrace / best library")
 
 

@@ -144,12 +144,7 @@ class MpiWorld final : public runtime::Communicator {
     MPI_Comm_size(node, &node_size);
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
-#ifdef __linux__
-    const bool known = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
-#else
-    const bool known = false;
-#endif
-    if (!known)
+    if (sched_getaffinity(0, sizeof cpus, &cpus) != 0)
       for (unsigned c = 0; c < std::thread::hardware_concurrency() && c < CPU_SETSIZE; ++c)
         CPU_SET(c, &cpus);
     int wanted = runtime::num_threads() + 1;  // computation threads and a queue thread
