@@ -83,6 +83,16 @@ void collectives() {
       lt::all_gather(lt::tensor(std::vector<int64_t>{int64_t{r} * r}, {1})).to_vector<int64_t>() ==
           gathered,
       "all_gather");
+  // every rank's m floats, rank after rank; and as bfloat16 (integers below 256: exact)
+  std::vector<float> part(static_cast<size_t>(m)), all_parts;
+  for (int64_t i = 0; i < m; ++i) part[static_cast<size_t>(i)] = float(r * 50 + i % 50);
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < m; ++i) all_parts.push_back(float(q * 50 + i % 50));
+  check(lt::all_gather(lt::tensor(part, {m})).to_vector<float>() == all_parts,
+        "all_gather of " + std::to_string(m) + " floats");
+  check(lt::astype(lt::all_gather(lt::astype(lt::tensor(part, {m}), lt::bfloat16)), lt::float32)
+                .to_vector<float>() == all_parts,
+        "all_gather of bfloat16");
   check(lt::broadcast(lt::full({2}, float(r + 3)), n - 1).to_vector<float>() ==
             std::vector<float>{float(n + 2), float(n + 2)},
         "broadcast");

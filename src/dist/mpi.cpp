@@ -192,14 +192,9 @@ class MpiWorld final : public runtime::Communicator {
       };
       char* mine = to + (at + begin(rank_)) * item;
       reduce_rounds(segment, mine, dtype, op, scale, "all_reduce");
-      for (int k = 1; k < size_; ++k) {
-        const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
-        check(
-            MPI_Sendrecv(mine, as_count(segment(rank_).count, "all_reduce"), type, dst, kTag,
-                         to + (at + begin(src)) * item, as_count(segment(src).count, "all_reduce"),
-                         type, src, kTag, comm_, MPI_STATUS_IGNORE),
-            "all_reduce", "MPI_Sendrecv");
-      }
+      gather_rounds(
+          mine, [&](int r) { return to + (at + begin(r)) * item; },
+          [&](int r) { return segment(r).count; }, dtype, "all_reduce");
     }
   }
 
@@ -230,9 +225,14 @@ class MpiWorld final : public runtime::Communicator {
 
   void all_gather(const void* in, void* out, int64_t count, DType dtype) override {
     usable("all_gather");
-    const int n = as_count(count, "all_gather");
-    check(MPI_Allgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), MPI_COMM_WORLD),
-          "all_gather", "MPI_Allgather");
+    // pairwise, as all_reduce's second half: MPI_Allgather takes fresh scratch every call
+    const auto bytes = count * static_cast<int64_t>(itemsize(dtype));
+    auto* to = static_cast<char*>(out);
+    if (bytes > 0 && in != to + rank_ * bytes)
+      std::memmove(to + rank_ * bytes, in, static_cast<size_t>(bytes));
+    gather_rounds(
+        to + rank_ * bytes, [&](int r) { return to + r * bytes; }, [&](int) { return count; },
+        dtype, "all_gather");
   }
 
   void broadcast(void* data, int64_t count, DType dtype, int root) override {
@@ -295,6 +295,20 @@ class MpiWorld final : public runtime::Communicator {
       runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
     }
     runtime::scale_in_place(out, own.count, dtype, scale);  // while in the caches
+  }
+
+  // Sends this rank's `mine` (count_of(rank_) elements) to every other rank and receives
+  // rank r's count_of(r) into at(r), over point-to-point messages: with N ranks, N - 1
+  // rounds, in each of which every rank sends to one peer and receives from another.
+  template <typename At, typename CountOf>
+  void gather_rounds(const char* mine, At at, CountOf count_of, DType dtype, const char* name) {
+    const MPI_Datatype type = mpi_type(dtype);
+    for (int k = 1; k < size_; ++k) {
+      const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
+      check(MPI_Sendrecv(mine, as_count(count_of(rank_), name), type, dst, kTag, at(src),
+                         as_count(count_of(src), name), type, src, kTag, comm_, MPI_STATUS_IGNORE),
+            name, "MPI_Sendrecv");
+    }
   }
 
   // Polls until the collective completes; lt::Error after lt::dist::timeout() seconds (a
