@@ -93,6 +93,30 @@ void collectives() {
   check(lt::astype(lt::all_gather(lt::astype(lt::tensor(part, {m}), lt::bfloat16)), lt::float32)
                 .to_vector<float>() == all_parts,
         "all_gather of bfloat16");
+  // 16-bit floats travel as they are and are summed in float32, rounded once: 256 + 1 + 1
+  // is 258 over 3 ranks (rounded at each add it would stay 256); the reference is the sum in
+  // float32, cast
+  std::vector<float> halves(static_cast<size_t>(n * m)), sums(static_cast<size_t>(n * m), 0.0f);
+  for (int q = 0; q < n; ++q)
+    for (int64_t i = 0; i < n * m; ++i) {
+      const float v = (q == 0 ? 256.0f : 1.0f) + float(i % 5) * (q == 0 ? 2.0f : 0.25f);
+      if (q == r) halves[static_cast<size_t>(i)] = v;
+      sums[static_cast<size_t>(i)] += v;
+    }
+  const auto round_trip = [](const lt::Tensor& t, lt::DType d) {
+    return lt::astype(lt::astype(t, d), lt::float32).to_vector<float>();
+  };
+  for (lt::DType d : {lt::bfloat16, lt::float16}) {
+    const std::string name = lt::dtype_name(d);
+    const lt::Tensor x = lt::astype(lt::tensor(halves, {n * m}), d);
+    check(lt::astype(lt::all_reduce(x), lt::float32).to_vector<float>() ==
+              round_trip(lt::tensor(sums, {n * m}), d),
+          "all_reduce of " + name);
+    const std::vector<float> mine_sums(sums.begin() + r * m, sums.begin() + (r + 1) * m);
+    check(lt::astype(lt::reduce_scatter(x), lt::float32).to_vector<float>() ==
+              round_trip(lt::tensor(mine_sums, {m}), d),
+          "reduce_scatter of " + name);
+  }
   check(lt::broadcast(lt::full({2}, float(r + 3)), n - 1).to_vector<float>() ==
             std::vector<float>{float(n + 2), float(n + 2)},
         "broadcast");

@@ -164,7 +164,7 @@ class MpiWorld final : public runtime::Communicator {
   void all_reduce(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
                   double scale) override {
     usable("all_reduce");
-    if (runtime::is_16bit_float(dtype)) {
+    if (runtime::is_16bit_float(dtype) && !pairwise_all_reduce_) {  // MPI sums no 16-bit floats
       std::vector<float> f = runtime::widen(in, count, dtype);
       all_reduce(f.data(), f.data(), count, DType::float32, op, scale);
       return runtime::narrow(f, out, dtype);
@@ -186,7 +186,8 @@ class MpiWorld final : public runtime::Communicator {
       }
       // the chunk in segments of whole cache lines, one per rank: each rank reduces its
       // segment, then sends it to every other
-      const auto begin = [&](int r) { return r == size_ ? n : n * r / size_ / 16 * 16; };
+      const int64_t line = std::max<int64_t>(64 / item, 1);
+      const auto begin = [&](int r) { return r == size_ ? n : n * r / size_ / line * line; };
       const auto segment = [&](int r) {
         return Part{from + (at + begin(r)) * item, begin(r + 1) - begin(r)};
       };
@@ -201,12 +202,6 @@ class MpiWorld final : public runtime::Communicator {
   void reduce_scatter(const void* in, void* out, int64_t count, DType dtype, runtime::ReduceOp op,
                       double scale) override {
     usable("reduce_scatter");
-    if (runtime::is_16bit_float(dtype)) {
-      std::vector<float> f = runtime::widen(in, count * size_, dtype),
-                         o(static_cast<size_t>(count));
-      reduce_scatter(f.data(), o.data(), count, DType::float32, op, scale);
-      return runtime::narrow(o, out, dtype);
-    }
     // in chunks of every block
     const auto item = static_cast<int64_t>(itemsize(dtype));
     const int64_t step =
@@ -273,28 +268,43 @@ class MpiWorld final : public runtime::Communicator {
   // own part), scaled, by pairwise exchange over point-to-point messages: with N ranks, N - 1
   // rounds in which each rank sends a peer its part of the peer's segment, `part(peer)`, and
   // adds in what it receives. Open MPI 4.1's collectives malloc and first-touch fresh
-  // scratch on every call (docs/perf-log.md, issue 23); this keeps its scratch.
+  // scratch on every call (docs/perf-log.md, issue 23); this keeps its scratch. 16-bit
+  // floats travel as they are and are summed in float32, rounded once at the end.
   template <typename PartOf>
   void reduce_rounds(PartOf part, char* out, DType dtype, runtime::ReduceOp op, double scale,
                      const char* name) {
     const Part own = part(rank_);
-    const auto bytes = static_cast<size_t>(own.count) * itemsize(dtype);
-    const bool in_place = own.data == out;
-    if (size_ == 1 && !in_place && bytes > 0) std::memcpy(out, own.data, bytes);
+    const auto n = static_cast<size_t>(own.count);
+    const size_t bytes = n * itemsize(dtype);
+    const bool in_place = own.data == out, wide = runtime::is_16bit_float(dtype);
+    if (wide) {
+      sum_.resize(n);
+      runtime::widen(own.data, own.count, dtype, sum_.data());
+    } else if (size_ == 1 && !in_place && bytes > 0) {
+      std::memcpy(out, own.data, bytes);
+    }
     const MPI_Datatype type = mpi_type(dtype);
     for (int k = 1; k < size_; ++k) {
       const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
       const Part theirs = part(dst);
       // the first round receives into the output and adds this rank's own part
-      const bool direct = k == 1 && !in_place;
+      const bool direct = k == 1 && !in_place && !wide;
       if (!direct) scratch_.resize(bytes);
       void* recv = direct ? static_cast<void*>(out) : scratch_.data();
       check(MPI_Sendrecv(theirs.data, as_count(theirs.count, name), type, dst, kTag, recv,
                          as_count(own.count, name), type, src, kTag, comm_, MPI_STATUS_IGNORE),
             name, "MPI_Sendrecv");
-      runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
+      if (wide) {
+        widened_.resize(n);
+        runtime::widen(scratch_.data(), own.count, dtype, widened_.data());
+        runtime::reduce_into(sum_.data(), widened_.data(), own.count, DType::float32, op);
+      } else {
+        runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
+      }
     }
-    runtime::scale_in_place(out, own.count, dtype, scale);  // while in the caches
+    if (!wide) return runtime::scale_in_place(out, own.count, dtype, scale);  // in the caches
+    runtime::scale_in_place(sum_.data(), own.count, DType::float32, scale);
+    runtime::narrow(sum_.data(), own.count, out, dtype);
   }
 
   // Sends this rank's `mine` (count_of(rank_) elements) to every other rank and receives
@@ -349,8 +359,9 @@ class MpiWorld final : public runtime::Communicator {
   bool overlap_ = true;   // agreed_overlap()
   bool failed_ = false;
   std::vector<int64_t> signatures_;
-  std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`
-  MPI_Comm comm_ = MPI_COMM_NULL;  // the exchanges' messages, apart from any of the user's
+  std::vector<char> scratch_;         // reduce_rounds' receive buffer where it cannot use `out`
+  std::vector<float> sum_, widened_;  // reduce_rounds' float32 sum of 16-bit floats, and a part
+  MPI_Comm comm_ = MPI_COMM_NULL;     // the exchanges' messages, apart from any of the user's
   static constexpr int kTag = 1;
   // bytes of `in` per all_reduce or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0: no
   // chunks)

@@ -107,20 +107,28 @@ void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
   }
 }
 
+void widen(const void* p, int64_t n, DType d, float* out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
+                                 : float(static_cast<const BFloat16*>(p)[i]);
+}
+
 std::vector<float> widen(const void* p, int64_t n, DType d) {
   std::vector<float> f(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    f[static_cast<size_t>(i)] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
-                                                    : float(static_cast<const BFloat16*>(p)[i]);
+  widen(p, n, d, f.data());
   return f;
 }
 
-void narrow(const std::vector<float>& f, void* p, DType d) {
-  for (size_t i = 0; i < f.size(); ++i)
+void narrow(const float* f, int64_t n, void* p, DType d) {
+  for (int64_t i = 0; i < n; ++i)
     if (d == DType::float16)
       static_cast<Half*>(p)[i] = Half(f[i]);
     else
       static_cast<BFloat16*>(p)[i] = BFloat16(f[i]);
+}
+
+void narrow(const std::vector<float>& f, void* p, DType d) {
+  narrow(f.data(), static_cast<int64_t>(f.size()), p, d);
 }
 
 void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_text,

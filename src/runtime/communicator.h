@@ -197,6 +197,8 @@ inline bool is_16bit_float(DType d) {
 }
 /** `n` 16-bit floats as float32, and back (rounded to nearest even). */
 std::vector<float> widen(const void* p, int64_t n, DType d);
+void widen(const void* p, int64_t n, DType d, float* out);
 void narrow(const std::vector<float>& f, void* p, DType d);
+void narrow(const float* f, int64_t n, void* p, DType d);
 
 }  // namespace lazytrace::runtime
