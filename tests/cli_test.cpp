@@ -143,6 +143,14 @@ TEST(Cli, TrainsDataParallelUnderMpirun) {
   }
   EXPECT_EQ(out.find("saved"), out.rfind("saved")) << "rank 0 alone saves: " << out;
   EXPECT_TRUE(lt::nn::load_file(model).contains("head.weight"));
+  // the gradients reduced in bfloat16: a loss near the float32 run's
+  const CliRun bf16 = run_mpi(2, args + " --reduce-dtype bfloat16 --out " + model);
+  ASSERT_EQ(bf16.code, 0) << bf16.out;
+  EXPECT_NE(bf16.out.find("(gradients reduced in bfloat16)"), std::string::npos) << bf16.out;
+  const std::string last = "step 3/3 loss ";
+  const double l32 = std::stod(out.substr(out.find(last) + last.size())),
+               l16 = std::stod(bf16.out.substr(bf16.out.find(last) + last.size()));
+  EXPECT_NEAR(l16, l32, 1e-2);
   // the global batch must split evenly over the ranks
   const CliRun odd = run_mpi(2, "train --steps 1 --layers 2 --hidden 16 --batch 3");
   EXPECT_NE(odd.code, 0);
@@ -161,6 +169,7 @@ TEST(Cli, BadFlagsAndFilesAreClearErrors) {
       {"train --colour red", "unknown flag --colour"},
       {"train --steps", "--steps needs a value"},
       {"train --layers-mode spiral", "--layers-mode must be one of loop, assume-pure, scan"},
+      {"train --reduce-dtype int8", "--reduce-dtype must be one of float32, bfloat16"},
       {"train --text /nonexistent/file.txt", "cannot read the text file '/nonexistent/file.txt'"},
       {"train --text /tmp", "cannot read the text file '/tmp'"},
       {"train --lr inf", "--lr must be a finite number >= 0, got inf"},

@@ -432,6 +432,56 @@ TEST(DataParallel, OptimizerStateNeedsTheOptimizerOverItsParametersAndEveryName)
   });
 }
 
+// One process's reference for 2 ranks whose gradients are reduced in `d`: each half of the
+// batch's gradient rounded to d, their mean taken in float32 and rounded to d, then AdamW.
+Trained accumulated_in(lt::DType d) {
+  auto model = fresh_model();
+  const std::vector<Tensor> params = model->parameters();
+  lt::optim::AdamW opt(params, {.lr = 0.05});
+  const auto rounded = [d](const Tensor& t) { return lt::astype(lt::astype(t, d), lt::float32); };
+  std::vector<float> losses;
+  for (int s = 0; s < kSteps; ++s) {
+    const auto batch = global_batch(s);
+    std::vector<Tensor> sums(params.size());
+    float loss = 0;
+    for (int64_t half = 0; half < 2; ++half) {
+      auto [x, y] = rows(batch, half * 4, half * 4 + 4);
+      Tensor l = lt::nn::cross_entropy((*model)(x), y);
+      l.backward();
+      loss += l.item<float>();
+      for (size_t i = 0; i < params.size(); ++i) {
+        Tensor p = params[i];
+        sums[i] = half == 0 ? rounded(p.grad()) : sums[i] + rounded(p.grad());
+        p.set_grad(Tensor());
+      }
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor p = params[i];
+      p.set_grad(rounded(sums[i] * 0.5f));
+    }
+    opt.step();
+    opt.zero_grad();
+    lt::sync();
+    losses.push_back(loss * 0.5f);
+  }
+  return weights_of(*model, losses);
+}
+
+TEST(DataParallel, GradientsReducedInBfloat16AreEachRanksRoundedAndTheirMeanRounded) {
+  const Trained reference = accumulated_in(lt::bfloat16);
+  expect_equal(data_parallel(2, false, {.reduce_dtype = lt::bfloat16}), reference);
+  expect_equal(data_parallel(2, false, {.shard_optimizer = true, .reduce_dtype = lt::bfloat16}),
+               reference);
+  EXPECT_NE(reference.weights, accumulated(2).weights);  // not what float32 gives
+  EXPECT_LT(reference.losses.back(), reference.losses.front());
+  expect_error(
+      [] {
+        auto model = fresh_model();
+        lt::dist::DataParallel dp(*model, {.reduce_dtype = lt::int32});
+      },
+      {"[DataParallel]", "reduce_dtype must be a floating dtype", "int32"});
+}
+
 TEST(DataParallel, ShardsHoldOneRanksPartOfEveryBucket) {
   lt::dist::run_threads(3, [](int) {
     auto model = fresh_model();

@@ -240,7 +240,8 @@ RunResult train_run(const RunOptions& o, const std::string& text, const StepFn& 
   std::optional<lt::dist::DataParallel> dp;  // rank 0's initial weights on every rank
   if (r.ranks > 1)
     dp.emplace(*r.model, lt::dist::DataParallelOptions{.bucket_bytes = o.bucket_bytes,
-                                                       .shard_optimizer = o.shard_optimizer});
+                                                       .shard_optimizer = o.shard_optimizer,
+                                                       .reduce_dtype = o.reduce_dtype});
   lt::optim::AdamW opt(dp ? dp->parameters() : r.model->parameters(), {.lr = o.lr});
   if (!o.resume.empty()) {
     const OptimizerState state = checkpoint_state(resumed, *r.model, o.resume);

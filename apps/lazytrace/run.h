@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,6 +66,8 @@ struct RunOptions {
   // which each rank runs its slice; gradients are all-reduced in buckets of this size.
   int64_t bucket_bytes = int64_t{4} << 20;
   bool shard_optimizer = false;  // ZeRO-1: each rank's AdamW on its shard of the buckets
+  // the dtype of the gradients' collectives (--reduce-dtype; unset: the gradients' own)
+  std::optional<lt::DType> reduce_dtype = std::nullopt;
 };
 
 struct RunResult {

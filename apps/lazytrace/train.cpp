@@ -40,6 +40,9 @@ int train(int argc, char** argv) {
   f.add("bucket-mb", "4", "data parallel: MiB of gradients per all-reduce");
   f.add_switch("shard-optimizer",
                "data parallel: ZeRO-1, each rank's AdamW on its 1/N of the parameters");
+  f.add("reduce-dtype", "float32",
+        "data parallel: the gradients' all-reduces in float32, or bfloat16 (half the bytes; "
+        "each rank's gradient and their mean rounded to bfloat16)");
   f.add("warmup-steps", "0", "steps over which the learning rate rises linearly to --lr");
   f.add("lr-schedule", "constant", "after the warmup: constant, or cosine (decays towards 0)");
   f.add("clip-grad-norm", "0", "clip the gradients' norm to this each step (0: no clipping)");
@@ -69,6 +72,8 @@ int train(int argc, char** argv) {
     throw UsageError("--bucket-mb must be in (0, 1048576]");
   o.bucket_bytes = std::max<int64_t>(static_cast<int64_t>(bucket_mb * (1 << 20)), 1);
   o.shard_optimizer = f.given("shard-optimizer");
+  if (f.choice("reduce-dtype", {"float32", "bfloat16"}) == "bfloat16")
+    o.reduce_dtype = lt::bfloat16;
   o.warmup_steps = f.integer("warmup-steps", 0);
   o.cosine = f.choice("lr-schedule", {"constant", "cosine"}) == "cosine";
   o.autocast = f.given("autocast");
@@ -121,8 +126,9 @@ int train(int argc, char** argv) {
         f.str("text").c_str(), text.size(), static_cast<long long>(o.steps),
         static_cast<long long>(o.batch), static_cast<long long>(o.seq), o.mode.c_str());
     if (ranks > 1)
-      std::printf(", data parallel over %d ranks%s", ranks,
-                  o.shard_optimizer ? " (optimizer sharded)" : "");
+      std::printf(", data parallel over %d ranks%s%s", ranks,
+                  o.shard_optimizer ? " (optimizer sharded)" : "",
+                  o.reduce_dtype ? " (gradients reduced in bfloat16)" : "");
     if (done > 0)
       std::printf(", resuming '%s' after step %lld", o.resume.c_str(),
                   static_cast<long long>(done));

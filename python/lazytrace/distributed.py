@@ -107,13 +107,23 @@ class DataParallel:
     step all-gathers them into the module. The shards take the parameters' values at each
     reduce_gradients(), so weights loaded into the module after this is made are what the
     step updates. The optimizer must update elementwise; a parameter without a gradient gets
-    a zero one there (AdamW still decays it); frozen parameters are left out."""
+    a zero one there (AdamW still decays it); frozen parameters are left out.
+
+    reduce_dtype (a floating dtype; None: each gradient's own): the gradients are cast to it
+    for their collectives and back after, as FSDP's MixedPrecision(reduce_dtype=...) and
+    DDP's bf16_compress_hook do: lt.bfloat16 halves the bytes every rank sends and receives,
+    rounding each rank's gradient and their mean (summed in float32) to bfloat16."""
 
     def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
-                 shard_optimizer=False):
+                 shard_optimizer=False, reduce_dtype=None):
         if not 0 < bucket_cap_mb < float("inf"):
             raise ValueError(f"[DataParallel] bucket_cap_mb must be a positive finite number, "
                              f"got {bucket_cap_mb}.")
+        if reduce_dtype is not None and not (isinstance(reduce_dtype, _C.dtype)
+                                             and reduce_dtype.is_floating_point):
+            raise TypeError(f"[DataParallel] reduce_dtype must be a floating dtype (bfloat16, "
+                            f"float16, float32 or float64), got {reduce_dtype}.")
+        self.reduce_dtype = reduce_dtype
         self.module = module
         self.bucket_bytes = int(bucket_cap_mb * 2**20)
         self.op = "mean" if average else "sum"
@@ -182,12 +192,12 @@ class DataParallel:
                              _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:
                         parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
-                    shard.grad = reduce_scatter(_joined(parts), self.op)
+                    shard.grad = self._in_reduce_dtype(_joined(parts), reduce_scatter)
                     self.buckets.append([name for name, _ in bucket])
                 for p in self.module.parameters():
                     p.grad = None
                 return
-            if world_size() == 1:
+            if world_size() == 1 and self.reduce_dtype is None:  # (with it, rounded alike)
                 return
             named = [(name, p) for name, p in reversed(list(self.module.named_parameters()))
                      if p.grad is not None]
@@ -332,15 +342,22 @@ class DataParallel:
                 out.append(names[id(p)])
         return out
 
+    def _in_reduce_dtype(self, t, collective):
+        """collective(t, op) in reduce_dtype where it is set, the result in t's dtype."""
+        if self.reduce_dtype is None or self.reduce_dtype == t.dtype:
+            return collective(t, self.op)
+        return collective(t.to(self.reduce_dtype), self.op).to(t.dtype)
+
     def _reduce(self, bucket):
         if not bucket:
             return
         self.buckets.append([name for name, _ in bucket])
         if len(bucket) == 1:
             p = bucket[0][1]
-            p.grad = all_reduce(p.grad, self.op)
+            p.grad = self._in_reduce_dtype(p.grad, all_reduce)
             return
-        flat = all_reduce(_C.concat([p.grad.reshape(-1) for _, p in bucket], 0), self.op)
+        flat = self._in_reduce_dtype(_C.concat([p.grad.reshape(-1) for _, p in bucket], 0),
+                                     all_reduce)
         at = 0
         for _, p in bucket:
             n = p.numel()

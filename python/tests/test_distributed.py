@@ -146,6 +146,43 @@ def test_two_ranks_train_like_gradient_accumulation_bit_for_bit():
     assert ref_losses[-1] < ref_losses[0]
 
 
+def to_bf16(a):
+    """float32 values rounded to bfloat16's 8 bits (nearest, ties to even), as float32."""
+    u = np.asarray(a, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("shard_optimizer", [False, True])
+def test_gradients_reduced_in_bfloat16_are_each_ranks_rounded_and_their_mean_rounded(
+        shard_optimizer):
+    steps = 3
+    # one process: each half of the batch's gradient rounded to bfloat16 (in NumPy), their
+    # mean in float32 rounded again
+    ref = fresh_model()
+    opt = lt.optim.AdamW(ref.parameters(), lr=0.05)
+    for s in range(steps):
+        x, y = batch(s)
+        sums = None
+        for half in (slice(0, 4), slice(4, 8)):
+            lt.nn.functional.cross_entropy(ref(lt.tensor(x[half])), lt.tensor(y[half])).backward()
+            grads = [to_bf16(p.grad.numpy()) for p in ref.parameters()]
+            sums = grads if sums is None else [a + b for a, b in zip(sums, grads)]
+            opt.zero_grad()
+        for p, g in zip(ref.parameters(), sums):
+            p.grad = lt.tensor(to_bf16(g * np.float32(0.5)))
+        opt.step()
+        opt.zero_grad()
+        lt.sync()
+    ranks, _ = dp_train(2, steps, reduce_dtype=lt.bfloat16, shard_optimizer=shard_optimizer)
+    plain, _ = dp_train(2, steps)
+    for k, v in ref.state_dict().items():
+        np.testing.assert_array_equal(ranks[0][k], v.numpy(), err_msg=k)
+    assert any((plain[0][k] != v.numpy()).any() for k, v in ref.state_dict().items())
+    with pytest.raises(TypeError, match=r"\[DataParallel\] reduce_dtype must be a floating dtype"):
+        dist.DataParallel(lt.nn.Linear(2, 2), reduce_dtype=lt.int32)
+
+
 @pytest.mark.parametrize("n", [1, 2, 4])
 def test_sharded_optimizer_trains_exactly_like_the_replicated_one(n):
     # buckets of 0.0002 MiB (52 floats): the larger parameters alone; ZeRO-1's shards are

@@ -65,12 +65,22 @@ Tensor range_of(const std::vector<Tensor>& tensors, int64_t lo, int64_t hi) {
   return joined(parts);
 }
 
+// `collective(t)` in `dtype` where it is set: t cast to it, and the result back to t's
+template <typename F>
+Tensor in_dtype(const Tensor& t, const std::optional<DType>& dtype, F collective) {
+  if (!dtype || *dtype == t.dtype()) return collective(t);
+  return astype(collective(astype(t, *dtype)), t.dtype());
+}
+
 }  // namespace
 
 DataParallel::DataParallel(nn::Module& module, DataParallelOptions options)
     : module_(module), options_(options) {
   if (options_.bucket_bytes <= 0)
     fail("DataParallel", "bucket_bytes must be positive, got ", options_.bucket_bytes, ".");
+  if (options_.reduce_dtype && !is_floating(*options_.reduce_dtype))
+    fail("DataParallel", "reduce_dtype must be a floating dtype (bfloat16, float16, float32 or ",
+         "float64), got ", dtype_name(*options_.reduce_dtype), ".");
   if (options_.broadcast_parameters) broadcast_parameters();
   if (options_.shard_optimizer) make_shards();
 }
@@ -135,27 +145,31 @@ void DataParallel::reduce_gradients() {
         parts.push_back(g.defined() ? flat(g) : zeros({p.numel()}, p.dtype()));
       }
       if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
-      s.shard.set_grad(reduce_scatter(joined(parts), op));
+      s.shard.set_grad(in_dtype(joined(parts), options_.reduce_dtype,
+                                [&](const Tensor& t) { return reduce_scatter(t, op); }));
       buckets_.push_back(s.names);
     }
     for (Tensor& p : module_.parameters()) p.set_grad(Tensor());
     return;
   }
-  if (world_size() == 1) return;
+  if (world_size() == 1 && !options_.reduce_dtype) return;  // (with it, rounded alike)
   std::vector<Named> with_grad;
   for (const Named& item : reversed_parameters(module_))
     if (item.second.grad().defined()) with_grad.push_back(item);
+  const auto reduce = [&](const Tensor& t) {
+    return in_dtype(t, options_.reduce_dtype, [&](const Tensor& x) { return all_reduce(x, op); });
+  };
   for (const std::vector<Named>& bucket : buckets_of(with_grad, options_.bucket_bytes)) {
     buckets_.emplace_back();
     for (const auto& [name, p] : bucket) buckets_.back().push_back(name);
     if (bucket.size() == 1) {
       Tensor p = bucket[0].second;
-      p.set_grad(all_reduce(p.grad(), op));
+      p.set_grad(reduce(p.grad()));
       continue;
     }
     std::vector<Tensor> parts;
     for (const auto& [name, p] : bucket) parts.push_back(flat(p.grad()));
-    const Tensor reduced = all_reduce(concat(parts, 0), op);
+    const Tensor reduced = reduce(concat(parts, 0));
     int64_t at = 0;
     for (const auto& [name, param] : bucket) {
       Tensor p = param;

@@ -29,6 +29,7 @@
  */
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ struct DataParallelOptions {
   bool broadcast_parameters = true;
   /** ZeRO-1: each rank's optimizer updates its 1/N shard of every bucket (see above). */
   bool shard_optimizer = false;
+  /**
+   * The dtype the gradients are reduced in, cast to it before their collectives and back
+   * after, as PyTorch FSDP's MixedPrecision(reduce_dtype=...) and DDP's bf16_compress_hook
+   * do: bfloat16 (or float16) halves the bytes every rank sends and receives, at the cost of
+   * rounding each rank's gradient and their mean to its 8 (11) bits (the sum itself is
+   * taken in float32). A floating dtype; unset: each gradient's own.
+   */
+  std::optional<DType> reduce_dtype = std::nullopt;
 };
 
 class DataParallel {
