@@ -3,8 +3,8 @@
 intermediate 2048, 4 layers, sequence 256): one rank with 1 and with 2 threads; two
 processes of one thread on half the batch each that never communicate (what 2 x 1 would
 take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB and 25 MiB
-gradient buckets, ZeRO-1, and the all-reduces as MPI_Allreduce instead of lt::dist's pairwise
-exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi), each as the default has it (collectives overlap the
+gradient buckets, the gradients reduced in bfloat16, ZeRO-1, and the all-reduces as
+MPI_Allreduce instead of lt::dist's pairwise exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi), each as the default has it (collectives overlap the
 computation only where the ranks' threads leave a CPU free: on 2 they do not) and with the
 overlap forced on (LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of their
 own); the default exchange also with the overlap forced off, which the default is on 2
@@ -92,6 +92,8 @@ def main():
         ("2 ranks x 1 thread, MPI_Allreduce", mpi + own + train, {}),
         ("2 ranks x 1 thread, MPI_Allreduce, overlap on", overlap + own + train, {}),
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
+        ("2 ranks x 1 thread, gradients in bfloat16", mpi + train + ["--reduce-dtype", "bfloat16"],
+         {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
         ("2 ranks x 1 thread, ZeRO-1, overlap on", overlap + train + ["--shard-optimizer"], {}),
     ]

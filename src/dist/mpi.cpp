@@ -295,16 +295,13 @@ class MpiWorld final : public runtime::Communicator {
                          as_count(own.count, name), type, src, kTag, comm_, MPI_STATUS_IGNORE),
             name, "MPI_Sendrecv");
       if (wide) {
-        widened_.resize(n);
-        runtime::widen(scratch_.data(), own.count, dtype, widened_.data());
-        runtime::reduce_into(sum_.data(), widened_.data(), own.count, DType::float32, op);
+        runtime::reduce_into_wide(sum_.data(), scratch_.data(), own.count, dtype, op);
       } else {
         runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
       }
     }
     if (!wide) return runtime::scale_in_place(out, own.count, dtype, scale);  // in the caches
-    runtime::scale_in_place(sum_.data(), own.count, DType::float32, scale);
-    runtime::narrow(sum_.data(), own.count, out, dtype);
+    runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
   }
 
   // Sends this rank's `mine` (count_of(rank_) elements) to every other rank and receives
@@ -359,9 +356,9 @@ class MpiWorld final : public runtime::Communicator {
   bool overlap_ = true;   // agreed_overlap()
   bool failed_ = false;
   std::vector<int64_t> signatures_;
-  std::vector<char> scratch_;         // reduce_rounds' receive buffer where it cannot use `out`
-  std::vector<float> sum_, widened_;  // reduce_rounds' float32 sum of 16-bit floats, and a part
-  MPI_Comm comm_ = MPI_COMM_NULL;     // the exchanges' messages, apart from any of the user's
+  std::vector<char> scratch_;      // reduce_rounds' receive buffer where it cannot use `out`
+  std::vector<float> sum_;         // reduce_rounds' float32 sum of 16-bit floats
+  MPI_Comm comm_ = MPI_COMM_NULL;  // the exchanges' messages, apart from any of the user's
   static constexpr int kTag = 1;
   // bytes of `in` per all_reduce or reduce_scatter chunk (LAZYTRACE_MPI_CHUNK_MB; 0: no
   // chunks)

@@ -19,30 +19,40 @@ std::mutex g_process_mu;
 std::shared_ptr<Communicator>& g_process_owner = *new std::shared_ptr<Communicator>();
 std::atomic<Communicator*> g_process{nullptr};  // null: the single process
 
-// (one loop per op, so that each vectorizes)
-template <typename T, typename C, typename F>
+// (one loop per op, so that each vectorizes) acc of type A, in of type B, computed in C
+template <typename A, typename B, typename C, typename F>
 void combine(void* acc, const void* in, int64_t count, F f) {
-  T* a = static_cast<T*>(acc);
-  const T* b = static_cast<const T*>(in);
+  A* a = static_cast<A*>(acc);
+  const B* b = static_cast<const B*>(in);
   for (int64_t i = 0; i < count; ++i)
-    a[i] = static_cast<T>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+    a[i] = static_cast<A>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
 }
 
-template <typename T, typename C = T>
+template <typename A, typename B = A, typename C = A>
 void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
   // max and min propagate NaN, as torch.maximum does
   switch (op) {
     case ReduceOp::Sum:
-      return combine<T, C>(acc, in, count, [](C x, C y) { return x + y; });
+      return combine<A, B, C>(acc, in, count, [](C x, C y) { return x + y; });
     case ReduceOp::Max:
-      return combine<T, C>(acc, in, count, [](C x, C y) {
+      return combine<A, B, C>(acc, in, count, [](C x, C y) {
         return (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x);
       });
     case ReduceOp::Min:
-      return combine<T, C>(acc, in, count, [](C x, C y) {
+      return combine<A, B, C>(acc, in, count, [](C x, C y) {
         return (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x);
       });
   }
+}
+
+template <typename H>
+void widen_typed(const H* p, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
+}
+
+template <typename H>
+void narrow_typed(const float* f, int64_t n, H* out, float scale) {
+  for (int64_t i = 0; i < n; ++i) out[i] = H(f[i] * scale);
 }
 
 }  // namespace
@@ -66,9 +76,9 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
     case DType::float64:
       return reduce_typed<double>(acc, in, count, op);
     case DType::float16:
-      return reduce_typed<Half, float>(acc, in, count, op);
+      return reduce_typed<Half, Half, float>(acc, in, count, op);
     case DType::bfloat16:
-      return reduce_typed<BFloat16, float>(acc, in, count, op);
+      return reduce_typed<BFloat16, BFloat16, float>(acc, in, count, op);
     case DType::int32:
       return reduce_typed<int32_t>(acc, in, count, op);
     case DType::int64:
@@ -107,10 +117,14 @@ void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
   }
 }
 
+void reduce_into_wide(float* acc, const void* in, int64_t count, DType dtype, ReduceOp op) {
+  if (dtype == DType::float16) return reduce_typed<float, Half, float>(acc, in, count, op);
+  reduce_typed<float, BFloat16, float>(acc, in, count, op);
+}
+
 void widen(const void* p, int64_t n, DType d, float* out) {
-  for (int64_t i = 0; i < n; ++i)
-    out[i] = d == DType::float16 ? float(static_cast<const Half*>(p)[i])
-                                 : float(static_cast<const BFloat16*>(p)[i]);
+  if (d == DType::float16) return widen_typed(static_cast<const Half*>(p), n, out);
+  widen_typed(static_cast<const BFloat16*>(p), n, out);
 }
 
 std::vector<float> widen(const void* p, int64_t n, DType d) {
@@ -119,12 +133,9 @@ std::vector<float> widen(const void* p, int64_t n, DType d) {
   return f;
 }
 
-void narrow(const float* f, int64_t n, void* p, DType d) {
-  for (int64_t i = 0; i < n; ++i)
-    if (d == DType::float16)
-      static_cast<Half*>(p)[i] = Half(f[i]);
-    else
-      static_cast<BFloat16*>(p)[i] = BFloat16(f[i]);
+void narrow(const float* f, int64_t n, void* p, DType d, float scale) {
+  if (d == DType::float16) return narrow_typed(f, n, static_cast<Half*>(p), scale);
+  narrow_typed(f, n, static_cast<BFloat16*>(p), scale);
 }
 
 void narrow(const std::vector<float>& f, void* p, DType d) {

@@ -195,10 +195,12 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
 inline bool is_16bit_float(DType d) {
   return d == DType::float16 || d == DType::bfloat16;
 }
-/** `n` 16-bit floats as float32, and back (rounded to nearest even). */
+/** Elementwise `acc[i] = op(acc[i], in[i])`, `in` 16-bit floats of dtype, acc float32. */
+void reduce_into_wide(float* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
+/** `n` 16-bit floats as float32, and back (times `scale` first, rounded to nearest even). */
 std::vector<float> widen(const void* p, int64_t n, DType d);
 void widen(const void* p, int64_t n, DType d, float* out);
 void narrow(const std::vector<float>& f, void* p, DType d);
-void narrow(const float* f, int64_t n, void* p, DType d);
+void narrow(const float* f, int64_t n, void* p, DType d, float scale = 1);
 
 }  // namespace lazytrace::runtime
