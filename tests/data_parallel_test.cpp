@@ -432,9 +432,9 @@ TEST(DataParallel, OptimizerStateNeedsTheOptimizerOverItsParametersAndEveryName)
   });
 }
 
-// One process's reference for 2 ranks whose gradients are reduced in `d`: each half of the
+// One process's reference for n ranks whose gradients are reduced in `d`: each n-th of the
 // batch's gradient rounded to d, their mean taken in float32 and rounded to d, then AdamW.
-Trained accumulated_in(lt::DType d) {
+Trained accumulated_in(lt::DType d, int n) {
   auto model = fresh_model();
   const std::vector<Tensor> params = model->parameters();
   lt::optim::AdamW opt(params, {.lr = 0.05});
@@ -444,36 +444,40 @@ Trained accumulated_in(lt::DType d) {
     const auto batch = global_batch(s);
     std::vector<Tensor> sums(params.size());
     float loss = 0;
-    for (int64_t half = 0; half < 2; ++half) {
-      auto [x, y] = rows(batch, half * 4, half * 4 + 4);
+    const int64_t per = 8 / n;
+    for (int64_t part = 0; part < n; ++part) {
+      auto [x, y] = rows(batch, part * per, part * per + per);
       Tensor l = lt::nn::cross_entropy((*model)(x), y);
       l.backward();
       loss += l.item<float>();
       for (size_t i = 0; i < params.size(); ++i) {
         Tensor p = params[i];
-        sums[i] = half == 0 ? rounded(p.grad()) : sums[i] + rounded(p.grad());
+        sums[i] = part == 0 ? rounded(p.grad()) : sums[i] + rounded(p.grad());
         p.set_grad(Tensor());
       }
     }
+    const auto mean = static_cast<float>(1.0 / n);
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor p = params[i];
-      p.set_grad(rounded(sums[i] * 0.5f));
+      p.set_grad(rounded(n == 1 ? sums[i] : sums[i] * mean));
     }
     opt.step();
     opt.zero_grad();
     lt::sync();
-    losses.push_back(loss * 0.5f);
+    losses.push_back(n == 1 ? loss : loss * mean);
   }
   return weights_of(*model, losses);
 }
 
 TEST(DataParallel, GradientsReducedInBfloat16AreEachRanksRoundedAndTheirMeanRounded) {
-  const Trained reference = accumulated_in(lt::bfloat16);
-  expect_equal(data_parallel(2, false, {.reduce_dtype = lt::bfloat16}), reference);
-  expect_equal(data_parallel(2, false, {.shard_optimizer = true, .reduce_dtype = lt::bfloat16}),
-               reference);
-  EXPECT_NE(reference.weights, accumulated(2).weights);  // not what float32 gives
-  EXPECT_LT(reference.losses.back(), reference.losses.front());
+  for (int n : {1, 2}) {  // (one rank rounds alike)
+    const Trained reference = accumulated_in(lt::bfloat16, n);
+    expect_equal(data_parallel(n, false, {.reduce_dtype = lt::bfloat16}), reference);
+    expect_equal(data_parallel(n, false, {.shard_optimizer = true, .reduce_dtype = lt::bfloat16}),
+                 reference);
+    EXPECT_NE(reference.weights, accumulated(n).weights);  // not what float32 gives
+    EXPECT_LT(reference.losses.back(), reference.losses.front());
+  }
   expect_error(
       [] {
         auto model = fresh_model();

@@ -111,8 +111,11 @@ class DataParallel:
 
     reduce_dtype (a floating dtype; None: each gradient's own): the gradients are cast to it
     for their collectives and back after, as FSDP's MixedPrecision(reduce_dtype=...) and
-    DDP's bf16_compress_hook do: lt.bfloat16 halves the bytes every rank sends and receives,
-    rounding each rank's gradient and their mean (summed in float32) to bfloat16."""
+    DDP's bf16_compress_hook do: with lt.bfloat16 lt::dist's exchange moves half the bytes
+    of float32 gradients, rounding each rank's gradient and their mean (summed in float32)
+    to bfloat16; one rank rounds alike. The C++ DataParallelOptions::reduce_dtype says where
+    it does not halve them (LAZYTRACE_MPI_ALL_REDUCE=mpi, ZeRO-1's all-gather) and what it
+    costs the overlap."""
 
     def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
                  shard_optimizer=False, reduce_dtype=None):

@@ -153,32 +153,37 @@ def to_bf16(a):
     return u.astype(np.uint32).view(np.float32)
 
 
-@pytest.mark.parametrize("shard_optimizer", [False, True])
+@pytest.mark.parametrize("n,shard_optimizer", [(1, False), (2, False), (2, True)])
 def test_gradients_reduced_in_bfloat16_are_each_ranks_rounded_and_their_mean_rounded(
-        shard_optimizer):
+        n, shard_optimizer):
     steps = 3
-    # one process: each half of the batch's gradient rounded to bfloat16 (in NumPy), their
-    # mean in float32 rounded again
+    # one process: each n-th of the batch's gradient rounded to bfloat16 (in NumPy), their
+    # mean in float32 rounded again (one rank rounds alike)
     ref = fresh_model()
     opt = lt.optim.AdamW(ref.parameters(), lr=0.05)
+    per = 8 // n
     for s in range(steps):
         x, y = batch(s)
         sums = None
-        for half in (slice(0, 4), slice(4, 8)):
-            lt.nn.functional.cross_entropy(ref(lt.tensor(x[half])), lt.tensor(y[half])).backward()
+        for part in range(n):
+            rows = slice(part * per, part * per + per)
+            lt.nn.functional.cross_entropy(ref(lt.tensor(x[rows])), lt.tensor(y[rows])).backward()
             grads = [to_bf16(p.grad.numpy()) for p in ref.parameters()]
             sums = grads if sums is None else [a + b for a, b in zip(sums, grads)]
             opt.zero_grad()
         for p, g in zip(ref.parameters(), sums):
-            p.grad = lt.tensor(to_bf16(g * np.float32(0.5)))
+            p.grad = lt.tensor(to_bf16(g if n == 1 else g * np.float32(1 / n)))
         opt.step()
         opt.zero_grad()
         lt.sync()
-    ranks, _ = dp_train(2, steps, reduce_dtype=lt.bfloat16, shard_optimizer=shard_optimizer)
-    plain, _ = dp_train(2, steps)
+    ranks, _ = dp_train(n, steps, reduce_dtype=lt.bfloat16, shard_optimizer=shard_optimizer)
+    plain, _ = dp_train(n, steps)
     for k, v in ref.state_dict().items():
         np.testing.assert_array_equal(ranks[0][k], v.numpy(), err_msg=k)
     assert any((plain[0][k] != v.numpy()).any() for k, v in ref.state_dict().items())
+
+
+def test_reduce_dtype_must_be_floating():
     with pytest.raises(TypeError, match=r"\[DataParallel\] reduce_dtype must be a floating dtype"):
         dist.DataParallel(lt.nn.Linear(2, 2), reduce_dtype=lt.int32)
 

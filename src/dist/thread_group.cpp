@@ -128,19 +128,16 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
   };
   if (runtime::is_16bit_float(dtype)) {  // in float32, rounded once, as MPI's ranks do
     std::vector<float> sum;
-    try {  // (the widened copies may not fit in memory)
+    try {  // (the widened sum may not fit in memory)
       sum = runtime::widen(input(0), count, dtype);
-      for (int r = 1; r < group_->n; ++r) {
-        const std::vector<float> x = runtime::widen(input(r), count, dtype);
-        runtime::reduce_into(sum.data(), x.data(), count, DType::float32, op);
-      }
+      for (int r = 1; r < group_->n; ++r)
+        runtime::reduce_into_wide(sum.data(), input(r), count, dtype, op);
     } catch (...) {
       depart();
       throw;
     }
     depart();
-    runtime::scale_in_place(sum.data(), count, DType::float32, scale);
-    return runtime::narrow(sum, out, dtype);
+    return runtime::narrow(sum.data(), count, out, dtype, static_cast<float>(scale));
   }
   std::memcpy(acc.data(), input(0), bytes);
   for (int r = 1; r < group_->n; ++r) runtime::reduce_into(acc.data(), input(r), count, dtype, op);

@@ -54,9 +54,14 @@ struct DataParallelOptions {
   /**
    * The dtype the gradients are reduced in, cast to it before their collectives and back
    * after, as PyTorch FSDP's MixedPrecision(reduce_dtype=...) and DDP's bf16_compress_hook
-   * do: bfloat16 (or float16) halves the bytes every rank sends and receives, at the cost of
-   * rounding each rank's gradient and their mean to its 8 (11) bits (the sum itself is
-   * taken in float32). A floating dtype; unset: each gradient's own.
+   * do: with bfloat16 (or float16) lt::dist's exchange moves half the bytes of float32
+   * gradients, at the cost of rounding each rank's gradient and their mean to its 8 (11)
+   * bits (the sum itself is taken in float32, rounded once; one rank rounds alike). Not
+   * with LAZYTRACE_MPI_ALL_REDUCE=mpi, which sums in float32 on the wire; with ZeRO-1 only
+   * the reduce-scatter's bytes, not the parameters' all-gather; bucket_bytes counts the
+   * gradients' own dtype. The casts keep a stacked model's collectives after its backward
+   * loop, where they would otherwise start inside it (overlap_collectives). A floating
+   * dtype; unset: each gradient's own.
    */
   std::optional<DType> reduce_dtype = std::nullopt;
 };
