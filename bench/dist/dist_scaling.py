@@ -6,8 +6,9 @@ take if its collectives cost nothing); and 2 MPI ranks of one thread each (4 MiB
 gradient buckets, the gradients reduced in bfloat16, ZeRO-1, and the all-reduces as
 MPI_Allreduce instead of lt::dist's pairwise exchange: LAZYTRACE_MPI_ALL_REDUCE=mpi), each
 as the default has it (collectives overlap the computation only where the ranks' threads
-leave a CPU free: on 2 they do not) and with the overlap forced on (LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of their
-own); the default exchange also with the overlap forced off, which the default is on 2
+leave a CPU free: on 2 they do not) and with the overlap forced on
+(LAZYTRACE_MPI_OVERLAP=on: collectives started early, on a thread of their own); the
+default exchange also with the overlap forced off, which the default is on 2
 CPUs. The rows run alternately, so that the machine's swings fall on every row alike.
 Prints a markdown table: median step time, tokens/s of the global batch, each run's
 throughput against the run of one rank of two threads in the same round, time in collectives
