@@ -167,7 +167,7 @@ class MpiWorld final : public runtime::Communicator {
     if (runtime::is_16bit_float(dtype) && !pairwise_all_reduce_) {  // MPI sums no 16-bit floats
       std::vector<float> f = runtime::widen(in, count, dtype);
       all_reduce(f.data(), f.data(), count, DType::float32, op, scale);
-      return runtime::narrow(f, out, dtype);
+      return runtime::narrow(f.data(), count, out, dtype);
     }
     // in chunks that stay in the caches (one stacked weight's gradient is tens of MiB)
     const auto item = static_cast<int64_t>(itemsize(dtype));

@@ -76,9 +76,8 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
     case DType::float64:
       return reduce_typed<double>(acc, in, count, op);
     case DType::float16:
-      return reduce_typed<Half, Half, float>(acc, in, count, op);
-    case DType::bfloat16:
-      return reduce_typed<BFloat16, BFloat16, float>(acc, in, count, op);
+    case DType::bfloat16:  // summed in float32 and rounded once: reduce_into_wide
+      fail("reduce_into", dtype_name(dtype), " is summed into float32 (reduce_into_wide).");
     case DType::int32:
       return reduce_typed<int32_t>(acc, in, count, op);
     case DType::int64:
@@ -136,10 +135,6 @@ std::vector<float> widen(const void* p, int64_t n, DType d) {
 void narrow(const float* f, int64_t n, void* p, DType d, float scale) {
   if (d == DType::float16) return narrow_typed(f, n, static_cast<Half*>(p), scale);
   narrow_typed(f, n, static_cast<BFloat16*>(p), scale);
-}
-
-void narrow(const std::vector<float>& f, void* p, DType d) {
-  narrow(f.data(), static_cast<int64_t>(f.size()), p, d);
 }
 
 void Communicator::check_same_collectives(uint64_t hash, std::string_view mine_text,

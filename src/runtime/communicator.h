@@ -189,7 +189,8 @@ class CommunicatorScope {
   Communicator* previous_;
 };
 
-/** Elementwise `acc[i] = op(acc[i], in[i])` over `count` elements of dtype. */
+/** Elementwise `acc[i] = op(acc[i], in[i])` over `count` elements of dtype (not a 16-bit
+ * float: those are summed in float32, reduce_into_wide). */
 void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
 /** float16 and bfloat16: reduced in float32 and rounded once, by every communicator. */
 inline bool is_16bit_float(DType d) {
@@ -200,7 +201,6 @@ void reduce_into_wide(float* acc, const void* in, int64_t count, DType dtype, Re
 /** `n` 16-bit floats as float32, and back (times `scale` first, rounded to nearest even). */
 std::vector<float> widen(const void* p, int64_t n, DType d);
 void widen(const void* p, int64_t n, DType d, float* out);
-void narrow(const std::vector<float>& f, void* p, DType d);
 void narrow(const float* f, int64_t n, void* p, DType d, float scale = 1);
 
 }  // namespace lazytrace::runtime
