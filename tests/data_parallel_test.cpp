@@ -224,6 +224,33 @@ TEST(DataParallel, CollectivesOverlapTheBackwardWithTheSameBits) {
   EXPECT_GT(lt::metrics::counter("CollectivesAhead"), ahead);
 }
 
+// With reduce_dtype each gradient is cast as it is copied into its bucket: the cast of a
+// scan's stacked gradient is then done by the collective's own part, a layer at a time
+// inside the backward loop (or, for ZeRO-1's one reduce-scatter, once its last layer is
+// made), and the bits are those of the casts and collectives after the loop. (One bucket of
+// every gradient holds the embedding's too, made after the loop: it cannot start there.)
+TEST(DataParallel, GradientsCastToTheirReduceDtypeStillOverlapTheBackward) {
+  lt::dist::DataParallelOptions one, mixed, alone, zero1, zero1_alone;
+  mixed.bucket_bytes = 600;  // buckets that concatenate several gradients
+  alone.bucket_bytes = 64;   // most parameters alone
+  zero1.shard_optimizer = zero1_alone.shard_optimizer = true;
+  zero1_alone.bucket_bytes = 32;  // 8 floats: every parameter alone
+  for (auto options : {one, mixed, alone, zero1, zero1_alone}) {
+    options.reduce_dtype = lt::bfloat16;
+    const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
+    const Trained overlapped = data_parallel(2, true, options, true);
+    if (options.bucket_bytes < 1000) {
+      EXPECT_GT(lt::metrics::counter("CollectivesInLoops"), in_loops)
+          << "bucket_bytes " << options.bucket_bytes << ", ZeRO-1 " << options.shard_optimizer;
+    }
+    const std::vector<std::string> was = lt::debug::set_disabled_passes({"overlap_collectives"});
+    const Trained blocking = data_parallel(2, true, options, true);
+    lt::debug::set_disabled_passes(was);
+    expect_equal(overlapped, blocking);
+    EXPECT_LT(overlapped.losses.back(), overlapped.losses.front());
+  }
+}
+
 // updates_last moves an update after the steps that read its weight, past the all-reduces
 // and reduce-scatters between them: the same collectives in the same order on every rank,
 // and the same bits as without it.
@@ -623,3 +650,4 @@ TEST(DataParallel, RankZerosWeightsReachEveryRank) {
 }
 
 }  // namespace
+

@@ -58,7 +58,7 @@ SIZES = {
     # name: (config, batch, seq, reps)
     "spec-10": (dict(hidden=128, intermediate=1024, heads=4, kv_heads=2, layers=10, max_seq=8), 2, 8, 20),
     "spec-100": (dict(hidden=128, intermediate=1024, heads=4, kv_heads=2, layers=100, max_seq=8), 2, 8, 10),
-    "compute": (dict(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256), 2, 256, 5),
+    "compute": (dict(hidden=512, intermediate=2048, heads=8, kv_heads=4, layers=4, max_seq=256), 2, 256, 20),
 }
 LR, WD, EPS = 1e-3, 0.01, 1e-8
 PROTOCOL = "@@ "  # a worker's lines to the parent start with this; anything else is the libraries'

@@ -65,11 +65,17 @@ Tensor range_of(const std::vector<Tensor>& tensors, int64_t lo, int64_t hi) {
   return joined(parts);
 }
 
-// `collective(t)` in `dtype` where it is set: t cast to it, and the result back to t's
-template <typename F>
-Tensor in_dtype(const Tensor& t, const std::optional<DType>& dtype, F collective) {
-  if (!dtype || *dtype == t.dtype()) return collective(t);
-  return astype(collective(astype(t, *dtype)), t.dtype());
+// The parts joined in `dtype` where it is set, each cast as it is copied in (no whole
+// bucket in the parts' dtype, and overlap_collectives sees a cast per part)
+Tensor joined_in(std::vector<Tensor> parts, const std::optional<DType>& dtype) {
+  if (dtype)
+    for (Tensor& t : parts) t = astype(t, *dtype);
+  return joined(parts);
+}
+
+// t in `dtype` (a no-op where it is t's)
+Tensor as(const Tensor& t, DType dtype) {
+  return t.dtype() == dtype ? t : astype(t, dtype);
 }
 
 }  // namespace
@@ -145,8 +151,8 @@ void DataParallel::reduce_gradients() {
         parts.push_back(g.defined() ? flat(g) : zeros({p.numel()}, p.dtype()));
       }
       if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
-      s.shard.set_grad(in_dtype(joined(parts), options_.reduce_dtype,
-                                [&](const Tensor& t) { return reduce_scatter(t, op); }));
+      s.shard.set_grad(
+          as(reduce_scatter(joined_in(parts, options_.reduce_dtype), op), s.shard.dtype()));
       buckets_.push_back(s.names);
     }
     for (Tensor& p : module_.parameters()) p.set_grad(Tensor());
@@ -156,24 +162,21 @@ void DataParallel::reduce_gradients() {
   std::vector<Named> with_grad;
   for (const Named& item : reversed_parameters(module_))
     if (item.second.grad().defined()) with_grad.push_back(item);
-  const auto reduce = [&](const Tensor& t) {
-    return in_dtype(t, options_.reduce_dtype, [&](const Tensor& x) { return all_reduce(x, op); });
-  };
   for (const std::vector<Named>& bucket : buckets_of(with_grad, options_.bucket_bytes)) {
     buckets_.emplace_back();
     for (const auto& [name, p] : bucket) buckets_.back().push_back(name);
     if (bucket.size() == 1) {
       Tensor p = bucket[0].second;
-      p.set_grad(reduce(p.grad()));
+      p.set_grad(as(all_reduce(joined_in({p.grad()}, options_.reduce_dtype), op), p.dtype()));
       continue;
     }
     std::vector<Tensor> parts;
     for (const auto& [name, p] : bucket) parts.push_back(flat(p.grad()));
-    const Tensor reduced = reduce(concat(parts, 0));
+    const Tensor reduced = all_reduce(joined_in(std::move(parts), options_.reduce_dtype), op);
     int64_t at = 0;
     for (const auto& [name, param] : bucket) {
       Tensor p = param;
-      p.set_grad(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()));
+      p.set_grad(as(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()), p.dtype()));
       at += p.numel();
     }
   }

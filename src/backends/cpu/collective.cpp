@@ -16,9 +16,10 @@ struct Exchange {
   double scale;
   int root;
   DType dtype;
-  const char* in;
+  char* in;  // written only where `narrowed` is set
   char* out;
   int64_t count;
+  const float* narrowed = nullptr;  // rounded into `in` first (a part's cast)
 };
 
 void run_exchange(const Exchange& x, runtime::Communicator& comm) {
@@ -28,6 +29,7 @@ void run_exchange(const Exchange& x, runtime::Communicator& comm) {
   metrics::ScopedTimer timer(metrics::collective_time);
   metrics::collective_count.add();
   metrics::collective_bytes.add(n * static_cast<int64_t>(item));
+  if (x.narrowed) runtime::narrow(x.narrowed, n, x.in, x.dtype);
   if (x.op == ir::OpKind::ReduceScatter)
     return comm.reduce_scatter(x.in, x.out, n / ranks, x.dtype, x.reduce, x.scale);
   if (x.op == ir::OpKind::AllReduce)
@@ -94,8 +96,17 @@ void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t sl
     for (const LoopStep::Collective::Part& p : c.parts) {
       if (p.per_slice ? slice < 0 : p.after != slice) continue;
       const int64_t at = p.per_slice ? slice * p.count : 0;
-      ctx.tickets[c.step.ticket] =
-          start(comm, part_of(c.step, ctx, p.src, p.src_at + at, p.out_at + at, p.count));
+      if (!p.narrowed) {
+        ctx.tickets[c.step.ticket] =
+            start(comm, part_of(c.step, ctx, p.src, p.src_at + at, p.out_at + at, p.count));
+        continue;
+      }
+      // the cast the part stands for, then the exchange from where it wrote
+      Exchange x = part_of(c.step, ctx, c.step.in.storage, c.step.in.offset + p.out_at + at,
+                           p.out_at + at, p.count);
+      x.narrowed = reinterpret_cast<const float*>(ctx.base[static_cast<size_t>(p.src)]) +
+                   p.src_at + at;
+      ctx.tickets[c.step.ticket] = start(comm, x);
     }
   }
 }

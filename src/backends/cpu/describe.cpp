@@ -154,10 +154,12 @@ std::string describe(const Program& p) {
 
 std::string describe_parts(const LoopStep::Collective& c) {
   std::string out = " parts:";
-  for (const LoopStep::Collective::Part& part : c.parts)
-    out += part.per_slice   ? " by slice,"
-           : part.after < 0 ? " before it,"
-                            : " after slice " + std::to_string(part.after) + ",";
+  for (const LoopStep::Collective::Part& part : c.parts) {
+    out += part.per_slice   ? " by slice"
+           : part.after < 0 ? " before it"
+                            : " after slice " + std::to_string(part.after);
+    out += part.narrowed ? " cast," : ",";
+  }
   out.pop_back();
   return out;
 }

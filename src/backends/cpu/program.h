@@ -211,6 +211,9 @@ struct LoopStep {
       // Not per slice: started once the iteration that writes slice `after` of the ys it
       // reads is done (-1: before the first iteration).
       int64_t after = -1;
+      // src holds float32 that the part first rounds to step.in's 16-bit dtype, into step.in
+      // where the cast it stands for would have written it (runtime::narrow)
+      bool narrowed = false;
     };
     std::vector<Part> parts;
   };

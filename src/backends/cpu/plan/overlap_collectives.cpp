@@ -58,17 +58,28 @@ bool blocking_exchange(const Step& st) {
   return c && c->phase == Phase::Blocking && c->ranks > 1;
 }
 
+struct Copy {
+  View src, dst;
+  bool narrowed;  // float32 rounded to dst's 16-bit dtype (runtime::narrow's cast)
+};
+
 // A fused step that only copies one contiguous view into a contiguous part of a storage
-// (a part of a concat): its source, its destination.
-std::optional<std::pair<View, View>> as_copy(const Step& st) {
+// (a part of a concat), or casts float32 to a 16-bit float as it does (DataParallel's
+// reduce_dtype).
+std::optional<Copy> as_copy(const Step& st) {
   const auto* f = std::get_if<FusedStep>(&st);
-  if (!f || f->loads.size() != 1 || f->stores.size() != 1 || f->program.size() != 1 ||
+  if (!f || f->loads.size() != 1 || f->stores.size() != 1 || f->program.empty() ||
       f->program[0].op != ir::OpKind::Data || f->program[0].dtype != f->loads[0].dtype)
     return std::nullopt;
   const View &src = f->loads[0], &dst = f->stores[0].dst;
-  if (src.is_scalar() || !src.is_contiguous() || !dst.is_contiguous() || dst.dtype != src.dtype)
-    return std::nullopt;
-  return std::make_pair(src, dst);
+  if (src.is_scalar() || !src.is_contiguous() || !dst.is_contiguous()) return std::nullopt;
+  if (f->program.size() == 1 && dst.dtype == src.dtype) return Copy{src, dst, false};
+  const Instr& cast = f->program.back();
+  if (f->program.size() == 2 && cast.op == ir::OpKind::Cast && cast.src[0] == f->program[0].dst &&
+      f->stores[0].reg == cast.dst && src.dtype == DType::float32 && cast.dtype == dst.dtype &&
+      (dst.dtype == DType::bfloat16 || dst.dtype == DType::float16))
+    return Copy{src, dst, true};
+  return std::nullopt;
 }
 
 // All-reduces after the scan at steps[li] whose data are the scan's ys, slice by slice (or
@@ -76,7 +87,8 @@ std::optional<std::pair<View, View>> as_copy(const Step& st) {
 // (LoopStep::collectives), ahead of the collectives after the loop that cannot (up to a
 // loop or call whose body issues collectives); their steps become waits. The parts of a
 // concat (DataParallel's buckets) that copy a ys are not made: the parts are reduced from
-// the ys; those that copy what exists before the scan move before it. `li` follows the
+// the ys, or, where the copy casts (reduce_dtype), cast as they start; those that copy what
+// exists before the scan move before it. A reduce-scatter is one part. `li` follows the
 // loop.
 void start_in_loop(Program& p, size_t& li) {
   LoopStep& loop = std::get<LoopStep>(p.steps[li]);
@@ -114,17 +126,21 @@ void start_in_loop(Program& p, size_t& li) {
     const auto y = ys.find(in);
     const bool all_reduce = c.op == ir::OpKind::AllReduce;
     if (count == 0 || (y != ys.end() && y->second == 0) ||
-        (!all_reduce && (c.op != ir::OpKind::ReduceScatter || y == ys.end()))) {
+        (!all_reduce && c.op != ir::OpKind::ReduceScatter)) {
       pass_over();
       continue;
     }
+    // the iteration after which elements [at, at + n) of a ys of `per` a slice are made
+    auto made_after = [&](int64_t at, int64_t n, int64_t per) {
+      return loop.reverse ? at / per : (at + n - 1) / per;
+    };
     LoopStep::Collective lc{c, {}};
     std::vector<size_t> copies;
     if (const int64_t per = whole_ys(c.in, count); per && all_reduce) {
       lc.parts.push_back({in, 0, 0, per, true});
     } else if (y != ys.end()) {  // a few slices (ZeRO-1's bucket of a stacked gradient)
-      const int64_t first = c.in.offset / y->second, last = (c.in.offset + count - 1) / y->second;
-      lc.parts.push_back({in, c.in.offset, 0, count, false, loop.reverse ? first : last});
+      lc.parts.push_back(
+          {in, c.in.offset, 0, count, false, made_after(c.in.offset, count, y->second)});
     } else if (!tainted[static_cast<size_t>(in)]) {
       lc.parts.push_back({in, c.in.offset, 0, count, false});
       needed[static_cast<size_t>(in)] = 1;
@@ -135,12 +151,17 @@ void start_in_loop(Program& p, size_t& li) {
       for (size_t k2 = li + 1; ok && k2 < k; ++k2) {
         if (!names(p.steps[k2], in)) continue;
         const auto copy = as_copy(p.steps[k2]);
-        ok = copy && copy->second.storage == in;
+        ok = copy && copy->dst.storage == in;
         if (!ok) break;
-        const auto& [src, dst] = *copy;
+        const auto& [src, dst, narrowed] = *copy;
         const int64_t m = src.shape.numel(), out_at = dst.offset - c.in.offset;
-        if (const int64_t per = whole_ys(src, m)) {
-          lc.parts.push_back({src.storage, 0, out_at, per, true});
+        const auto from = ys.find(src.storage);
+        if (const int64_t per = whole_ys(src, m); per && all_reduce) {
+          lc.parts.push_back({src.storage, 0, out_at, per, true, -1, narrowed});
+          dropped[k2] = 1;
+        } else if (from != ys.end() && from->second > 0) {
+          lc.parts.push_back({src.storage, src.offset, out_at, m, false,
+                              made_after(src.offset, m, from->second), narrowed});
           dropped[k2] = 1;
         } else if (!tainted[static_cast<size_t>(src.storage)]) {
           lc.parts.push_back({in, dst.offset, out_at, m, false});
@@ -153,7 +174,7 @@ void start_in_loop(Program& p, size_t& li) {
         covered += m;
       }
       for (size_t k2 = k + 1; ok && k2 < nsteps; ++k2) ok = !names(p.steps[k2], in);
-      if (!ok || covered != count) {
+      if (!ok || covered != count || (!all_reduce && lc.parts.size() != 1)) {
         for (size_t k2 : copies) dropped[k2] = hoist[k2] = 0;
         needed = needed_before;
         pass_over();
