@@ -650,4 +650,3 @@ TEST(DataParallel, RankZerosWeightsReachEveryRank) {
 }
 
 }  // namespace
-

@@ -17,6 +17,7 @@ hide), MB each rank hands to collectives per step, and each row's throughput aga
 rank of one thread.
 
 Usage: dist_scaling.py [--cli build/apps/lazytrace] [--reps 5] [--steps 20] [--batch 4]
+                       [--rows "2 ranks x 1 thread; 2 ranks x 1 thread, ZeRO-1"]
 """
 import argparse
 import os
@@ -64,6 +65,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4, help="the global batch (sequences)")
+    ap.add_argument("--rows", default="",
+                    help="only these rows, by their names separated by ';' (and the first two,\n"
+                         "which the ratios need)")
     a = ap.parse_args()
     if a.batch < 2 or a.batch % 2:
         sys.exit("dist_scaling: --batch must be even (2 ranks, and 2 processes on half each)")
@@ -95,9 +99,18 @@ def main():
         ("2 ranks x 1 thread, 25 MiB buckets", mpi + train + ["--bucket-mb", "25"], {}),
         ("2 ranks x 1 thread, gradients in bfloat16", mpi + train + ["--reduce-dtype", "bfloat16"],
          {}),
+        ("2 ranks x 1 thread, gradients in bfloat16, overlap on",
+         overlap + train + ["--reduce-dtype", "bfloat16"], {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
         ("2 ranks x 1 thread, ZeRO-1, overlap on", overlap + train + ["--shard-optimizer"], {}),
     ]
+    if a.rows:
+        names = [n.strip() for n in a.rows.split(";")]
+        unknown = set(names) - {r[0] for r in rows}
+        if unknown:
+            sys.exit(f"dist_scaling: no row named {sorted(unknown)}; the rows: "
+                     + "; ".join(r[0] for r in rows))
+        rows = rows[:2] + [r for r in rows[2:] if r[0] in names]
     results = {name: [] for name, _, _ in rows}
     for rep in range(a.reps):
         for name, cmd, extra in rows:

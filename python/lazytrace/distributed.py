@@ -80,6 +80,11 @@ def _joined(parts):
     return parts[0] if len(parts) == 1 else _C.concat(parts, 0)
 
 
+def _as(t, dtype):
+    """t in dtype (t itself where it is t's)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _range_of(named, lo, hi):
     """Elements [lo, hi) of the (name, tensor) values flattened one after another, zeros past
     their end."""
@@ -114,8 +119,7 @@ class DataParallel:
     DDP's bf16_compress_hook do: with lt.bfloat16 lt::dist's exchange moves half the bytes
     of float32 gradients, rounding each rank's gradient and their mean (summed in float32)
     to bfloat16; one rank rounds alike. The C++ DataParallelOptions::reduce_dtype says where
-    it does not halve them (LAZYTRACE_MPI_ALL_REDUCE=mpi, ZeRO-1's all-gather) and what it
-    costs the overlap."""
+    it does not halve them (LAZYTRACE_MPI_ALL_REDUCE=mpi, ZeRO-1's all-gather)."""
 
     def __init__(self, module, bucket_cap_mb=4, average=True, broadcast_parameters=True,
                  shard_optimizer=False, reduce_dtype=None):
@@ -195,7 +199,8 @@ class DataParallel:
                              _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:
                         parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
-                    shard.grad = self._in_reduce_dtype(_joined(parts), reduce_scatter)
+                    shard.grad = _as(reduce_scatter(self._joined_in(parts), self.op),
+                                     shard.dtype)
                     self.buckets.append([name for name, _ in bucket])
                 for p in self.module.parameters():
                     p.grad = None
@@ -345,11 +350,11 @@ class DataParallel:
                 out.append(names[id(p)])
         return out
 
-    def _in_reduce_dtype(self, t, collective):
-        """collective(t, op) in reduce_dtype where it is set, the result in t's dtype."""
-        if self.reduce_dtype is None or self.reduce_dtype == t.dtype:
-            return collective(t, self.op)
-        return collective(t.to(self.reduce_dtype), self.op).to(t.dtype)
+    def _joined_in(self, parts):
+        """The parts joined in reduce_dtype where it is set, each cast as it is copied in."""
+        if self.reduce_dtype is not None:
+            parts = [_as(t, self.reduce_dtype) for t in parts]
+        return _joined(parts)
 
     def _reduce(self, bucket):
         if not bucket:
@@ -357,12 +362,11 @@ class DataParallel:
         self.buckets.append([name for name, _ in bucket])
         if len(bucket) == 1:
             p = bucket[0][1]
-            p.grad = self._in_reduce_dtype(p.grad, all_reduce)
+            p.grad = _as(all_reduce(self._joined_in([p.grad]), self.op), p.dtype)
             return
-        flat = self._in_reduce_dtype(_C.concat([p.grad.reshape(-1) for _, p in bucket], 0),
-                                     all_reduce)
+        flat = all_reduce(self._joined_in([p.grad.reshape(-1) for _, p in bucket]), self.op)
         at = 0
         for _, p in bucket:
             n = p.numel()
-            p.grad = flat[at:at + n].reshape(p.shape)
+            p.grad = _as(flat[at:at + n].reshape(p.shape), p.dtype)
             at += n

@@ -59,9 +59,10 @@ struct DataParallelOptions {
    * bits (the sum itself is taken in float32, rounded once; one rank rounds alike). Not
    * with LAZYTRACE_MPI_ALL_REDUCE=mpi, which sums in float32 on the wire; with ZeRO-1 only
    * the reduce-scatter's bytes, not the parameters' all-gather; bucket_bytes counts the
-   * gradients' own dtype. The casts keep a stacked model's collectives after its backward
-   * loop, where they would otherwise start inside it (overlap_collectives). A floating
-   * dtype; unset: each gradient's own.
+   * gradients' own dtype. Each gradient is cast as it is copied into its bucket, and back as
+   * it is copied out; a stacked model's buckets still start inside its backward loop
+   * (overlap_collectives), each layer's part cast as it starts. A floating dtype; unset:
+   * each gradient's own.
    */
   std::optional<DType> reduce_dtype = std::nullopt;
 };

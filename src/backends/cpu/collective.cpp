@@ -104,8 +104,8 @@ void start_loop_collectives(const LoopStep& s, const RunContext& ctx, int64_t sl
       // the cast the part stands for, then the exchange from where it wrote
       Exchange x = part_of(c.step, ctx, c.step.in.storage, c.step.in.offset + p.out_at + at,
                            p.out_at + at, p.count);
-      x.narrowed = reinterpret_cast<const float*>(ctx.base[static_cast<size_t>(p.src)]) +
-                   p.src_at + at;
+      x.narrowed =
+          reinterpret_cast<const float*>(ctx.base[static_cast<size_t>(p.src)]) + p.src_at + at;
       ctx.tickets[c.step.ticket] = start(comm, x);
     }
   }
