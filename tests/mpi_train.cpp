@@ -116,6 +116,12 @@ void collectives() {
     check(lt::astype(lt::reduce_scatter(x), lt::float32).to_vector<float>() ==
               round_trip(lt::tensor(mine_sums, {m}), d),
           "reduce_scatter of " + name);
+    // the mean: the float32 sum times 1/n, rounded once
+    std::vector<float> means(mine_sums);
+    for (float& v : means) v *= static_cast<float>(1.0 / n);
+    check(lt::astype(lt::reduce_scatter(x, "mean"), lt::float32).to_vector<float>() ==
+              round_trip(lt::tensor(means, {m}), d),
+          "reduce_scatter mean of " + name);
   }
   check(lt::broadcast(lt::full({2}, float(r + 3)), n - 1).to_vector<float>() ==
             std::vector<float>{float(n + 2), float(n + 2)},

@@ -277,10 +277,10 @@ class MpiWorld final : public runtime::Communicator {
     const auto n = static_cast<size_t>(own.count);
     const size_t bytes = n * itemsize(dtype);
     const bool in_place = own.data == out, wide = runtime::is_16bit_float(dtype);
-    if (wide) {
-      sum_.resize(n);
+    if (wide && size_ != 2) sum_.resize(n);  // (2 ranks sum in one round, from and into 16 bits)
+    if (wide && size_ == 1) {
       runtime::widen(own.data, own.count, dtype, sum_.data());
-    } else if (size_ == 1 && !in_place && bytes > 0) {
+    } else if (!wide && size_ == 1 && !in_place && bytes > 0) {
       std::memcpy(out, own.data, bytes);
     }
     const MPI_Datatype type = mpi_type(dtype);
@@ -294,14 +294,18 @@ class MpiWorld final : public runtime::Communicator {
       check(MPI_Sendrecv(theirs.data, as_count(theirs.count, name), type, dst, kTag, recv,
                          as_count(own.count, name), type, src, kTag, comm_, MPI_STATUS_IGNORE),
             name, "MPI_Sendrecv");
-      if (wide) {
-        runtime::reduce_into_wide(sum_.data(), scratch_.data(), own.count, dtype, op);
+      if (wide) {  // the first round reads this rank's part as it is, the last writes `out`
+        const bool first = k == 1, last = k == size_ - 1;
+        runtime::reduce_wide(first ? own.data : static_cast<const void*>(sum_.data()),
+                             first ? dtype : DType::float32, scratch_.data(), dtype, own.count, op,
+                             last ? static_cast<void*>(out) : sum_.data(),
+                             last ? dtype : DType::float32, last ? static_cast<float>(scale) : 1);
       } else {
         runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
       }
     }
     if (!wide) return runtime::scale_in_place(out, own.count, dtype, scale);  // in the caches
-    runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
+    if (size_ == 1) runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
   }
 
   // Sends this rank's `mine` (count_of(rank_) elements) to every other rank and receives

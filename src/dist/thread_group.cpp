@@ -131,7 +131,8 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
     try {  // (the widened sum may not fit in memory)
       sum = runtime::widen(input(0), count, dtype);
       for (int r = 1; r < group_->n; ++r)
-        runtime::reduce_into_wide(sum.data(), input(r), count, dtype, op);
+        runtime::reduce_wide(sum.data(), DType::float32, input(r), dtype, count, op, sum.data(),
+                             DType::float32);
     } catch (...) {
       depart();
       throw;

@@ -19,39 +19,74 @@ std::mutex g_process_mu;
 std::shared_ptr<Communicator>& g_process_owner = *new std::shared_ptr<Communicator>();
 std::atomic<Communicator*> g_process{nullptr};  // null: the single process
 
-// (one loop per op, so that each vectorizes) acc of type A, in of type B, computed in C
-template <typename A, typename B, typename C, typename F>
-void combine(void* acc, const void* in, int64_t count, F f) {
+// The sums, scalings and conversions of exchanged buffers below are one pass over memory
+// each, built in a clone per x86-64 level (runtime/ is built for any x86-64) that the
+// loader picks for the CPU at hand: 16-bit floats' rounding takes a few operations an
+// element, which a 16-float vector does at the memory's pace and SSE2's 4 floats do not.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define LT_VECTOR_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define LT_INLINE __attribute__((always_inline)) inline  // into each clone
+#else
+#define LT_VECTOR_CLONES
+#define LT_INLINE inline
+#endif
+
+// (one loop per op, so that each vectorizes)
+template <typename A, typename F>
+LT_INLINE void combine(void* acc, const void* in, int64_t count, F f) {
   A* a = static_cast<A*>(acc);
-  const B* b = static_cast<const B*>(in);
-  for (int64_t i = 0; i < count; ++i)
-    a[i] = static_cast<A>(f(static_cast<C>(a[i]), static_cast<C>(b[i])));
+  const A* b = static_cast<const A*>(in);
+  for (int64_t i = 0; i < count; ++i) a[i] = f(a[i], b[i]);
 }
 
-template <typename A, typename B = A, typename C = A>
-void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
-  // max and min propagate NaN, as torch.maximum does
+// f(op's function) for op; max and min propagate NaN, as torch.maximum does
+template <typename C, typename F>
+LT_INLINE void with_op(ReduceOp op, F f) {
   switch (op) {
     case ReduceOp::Sum:
-      return combine<A, B, C>(acc, in, count, [](C x, C y) { return x + y; });
+      return f([](C x, C y) { return x + y; });
     case ReduceOp::Max:
-      return combine<A, B, C>(acc, in, count, [](C x, C y) {
-        return (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x);
-      });
+      return f([](C x, C y) { return (x != x || y != y) ? (x != x ? x : y) : (y > x ? y : x); });
     case ReduceOp::Min:
-      return combine<A, B, C>(acc, in, count, [](C x, C y) {
-        return (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x);
-      });
+      return f([](C x, C y) { return (x != x || y != y) ? (x != x ? x : y) : (y < x ? y : x); });
   }
 }
 
+template <typename A>
+LT_INLINE void reduce_typed(void* acc, const void* in, int64_t count, ReduceOp op) {
+  with_op<A>(op, [&](auto f) { combine<A>(acc, in, count, f); });
+}
+
+// out[i] = O(op(a[i], b[i]) * scale) in float32, b's elements 16-bit floats H
+template <typename A, typename H, typename O>
+LT_INLINE void reduce_wide_typed(const void* a, const void* b, int64_t n, ReduceOp op, void* out,
+                                 float scale) {
+  const A* x = static_cast<const A*>(a);
+  const H* y = static_cast<const H*>(b);
+  O* o = static_cast<O*>(out);
+  with_op<float>(op, [&](auto f) {
+    for (int64_t i = 0; i < n; ++i) o[i] = O(f(float(x[i]), float(y[i])) * scale);
+  });
+}
+
 template <typename H>
-void widen_typed(const H* p, int64_t n, float* out) {
+LT_INLINE void reduce_wide_as(const void* a, bool a_wide, const void* b, int64_t n, ReduceOp op,
+                              void* out, bool out_wide, float scale) {
+  if (a_wide && out_wide) return reduce_wide_typed<float, H, float>(a, b, n, op, out, scale);
+  if (a_wide) return reduce_wide_typed<float, H, H>(a, b, n, op, out, scale);
+  if (out_wide) return reduce_wide_typed<H, H, float>(a, b, n, op, out, scale);
+  reduce_wide_typed<H, H, H>(a, b, n, op, out, scale);
+}
+
+template <typename H>
+LT_INLINE void widen_typed(const H* p, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = float(p[i]);
 }
 
 template <typename H>
-void narrow_typed(const float* f, int64_t n, H* out, float scale) {
+LT_INLINE void narrow_typed(const float* f, int64_t n, H* out, float scale) {
   for (int64_t i = 0; i < n; ++i) out[i] = H(f[i] * scale);
 }
 
@@ -69,15 +104,16 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op) {
+LT_VECTOR_CLONES void reduce_into(void* acc, const void* in, int64_t count, DType dtype,
+                                  ReduceOp op) {
   switch (dtype) {
     case DType::float32:
       return reduce_typed<float>(acc, in, count, op);
     case DType::float64:
       return reduce_typed<double>(acc, in, count, op);
     case DType::float16:
-    case DType::bfloat16:  // summed in float32 and rounded once: reduce_into_wide
-      fail("reduce_into", dtype_name(dtype), " is summed into float32 (reduce_into_wide).");
+    case DType::bfloat16:  // summed in float32 and rounded once: reduce_wide
+      fail("reduce_into", dtype_name(dtype), " is summed in float32 (reduce_wide).");
     case DType::int32:
       return reduce_typed<int32_t>(acc, in, count, op);
     case DType::int64:
@@ -92,7 +128,7 @@ void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp
   }
 }
 
-void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
+LT_VECTOR_CLONES void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
   if (scale == 1) return;
   const auto s = static_cast<float>(scale);
   auto by = [&](auto c, auto* p) {  // p[i] = p[i] * c, computed in c's type
@@ -116,12 +152,21 @@ void scale_in_place(void* data, int64_t count, DType dtype, double scale) {
   }
 }
 
-void reduce_into_wide(float* acc, const void* in, int64_t count, DType dtype, ReduceOp op) {
-  if (dtype == DType::float16) return reduce_typed<float, Half, float>(acc, in, count, op);
-  reduce_typed<float, BFloat16, float>(acc, in, count, op);
+LT_VECTOR_CLONES void reduce_wide(const void* a, DType a_dtype, const void* b, DType dtype,
+                                  int64_t count, ReduceOp op, void* out, DType out_dtype,
+                                  float scale) {
+  const bool a_wide = a_dtype == DType::float32, out_wide = out_dtype == DType::float32;
+  if (!is_16bit_float(dtype) || !(a_wide || a_dtype == dtype) ||
+      !(out_wide || out_dtype == dtype) || (out_wide && scale != 1))
+    fail("reduce_wide", "sums 16-bit floats in float32, from float32 or ", dtype_name(dtype),
+         " into float32 (unscaled) or ", dtype_name(dtype), "; got ", dtype_name(a_dtype), " + ",
+         dtype_name(dtype), " into ", dtype_name(out_dtype), ".");
+  if (dtype == DType::float16)
+    return reduce_wide_as<Half>(a, a_wide, b, count, op, out, out_wide, scale);
+  reduce_wide_as<BFloat16>(a, a_wide, b, count, op, out, out_wide, scale);
 }
 
-void widen(const void* p, int64_t n, DType d, float* out) {
+LT_VECTOR_CLONES void widen(const void* p, int64_t n, DType d, float* out) {
   if (d == DType::float16) return widen_typed(static_cast<const Half*>(p), n, out);
   widen_typed(static_cast<const BFloat16*>(p), n, out);
 }
@@ -132,7 +177,7 @@ std::vector<float> widen(const void* p, int64_t n, DType d) {
   return f;
 }
 
-void narrow(const float* f, int64_t n, void* p, DType d, float scale) {
+LT_VECTOR_CLONES void narrow(const float* f, int64_t n, void* p, DType d, float scale) {
   if (d == DType::float16) return narrow_typed(f, n, static_cast<Half*>(p), scale);
   narrow_typed(f, n, static_cast<BFloat16*>(p), scale);
 }

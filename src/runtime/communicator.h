@@ -190,14 +190,18 @@ class CommunicatorScope {
 };
 
 /** Elementwise `acc[i] = op(acc[i], in[i])` over `count` elements of dtype (not a 16-bit
- * float: those are summed in float32, reduce_into_wide). */
+ * float: those are summed in float32, reduce_wide). */
 void reduce_into(void* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
 /** float16 and bfloat16: reduced in float32 and rounded once, by every communicator. */
 inline bool is_16bit_float(DType d) {
   return d == DType::float16 || d == DType::bfloat16;
 }
-/** Elementwise `acc[i] = op(acc[i], in[i])`, `in` 16-bit floats of dtype, acc float32. */
-void reduce_into_wide(float* acc, const void* in, int64_t count, DType dtype, ReduceOp op);
+/** Elementwise `out[i] = op(a[i], b[i])` in float32, `b` 16-bit floats of dtype and `a`
+ * float32 or dtype (a_dtype), in one pass; `out` float32, or dtype (out_dtype) times `scale`
+ * and rounded to nearest even. `out` may be `a`. (An exchange's first round reads its own
+ * part as it is; its last writes the result.) */
+void reduce_wide(const void* a, DType a_dtype, const void* b, DType dtype, int64_t count,
+                 ReduceOp op, void* out, DType out_dtype, float scale = 1);
 /** `n` 16-bit floats as float32, and back (times `scale` first, rounded to nearest even). */
 std::vector<float> widen(const void* p, int64_t n, DType d);
 void widen(const void* p, int64_t n, DType d, float* out);

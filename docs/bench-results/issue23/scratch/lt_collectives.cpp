@@ -6,19 +6,22 @@
 //     build/src/liblazytrace.a $(mpicxx --showme:link) -lopenblas -lxsmm -ldnnl -lgomp \
 //     -lpthread -ldl -o /tmp/lt_collectives
 // Run: mpirun -np 2 -x LAZYTRACE_NUM_THREADS=1 [-x LAZYTRACE_MPI_ALL_REDUCE=mpi]
-// /tmp/lt_collectives
+// /tmp/lt_collectives [bfloat16]   (bfloat16: the same elements in bfloat16, 32 MiB)
 #include <lazytrace/lazytrace.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
-int main() {
+int main(int argc, char** argv) {
   lt::dist::init();
   const int64_t n = 16 << 20;
+  const bool bf16 = argc > 1 && std::string(argv[1]) == "bfloat16";
   lt::Tensor x = lt::full({n}, 0.5f);
+  if (bf16) x = lt::astype(x, lt::bfloat16);
   lt::sync({x});
   const char* how = std::getenv("LAZYTRACE_MPI_ALL_REDUCE");
   for (int which = 0; which < 3; ++which) {
@@ -35,10 +38,10 @@ int main() {
     }
     std::sort(t.begin(), t.end());
     if (lt::dist::rank() == 0)
-      std::printf("%s (LAZYTRACE_MPI_ALL_REDUCE=%s): %.1f ms median, %.1f fastest\n",
+      std::printf("%s %s (LAZYTRACE_MPI_ALL_REDUCE=%s): %.1f ms median, %.1f fastest\n",
                   which == 0   ? "all_reduce mean"
                   : which == 1 ? "reduce_scatter mean"
                                : "all_gather",
-                  how ? how : "pairwise", t[t.size() / 2], t[0]);
+                  bf16 ? "bfloat16" : "float32", how ? how : "pairwise", t[t.size() / 2], t[0]);
   }
 }
