@@ -277,12 +277,16 @@ class MpiWorld final : public runtime::Communicator {
     const auto n = static_cast<size_t>(own.count);
     const size_t bytes = n * itemsize(dtype);
     const bool in_place = own.data == out, wide = runtime::is_16bit_float(dtype);
-    if (wide && size_ != 2) sum_.resize(n);  // (2 ranks sum in one round, from and into 16 bits)
-    if (wide && size_ == 1) {
-      runtime::widen(own.data, own.count, dtype, sum_.data());
-    } else if (!wide && size_ == 1 && !in_place && bytes > 0) {
-      std::memcpy(out, own.data, bytes);
+    if (size_ == 1) {  // nothing to exchange: the part scaled (16-bit floats rounded once)
+      if (wide) {
+        sum_.resize(n);
+        runtime::widen(own.data, own.count, dtype, sum_.data());
+        return runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
+      }
+      if (!in_place && bytes > 0) std::memcpy(out, own.data, bytes);
+      return runtime::scale_in_place(out, own.count, dtype, scale);
     }
+    if (wide && size_ > 2) sum_.resize(n);  // (2 ranks sum in one round, from and into 16 bits)
     const MPI_Datatype type = mpi_type(dtype);
     for (int k = 1; k < size_; ++k) {
       const int dst = (rank_ + k) % size_, src = (rank_ - k + size_) % size_;
@@ -304,8 +308,7 @@ class MpiWorld final : public runtime::Communicator {
         runtime::reduce_into(out, direct ? own.data : scratch_.data(), own.count, dtype, op);
       }
     }
-    if (!wide) return runtime::scale_in_place(out, own.count, dtype, scale);  // in the caches
-    if (size_ == 1) runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
+    if (!wide) runtime::scale_in_place(out, own.count, dtype, scale);  // in the caches
   }
 
   // Sends this rank's `mine` (count_of(rank_) elements) to every other rank and receives

@@ -23,8 +23,10 @@ std::atomic<Communicator*> g_process{nullptr};  // null: the single process
 // each, built in a clone per x86-64 level (runtime/ is built for any x86-64) that the
 // loader picks for the CPU at hand: 16-bit floats' rounding takes a few operations an
 // element, which a 16-float vector does at the memory's pace and SSE2's 4 floats do not.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// (GCC 12 takes x86-64 levels as clones; a clone is picked by glibc's ifunc)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+    defined(__linux__) && defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) &&        \
+    !defined(__SANITIZE_THREAD__)
 #define LT_VECTOR_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define LT_INLINE __attribute__((always_inline)) inline  // into each clone

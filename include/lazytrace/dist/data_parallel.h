@@ -60,9 +60,10 @@ struct DataParallelOptions {
    * with LAZYTRACE_MPI_ALL_REDUCE=mpi, which sums in float32 on the wire; with ZeRO-1 only
    * the reduce-scatter's bytes, not the parameters' all-gather; bucket_bytes counts the
    * gradients' own dtype. Each gradient is cast as it is copied into its bucket, and back as
-   * it is copied out; a stacked model's buckets still start inside its backward loop
-   * (overlap_collectives), each layer's part cast as it starts. A floating dtype; unset:
-   * each gradient's own.
+   * it is copied out; where collectives overlap, a stacked model's buckets still start
+   * inside its backward loop (overlap_collectives): an all-reduce's part casts each layer's
+   * slice as it starts, ZeRO-1's reduce-scatter its slices once the last is made. A floating dtype;
+   * unset: each gradient's own.
    */
   std::optional<DType> reduce_dtype = std::nullopt;
 };

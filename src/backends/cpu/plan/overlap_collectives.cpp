@@ -174,7 +174,9 @@ void start_in_loop(Program& p, size_t& li) {
         covered += m;
       }
       for (size_t k2 = k + 1; ok && k2 < nsteps; ++k2) ok = !names(p.steps[k2], in);
-      if (!ok || covered != count || (!all_reduce && lc.parts.size() != 1)) {
+      // (a reduce-scatter is one part, of its whole input)
+      if (!ok || covered != count ||
+          (!all_reduce && (lc.parts.size() != 1 || lc.parts[0].out_at != 0))) {
         for (size_t k2 : copies) dropped[k2] = hoist[k2] = 0;
         needed = needed_before;
         pass_over();

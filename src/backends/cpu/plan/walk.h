@@ -111,7 +111,15 @@ void for_each_write(const Step& step, F&& f) {
                    f(l.cond_scratch);
                    for (const AdamWStep& a : l.updates)
                      for (int o : a.out) f(o);
-                   for (const LoopStep::Collective& c : l.collectives) f(c.step.out_storage);
+                   for (const LoopStep::Collective& c : l.collectives) {
+                     f(c.step.out_storage);
+                     // (a cast part rounds its slices into the collective's input)
+                     for (const auto& part : c.parts)
+                       if (part.narrowed) {
+                         f(c.step.in.storage);
+                         break;
+                       }
+                   }
                  },
                  [&](const AdamWStep& a) {
                    for (int o : a.out) f(o);
