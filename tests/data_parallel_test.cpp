@@ -236,20 +236,23 @@ TEST(DataParallel, GradientsCastToTheirReduceDtypeStillOverlapTheBackward) {
   zero1.shard_optimizer = zero1_alone.shard_optimizer = true;
   zero1_alone.bucket_bytes = 32;  // 8 floats: every parameter alone
   for (auto options : {one, mixed, alone, zero1, zero1_alone})
-    for (lt::DType d : {lt::bfloat16, lt::float16}) {
-      options.reduce_dtype = d;
-      const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
-      const Trained overlapped = data_parallel(2, true, options, true);
-      if (options.bucket_bytes < 1000) {
-        EXPECT_GT(lt::metrics::counter("CollectivesInLoops"), in_loops)
-            << "bucket_bytes " << options.bucket_bytes << ", ZeRO-1 " << options.shard_optimizer;
+    for (lt::DType d : {lt::bfloat16, lt::float16})
+      for (int n : {2, 4}) {
+        options.reduce_dtype = d;
+        const int64_t in_loops = lt::metrics::counter("CollectivesInLoops");
+        const Trained overlapped = data_parallel(n, true, options, true);
+        if (options.bucket_bytes < 1000) {
+          EXPECT_GT(lt::metrics::counter("CollectivesInLoops"), in_loops)
+              << "bucket_bytes " << options.bucket_bytes << ", ZeRO-1 " << options.shard_optimizer
+              << ", " << n << " ranks";
+        }
+        const std::vector<std::string> was =
+            lt::debug::set_disabled_passes({"overlap_collectives"});
+        const Trained blocking = data_parallel(n, true, options, true);
+        lt::debug::set_disabled_passes(was);
+        expect_equal(overlapped, blocking);
+        EXPECT_LT(overlapped.losses.back(), overlapped.losses.front());
       }
-      const std::vector<std::string> was = lt::debug::set_disabled_passes({"overlap_collectives"});
-      const Trained blocking = data_parallel(2, true, options, true);
-      lt::debug::set_disabled_passes(was);
-      expect_equal(overlapped, blocking);
-      EXPECT_LT(overlapped.losses.back(), overlapped.losses.front());
-    }
 }
 
 // updates_last moves an update after the steps that read its weight, past the all-reduces
