@@ -233,6 +233,23 @@ TEST(Cli, TrainWithWarmupCosineAndClipping) {
   }
 }
 
+// The data-parallel flags on one rank change nothing, and the banner says so.
+TEST(Cli, DataParallelFlagsOnOneRankAreNamedAsUnused) {
+  const std::string base = std::string("train --steps 2 --out /dev/null ") + kTiny;
+  const CliRun plain = run(base);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("apply to data parallel runs only"), std::string::npos) << plain.out;
+  for (const char* extra : {" --shard-optimizer", " --reduce-dtype bfloat16", " --bucket-mb 1"}) {
+    const CliRun r = run(base + extra);
+    ASSERT_EQ(r.code, 0) << extra << r.out;
+    EXPECT_NE(r.out.find("one rank: --shard-optimizer, --reduce-dtype and --bucket-mb apply to "
+                         "data parallel runs only"),
+              std::string::npos)
+        << extra << r.out;
+    EXPECT_EQ(loss_at(r, 2, 2), loss_at(plain, 2, 2)) << extra;
+  }
+}
+
 // --autocast: the same model and batches with bfloat16 products: the losses follow float32's
 // to about the third digit, and training still lowers them.
 // A run stopped at a checkpoint and resumed from it trains exactly as the run that never

@@ -129,6 +129,10 @@ int train(int argc, char** argv) {
       std::printf(", data parallel over %d ranks%s%s", ranks,
                   o.shard_optimizer ? " (optimizer sharded)" : "",
                   o.reduce_dtype ? " (gradients reduced in bfloat16)" : "");
+    else if (o.shard_optimizer || o.reduce_dtype || f.given("bucket-mb"))
+      std::printf(
+          ", one rank: --shard-optimizer, --reduce-dtype and --bucket-mb apply to data "
+          "parallel runs only (mpirun -np N lazytrace train ...)");
     if (done > 0)
       std::printf(", resuming '%s' after step %lld", o.resume.c_str(),
                   static_cast<long long>(done));
