@@ -11,6 +11,8 @@
 //   mpi_train mismatch-overlap  rank 0 compiles without the overlap_collectives pass (its
 //                       exchanges are split differently; run with LAZYTRACE_MPI_OVERLAP=on,
 //                       which keeps the pass at work on rank 1): the same clear error
+//   mpi_train init-fails TEXT  lt::dist::init() raises an lt::Error saying TEXT (a setting
+//                       it does not know); checked here, so that the run ends normally
 // Exit status 0 on success; every rank checks and prints its own failures.
 #include <lazytrace/lazytrace.h>
 
@@ -186,6 +188,17 @@ std::vector<float> train(bool parallel, bool stacked = false, bool zero1 = false
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "train";
+  if (mode == "init-fails") {
+    const std::string says = argc > 2 ? argv[2] : "";
+    try {
+      lt::dist::init();
+      check(false, "dist::init raised no error");
+    } catch (const lt::Error& e) {
+      check(!says.empty() && std::strstr(e.what(), says.c_str()) != nullptr,
+            std::string("the error says '") + says + "': " + e.what());
+    }
+    return failures == 0 ? 0 : 1;
+  }
   try {
     lt::dist::init();
     check(lt::dist::launched_by_mpi(), "run under mpirun");
