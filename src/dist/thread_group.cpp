@@ -129,10 +129,12 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
   if (runtime::is_16bit_float(dtype)) {  // in float32, rounded once, as MPI's ranks do
     std::vector<float> sum;
     try {  // (the widened sum may not fit in memory)
-      sum = runtime::widen(input(0), count, dtype);
-      for (int r = 1; r < group_->n; ++r)
-        runtime::reduce_wide(sum.data(), DType::float32, input(r), dtype, count, op, sum.data(),
-                             DType::float32);
+      sum.resize(static_cast<size_t>(count));
+      if (group_->n == 1) runtime::widen(input(0), count, dtype, sum.data());
+      for (int r = 1; r < group_->n; ++r)  // (the first round reads rank 0's part as it is)
+        runtime::reduce_wide(r == 1 ? input(0) : static_cast<const void*>(sum.data()),
+                             r == 1 ? dtype : DType::float32, input(r), dtype, count, op,
+                             sum.data(), DType::float32);
     } catch (...) {
       depart();
       throw;
