@@ -80,11 +80,6 @@ def _joined(parts):
     return parts[0] if len(parts) == 1 else _C.concat(parts, 0)
 
 
-def _as(t, dtype):
-    """t in dtype (t itself where it is t's)."""
-    return t if t.dtype == dtype else t.to(dtype)
-
-
 def _range_of(named, lo, hi):
     """Elements [lo, hi) of the (name, tensor) values flattened one after another, zeros past
     their end."""
@@ -199,8 +194,8 @@ class DataParallel:
                              _C.zeros([p.numel()], p.dtype) for _, p in bucket]
                     if padded > numel:
                         parts.append(_C.zeros([padded - numel], bucket[0][1].dtype))
-                    shard.grad = _as(reduce_scatter(self._joined_in(parts), self.op),
-                                     shard.dtype)
+                    shard.grad = _C.astype(reduce_scatter(self._joined_in(parts), self.op),
+                                           shard.dtype)
                     self.buckets.append([name for name, _ in bucket])
                 for p in self.module.parameters():
                     p.grad = None
@@ -353,7 +348,7 @@ class DataParallel:
     def _joined_in(self, parts):
         """The parts joined in reduce_dtype where it is set, each cast as it is copied in."""
         if self.reduce_dtype is not None:
-            parts = [_as(t, self.reduce_dtype) for t in parts]
+            parts = [_C.astype(t, self.reduce_dtype) for t in parts]
         return _joined(parts)
 
     def _reduce(self, bucket):
@@ -362,11 +357,11 @@ class DataParallel:
         self.buckets.append([name for name, _ in bucket])
         if len(bucket) == 1:
             p = bucket[0][1]
-            p.grad = _as(all_reduce(self._joined_in([p.grad]), self.op), p.dtype)
+            p.grad = _C.astype(all_reduce(self._joined_in([p.grad]), self.op), p.dtype)
             return
         flat = all_reduce(self._joined_in([p.grad.reshape(-1) for _, p in bucket]), self.op)
         at = 0
         for _, p in bucket:
             n = p.numel()
-            p.grad = _as(flat[at:at + n].reshape(p.shape), p.dtype)
+            p.grad = _C.astype(flat[at:at + n].reshape(p.shape), p.dtype)
             at += n

@@ -73,11 +73,6 @@ Tensor joined_in(std::vector<Tensor> parts, const std::optional<DType>& dtype) {
   return joined(parts);
 }
 
-// t in `dtype` (a no-op where it is t's)
-Tensor as(const Tensor& t, DType dtype) {
-  return t.dtype() == dtype ? t : astype(t, dtype);
-}
-
 }  // namespace
 
 DataParallel::DataParallel(nn::Module& module, DataParallelOptions options)
@@ -152,7 +147,7 @@ void DataParallel::reduce_gradients() {
       }
       if (s.padded > s.numel) parts.push_back(zeros({s.padded - s.numel}, parts[0].dtype()));
       s.shard.set_grad(
-          as(reduce_scatter(joined_in(parts, options_.reduce_dtype), op), s.shard.dtype()));
+          astype(reduce_scatter(joined_in(parts, options_.reduce_dtype), op), s.shard.dtype()));
       buckets_.push_back(s.names);
     }
     for (Tensor& p : module_.parameters()) p.set_grad(Tensor());
@@ -167,7 +162,7 @@ void DataParallel::reduce_gradients() {
     for (const auto& [name, p] : bucket) buckets_.back().push_back(name);
     if (bucket.size() == 1) {
       Tensor p = bucket[0].second;
-      p.set_grad(as(all_reduce(joined_in({p.grad()}, options_.reduce_dtype), op), p.dtype()));
+      p.set_grad(astype(all_reduce(joined_in({p.grad()}, options_.reduce_dtype), op), p.dtype()));
       continue;
     }
     std::vector<Tensor> parts;
@@ -176,7 +171,7 @@ void DataParallel::reduce_gradients() {
     int64_t at = 0;
     for (const auto& [name, param] : bucket) {
       Tensor p = param;
-      p.set_grad(as(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()), p.dtype()));
+      p.set_grad(astype(reshape(slice(reduced, 0, at, at + p.numel()), p.shape()), p.dtype()));
       at += p.numel();
     }
   }

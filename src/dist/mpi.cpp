@@ -277,12 +277,7 @@ class MpiWorld final : public runtime::Communicator {
     const auto n = static_cast<size_t>(own.count);
     const size_t bytes = n * itemsize(dtype);
     const bool in_place = own.data == out, wide = runtime::is_16bit_float(dtype);
-    if (size_ == 1) {  // nothing to exchange: the part scaled (16-bit floats rounded once)
-      if (wide) {
-        sum_.resize(n);
-        runtime::widen(own.data, own.count, dtype, sum_.data());
-        return runtime::narrow(sum_.data(), own.count, out, dtype, static_cast<float>(scale));
-      }
+    if (size_ == 1) {  // nothing to exchange: the part scaled (16-bit floats in float32)
       if (!in_place && bytes > 0) std::memcpy(out, own.data, bytes);
       return runtime::scale_in_place(out, own.count, dtype, scale);
     }

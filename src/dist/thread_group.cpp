@@ -126,11 +126,11 @@ void ThreadRank::reduce(const char* name, const void* in, void* out, int64_t cou
   auto input = [&](int r) {
     return static_cast<const char*>(group_->posted[static_cast<size_t>(r)].in) + at;
   };
-  if (runtime::is_16bit_float(dtype)) {  // in float32, rounded once, as MPI's ranks do
+  // 16-bit floats summed in float32 and rounded once, as MPI's ranks do (one rank: scaled)
+  if (runtime::is_16bit_float(dtype) && group_->n > 1) {
     std::vector<float> sum;
     try {  // (the widened sum may not fit in memory)
       sum.resize(static_cast<size_t>(count));
-      if (group_->n == 1) runtime::widen(input(0), count, dtype, sum.data());
       for (int r = 1; r < group_->n; ++r)  // (the first round reads rank 0's part as it is)
         runtime::reduce_wide(r == 1 ? input(0) : static_cast<const void*>(sum.data()),
                              r == 1 ? dtype : DType::float32, input(r), dtype, count, op,

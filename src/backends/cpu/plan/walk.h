@@ -1,6 +1,7 @@
 #pragma once
 // What the program passes ask of every step: the storages it touches and the ones it writes,
 // through std::visit, so a new step kind is a build error here until it is described.
+#include <algorithm>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -114,11 +115,9 @@ void for_each_write(const Step& step, F&& f) {
                    for (const LoopStep::Collective& c : l.collectives) {
                      f(c.step.out_storage);
                      // (a cast part rounds its slices into the collective's input)
-                     for (const auto& part : c.parts)
-                       if (part.narrowed) {
-                         f(c.step.in.storage);
-                         break;
-                       }
+                     if (std::any_of(c.parts.begin(), c.parts.end(),
+                                     [](const auto& part) { return part.narrowed; }))
+                       f(c.step.in.storage);
                    }
                  },
                  [&](const AdamWStep& a) {
