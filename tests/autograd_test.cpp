@@ -269,8 +269,10 @@ TEST(Autograd, BackwardAccumulatesIntoLeavesAcrossCalls) {
   auto w = lt::tensor({1.0f, 2.0f, 3.0f}).requires_grad_();
   lt::sum(w * w).backward();  // 2w
   EXPECT_EQ(values_of(w.grad()), (std::vector<float>{2, 4, 6}));
-  lt::sum(w * 3.0f).backward();  // + 3
+  const lt::Tensor held = w.grad();
+  lt::sum(w * 3.0f).backward();  // + 3, in place: a held .grad sees it, as in PyTorch
   EXPECT_EQ(values_of(w.grad()), (std::vector<float>{5, 7, 9}));
+  EXPECT_EQ(values_of(held), (std::vector<float>{5, 7, 9}));
   w.set_grad(lt::Tensor());  // zero_grad (set to none, PyTorch's default)
   EXPECT_FALSE(w.grad().defined());
   lt::sum(w).backward();

@@ -219,6 +219,20 @@ TEST(Compiler, ResultsThatAreViewsOfInputsShareOrCopyCorrectly) {
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 }
 
+TEST(Compiler, SimplifyKeepsTheSignOfZero) {
+  // -0 + 0 is +0 (IEEE 754, NumPy, PyTorch): x + 0.0 is not x; x + -0.0 and x - 0.0 are
+  const lt::Tensor z = lt::tensor({-0.0f, 1.5f});
+  for (const auto& [y, negative] : {std::pair{z + 0.0f, false},
+                                    {0.0f + z, false},
+                                    {z + -0.0f, true},
+                                    {z - 0.0f, true},
+                                    {z * 1.0f, true}}) {
+    const std::vector<float> v = y.to_vector<float>();
+    EXPECT_EQ(std::signbit(v[0]), negative);
+    EXPECT_EQ(v[1], 1.5f);
+  }
+}
+
 TEST(Compiler, BadShapesAreErrorsNotHangs) {
   EXPECT_THROW((void)lt::broadcast_to(lt::scalar(1.0f), {-1, -1}), lt::Error);
   auto s = lt::slice(lt::arange(10), 0, 1, 10, INT64_MAX);

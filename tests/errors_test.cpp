@@ -269,4 +269,62 @@ TEST(Errors, NegativeIntegerPowersHugeLoopRangesAndNullLayersAreRefused) {
       {"[scan_layers] layer 1 of 2 is null"});
 }
 
+// Found by a review against DESIGN.md's contract (2026-12-07): values that came out silently
+// wrong, and messages that named the wrong thing.
+TEST(Errors, ReadsThatDoNotFitAndWritesThatWouldBeLost) {
+  expect_error([] { (void)lt::scalar(18446744073709551615UL); },
+               {"[scalar]", "18446744073709551615", "int64"});
+  expect_error([] { (void)lt::scalar(3e9f).item<int32_t>(); }, {"[item]", "f32[]", "int32"});
+  expect_error([] { (void)lt::scalar(NAN).item<int64_t>(); }, {"[item]", "nan", "int64"});
+  expect_error([] { (void)lt::arange(5e9, 5e9 + 2).to_vector<int32_t>(); },
+               {"[to_vector]", "element 0", "int32"});
+  EXPECT_EQ(lt::scalar(-2147483648.5).item<int32_t>(), INT32_MIN);  // truncated, in range
+  EXPECT_EQ(lt::scalar(2147483647.0).item<int32_t>(), INT32_MAX);
+  EXPECT_EQ(lt::arange(5e9, 5e9 + 2).to_vector<int64_t>()[1], 5000000001);
+  EXPECT_EQ(lt::scalar(1e30).item<float>(), 1e30f);  // floating targets take any value
+
+  auto bump = lt::assume_pure([](lt::Tensor x) {
+    x.copy_(x + 1.0f);
+    return x * 2.0f;
+  });
+  expect_error(
+      [&] { (void)bump(lt::zeros({2})); },
+      {"[assume_pure]", "writes in place into its tensor argument 0", "f32[2]", "compile"});
+  auto cumsum = [](const lt::Tensor& c, const lt::Tensor& x) {
+    lt::Tensor acc = c;
+    acc.copy_(acc + x);  // the carry may be written (the spec's cumsum does)
+    return std::pair{acc, acc};
+  };
+  EXPECT_EQ(lt::scan(cumsum, lt::zeros({1}), lt::ones({3, 1})).first.item<float>(), 3.0f);
+  auto writes_x = [](const lt::Tensor& c, const lt::Tensor& x) {
+    lt::Tensor v = x;
+    v.copy_(v + 1.0f);
+    return std::pair{c + v, c};
+  };
+  expect_error(
+      [&] {
+        (void)lt::scan(writes_x, lt::zeros({1}), lt::ones({3, 1}));
+      },
+      {"[scan] the body writes in place into its x", "f32[1]", "xs"});
+}
+
+TEST(Errors, MessagesNameWhatWasGiven) {
+  expect_error([] { (void)lt::unsqueeze(f32({4}), 3); },
+               {"[unsqueeze]", "shape [4] (1-d)", "[-2, 1]"});
+  expect_error(
+      [] {
+        (void)lt::matmul(f32({2, 2, 3}), f32({3, 3, 2}));
+      },
+      {"[matmul]", "[2, 2, 3]", "[3, 3, 2]", "batch"});
+  expect_error(
+      [] {
+        (void)lt::nn::mse_loss(f32({2, 3}), f32({3, 2}));
+      },
+      {"[mse_loss]", "[2, 3]", "[3, 2]"});
+  lt::nn::ModuleList list;
+  list.push_back(std::make_shared<lt::nn::Linear>(2, 2));
+  expect_error([&] { (void)list.at<lt::nn::RMSNorm>(0); },
+               {"[ModuleList]", "module 0 is a Linear", "lazytrace::nn::RMSNorm"});
+}
+
 }  // namespace

@@ -103,6 +103,8 @@ def main():
          overlap + train + ["--reduce-dtype", "bfloat16"], {}),
         ("2 ranks x 1 thread, ZeRO-1", mpi + train + ["--shard-optimizer"], {}),
         ("2 ranks x 1 thread, ZeRO-1, overlap on", overlap + train + ["--shard-optimizer"], {}),
+        ("2 ranks x 1 thread, ZeRO-1, gradients in bfloat16",
+         mpi + train + ["--shard-optimizer", "--reduce-dtype", "bfloat16"], {}),
     ]
     if a.rows:
         names = [n.strip() for n in a.rows.split(";")]

@@ -20,7 +20,7 @@ import atexit as _atexit
 import os as _os
 
 from . import _lazytrace as _C
-from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled, manual_seed
+from ._lazytrace import Tensor, TraceReadError, TreeSpec, is_grad_enabled
 from ._lazytrace import tree_flatten, tree_unflatten
 from ._lazytrace import clear_caches, save_file as _save_file, load_file as _load_file
 from ._lazytrace import load_metadata as _load_metadata

@@ -9,7 +9,7 @@ from . import _lazytrace as _C
 from . import _modes
 from ._tensor import Tensor, arange, stack
 from ._tools import _clipped_repr
-from .nn.module import settings_version
+from .nn.module import Module, settings_version
 
 # the scan bodies of each template layer, kept while the layer lives: with is_layer_pure the
 # C++ cache keys on the body's identity
@@ -241,7 +241,19 @@ def scan_layers(layers, input_data, is_layer_pure=False, remat="save"):
         raise (ValueError if isinstance(remat, str) else TypeError)(
             f"[scan_layers] remat must be \"save\" or \"recompute\", got "
             f"{type(remat).__name__} {_show(remat)}")
-    layers = list(layers)
+    if isinstance(layers, Module) and not hasattr(type(layers), "__iter__"):
+        raise TypeError(f"[scan_layers] layers must be a list of modules (or an nn.ModuleList), "
+                        f"got a single {type(layers).__name__}: pass [layer]")
+    try:
+        layers = list(layers)
+    except TypeError:
+        raise TypeError(f"[scan_layers] layers must be a list of modules (or an nn.ModuleList), "
+                        f"got {type(layers).__name__} {_show(layers)}") from None
+    for i, layer in enumerate(layers):
+        if not isinstance(layer, Module):
+            raise TypeError(f"[scan_layers] layers[{i}] is a {type(layer).__name__}, not an "
+                            "nn.Module: scan_layers stacks modules' parameters and buffers; "
+                            "for a function over stacked tensors use scan")
     if not layers:
         return input_data
     first = layers[0]

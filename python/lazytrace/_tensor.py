@@ -141,6 +141,18 @@ def rand_rows(size, first, total, dtype=None):
                         _check_dtype(dtype, "rand_rows") or _C.dtype.float32)
 
 
+def manual_seed(seed):
+    """Seeds the random number generator, as torch.manual_seed: any int in [-2**63, 2**64)
+    (a negative one taken modulo 2**64)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"[manual_seed] seed must be an int, got {type(seed).__name__} {seed!r}")
+    seed = int(seed)
+    if not -2**63 <= seed < 2**64:
+        raise ValueError(f"[manual_seed] seed {seed} is out of range: give an int in "
+                         "[-2**63, 2**64)")
+    _C.manual_seed(seed % 2**64)
+
+
 def batch_rows():
     """(first, count, total): the rows of a global batch this thread's examples are
     (distributed.shard sets them; count 0: none); dropout keys its masks by them."""

@@ -373,13 +373,12 @@ nb::object TreeDef::build(const std::vector<Tensor>& leaves, size_t& at) const {
 nb::object TreeDef::build(nb::handle leaves) const {
   nb::list items(leaves);
   size_t node = 0, at = 0;
-  nb::object out = build_at(
-      *this, node, [&](size_t i) { return nb::borrow(items[i]); }, items.size(), at);
-  if (at != items.size())
+  if (items.size() != num_leaves)
     throw nb::value_error(("tree_unflatten: the spec has " + std::to_string(num_leaves) +
                            " leaves, got " + std::to_string(items.size()))
                               .c_str());
-  return out;
+  return build_at(
+      *this, node, [&](size_t i) { return nb::borrow(items[i]); }, items.size(), at);
 }
 
 nb::object TreeDef::build(const std::vector<Tensor>& leaves) const {

@@ -547,3 +547,117 @@ def test_inserting_into_an_empty_module_list_retraces_a_pure_forward():
     assert m(x).sum().item() == 6.0
     m.blocks.insert(0, lt.nn.Linear(3, 3))
     np.testing.assert_allclose(m(x).detach().numpy(), m.blocks[0](x).detach().numpy(), rtol=1e-6)
+
+
+# Found by a review against PYTHON.md (2026-12-07): writes that were silently lost, in-place
+# flags that were ignored, and arguments checked late or with the wrong words.
+
+def test_scan_layers_refuses_a_layer_that_writes_its_buffer():
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", lt.zeros(1))
+
+        def forward(self, h):
+            self.count.add_(1)
+            return h + self.count
+
+    layers = [Counting(), Counting()]
+    for pure in (False, True):
+        with pytest.raises(ValueError, match=r"\[scan_layers\] the body writes in place into "
+                                             r"its x .*a layer's parameter or buffer"):
+            lt.scan_layers(layers, lt.zeros(1), is_layer_pure=pure)
+    assert [arr(layer.count)[0] for layer in layers] == [0.0, 0.0]
+    assert arr(loop(layers, lt.zeros(1)))[0] == 2.0  # the eager loop: 0 + 1, then 1 + 1
+    assert [arr(layer.count)[0] for layer in layers] == [1.0, 1.0]
+
+
+def test_assume_pure_refuses_a_write_into_its_argument():
+    @lt.assume_pure
+    def bump(x):
+        x += 1
+        return x * 2
+
+    a = lt.zeros(2)
+    with pytest.raises(ValueError, match=r"writes in place into its tensor argument 0 "
+                                         r"\(f32\[2\].*compile"):
+        bump(a)
+    assert arr(a).tolist() == [0.0, 0.0]
+
+    @lt.compile
+    def bump_compiled(x):
+        x += 1
+        return x * 2
+
+    assert arr(bump_compiled(a)).tolist() == [2.0, 2.0]
+    assert arr(a).tolist() == [1.0, 1.0]  # compile writes its arguments back
+
+
+def _silu(x):
+    return x / (1 + np.exp(-x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("make, want", [
+    (lambda t: nn.functional.relu(t, inplace=True), lambda x: np.maximum(x, 0)),
+    (lambda t: nn.ReLU(inplace=True)(t), lambda x: np.maximum(x, 0)),
+    (lambda t: nn.functional.silu(t, inplace=True), _silu),
+    (lambda t: nn.SiLU(inplace=True)(t), _silu),
+    (lambda t: nn.functional.dropout(t, 1.0, training=True, inplace=True), np.zeros_like),
+])
+def test_inplace_true_writes_the_input(make, want):
+    x = np.array([-1.5, 0.5, 2.0], dtype=np.float32)
+    t = lt.tensor(x)
+    held = t
+    assert make(t) is t
+    assert np.allclose(arr(held), want(x), rtol=1e-6, atol=1e-7)
+    u = lt.tensor(x)
+    assert nn.functional.relu(u) is not u and arr(u).tolist() == x.tolist()
+    assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)"
+    assert repr(nn.Dropout(0.25)) == "Dropout(p=0.25, inplace=False)"
+
+
+def test_a_held_grad_sees_later_accumulation():
+    w = lt.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    g = w.grad
+    (w * 3).sum().backward()
+    assert arr(g).tolist() == [5.0, 7.0]  # 2w + 3, as torch accumulates in place
+    assert arr(w.grad).tolist() == [5.0, 7.0]
+
+
+def test_manual_seed_takes_any_64_bit_int_as_torch():
+    lt.manual_seed(-1)
+    a = arr(lt.rand(4))
+    lt.manual_seed(2**64 - 1)
+    assert arr(lt.rand(4)).tolist() == a.tolist()
+    with pytest.raises(ValueError, match=r"\[manual_seed\] seed 18446744073709551616 is out"):
+        lt.manual_seed(2**64)
+    with pytest.raises(TypeError, match=r"\[manual_seed\] seed must be an int, got float"):
+        lt.manual_seed(1.5)
+
+
+def test_scan_layers_checks_its_layers_first():
+    lin = nn.Linear(2, 2)
+    with pytest.raises(TypeError, match=r"got a single Linear: pass \[layer\]"):
+        lt.scan_layers(lin, lt.zeros(2))
+    with pytest.raises(TypeError, match=r"got NoneType None"):
+        lt.scan_layers(None, lt.zeros(2))
+    with pytest.raises(TypeError, match=r"layers\[1\] is a function, not an nn.Module"):
+        lt.scan_layers([lin, lambda h: h], lt.zeros(2))
+    seq = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2)])
+    x = lt.randn(3, 2)
+    assert np.allclose(arr(lt.scan_layers(seq, x)), arr(loop(seq, x)), rtol=1e-5, atol=1e-6)
+
+
+def test_adamw_names_the_bad_setting():
+    p = [lt.zeros(2, requires_grad=True)]
+    with pytest.raises(ValueError, match=r"\[AdamW\] betas\[0\] must be in \[0, 1\), got 1.5"):
+        lt.optim.AdamW(p, betas=(1.5, 0.9))
+    with pytest.raises(ValueError, match=r"\[AdamW\] eps must be >= 0, got -1"):
+        lt.optim.AdamW(p, eps=-1.0)
+
+
+def test_tree_unflatten_says_how_many_leaves():
+    _, spec = lt.tree_flatten({"a": lt.zeros(1), "b": (lt.zeros(1), lt.zeros(1))})
+    with pytest.raises(ValueError, match=r"the spec has 3 leaves, got 1"):
+        lt.tree_unflatten(spec, [lt.zeros(1)])

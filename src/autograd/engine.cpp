@@ -232,8 +232,15 @@ class Engine {
              "which runs backward() inside.");
       Tensor& acc = leaf->grad;
       if (!acc.defined() && !leaf->grad_set) leaf->added_to_initial_grad = true;
-      // a new handle: a stored gradient never aliases a tensor the caller holds
-      acc = acc.defined() ? add_grads(acc, g) : g.detach();
+      // a new handle: a stored gradient never aliases a tensor the caller holds; later
+      // ones add into it in place, as PyTorch's do (a held .grad sees them), but for
+      // create_graph, whose sum is a new tensor with a history
+      if (!acc.defined())
+        acc = g.detach();
+      else if (create_)
+        acc = add_grads(acc, g);
+      else
+        acc.copy_(add_grads(acc, g));
       return;
     }
     Function* f = e.fn();

@@ -39,8 +39,8 @@ void check_broadcast_to(const char* op, const Shape& from, const Shape& to) {
 int normalize_dim(const char* op, int64_t dim, int ndim, const Shape& shape) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
   if (dim < lo || dim > hi)
-    fail(op, "dim ", dim, " is out of range for a tensor of shape ", shape.str(), " (", ndim,
-         "-d): expected a dim in [", lo, ", ", hi, "].");
+    fail(op, "dim ", dim, " is out of range for a tensor of shape ", shape.str(), " (",
+         shape.size(), "-d): expected a dim in [", lo, ", ", hi, "].");
   if (dim < 0) dim += ndim == 0 ? 1 : ndim;
   return static_cast<int>(dim);
 }
@@ -86,7 +86,14 @@ Shape matmul_shape(const Shape& a, const Shape& b) {
   Shape batch_a, batch_b;
   for (int i = 0; i + 2 < a.size(); ++i) batch_a.push_back(a[i]);
   for (int i = 0; i + 2 < b.size(); ++i) batch_b.push_back(b[i]);
-  Shape out = broadcast_shapes("matmul", batch_a, batch_b);
+  Shape out;
+  try {
+    out = broadcast_shapes("matmul", batch_a, batch_b);
+  } catch (const Error&) {
+    fail("matmul", "the batch dimensions of shapes ", a.str(), " and ", b.str(), " (",
+         batch_a.str(), " and ", batch_b.str(),
+         ") cannot be broadcast: each must match or be 1. Reshape or expand an operand.");
+  }
   if (a.size() >= 2) out.push_back(a[a.size() - 2]);
   if (b.size() >= 2) out.push_back(b.back());
   return out;

@@ -2,7 +2,11 @@
 // initialization runs at the first sync, in one graph.
 #include "lazytrace/nn/layers.h"
 
+#include <cxxabi.h>
+
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 
 #include "lazytrace/ops/autocast.h"
 #include "lazytrace/ops/ops.h"
@@ -153,8 +157,13 @@ const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
   return modules_[i];
 }
 
-void ModuleList::bad_type(size_t i) const {
-  fail("ModuleList", "module ", i, " is a ", modules_[i]->name(), ", not the type asked for.");
+void ModuleList::bad_type(size_t i, const std::type_info& asked) const {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(asked.name(), nullptr, nullptr, &status), std::free);
+  fail("ModuleList", "module ", i, " is a ", modules_[i]->name(), ", not the ",
+       status == 0 ? name.get() : asked.name(), " asked for: at<M>(", i,
+       ") needs M to be the module's own type or a base of it.");
 }
 
 }  // namespace lazytrace::nn

@@ -3,6 +3,7 @@
 // each takes its inputs in float32 (lazytrace/ops/autocast.h).
 #include "lazytrace/nn/loss.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "lazytrace/ops/autocast.h"
@@ -76,6 +77,11 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, int64_t ignore_i
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   if (!input.defined() || !target.defined()) fail("mse_loss", "got an undefined tensor.");
+  const Shape &a = input.shape(), &b = target.shape();
+  for (int i = 1; i <= std::min(a.size(), b.size()); ++i)
+    if (a[a.size() - i] != b[b.size() - i] && a[a.size() - i] != 1 && b[b.size() - i] != 1)
+      fail("mse_loss", "input of shape ", a.str(), " and target of shape ", b.str(),
+           " do not broadcast: give the target the input's shape.");
   Tensor d = ops::autocast_float32(input) - ops::autocast_float32(target);
   return mean(d * d);
 }

@@ -503,14 +503,20 @@ void CachedCall::trace(TraceFn fn) {
     Traced traced = e->retrace(args);
     e->out_types = types_of(traced.outputs);
     // compile: arguments the function wrote into (copy_, an in-place op) are written back
-    // after each call, as the lifted tensors it wrote are; assume_pure takes its arguments
-    // by value, so such a write changes its own copy only
-    if (c.options.functional_writes)
-      for (size_t i = 0; i < args.size(); ++i)
-        if (args[i].impl()->node != given[i]) {
-          e->written_args.push_back(i);
-          traced.outputs.push_back(args[i]);
-        }
+    // after each call, as the lifted tensors it wrote are; assume_pure refuses such a write,
+    // which the caller's tensor would not see
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].impl()->node == given[i]) continue;
+      if (!c.options.functional_writes)
+        fail(c.tool(), "'", c.options.name, "' writes in place into its tensor argument ", i, " (",
+             args[i].type_str(),
+             ", counting its arguments' tensors in order); the "
+             "caller's tensor would not see the write, and a pure function makes none. Return "
+             "the new value instead (y = x + 1, not x += 1), or use compile, which writes its "
+             "arguments back.");
+      e->written_args.push_back(i);
+      traced.outputs.push_back(args[i]);
+    }
     e->body = scope.finish(traced.outputs, c.options.name, e->pack_pos);
     if (c.options.functional_writes) {
       e->inner_backward =
@@ -560,8 +566,9 @@ std::vector<Tensor> CachedCall::record() {
     fail(cache_.tool(), "'", cache_.options.name, "' runs backward() into a ", t.type_str(),
          " tensor whose .grad is already set outside it: eager code would add to that .grad, "
          "but a compiled function's backward starts from none (and never writes .grad "
-         "outside). Clear the gradients before the call (optimizer.zero_grad(), or t.grad = "
-         "None), or inside the function before backward().");
+         "outside). Clear the gradients before the call (optimizer.zero_grad(); for one tensor "
+         "t.set_grad(lt::Tensor()) in C++, t.grad = None in Python), or inside the function "
+         "before backward().");
   };
   for (size_t i : e->adds_to_grad_args)
     if (flat_.leaves[i]->grad().defined()) refuse(*flat_.leaves[i]);

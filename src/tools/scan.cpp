@@ -7,6 +7,7 @@
 
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #include "autograd/tape.h"
 #include "core/lru_cache.h"
@@ -167,7 +168,16 @@ std::shared_ptr<ScanEntry> trace_body(const char* tool, const LoopTraceFn& fn, T
   if (autograd::grad_enabled()) scope.set_lift_grad(trace::TraceScope::LiftGrad::same);
   std::vector<Tensor> c = placeholders(scope, e->carry), xs = placeholders(scope, e->x),
                       ks = placeholders(scope, e->consts);
+  const std::vector<ir::NodePtr> given = nodes_of(xs);
   LoopTraced t = e->retrace(c, xs, ks);
+  // a write into an element of xs (x += 1) would reach neither xs nor a later iteration
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (xs[i].impl()->node != given[i])
+      fail(tool, "the body writes in place into its x (", xs[i].type_str(), ", leaf ", i,
+           " of an element of xs",
+           std::string_view(tool) == "scan_layers" ? ": a layer's parameter or buffer" : "",
+           "); the write would reach neither xs nor a later iteration. Compute a new tensor "
+           "instead (y = x + 1, not x += 1), or carry the value through the carry.");
   set_body(*e, scope, t, tool);
   return e;
 }

@@ -4,6 +4,8 @@
 #include <limits>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
+#include <utility>
 
 #include "backends/cpu/dtype_dispatch.h"
 #include "core/pool.h"
@@ -329,6 +331,24 @@ void Tensor::host_out_of_memory(const char* op, size_t itemsize) const {
       .rethrow_for(op, "a host copy of " + type_str());
 }
 
+namespace {
+
+// Whether s converts to the integer type D without overflow (NaN never does); any value
+// converts to a floating or bool D.
+template <typename D, typename S>
+bool fits_in(S s) {
+  if constexpr (!std::is_integral_v<D> || std::is_same_v<D, bool> || std::is_same_v<S, bool>) {
+    return true;
+  } else if constexpr (std::is_integral_v<S>) {
+    return std::in_range<D>(s);
+  } else {
+    const double x = cpu::convert<double>(s), lo = std::numeric_limits<D>::min();
+    return (x > lo - 1.0 || x == lo) && x < -lo;  // truncated toward zero; NaN fails
+  }
+}
+
+}  // namespace
+
 void Tensor::read_into(DType as, void* out, const char* op) const {
   impl_of(*this, op);
   const runtime::BufferPtr& buf = trace::materialize(*this);
@@ -341,7 +361,13 @@ void Tensor::read_into(DType as, void* out, const char* op) const {
     cpu::dispatch(as, [&](auto dst_tag) {
       using D = typename decltype(dst_tag)::type;
       D* dst = static_cast<D*>(out);
-      for (int64_t i = 0; i < n; ++i) dst[i] = cpu::convert<D>(src[i]);
+      for (int64_t i = 0; i < n; ++i) {
+        if (!fits_in<D>(src[i]))
+          fail(op, "element ", i, " of a ", type_str(), " tensor, ", cpu::convert<double>(src[i]),
+               ", does not fit in ", dtype_name(as),
+               "; read it as a wider type (a double, an int64_t).");
+        dst[i] = cpu::convert<D>(src[i]);
+      }
     });
   });
 }

@@ -2,6 +2,7 @@
 /** The basic layers, with PyTorch's parameter names, shapes and initialization. */
 #include <cstdint>
 #include <memory>
+#include <typeinfo>
 #include <vector>
 
 #include "lazytrace/nn/module.h"
@@ -90,7 +91,7 @@ class ModuleList : public Module {
   template <typename M>
   std::shared_ptr<M> at(size_t i) const {
     auto m = std::dynamic_pointer_cast<M>((*this)[i]);
-    if (!m) bad_type(i);
+    if (!m) bad_type(i, typeid(M));
     return m;
   }
   auto begin() const { return modules_.begin(); }
@@ -98,7 +99,7 @@ class ModuleList : public Module {
   std::string name() const override { return "ModuleList"; }
 
  private:
-  [[noreturn]] void bad_type(size_t i) const;
+  [[noreturn]] void bad_type(size_t i, const std::type_info& asked) const;
   std::vector<std::shared_ptr<Module>> modules_;
 };
 

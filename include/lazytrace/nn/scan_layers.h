@@ -122,5 +122,13 @@ C scan_layers(const std::shared_ptr<ModuleList>& layers, const C& input,
   if (!layers) fail("scan_layers", "the ModuleList is null.");
   return scan_layers<M>(*layers, input, options, extra...);
 }
+/** Without the layers' type a ModuleList cannot be scanned: it is named, as above. */
+template <typename C, typename... Extra>
+C scan_layers(const std::shared_ptr<ModuleList>&, const C&, ScanLayersOptions = {},
+              const Extra&...) {
+  static_assert(sizeof(C) == 0,
+                "scan_layers over a ModuleList needs the layers' type, which calls their "
+                "forward: scan_layers<DecoderLayer>(model->layers, h)");
+}
 
 }  // namespace lazytrace::nn

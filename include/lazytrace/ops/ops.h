@@ -23,7 +23,11 @@ class Scalar {
   Scalar(long long v) : f_(static_cast<double>(v)), i_(v), kind_(DType::int64) {}
   Scalar(unsigned v) : f_(v), i_(v), kind_(DType::int64) {}
   Scalar(unsigned long v)
-      : f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), kind_(DType::int64) {}
+      : f_(static_cast<double>(v)), i_(static_cast<int64_t>(v)), kind_(DType::int64) {
+    if (v > static_cast<unsigned long>(INT64_MAX))
+      fail("scalar", "the unsigned value ", v, " is above the largest int64, ", INT64_MAX,
+           ": lazytrace's integers are signed 64-bit. Pass a value in range, or a double.");
+  }
   Scalar(bool v) : f_(v), i_(v), kind_(DType::bool_) {}
   double to_double() const { return f_; }
   int64_t to_int() const { return i_; }

@@ -16,13 +16,13 @@
  * inside draw fresh numbers on each call. Gradients flow to every argument and captured
  * tensor that requires grad; the backward pass is traced once per signature too. The
  * function must not read tensor values (item(), to_vector(), sync()) or write into tensors
- * from outside (copy_): both are lt::Errors. It takes its arguments by value: an in-place op
- * on one changes the function's copy, not the caller's tensor (lt::compile writes it back). With
- * LAZYTRACE_CHECK_PURITY=1 every call retraces and compares, which catches functions that are not
- * pure. An argument of 16 or more tensors (a model's weights) is passed in one group that the next
- * call with the same tensors reuses, so such a call costs a pointer comparison per tensor; the
- * function keeps the last call's group (the tensors' values) alive until its next call or its end
- * (pass pack_arguments).
+ * from outside or into its arguments (copy_, an in-place op): both are lt::Errors (lt::compile
+ * writes such tensors back). With LAZYTRACE_CHECK_PURITY=1 every call retraces and compares
+ * the graphs and their host numbers, which catches most functions that are not pure (not
+ * host data copied into a tensor, lt::tensor(v), whose values are not compared). An argument of 16
+ * or more tensors (a model's weights) is passed in one group that the next call with the same
+ * tensors reuses, so such a call costs a pointer comparison per tensor; the function keeps the last
+ * call's group (the tensors' values) alive until its next call or its end (pass pack_arguments).
  */
 #include <memory>
 #include <string>

@@ -60,8 +60,16 @@ def _check_normalized(op, input, normalized_shape, **params):
     return n
 
 
+def _result(input, out, inplace):
+    # inplace=True, as torch: the input takes the result (every holder sees it) and is returned
+    if not inplace:
+        return out
+    input.copy_(out)
+    return input
+
+
 def relu(input, inplace=False):
-    return _C.relu(input)
+    return _result(input, _C.relu(input), inplace)
 
 
 def gelu(input, approximate="none"):
@@ -74,7 +82,7 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
-    return _C.silu(input)
+    return _result(input, _C.silu(input), inplace)
 
 
 def sigmoid(input):
@@ -99,7 +107,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     _floating("dropout", input)
     if p == 1.0:
-        return input * 0.0
+        return _result(input, input * 0.0, inplace)
     # a rank's examples of a global batch (distributed.shard) draw the global batch's masks,
     # the input read as one row per example (batch first, or its example-major flattening)
     first, count, total = _C.batch_rows()
@@ -109,7 +117,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     else:
         u = rand(*input.shape, dtype=input.dtype)
     keep = u >= p
-    return where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    return _result(input, where(keep, input * (1.0 / (1.0 - p)), 0.0), inplace)
 
 
 def _padding_index(padding_idx, num, op):

@@ -141,28 +141,37 @@ class Dropout(Module):
         super().__init__()
         F._check_p("Dropout", p)
         self.p = p
+        self.inplace = inplace
 
     def forward(self, input):
-        return F.dropout(input, self.p, self.training)
+        return F.dropout(input, self.p, self.training, self.inplace)
 
     def extra_repr(self):
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class ReLU(Module):
     def __init__(self, inplace=False):
         super().__init__()
+        self.inplace = inplace
 
     def forward(self, input):
-        return _C.relu(input)
+        return F.relu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class SiLU(Module):
     def __init__(self, inplace=False):
         super().__init__()
+        self.inplace = inplace
 
     def forward(self, input):
-        return _C.silu(input)
+        return F.silu(input, self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class GELU(Module):

@@ -297,8 +297,11 @@ class AdamW(Optimizer):
             raise ValueError(f"[AdamW] betas must be a pair (beta1, beta2) of numbers in [0, 1), "
                              f"got {len(betas)} values {tuple(betas)}")
         b1, b2 = (_number("AdamW", "betas[%d]" % i, b) for i, b in enumerate(betas))
-        if lr < 0 or eps < 0 or not (0 <= b1 < 1 and 0 <= b2 < 1):
-            raise ValueError(f"[AdamW] invalid lr {g['lr']}, eps {eps} or betas {tuple(betas)}")
+        for name, value, ok in (("lr", lr, lr >= 0), ("eps", eps, eps >= 0),
+                                ("betas[0]", b1, 0 <= b1 < 1), ("betas[1]", b2, 0 <= b2 < 1)):
+            if not ok:
+                want = "in [0, 1)" if name.startswith("betas") else ">= 0"
+                raise ValueError(f"[AdamW] {name} must be {want}, got {value}")
 
     def _make(self, g):
         b1, b2 = g["betas"]
