@@ -389,6 +389,19 @@ TEST(AssumePure, PurityCheckCatchesAHostNumberThatChanged) {
                                      "lt::scalar(v)"});
 }
 
+TEST(AssumePure, PurityCheckCatchesHostDataThatChanged) {
+  std::vector<float> v{1, 2};  // copied into a tensor by the function: the same graph
+  setenv("LAZYTRACE_CHECK_PURITY", "1", 1);
+  auto checked = lt::assume_pure([&v](const Tensor& x) { return x * lt::tensor(v, {2}); });
+  unsetenv("LAZYTRACE_CHECK_PURITY");
+  Tensor x = lt::tensor({3.0f, 3.0f});
+  EXPECT_EQ(checked(x).to_vector<float>(), (std::vector<float>{3, 6}));
+  EXPECT_EQ(checked(x).to_vector<float>(), (std::vector<float>{3, 6}));  // same values: pure
+  v[0] = 7;
+  expect_error([&] { checked(x); },
+               {"[assume_pure]", "is not pure", "host data", "float32[2]", "tensor arguments"});
+}
+
 TEST(AssumePure, Errors) {
   Tensor outside = lt::tensor({1.0f, 2.0f});
   auto writes = lt::assume_pure([outside](const Tensor& x) {

@@ -2,10 +2,13 @@
 // a float64 loop at every layout, GemmChoice's measuring and keeping, and lt::matmul with the
 // choice on and off.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -169,6 +172,53 @@ TEST(GemmChoice, KeepsTheFastestKernelAndEndsOnIt) {
   choice.clear();
   EXPECT_TRUE(choice.entries().empty());
   EXPECT_FALSE(choice.find({{1, 0, 0, 0, 0, 0, 0, 0, 0}}).has_value());
+}
+
+// gemm_choice_cache: a plan measured by one GemmChoice (one process) is kept in its file and
+// taken from there, untimed, by the next; a line cut short or naming no kernel is left out.
+TEST(GemmChoice, PlansKeptInAFileAreTakenUntimedByTheNextProcess) {
+  const std::string path = ::testing::TempDir() + "lazytrace_gemm_choices_" +
+                           std::to_string(::getpid()) + "/choices.txt";  // its folder made too
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  auto store = [&](cpu::GemmChoice& c, int64_t id, FakeProduct& p, bool splits, bool stored) {
+    return c.measure(
+        {{id, 0, 0, 0, 0, 0, 0, 0, 0}}, [&](GemmPlan plan) { return p(plan); }, splits,
+        "fake " + std::to_string(id), 1e6, stored);
+  };
+  {
+    cpu::GemmChoice first;
+    first.keep_in(path);
+    FakeProduct p{{600, 150, 0, 0}, {}, {500, 100, 0, 0}};
+    EXPECT_EQ(store(first, 1, p, true, true), (GemmPlan{GemmLib::OpenBlas, true}));
+    FakeProduct q{{300, 3000, 0, 0}, {}};
+    EXPECT_EQ(store(first, 2, q, false, true), (GemmPlan{GemmLib::Lazytrace, false}));
+    FakeProduct r{{600, 150, 0, 0}, {}};
+    EXPECT_EQ(store(first, 3, r, false, false).lib, GemmLib::OpenBlas);  // the pass off: not kept
+  }
+  std::ofstream(path, std::ios::app)
+      << "4 0 0\n9 9 9 9 9 9 9 9 9 9 9 7 0 fake\n";  // cut; no kernel 7
+  cpu::GemmChoice next;
+  next.keep_in(path);
+  FakeProduct p{{600, 150, 0, 0}, {}, {500, 100, 0, 0}};
+  EXPECT_EQ(store(next, 1, p, true, true), (GemmPlan{GemmLib::OpenBlas, true}));
+  EXPECT_EQ(p.plans, std::vector<GemmPlan>{(GemmPlan{GemmLib::OpenBlas, true})}) << "run once";
+  FakeProduct q{{300, 3000, 0, 0}, {}};
+  EXPECT_EQ(store(next, 2, q, false, true), (GemmPlan{GemmLib::Lazytrace, false}));
+  EXPECT_EQ(q.runs.size(), 1u);
+  FakeProduct r{{150, 600, 0, 0}, {}};  // not in the file: timed
+  EXPECT_EQ(store(next, 3, r, false, true).lib, GemmLib::Lazytrace);
+  EXPECT_GT(r.runs.size(), 1u);
+  const std::vector<cpu::GemmChoice::Entry> entries = next.entries();
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_TRUE(entries[0].stored && entries[1].stored);
+  EXPECT_FALSE(entries[2].stored);
+  for (double g : entries[0].gflops[0]) EXPECT_EQ(g, 0.0) << "a stored plan is not timed";
+  cpu::GemmChoice off;  // the file, but the pass off: timed
+  off.keep_in(path);
+  FakeProduct u{{600, 150, 0, 0}, {}};
+  EXPECT_EQ(store(off, 1, u, false, false).lib, GemmLib::OpenBlas);
+  EXPECT_GT(u.runs.size(), 1u);
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
 }
 
 // A product cut into blocks: each kernel on the other split is a candidate too, and the

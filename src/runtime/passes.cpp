@@ -29,10 +29,10 @@ std::vector<std::string> split(std::string_view list) {
   return out;
 }
 
-std::atomic<uint32_t>& current_bits() {
-  static std::atomic<uint32_t> bits = [] {
+std::atomic<uint64_t>& current_bits() {
+  static std::atomic<uint64_t> bits = [] {
     const char* env = std::getenv("LAZYTRACE_DISABLE_PASSES");
-    return env ? PassSet::without(split(env)).off_bits() : 0u;
+    return env ? PassSet::without(split(env)).off_bits() : uint64_t{0};
   }();
   return bits;
 }
@@ -72,7 +72,7 @@ std::vector<std::string> PassSet::off_names() const {
 
 PassSet current_passes() {
   PassSet s;
-  const uint32_t bits = current_bits().load(std::memory_order_relaxed);
+  const uint64_t bits = current_bits().load(std::memory_order_relaxed);
   for (int k = 0; k < kPassCount; ++k)
     if (bits >> k & 1u) s.set(static_cast<Pass>(k), false);
   return s;

@@ -19,17 +19,17 @@ inline constexpr int kPassCount = 0
 #define LT_PASS(id, name, where, what) +1
 #include "runtime/passes.def"
     ;
-static_assert(kPassCount <= 32, "PassSet keeps one bit per pass in 32 bits");
+static_assert(kPassCount <= 64, "PassSet keeps one bit per pass in 64 bits");
 
 class PassSet {
  public:
   bool on(Pass p) const { return !(off_ >> static_cast<int>(p) & 1u); }
   void set(Pass p, bool on) {
-    const uint32_t bit = 1u << static_cast<int>(p);
+    const uint64_t bit = uint64_t{1} << static_cast<int>(p);
     off_ = on ? off_ & ~bit : off_ | bit;
   }
   /** The bits of the passes switched off: for cache keys. */
-  uint32_t off_bits() const { return off_; }
+  uint64_t off_bits() const { return off_; }
   bool operator==(const PassSet&) const = default;
 
   /** All on except the named ones ("all": every pass off); an unknown name is an lt::Error
@@ -39,7 +39,7 @@ class PassSet {
   std::vector<std::string> off_names() const;
 
  private:
-  uint32_t off_ = 0;
+  uint64_t off_ = 0;
 };
 
 const char* pass_name(Pass p);

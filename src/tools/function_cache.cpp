@@ -435,6 +435,16 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
                now[i]->value, " where the first trace had ", was[i]->value,
                ": it reads a host value that changed (a global, a captured variable). Pass "
                "changing values as tensors (lt::scalar(v)), or as static arguments.");
+      // ... and the values of a tensor it makes from host data (lt::tensor(v))
+      const std::vector<ir::Node*>&had = entry_->body->data, &has = body->data;
+      for (size_t i = 0; i < had.size() && i < has.size(); ++i)
+        if (!trace::same_data(*had[i], *has[i]))
+          fail(cache_.tool(), "'", cache_.options.name,
+               "' is not pure: tracing it again with the same signature made a tensor from host "
+               "data (lt::tensor, a ",
+               dtype_name(has[i]->dtype), has[i]->shape.str(),
+               ") with other values than the first trace's: it reads host data that changed. "
+               "Pass changing values as tensor arguments.");
     }
   }
 }

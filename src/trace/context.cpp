@@ -1,9 +1,11 @@
 // The tracing context behind TraceScope: lifting outer tensors, the body's random inputs,
 // and refusing reads while a function is being traced.
 #include <atomic>
+#include <cstring>
 #include <unordered_map>
 
 #include "core/check.h"
+#include "runtime/buffer.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace::trace {
@@ -72,6 +74,14 @@ void escaped_from_trace(const char* op) {
        "a tensor made inside a traced function (assume_pure, compile, a loop body) is used "
        "outside it, where it has no value: return it from the function instead of keeping it "
        "(in a list, a global, an attribute).");
+}
+
+bool same_data(const ir::Node& a, const ir::Node& b) {
+  using Held = std::shared_ptr<runtime::Buffer>;
+  const Held *x = std::get_if<Held>(&a.payload), *y = std::get_if<Held>(&b.payload);
+  if (!x || !y || !*x || !*y) return x == y;
+  return *x == *y || ((*x)->bytes() == (*y)->bytes() &&
+                      std::memcmp((*x)->data(), (*y)->data(), (*x)->bytes()) == 0);
 }
 
 void check_not_tracing(const char* what) {

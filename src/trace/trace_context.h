@@ -104,6 +104,8 @@ bool writes_allowed();
 void write_outer(const Tensor& t, ir::NodePtr node);
 /** Throws the error for a tensor made inside a traced function and used after it ended. */
 [[noreturn]] void escaped_from_trace(const char* op);
+/** Whether two Data nodes hold the same bytes (a purity check's retrace against the first). */
+bool same_data(const ir::Node& a, const ir::Node& b);
 /** Throws TraceReadError if a trace is active: `what` names the read ("item()"). */
 void check_not_tracing(const char* what);
 

@@ -17,12 +17,12 @@
  * tensor that requires grad; the backward pass is traced once per signature too. The
  * function must not read tensor values (item(), to_vector(), sync()) or write into tensors
  * from outside or into its arguments (copy_, an in-place op): both are lt::Errors (lt::compile
- * writes such tensors back). With LAZYTRACE_CHECK_PURITY=1 every call retraces and compares
- * the graphs and their host numbers, which catches most functions that are not pure (not
- * host data copied into a tensor, lt::tensor(v), whose values are not compared). An argument of 16
- * or more tensors (a model's weights) is passed in one group that the next call with the same
- * tensors reuses, so such a call costs a pointer comparison per tensor; the function keeps the last
- * call's group (the tensors' values) alive until its next call or its end (pass pack_arguments).
+ * writes such tensors back). With LAZYTRACE_CHECK_PURITY=1 every call retraces and compares the
+ * graphs, their host numbers and the values of tensors made from host data (lt::tensor(v)), which
+ * catches functions that are not pure. An argument of 16 or more tensors (a model's weights) is
+ * passed in one group that the next call with the same tensors reuses, so such a call costs a
+ * pointer comparison per tensor; the function keeps the last call's group (the tensors' values)
+ * alive until its next call or its end (pass pack_arguments).
  */
 #include <memory>
 #include <string>

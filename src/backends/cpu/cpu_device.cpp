@@ -187,9 +187,14 @@ std::string CpuDevice::kernel_choices() const {
   std::string out;
   char line[256];
   for (const GemmChoice::Entry& e : gemm_choice_.entries()) {
-    std::snprintf(line, sizeof line, "matmul %s: %s%s (GFLOP/s", e.shape.c_str(),
+    std::snprintf(line, sizeof line, "matmul %s: %s%s (", e.shape.c_str(),
                   gemm_lib_name(e.plan.lib), e.plan.other_split ? " on the other split" : "");
     out += line;
+    if (e.stored) {
+      out += "chosen by an earlier process: LAZYTRACE_CACHE_DIR)\n";
+      continue;
+    }
+    out += "GFLOP/s";
     for (int split = 0; split < 2; ++split) {
       std::string timed;
       for (int i = 0; i < kGemmLibs; ++i)
@@ -212,7 +217,9 @@ runtime::Device& cpu_device() {
     // so OpenBLAS's own workers never spin beside the pool's.
     init_gemm_libs();
     runtime::close_runs_at_exit();  // before libxsmm's finalizer, which init registered
-    return new CpuDevice();
+    auto* device = new CpuDevice();
+    device->gemm_choice().keep_in(gemm_choice_file());
+    return device;
   }();
   return *d;
 }

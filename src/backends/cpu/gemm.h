@@ -119,10 +119,18 @@ class GemmChoice {
    * thread kept meanwhile). `run(plan)` runs all of it so and returns false where the
    * plan's kernel declined a block. `splits`: the product is cut into blocks over the
    * threads, so the other split is a candidate too. `shape` names the product in
-   * entries(); `flops` its work.
+   * entries(); `flops` its work. `stored`: a plan in the file keep_in() named is taken from
+   * there untimed, and a plan measured now is added to it (the gemm_choice_cache pass).
    */
   GemmPlan measure(const Key& key, const std::function<bool(GemmPlan)>& run, bool splits,
-                   const std::string& shape, double flops);
+                   const std::string& shape, double flops, bool stored = false);
+  /**
+   * The file measure() keeps plans in across processes (empty: none): a line per product,
+   * appended as it is measured. Its name must say which machine and build chose them
+   * (gemm_choice_file()); a line that does not parse, or names a library this build lacks,
+   * is left out.
+   */
+  void keep_in(std::string path);
 
   struct Entry {
     std::string shape;  // "m x k @ k x n (NT, 2 threads)"
@@ -130,6 +138,7 @@ class GemmChoice {
     // measured, [other_split][lib]; 0 where the kernel did not take every block or the
     // plan was not a candidate
     double gflops[2][kGemmLibs];
+    bool stored = false;  // taken from keep_in()'s file, not timed
   };
   /** The products measured so far, in the order they were. */
   std::vector<Entry> entries() const;
@@ -143,6 +152,20 @@ class GemmChoice {
   std::mutex measuring_;
   std::unordered_map<Key, GemmPlan, KeyHash> chosen_;
   std::vector<Entry> entries_;
+  void keep(const Key& key, Entry e);
+  void load();
+  void append(const Key& key, GemmPlan plan, const std::string& shape);
+
+  std::string path_;  // keep_in()'s file, read at the first measure() that may use it
+  bool loaded_ = false;
+  std::unordered_map<Key, GemmPlan, KeyHash> stored_;
 };
+
+/**
+ * $LAZYTRACE_CACHE_DIR/gemm-choices-<id>.txt, the id a hash of this machine (its CPU's model
+ * and the instruction sets in use) and this build of lazytrace (the binary holding it: path,
+ * size, time); empty where LAZYTRACE_CACHE_DIR is unset or empty.
+ */
+std::string gemm_choice_file();
 
 }  // namespace lazytrace::cpu

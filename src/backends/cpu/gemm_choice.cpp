@@ -1,8 +1,20 @@
 // GemmChoice (gemm.h): the fastest product kernel per product, timed on the machine at hand.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <limits>
+#include <sstream>
 
+#include "backends/cpu/cpu_features.h"
 #include "backends/cpu/gemm.h"
 #include "core/hash.h"
 #include "metrics/known.h"
@@ -46,12 +58,29 @@ std::optional<GemmPlan> GemmChoice::find(const Key& key) const {
   return it->second;
 }
 
+void GemmChoice::keep_in(std::string path) {
+  std::lock_guard measuring(measuring_);
+  if (path == path_) return;
+  path_ = std::move(path);
+  loaded_ = false;
+  stored_.clear();
+}
+
 GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>& run, bool splits,
-                             const std::string& shape, double flops) {
+                             const std::string& shape, double flops, bool stored) {
   std::lock_guard measuring(measuring_);
   if (std::optional<GemmPlan> plan = find(key)) {
     run(*plan);
     return *plan;
+  }
+  stored = stored && !path_.empty();
+  if (stored && !loaded_) load();
+  if (auto it = stored_.find(key); stored && it != stored_.end()) {
+    const GemmPlan plan = it->second;
+    run(plan);
+    runtime::close_runs_at_exit();  // as below: after the libraries' exit handlers
+    keep(key, Entry{shape, plan, {}, true});
+    return plan;
   }
   // The candidates: every kernel on the rule's cut (0 .. kGemmLibs - 1: candidate 0 is the
   // fixed rule) and, where the product is cut into blocks, on the other cut. The libraries
@@ -111,13 +140,78 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
   Entry e{shape, plan, {}};
   for (int c = 0; c < kCandidates; ++c)
     e.gflops[c / kGemmLibs][c % kGemmLibs] = takes[c] ? flops / best[c] * 1e-9 : 0.0;
-  std::unique_lock lock(mu_);
-  chosen_.emplace(key, plan);
-  entries_.push_back(std::move(e));
-  metrics::named_counter(std::string("GemmChoice[") + gemm_lib_name(plan.lib) +
-                         (plan.other_split ? ", other split]" : "]"))
-      .add();
+  if (stored) append(key, plan, shape);
+  keep(key, std::move(e));
   return plan;
+}
+
+void GemmChoice::keep(const Key& key, Entry e) {
+  metrics::named_counter(std::string("GemmChoice[") + gemm_lib_name(e.plan.lib) +
+                         (e.plan.other_split ? ", other split]" : "]"))
+      .add();
+  if (e.stored) metrics::named_counter("GemmChoiceStored").add();
+  std::unique_lock lock(mu_);
+  chosen_.emplace(key, e.plan);
+  entries_.push_back(std::move(e));
+}
+
+// The file's lines: "<key's 11 numbers> <library> <other split: 0 or 1> <shape>".
+void GemmChoice::load() {
+  loaded_ = true;
+  std::ifstream in(path_);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    Key key{};
+    int lib = -1, other = -1;
+    for (int64_t& v : key.v) fields >> v;
+    fields >> lib >> other;
+    if (!fields || lib < 0 || lib >= kGemmLibs || (other != 0 && other != 1) ||
+        (lib != 0 && !gemm_lib_available(static_cast<GemmLib>(lib))))
+      continue;  // a line cut short by another process, or a library this build lacks
+                 // (lib 0, the fixed rule, takes every product)
+    stored_[key] = GemmPlan{static_cast<GemmLib>(lib), other == 1};
+  }
+}
+
+void GemmChoice::append(const Key& key, GemmPlan plan, const std::string& shape) {
+  std::string line;
+  for (int64_t v : key.v) line += std::to_string(v) + " ";
+  line += std::to_string(static_cast<int>(plan.lib)) + (plan.other_split ? " 1 " : " 0 ") + shape +
+          "\n";
+  std::error_code ec;  // a cache that cannot be written is only a cache not kept
+  std::filesystem::create_directories(std::filesystem::path(path_).parent_path(), ec);
+  // one write of one line to a file opened for appending: processes that measure at once
+  // (ranks) interleave whole lines
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] const ssize_t n = ::write(fd, line.data(), line.size());
+  ::close(fd);
+}
+
+std::string gemm_choice_file() {
+  const char* dir = std::getenv("LAZYTRACE_CACHE_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  std::string id = "lazytrace gemm choices 1;";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line) && !line.empty();)
+    if (line.rfind("vendor_id", 0) == 0 || line.rfind("cpu family", 0) == 0 ||
+        line.rfind("model", 0) == 0 || line.rfind("stepping", 0) == 0)
+      id += line + ";";
+  id += std::to_string(has_avx2_fma()) + std::to_string(has_avx512()) +
+        std::to_string(has_avx512_bw_vl()) + ";";
+  for (int lib = 0; lib < kGemmLibs; ++lib)
+    id += std::to_string(gemm_lib_available(static_cast<GemmLib>(lib)));
+  static const char here = 0;
+  Dl_info info{};  // the binary this code is in: rebuilt, it starts a file of its own
+  struct stat st {};
+  if (dladdr(&here, &info) != 0 && info.dli_fname != nullptr && ::stat(info.dli_fname, &st) == 0)
+    id += std::string(";") + info.dli_fname + ";" + std::to_string(st.st_size) + ";" +
+          std::to_string(st.st_mtime);
+  char name[64];
+  std::snprintf(name, sizeof name, "gemm-choices-%016llx.txt",
+                static_cast<unsigned long long>(std::hash<std::string>{}(id)));
+  return (std::filesystem::path(dir) / name).string();
 }
 
 std::vector<GemmChoice::Entry> GemmChoice::entries() const {

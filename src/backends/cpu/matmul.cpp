@@ -354,7 +354,7 @@ void measure_product(const MatmulStep& s, const RunContext& ctx) {
         return !declined.load();
       },
       key.v[9] != 0 && !sharing.along_reduction && sharing.parts > 1, describe_product(s),
-      2.0 * static_cast<double>(work_of(s)));
+      2.0 * static_cast<double>(work_of(s)), ctx.passes.on(runtime::Pass::GemmChoiceCache));
 }
 
 template <typename S>
