@@ -4,7 +4,10 @@
 
 #include <lazytrace/lazytrace.h>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "expect_error.h"
 
@@ -52,6 +55,38 @@ TEST(WhileLoop, DataDependentLoopMatchesAHostLoopInOneExecution) {
   EXPECT_EQ(x.to_vector<float>(), ref);
   EXPECT_EQ(n.item<int64_t>(), count);
   EXPECT_EQ(count, 10);
+}
+
+// A loop that never ends stops at lt::interrupt() (a signal handler's call) or when the
+// interrupt check says so (Python's Ctrl-C), with lt::Interrupted; the library runs on.
+std::atomic<int> g_checks{0};
+
+TEST(WhileLoop, ALoopThatNeverEndsStopsWhenInterrupted) {
+  auto forever = [] {
+    return lt::while_loop([](const Tensor& i) { return i >= 0; },
+                          [](const Tensor& i) { return i + 1; }, lt::scalar(int64_t{0}));
+  };
+  g_checks = 0;
+  lt::set_interrupt_check([] { return ++g_checks >= 3; });  // about 0.3 s in
+  expect_error([&] { (void)forever().item<int64_t>(); },
+               {"[while_loop] interrupted after", "iterations", "not computed"});
+  EXPECT_EQ(g_checks.load(), 3);
+  lt::set_interrupt_check(nullptr);
+  lt::interrupt();  // made before a loop starts: that loop is not stopped by it
+  EXPECT_EQ(lt::while_loop([](const Tensor& i) { return i < 5; },
+                           [](const Tensor& i) { return i + 1; }, lt::scalar(int64_t{0}))
+                .item<int64_t>(),
+            5);
+  std::atomic<bool> stopped{false};
+  std::thread stop([&] {  // again until it lands (one made before the loop starts does not)
+    while (!stopped) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      lt::interrupt();
+    }
+  });
+  EXPECT_THROW((void)forever().item<int64_t>(), lt::Interrupted);
+  stopped = true;
+  stop.join();
 }
 
 TEST(WhileLoop, ZeroIterationsAndSingleTensorCarry) {

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <thread>
 #include <typeinfo>
+#include <utility>
 
 #include "bindings.h"
 
@@ -120,6 +121,48 @@ AcquireGil::~AcquireGil() {
   PyGILState_Release(state_);
 }
 
+namespace {
+
+// Ctrl-C while a loop runs (lt::set_interrupt_check): Python's handler only sets a flag, run
+// on the main thread by PyErr_CheckSignals. The exception it raises (KeyboardInterrupt, or a
+// handler's own) is kept for the translator, which raises it in place of lt::Interrupted.
+#if PY_VERSION_HEX >= 0x030C0000
+PyObject* g_interrupt = nullptr;
+#else
+PyObject *g_interrupt_type = nullptr, *g_interrupt = nullptr, *g_interrupt_tb = nullptr;
+#endif
+
+bool ctrl_c_pressed() {
+  if (g_exiting.load() || LAZYTRACE_PY_FINALIZING()) return false;
+  AcquireGil gil;
+  if (PyErr_CheckSignals() == 0) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  Py_XDECREF(g_interrupt);
+  g_interrupt = PyErr_GetRaisedException();
+#else
+  Py_XDECREF(g_interrupt_type);
+  Py_XDECREF(g_interrupt);
+  Py_XDECREF(g_interrupt_tb);
+  PyErr_Fetch(&g_interrupt_type, &g_interrupt, &g_interrupt_tb);
+#endif
+  return true;
+}
+
+// Raises what ctrl_c_pressed() kept, or KeyboardInterrupt (lt::interrupt() from C++).
+void raise_interrupt() {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (g_interrupt != nullptr) return PyErr_SetRaisedException(std::exchange(g_interrupt, nullptr));
+#else
+  if (g_interrupt_type != nullptr)
+    return PyErr_Restore(std::exchange(g_interrupt_type, nullptr),
+                         std::exchange(g_interrupt, nullptr),
+                         std::exchange(g_interrupt_tb, nullptr));
+#endif
+  PyErr_SetNone(PyExc_KeyboardInterrupt);
+}
+
+}  // namespace
+
 }  // namespace lazytrace::python
 
 NB_MODULE(_lazytrace, m) {
@@ -135,6 +178,8 @@ NB_MODULE(_lazytrace, m) {
       std::rethrow_exception(p);
     } catch (const lazytrace::TraceReadError& e) {
       PyErr_SetString(trace_read_error, py::pythonic(e.what()).c_str());
+    } catch (const lazytrace::Interrupted&) {
+      py::raise_interrupt();
     } catch (const lazytrace::Error& e) {
       const bool memory = std::strstr(e.what(), "] cannot allocate ") != nullptr;
       PyErr_SetString(memory                           ? PyExc_MemoryError
@@ -147,6 +192,7 @@ NB_MODULE(_lazytrace, m) {
                       "float where an int is expected, or an int out of range)");
     }
   });
+  lazytrace::set_interrupt_check(&py::ctrl_c_pressed);
   py::bind_tensor(m);
   py::bind_functional(m);
   py::bind_pytree(m);

@@ -635,3 +635,29 @@ def test_long_loop_runs_in_the_backend():
 def test_fori_loop_takes_numpy_integer_bounds():
     out = lt.fori_loop(np.int64(1), np.int32(4), lambda i, v: v + i, lt.zeros(1))
     np.testing.assert_allclose(out.numpy(), [6.0])
+
+
+def test_ctrl_c_stops_a_while_loop_that_never_ends():
+    """A data-dependent loop that never ends runs in the backend, not in Python: Ctrl-C
+    (SIGINT) still stops it, as KeyboardInterrupt, and the library runs on."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import os, signal, threading, time
+import lazytrace as lt
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+start = time.monotonic()
+try:
+    lt.while_loop(lambda i: i < 10, lambda i: (i * 1,), (lt.tensor(0),))[0].item()
+    print("not stopped")
+except KeyboardInterrupt:
+    print("stopped", round(time.monotonic() - start))
+print(lt.while_loop(lambda i: i < 10, lambda i: (i + 1,), (lt.tensor(0),))[0].item())
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr[-400:]
+    stopped, after = r.stdout.split("\n")[:2]
+    assert stopped in ("stopped 0", "stopped 1") and after == "10", r.stdout

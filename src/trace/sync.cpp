@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "runtime/communicator.h"
 #include "runtime/exit_gate.h"
+#include "runtime/interrupt.h"
 #include "trace/trace_context.h"
 
 namespace lazytrace {
@@ -300,6 +301,14 @@ void trace::sync_named(const std::vector<Tensor>* tensors, const std::string& na
   }
   std::unique_lock<std::mutex> lock(g_walk_mutex);
   sync_impls(impls, lock, name);
+}
+
+void interrupt() {
+  runtime::request_interrupt();
+}
+
+void set_interrupt_check(bool (*check)()) {
+  runtime::set_interrupt_check(check);
 }
 
 namespace debug {

@@ -128,6 +128,18 @@ void sync(const std::vector<Tensor>& tensors);
  * next sync compiles again. (Their scratch memory is taken per run, never held.) */
 void clear_caches();
 
+/**
+ * Stops the while_loop a sync runs now at its next iteration, which then throws
+ * lt::Interrupted; async-signal-safe, for a SIGINT handler. A loop that starts later clears
+ * it. (A scan or fori_loop runs its known count, unless it has no collectives: it stops too.)
+ */
+void interrupt();
+/**
+ * A function the running loops call about every 100 ms, on the thread that runs them: true
+ * stops them as interrupt() does (the Python package's checks for Ctrl-C). Null: none.
+ */
+void set_interrupt_check(bool (*check)());
+
 namespace debug {
 /** The pending graph of these tensors as text (one line per node). */
 std::string to_text(const std::vector<Tensor>& tensors);

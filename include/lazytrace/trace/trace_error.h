@@ -1,5 +1,6 @@
 #pragma once
-/** The error a traced function gets when it asks for a value (item(), to_vector(), sync()). */
+/** The error a traced function gets when it asks for a value (item(), to_vector(), sync()),
+ * and the one a sync stopped by lt::interrupt() ends with. */
 #include "lazytrace/core/error.h"
 
 namespace lazytrace {
@@ -10,6 +11,13 @@ namespace lazytrace {
  * full_graph catches it and runs the function as plain code instead.
  */
 class TraceReadError : public Error {
+ public:
+  using Error::Error;
+};
+
+/** A sync stopped by lt::interrupt() or the interrupt check (Ctrl-C in Python): its results
+ * were not computed. */
+class Interrupted : public Error {
  public:
   using Error::Error;
 };
