@@ -132,8 +132,13 @@ PyObject* g_interrupt = nullptr;
 PyObject *g_interrupt_type = nullptr, *g_interrupt = nullptr, *g_interrupt_tb = nullptr;
 #endif
 
+unsigned long g_main_thread = 0;  // threading.main_thread(): the one that handles signals
+
 bool ctrl_c_pressed() {
-  if (g_exiting.load() || LAZYTRACE_PY_FINALIZING()) return false;
+  // only the main thread runs signal handlers (another would wait for the GIL for nothing)
+  if (PyThread_get_thread_ident() != g_main_thread || g_exiting.load() ||
+      LAZYTRACE_PY_FINALIZING())
+    return false;
   AcquireGil gil;
   if (PyErr_CheckSignals() == 0) return false;
 #if PY_VERSION_HEX >= 0x030C0000
@@ -192,6 +197,8 @@ NB_MODULE(_lazytrace, m) {
                       "float where an int is expected, or an int out of range)");
     }
   });
+  py::g_main_thread = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
   lazytrace::set_interrupt_check(&py::ctrl_c_pressed);
   py::bind_tensor(m);
   py::bind_functional(m);

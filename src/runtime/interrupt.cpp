@@ -31,7 +31,7 @@ void poll_interrupt(const char* op, int64_t iterations) {
   if (bool (*check)() = g_check.load(std::memory_order_relaxed); !stop && check != nullptr) {
     using Clock = std::chrono::steady_clock;
     thread_local Clock::time_point last = Clock::now();
-    if (const Clock::time_point now = Clock::now(); now - last >= std::chrono::milliseconds(100)) {
+    if (const Clock::time_point now = Clock::now(); now - last >= std::chrono::milliseconds(250)) {
       last = now;
       stop = check();
     }

@@ -7,12 +7,12 @@ namespace lazytrace::runtime {
 
 /** Asks the running loop to stop (async-signal-safe). */
 void request_interrupt();
-/** The check poll_interrupt() calls about every 100 ms (null: none). */
+/** The check poll_interrupt() calls about every 250 ms (null: none). */
 void set_interrupt_check(bool (*check)());
 /** Forgets an earlier request: a loop that starts is not stopped by one made before it. */
 void clear_interrupt();
 /** Throws lt::Interrupted naming `op` and the iterations done where a stop was asked for
- * (request_interrupt(), or the check, called at most every 100 ms per thread). */
+ * (request_interrupt(), or the check, called at most every 250 ms per thread). */
 void poll_interrupt(const char* op, int64_t iterations);
 
 }  // namespace lazytrace::runtime

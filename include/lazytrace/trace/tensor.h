@@ -135,7 +135,7 @@ void clear_caches();
  */
 void interrupt();
 /**
- * A function the running loops call about every 100 ms, on the thread that runs them: true
+ * A function the running loops call about every 250 ms, on the thread that runs them: true
  * stops them as interrupt() does (the Python package's checks for Ctrl-C). Null: none.
  */
 void set_interrupt_check(bool (*check)());
