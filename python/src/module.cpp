@@ -136,8 +136,7 @@ unsigned long g_main_thread = 0;  // threading.main_thread(): the one that handl
 
 bool ctrl_c_pressed() {
   // only the main thread runs signal handlers (another would wait for the GIL for nothing)
-  if (PyThread_get_thread_ident() != g_main_thread || g_exiting.load() ||
-      LAZYTRACE_PY_FINALIZING())
+  if (PyThread_get_thread_ident() != g_main_thread || g_exiting.load() || LAZYTRACE_PY_FINALIZING())
     return false;
   AcquireGil gil;
   if (PyErr_CheckSignals() == 0) return false;
