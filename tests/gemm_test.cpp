@@ -205,13 +205,16 @@ TEST(GemmChoice, PlansKeptInAFileAreTakenUntimedByTheNextProcess) {
   FakeProduct q{{300, 3000, 0, 0}, {}};
   EXPECT_EQ(store(next, 2, q, false, true), (GemmPlan{GemmLib::Lazytrace, false}));
   EXPECT_EQ(q.runs.size(), 1u);
+  FakeProduct w{{150, 600, 0, 0}, {}};  // its line was cut short: timed
+  EXPECT_EQ(store(next, 4, w, false, true).lib, GemmLib::Lazytrace);
+  EXPECT_GT(w.runs.size(), 1u);
   FakeProduct r{{150, 600, 0, 0}, {}};  // not in the file: timed
   EXPECT_EQ(store(next, 3, r, false, true).lib, GemmLib::Lazytrace);
   EXPECT_GT(r.runs.size(), 1u);
   const std::vector<cpu::GemmChoice::Entry> entries = next.entries();
-  ASSERT_EQ(entries.size(), 3u);
+  ASSERT_EQ(entries.size(), 4u);
   EXPECT_TRUE(entries[0].stored && entries[1].stored);
-  EXPECT_FALSE(entries[2].stored);
+  EXPECT_FALSE(entries[2].stored || entries[3].stored);
   for (double g : entries[0].gflops[0]) EXPECT_EQ(g, 0.0) << "a stored plan is not timed";
   cpu::GemmChoice off;  // the file, but the pass off: timed
   off.keep_in(path);

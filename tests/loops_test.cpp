@@ -87,6 +87,22 @@ TEST(WhileLoop, ALoopThatNeverEndsStopsWhenInterrupted) {
   EXPECT_THROW((void)forever().item<int64_t>(), lt::Interrupted);
   stopped = true;
   stop.join();
+
+  // an input no one else holds is given to the run for its results: stopped midway, the
+  // run may have written it, so a later sync that needs it is an error, not a wrong value
+  Tensor out;
+  {
+    Tensor start = lt::tensor(std::vector<int64_t>{0, 0, 0, 0}, {4});
+    (void)start.to_vector<int64_t>();  // a buffer of its own, held by `start` alone
+    out = lt::while_loop([](const Tensor& i) { return lt::amax(i) >= 0; },
+                         [](const Tensor& i) { return i + 1; }, start);
+  }
+  g_checks = 0;
+  lt::set_interrupt_check([] { return ++g_checks >= 2; });
+  EXPECT_THROW((void)out.to_vector<int64_t>(), lt::Interrupted);
+  lt::set_interrupt_check(nullptr);
+  expect_error([&] { (void)out.to_vector<int64_t>(); },
+               {"[sync]", "i64[4]", "was lost", "interrupted or failed"});
 }
 
 TEST(WhileLoop, ZeroIterationsAndSingleTensorCarry) {

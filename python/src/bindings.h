@@ -39,7 +39,7 @@ class ReleaseGil {
   ReleaseGil& operator=(const ReleaseGil&) = delete;
 
  private:
-  PyThreadState* state_;
+  PyThreadState* state_ = nullptr;
 };
 
 /** Called as the interpreter starts to exit (lazytrace's atexit): see ReleaseGil. */

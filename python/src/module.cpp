@@ -4,12 +4,12 @@
 // impure function, a graph limit), MemoryError for an allocation the system refused.
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <regex>
 #include <string_view>
 #include <thread>
 #include <typeinfo>
-#include <utility>
 
 #include "bindings.h"
 
@@ -100,7 +100,30 @@ void interpreter_exits() {
   PyEval_RestoreThread(state);
 }
 
-ReleaseGil::ReleaseGil() : state_(PyEval_SaveThread()) {
+// Ctrl-C while a while_loop runs (lt::set_interrupt_check), where SIGINT has Python's own
+// handler: its flag is tested and cleared (PyOS_InterruptOccurred), and the translator raises
+// the KeyboardInterrupt that handler would have. No Python code runs inside the sync (a
+// handler that read a tensor there would wait for the sync itself): whether the handler is
+// Python's own is read as the main thread lets the GIL go (ReleaseGil), and while it is in
+// the library no Python code can change it. A handler of the program's own, and every other
+// signal's, runs after the sync, as before.
+namespace {
+unsigned long g_main_thread = 0;  // threading.main_thread(): the one that handles signals
+PyObject *g_default_int_handler = nullptr, *g_getsignal = nullptr;  // signal's, held for good
+std::atomic<bool> g_default_int{false};  // SIGINT's handler is signal.default_int_handler
+
+void read_int_handler() {
+  if (g_getsignal == nullptr || PyThread_get_thread_ident() != g_main_thread) return;
+  PyObject* handler = PyObject_CallFunction(g_getsignal, "i", SIGINT);
+  g_default_int.store(handler != nullptr && handler == g_default_int_handler);
+  if (handler == nullptr) PyErr_Clear();
+  Py_XDECREF(handler);
+}
+}  // namespace
+
+ReleaseGil::ReleaseGil() {
+  read_int_handler();
+  state_ = PyEval_SaveThread();
   g_inside.fetch_add(1);
 }
 
@@ -123,46 +146,13 @@ AcquireGil::~AcquireGil() {
 
 namespace {
 
-// Ctrl-C while a loop runs (lt::set_interrupt_check): Python's handler only sets a flag, run
-// on the main thread by PyErr_CheckSignals. The exception it raises (KeyboardInterrupt, or a
-// handler's own) is kept for the translator, which raises it in place of lt::Interrupted.
-#if PY_VERSION_HEX >= 0x030C0000
-PyObject* g_interrupt = nullptr;
-#else
-PyObject *g_interrupt_type = nullptr, *g_interrupt = nullptr, *g_interrupt_tb = nullptr;
-#endif
-
-unsigned long g_main_thread = 0;  // threading.main_thread(): the one that handles signals
-
 bool ctrl_c_pressed() {
   // only the main thread runs signal handlers (another would wait for the GIL for nothing)
-  if (PyThread_get_thread_ident() != g_main_thread || g_exiting.load() || LAZYTRACE_PY_FINALIZING())
+  if (PyThread_get_thread_ident() != g_main_thread || !g_default_int.load() || g_exiting.load() ||
+      LAZYTRACE_PY_FINALIZING())
     return false;
   AcquireGil gil;
-  if (PyErr_CheckSignals() == 0) return false;
-#if PY_VERSION_HEX >= 0x030C0000
-  Py_XDECREF(g_interrupt);
-  g_interrupt = PyErr_GetRaisedException();
-#else
-  Py_XDECREF(g_interrupt_type);
-  Py_XDECREF(g_interrupt);
-  Py_XDECREF(g_interrupt_tb);
-  PyErr_Fetch(&g_interrupt_type, &g_interrupt, &g_interrupt_tb);
-#endif
-  return true;
-}
-
-// Raises what ctrl_c_pressed() kept, or KeyboardInterrupt (lt::interrupt() from C++).
-void raise_interrupt() {
-#if PY_VERSION_HEX >= 0x030C0000
-  if (g_interrupt != nullptr) return PyErr_SetRaisedException(std::exchange(g_interrupt, nullptr));
-#else
-  if (g_interrupt_type != nullptr)
-    return PyErr_Restore(std::exchange(g_interrupt_type, nullptr),
-                         std::exchange(g_interrupt, nullptr),
-                         std::exchange(g_interrupt_tb, nullptr));
-#endif
-  PyErr_SetNone(PyExc_KeyboardInterrupt);
+  return PyOS_InterruptOccurred() != 0;  // SIGINT's flag, tested and cleared
 }
 
 }  // namespace
@@ -183,7 +173,7 @@ NB_MODULE(_lazytrace, m) {
     } catch (const lazytrace::TraceReadError& e) {
       PyErr_SetString(trace_read_error, py::pythonic(e.what()).c_str());
     } catch (const lazytrace::Interrupted&) {
-      py::raise_interrupt();
+      PyErr_SetNone(PyExc_KeyboardInterrupt);
     } catch (const lazytrace::Error& e) {
       const bool memory = std::strstr(e.what(), "] cannot allocate ") != nullptr;
       PyErr_SetString(memory                           ? PyExc_MemoryError
@@ -198,6 +188,9 @@ NB_MODULE(_lazytrace, m) {
   });
   py::g_main_thread = nb::cast<unsigned long>(
       nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  nb::module_ signal = nb::module_::import_("signal");  // both held for the life of the process
+  py::g_default_int_handler = signal.attr("default_int_handler").inc_ref().ptr();
+  py::g_getsignal = signal.attr("getsignal").inc_ref().ptr();
   lazytrace::set_interrupt_check(&py::ctrl_c_pressed);
   py::bind_tensor(m);
   py::bind_functional(m);

@@ -80,6 +80,10 @@ struct Node {
   // A root of a sync that runs now (trace/sync.cpp): another sync whose graph reaches it
   // waits until it is computed.
   bool in_flight = false;
+  // A Data node whose buffer a run that failed (an error, an interrupt) was given to write
+  // its results into (trace/sync.cpp's donated): what it held may be gone, so no later
+  // sync may read it.
+  bool lost = false;
   // A Data node's buffer (opaque to the IR), a Call's body, a Loop's loop; else empty.
   Payload payload;
   uint64_t local_hash = 0;  // op, dtype, shape, attrs (and a hashed scalar's value)

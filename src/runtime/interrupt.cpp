@@ -27,13 +27,15 @@ void clear_interrupt() {
 }
 
 void poll_interrupt(const char* op, int64_t iterations) {
-  bool stop = g_requested.exchange(false, std::memory_order_relaxed);
+  // the request stays until the next sync starts: every loop running now sees it
+  bool stop = g_requested.load(std::memory_order_relaxed);
   if (bool (*check)() = g_check.load(std::memory_order_relaxed); !stop && check != nullptr) {
     using Clock = std::chrono::steady_clock;
     thread_local Clock::time_point last = Clock::now();
     if (const Clock::time_point now = Clock::now(); now - last >= std::chrono::milliseconds(250)) {
       last = now;
       stop = check();
+      if (stop) request_interrupt();
     }
   }
   if (stop)

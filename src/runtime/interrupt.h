@@ -9,10 +9,11 @@ namespace lazytrace::runtime {
 void request_interrupt();
 /** The check poll_interrupt() calls about every 250 ms (null: none). */
 void set_interrupt_check(bool (*check)());
-/** Forgets an earlier request: a loop that starts is not stopped by one made before it. */
+/** Forgets an earlier request: a sync that starts is not stopped by one made before it. */
 void clear_interrupt();
 /** Throws lt::Interrupted naming `op` and the iterations done where a stop was asked for
- * (request_interrupt(), or the check, called at most every 250 ms per thread). */
+ * since the sync started (request_interrupt(), or the check, called at most every 250 ms per
+ * thread, which then asks for it: every loop running stops). */
 void poll_interrupt(const char* op, int64_t iterations);
 
 }  // namespace lazytrace::runtime

@@ -79,7 +79,7 @@ void escaped_from_trace(const char* op) {
 bool same_data(const ir::Node& a, const ir::Node& b) {
   using Held = std::shared_ptr<runtime::Buffer>;
   const Held *x = std::get_if<Held>(&a.payload), *y = std::get_if<Held>(&b.payload);
-  if (!x || !y || !*x || !*y) return x == y;
+  if (!x || !y || !*x || !*y) return !x == !y && (!x || !*x == !*y);
   return *x == *y || ((*x)->bytes() == (*y)->bytes() &&
                       std::memcmp((*x)->data(), (*y)->data(), (*x)->bytes()) == 0);
 }

@@ -184,6 +184,12 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
   }
   for (const ir::Node* n : w.order)
     if (n->op == ir::OpKind::Param) trace::escaped_from_trace("sync");
+  for (const ir::Node* p : w.params)
+    if (p->lost)
+      fail("sync", "a value this sync needs (a buffer of ", dtype_short(p->dtype), p->shape.str(),
+           ") was lost: an earlier sync that read it was interrupted or failed after "
+           "it was given that buffer for its results. Compute the tensors that depend on it "
+           "again (reload the weights or the checkpoint); no later sync reads it.");
   count_holders(w, todo, roots, sc.holders);
   keep_held_values(w, todo, sc.holders, roots, sc.wanted, sc.held);
   const compiler::GraphShape shape{w.params.size(), w.scalars.size(), w.results.size(),
@@ -244,9 +250,12 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
       comm.check_same_collectives(exe->collectives(), exe->describe_collectives(), name);
     }
     metrics::ScopedTimer t(metrics::execute_time);
+    runtime::clear_interrupt();  // a request made before this run is not for it
     results = exe->run(params, scalars, donated);
   } catch (...) {
     lock.lock();
+    for (size_t k = 0; k < donated.size(); ++k)  // may have been written into: never read again
+      if (donated[k]) w.params[k]->lost = true;
     for (ir::Node* r : roots) r->in_flight = false;
     g_cut.notify_all();
     throw;

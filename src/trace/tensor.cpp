@@ -362,10 +362,16 @@ void Tensor::read_into(DType as, void* out, const char* op) const {
       using D = typename decltype(dst_tag)::type;
       D* dst = static_cast<D*>(out);
       for (int64_t i = 0; i < n; ++i) {
-        if (!fits_in<D>(src[i]))
-          fail(op, "element ", i, " of a ", type_str(), " tensor, ", cpu::convert<double>(src[i]),
+        if (!fits_in<D>(src[i])) {
+          std::ostringstream value;  // an int64 as it is, not rounded to a double
+          if constexpr (std::is_integral_v<S>)
+            value << static_cast<int64_t>(src[i]);
+          else
+            value << cpu::convert<double>(src[i]);
+          fail(op, "element ", i, " of a ", type_str(), " tensor, ", value.str(),
                ", does not fit in ", dtype_name(as),
                "; read it as a wider type (a double, an int64_t).");
+        }
         dst[i] = cpu::convert<D>(src[i]);
       }
     });

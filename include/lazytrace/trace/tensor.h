@@ -129,14 +129,16 @@ void sync(const std::vector<Tensor>& tensors);
 void clear_caches();
 
 /**
- * Stops the while_loop a sync runs now at its next iteration, which then throws
- * lt::Interrupted; async-signal-safe, for a SIGINT handler. A loop that starts later clears
- * it. (A scan or fori_loop runs its known count, unless it has no collectives: it stops too.)
+ * Stops the while_loops the running syncs run at their next iteration, which then throw
+ * lt::Interrupted; async-signal-safe, for a SIGINT handler. A sync that starts later clears
+ * it. (A scan, or a while_loop whose collectives other ranks wait for, runs to its end.) A
+ * buffer the interrupted sync was given for its results (an input no one else reads) may be
+ * half written: a later sync that needs it is an lt::Error, not a wrong value.
  */
 void interrupt();
 /**
- * A function the running loops call about every 250 ms, on the thread that runs them: true
- * stops them as interrupt() does (the Python package's checks for Ctrl-C). Null: none.
+ * A function the running while_loops call about every 250 ms, on the thread that runs them:
+ * true stops them as interrupt() does (the Python package's checks for Ctrl-C). Null: none.
  */
 void set_interrupt_check(bool (*check)());
 

@@ -75,12 +75,11 @@ GemmPlan GemmChoice::measure(const Key& key, const std::function<bool(GemmPlan)>
   }
   stored = stored && !path_.empty();
   if (stored && !loaded_) load();
-  if (auto it = stored_.find(key); stored && it != stored_.end()) {
-    const GemmPlan plan = it->second;
-    run(plan);
+  // a stored plan whose kernel takes the whole product (else: timed, as a new product)
+  if (auto it = stored_.find(key); stored && it != stored_.end() && run(it->second)) {
     runtime::close_runs_at_exit();  // as below: after the libraries' exit handlers
-    keep(key, Entry{shape, plan, {}, true});
-    return plan;
+    keep(key, Entry{shape, it->second, {}, true});
+    return it->second;
   }
   // The candidates: every kernel on the rule's cut (0 .. kGemmLibs - 1: candidate 0 is the
   // fixed rule) and, where the product is cut into blocks, on the other cut. The libraries

@@ -183,10 +183,8 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
     for (size_t c = 0; c < nc; ++c) cur[c] = dst[c];
   };
 
-  runtime::clear_interrupt();
   if (!is_while) {
     const std::unique_ptr<LoopOverlap> beside = make_loop_overlap(s, caller, body.context());
-    // (a loop whose collectives the other ranks wait for runs to its end)
     const bool collectives = !s.collectives.empty();
     if (collectives) start_loop_collectives(s, caller, -1);
     for (int64_t j = 0; j < s.length; ++j) {
@@ -194,13 +192,13 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
       beside->iteration_start(j);
       step(idx, (s.length - 1 - j) % 2 == 0);
       beside->iteration_done(j);
-      if (collectives)
-        start_loop_collectives(s, caller, idx);
-      else
-        runtime::poll_interrupt("scan", j + 1);
+      if (collectives) start_loop_collectives(s, caller, idx);
     }
     beside->loop_done();
   } else {
+    // a loop that may never end stops where asked (runtime/interrupt.h), but for one whose
+    // collectives the other ranks wait for
+    const bool interruptible = s.collectives.empty();
     bool flag = false;
     char* cond_dst[1] = {reinterpret_cast<char*>(&flag)};
     for (int64_t j = 0;; ++j) {
@@ -208,7 +206,7 @@ void run_loop(const LoopStep& s, const RunContext& caller) {
       cond->run(cond_dst);
       if (!flag) break;
       step(j, j % 2 == 0);
-      runtime::poll_interrupt("while_loop", j + 1);
+      if (interruptible) runtime::poll_interrupt("while_loop", j + 1);
     }
   }
   for (size_t c = 0; c < nc; ++c)  // zero iterations, or a while loop that ended in the spare
