@@ -225,6 +225,7 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
     g_cut.notify_all();
     runtime::wait_forever();
   }
+  bool ran = false;  // the run started (before it, a failure wrote into no buffer)
   try {
     // this sync's own compile (the process's count also moves with other threads' compiles)
     const bool compiles = !exe;
@@ -251,10 +252,11 @@ void sync_impls(const std::vector<TensorImpl*>& impls, std::unique_lock<std::mut
     }
     metrics::ScopedTimer t(metrics::execute_time);
     runtime::clear_interrupt();  // a request made before this run is not for it
+    ran = true;
     results = exe->run(params, scalars, donated);
   } catch (...) {
     lock.lock();
-    for (size_t k = 0; k < donated.size(); ++k)  // may have been written into: never read again
+    for (size_t k = 0; ran && k < donated.size(); ++k)  // may be half written: never read again
       if (donated[k]) w.params[k]->lost = true;
     for (ir::Node* r : roots) r->in_flight = false;
     g_cut.notify_all();
