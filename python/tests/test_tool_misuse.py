@@ -661,3 +661,24 @@ def test_tree_unflatten_says_how_many_leaves():
     _, spec = lt.tree_flatten({"a": lt.zeros(1), "b": (lt.zeros(1), lt.zeros(1))})
     with pytest.raises(ValueError, match=r"the spec has 3 leaves, got 1"):
         lt.tree_unflatten(spec, [lt.zeros(1)])
+
+
+@pytest.mark.parametrize("tool", [lt.assume_pure, lt.compile])
+def test_an_output_made_under_no_grad_inside_does_not_require_grad(tool):
+    w = lt.tensor([2.0], requires_grad=True)
+
+    def f(x):
+        with lt.no_grad():
+            stopped = x * w
+        return stopped, x * w
+
+    g = tool(f)
+    for _ in range(2):  # traced, then replayed
+        stopped, kept = g(lt.tensor([3.0]))
+        assert not stopped.requires_grad and kept.requires_grad  # as in eager code
+        assert arr(stopped).tolist() == [6.0] and arr(kept).tolist() == [6.0]
+        with pytest.raises(RuntimeError, match=r"\[backward\]"):
+            stopped.sum().backward()
+        w.grad = None
+        (kept * 5).sum().backward()
+        assert arr(w.grad).tolist() == [15.0]

@@ -99,6 +99,11 @@ struct Entry {
   std::vector<size_t> adds_to_grad_args, adds_to_grad_lifted;
   uint64_t rng_count = 0;
   std::vector<std::pair<Shape, DType>> out_types;
+  // per output: made without gradient history where the function was traced with it
+  // (under NoGradGuard inside, or from no input that requires grad), so the call's output
+  // does not require grad either, as in eager code (traced with autograd only: trace_once,
+  // compile)
+  std::vector<char> no_grad_out;
   // A call's Pack: the leaves of its large arguments (explicit leaf packed_leaves[j] at j;
   // pack_pos[i] is leaf i's position, -1 for a direct operand) and then the lifted tensors.
   // It is reused while those leaves have the same nodes, no tensor has been written
@@ -512,6 +517,8 @@ void CachedCall::trace(TraceFn fn) {
     for (const Tensor& a : args) given.push_back(a.impl()->node);
     Traced traced = e->retrace(args);
     e->out_types = types_of(traced.outputs);
+    if (with_vjp || (c.options.functional_writes && autograd::grad_enabled()))
+      for (const Tensor& y : traced.outputs) e->no_grad_out.push_back(!y.requires_grad());
     // compile: arguments the function wrote into (copy_, an in-place op) are written back
     // after each call, as the lifted tensors it wrote are; assume_pure refuses such a write,
     // which the caller's tensor would not see
@@ -663,6 +670,8 @@ std::vector<Tensor> CachedCall::record() {
     autograd::record_multi(outs, tool, std::move(edges), std::move(vjp));
   else
     autograd::record_multi(outs, tool, inputs, std::move(vjp));
+  for (size_t k = 0; k < e->no_grad_out.size() && k < outs.size(); ++k)
+    if (e->no_grad_out[k]) outs[k] = outs[k].detach();
   return outs;
 }
 
