@@ -3,7 +3,7 @@
 #include <atomic>
 #include <chrono>
 
-#include "lazytrace/trace/trace_error.h"
+#include "lazytrace/core/error.h"
 
 namespace lazytrace::runtime {
 namespace {

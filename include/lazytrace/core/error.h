@@ -1,5 +1,6 @@
 #pragma once
-/** The one exception type of the library. Messages start with the operation in brackets. */
+/** The library's exceptions: lt::Error, and the Interrupted one a stopped sync ends with. Messages
+ * start with the operation in brackets. */
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,13 @@ namespace lazytrace {
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+/** A sync stopped by lt::interrupt() or the interrupt check (Ctrl-C in Python): its results
+ * were not computed. */
+class Interrupted : public Error {
+ public:
+  using Error::Error;
 };
 
 namespace detail {

@@ -1,6 +1,5 @@
 #pragma once
-/** The error a traced function gets when it asks for a value (item(), to_vector(), sync()),
- * and the one a sync stopped by lt::interrupt() ends with. */
+/** The error a traced function gets when it asks for a value (item(), to_vector(), sync()). */
 #include "lazytrace/core/error.h"
 
 namespace lazytrace {
@@ -11,13 +10,6 @@ namespace lazytrace {
  * full_graph catches it and runs the function as plain code instead.
  */
 class TraceReadError : public Error {
- public:
-  using Error::Error;
-};
-
-/** A sync stopped by lt::interrupt() or the interrupt check (Ctrl-C in Python): its results
- * were not computed. */
-class Interrupted : public Error {
  public:
   using Error::Error;
 };
