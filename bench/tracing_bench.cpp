@@ -35,11 +35,15 @@ lt::Tensor small_input() {
 // ---------------------------------------------------------------------------------------
 // Recording only. The timed region is exactly the user code that records the chain
 // (y = y * 1.0001f; y = y + 0.5f; ... 10,000 ops), including the Tensor handle churn of
-// reassigning y. Dropping the chain (freeing 10,000 nodes) is done with the timer paused,
-// and nothing is ever synced; the benchmark fails if a sync or a compile happens.
+// reassigning y. /1: every op with a number of its own (y * (1 + i * 1e-6f)), so that no
+// op shares its constant node with another (pass share_scalars). Dropping the chain (freeing 10,000
+// nodes) is done with the timer paused, and nothing is ever synced; the benchmark fails if a sync
+// or a compile happens.
 constexpr int kChainOps = 10000;
 
 void BM_RecordElementwiseChain(benchmark::State& state) {
+  const bool distinct = state.range(0) == 1;
+  state.SetLabel(distinct ? "a number per op" : "two numbers repeated");
   const lt::Tensor x = small_input();
   const int64_t syncs0 = metric("SyncCount");
   const int64_t ops0 = metric("TraceCount");
@@ -48,10 +52,16 @@ void BM_RecordElementwiseChain(benchmark::State& state) {
   for (auto _ : state) {
     const int64_t t0 = now_ns();
     lt::Tensor y = x;
-    for (int i = 0; i < kChainOps / 2; ++i) {
-      y = y * 1.0001f;
-      y = y + 0.5f;
-    }
+    if (distinct)
+      for (int i = 0; i < kChainOps / 2; ++i) {
+        y = y * (1.0f + static_cast<float>(i) * 1e-6f);
+        y = y + (0.5f + static_cast<float>(i) * 1e-6f);
+      }
+    else
+      for (int i = 0; i < kChainOps / 2; ++i) {
+        y = y * 1.0001f;
+        y = y + 0.5f;
+      }
     record_ns += now_ns() - t0;
     benchmark::DoNotOptimize(y.impl().get());
     state.PauseTiming();
@@ -72,7 +82,7 @@ void BM_RecordElementwiseChain(benchmark::State& state) {
   state.counters["ops"] =
       benchmark::Counter(kChainOps, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_RecordElementwiseChain)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RecordElementwiseChain)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---------------------------------------------------------------------------------------
 // Record + sync of a 1,000-op graph over a tiny tensor, its compile a cache hit.

@@ -413,6 +413,49 @@ TEST(Passes, SimplifyAndCseSwitchApart) {
     EXPECT_NEAR(got[i], 2 * std::exp(static_cast<double>(xs[i])), 1e-6 * got[i]) << i;
 }
 
+// share_scalars: a number used again is one constant node for the ops that use it, from its
+// second use; the values are a plain loop's with the pass on and off, also where a sync has
+// computed a tensor made of such a number (its node become Data) before and after ops used it.
+TEST(Passes, ShareScalarsMakesARepeatedNumberOneNode) {
+  Tensor x = lt::tensor({0.5f, -1.0f, 2.0f, 3.25f});
+  lt::sync({x});
+  auto chain = [&x] {
+    Tensor y = x;
+    for (int i = 0; i < 6; ++i) y = y * 1.25f + 0.375f;
+    return y;
+  };
+  auto scalar_params = [](const Tensor& y) {
+    const std::string text = lt::debug::to_text({y});
+    const size_t end = text.find(" scalar params");
+    return std::stoi(text.substr(text.rfind(' ', end - 1) + 1));
+  };
+  std::vector<float> want = x.to_vector<float>();
+  for (float& v : want)
+    for (int i = 0; i < 6; ++i) v = v * 1.25f + 0.375f;
+  {
+    PassesOff off({"share_scalars"});
+    const Tensor y = chain();
+    EXPECT_EQ(scalar_params(y), 12);
+    EXPECT_EQ(y.to_vector<float>(), want);
+  }
+  PassesOff none({});
+  Tensor y = chain();
+  EXPECT_EQ(scalar_params(y), 4) << "each number's first use, then one node shared";
+  // a tensor of the shared number, computed: its node becomes Data under the ops that share it
+  Tensor s = lt::scalar(1.25f);
+  EXPECT_EQ(s.item<float>(), 1.25f);
+  Tensor z = chain();
+  EXPECT_EQ(y.to_vector<float>(), want);
+  EXPECT_EQ(z.to_vector<float>(), want);
+  EXPECT_EQ((x * 1.25f).to_vector<float>()[3], 3.25f * 1.25f);
+  // equal values of other dtypes or other bits are other numbers
+  Tensor i = lt::tensor({7, 9});
+  EXPECT_EQ(((i * 2) * 2).to_vector<int32_t>(), (std::vector<int32_t>{28, 36}));
+  EXPECT_EQ(((x * 0.0f) * -0.0f).to_vector<float>()[0], -0.0f);
+  EXPECT_TRUE(std::signbit(((x * 0.0f) * -0.0f).to_vector<float>()[0]));
+  EXPECT_FALSE(std::signbit(((x * -0.0f) * -0.0f).to_vector<float>()[0]));
+}
+
 // Slices' gradients summed: disjoint windows, a window read twice, windows that overlap
 // (left as a sum) and a strided slice, against the gradient written by hand.
 TEST(Passes, SliceGradsSumsEveryKindOfWindowRight) {

@@ -14,7 +14,7 @@ struct Operand {
   const Scalar* s = nullptr;
   ops::PromoteArg promote() const { return t ? ops::PromoteArg::of(*t) : ops::PromoteArg::of(*s); }
   ir::NodePtr node(DType d, const char* op) const {
-    return t ? ops::node_as(*t, d) : ops::scalar_node(*s, d, op);
+    return t ? ops::node_as(*t, d) : ops::scalar_operand(*s, d, op);
   }
   Shape shape() const { return t ? t->shape() : Shape{}; }
   std::string str() const {

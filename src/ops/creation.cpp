@@ -88,9 +88,9 @@ Tensor full(const Shape& shape, Scalar value, DType dtype) {
       fail("full", "the number ", v, " cannot be converted to ", dtype_name(dtype),
            " without overflow (its largest is ", top, "); use a wider dtype.");
   }
-  ir::NodePtr s = ops::scalar_node(value, dtype, "full");
-  if (shape.size() == 0) return trace::make_pending(s);
-  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape, s));
+  if (shape.size() == 0) return trace::make_pending(ops::scalar_node(value, dtype, "full"));
+  return trace::make_pending(ir::make_node(ir::OpKind::BroadcastTo, dtype, shape,
+                                           ops::scalar_operand(value, dtype, "full")));
 }
 
 Tensor zeros(const Shape& shape, DType dtype) {

@@ -34,6 +34,9 @@ ir::NodePtr node_as(const Tensor& t, DType dtype);
 ir::NodePtr cast_node(const ir::NodePtr& n, DType dtype);
 /** A 0-d node for a plain number, in dtype; an integer that does not fit is an error of op. */
 ir::NodePtr scalar_node(const Scalar& s, DType dtype, const char* op = "scalar");
+/** scalar_node for a number an op reads (x * 0.5): ops of this thread that read the same
+ * number may share one node (pass share_scalars); a tensor made of a number gets its own. */
+ir::NodePtr scalar_operand(const Scalar& s, DType dtype, const char* op);
 
 // ---- gradients
 

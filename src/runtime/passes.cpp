@@ -78,6 +78,10 @@ PassSet current_passes() {
   return s;
 }
 
+bool current_pass_on(Pass p) {
+  return !(current_bits().load(std::memory_order_relaxed) >> static_cast<int>(p) & 1u);
+}
+
 void set_current_passes(PassSet passes) {
   current_bits().store(passes.off_bits(), std::memory_order_relaxed);
 }

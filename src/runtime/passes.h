@@ -48,5 +48,7 @@ const char* pass_name(Pass p);
  * names, or "all") at first use, then what set_current_passes gave. */
 PassSet current_passes();
 void set_current_passes(PassSet passes);
+/** current_passes().on(p), for checks on every recorded op. */
+bool current_pass_on(Pass p);
 
 }  // namespace lazytrace::runtime

@@ -12,6 +12,7 @@ namespace lazytrace::trace {
 
 thread_local uint32_t g_context_id = 0;
 thread_local const TensorImpl* g_lifting = nullptr;
+thread_local uint32_t g_syncs_started = 0;
 
 struct TraceContext {
   uint32_t id;

@@ -301,6 +301,7 @@ void sync(const std::vector<Tensor>& tensors) {
 
 void trace::sync_named(const std::vector<Tensor>* tensors, const std::string& name) {
   trace::check_not_tracing("sync()");
+  ++trace::g_syncs_started;
   if (!tensors) {
     std::unique_lock<std::mutex> lock(g_walk_mutex);
     return sync_impls(trace::pending_tensors(), lock, name);

@@ -86,6 +86,9 @@ class TraceScope {
 // below (on every recorded op).
 extern thread_local uint32_t g_context_id;
 extern thread_local const TensorImpl* g_lifting;
+// How many syncs this thread has started: what ops record between two is the same graph
+// each time the program repeats them (ops/promotion.cpp's shared constants start afresh).
+extern thread_local uint32_t g_syncs_started;
 
 /** The active scope's id (tensors record where they were made), 0 outside any. */
 inline uint32_t current_context_id() {
