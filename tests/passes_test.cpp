@@ -456,6 +456,25 @@ TEST(Passes, ShareScalarsMakesARepeatedNumberOneNode) {
   EXPECT_FALSE(std::signbit(((x * -0.0f) * -0.0f).to_vector<float>()[0]));
 }
 
+// prefetch_leaves changes no value (the training runs above); its switch reaches the
+// flattening of every call.
+TEST(Passes, PrefetchLeavesFollowsItsSwitch) {
+  {
+    PassesOff none({});
+    EXPECT_TRUE(lt::pytree::Flat().prefetch);
+  }
+  PassesOff off({"prefetch_leaves"});
+  EXPECT_FALSE(lt::pytree::Flat().prefetch);
+  std::vector<Tensor> ws;
+  for (int i = 0; i < 20; ++i) ws.push_back(lt::full({2}, static_cast<float>(i)));
+  auto total = lt::assume_pure([](const std::vector<Tensor>& v) {
+    Tensor s = v[0];
+    for (size_t i = 1; i < v.size(); ++i) s = s + v[i];
+    return s;
+  });
+  EXPECT_EQ(total(ws).to_vector<float>(), (std::vector<float>{190.0f, 190.0f}));
+}
+
 // Slices' gradients summed: disjoint windows, a window read twice, windows that overlap
 // (left as a sum) and a strided slice, against the gradient written by hand.
 TEST(Passes, SliceGradsSumsEveryKindOfWindowRight) {

@@ -1,8 +1,13 @@
 #include "lazytrace/tools/pytree.h"
 
+#include "runtime/passes.h"
 #include "trace/tensor_impl.h"
 
 namespace lazytrace::pytree {
+
+bool prefetch_leaves_on() {
+  return runtime::current_pass_on(runtime::Pass::PrefetchLeaves);
+}
 
 void Flat::add_leaf(const Tensor& t) {
   if (!t.defined())

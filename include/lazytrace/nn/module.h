@@ -159,9 +159,10 @@ struct Traits<nn::ParamMap> {
   static void flatten(const nn::ParamMap& m, Flat& f) {
     f.mix(m.names_hash());
     if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
-    for (const auto& entry : m) {
-      const std::string& name = entry.first;
-      const Tensor& t = entry.second;
+    for (auto it = m.begin(), end = m.end(); it != end; ++it) {
+      if (end - it > 8) f.prefetch_leaf((it + 8)->second);
+      const std::string& name = it->first;
+      const Tensor& t = it->second;
       at_path(
           f, [&] { return "['" + name + "']"; }, [&] { f.add_leaf(t); });
     }

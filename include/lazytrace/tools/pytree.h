@@ -21,6 +21,9 @@
 
 namespace lazytrace::pytree {
 
+/** Whether the pass prefetch_leaves is on (lists of tensors load their leaves ahead). */
+bool prefetch_leaves_on();
+
 /** An argument list (or a result) taken apart. */
 struct Flat {
   // The leaves, by address: the arguments outlive the call, and a leaf made while
@@ -61,6 +64,15 @@ struct Flat {
     if (describing) parts.push_back(path + ": " + what);
   }
   void add_leaf(const Tensor& t);
+  bool prefetch = prefetch_leaves_on();  // pass prefetch_leaves
+  /** Starts loading a leaf that add_leaf will read soon (a list of a model's weights: each
+   * tensor's metadata is a cache miss of its own when the model's forward has run since). */
+  void prefetch_leaf(const Tensor& t) const {
+    const auto* p = reinterpret_cast<const char*>(t.impl().get());
+    if (!p || !prefetch) return;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+  }
   /** A static value: its kind and printed value enter the key. */
   void add_static(std::string_view kind, const std::string& value) {
     mix(kind);
@@ -134,9 +146,12 @@ struct Traits<std::vector<T>> {
     f.mix(uint64_t{0x4c});
     f.mix(v.size());
     if (f.describing) f.describe("list of " + std::to_string(v.size()));
-    for (size_t i = 0; i < v.size(); ++i)
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, Tensor>)
+        if (i + 8 < v.size()) f.prefetch_leaf(v[i + 8]);
       at_path(
           f, [&] { return index_path(i); }, [&] { Traits<T>::flatten(v[i], f); });
+    }
   }
   static std::vector<T> rebuild(const std::vector<T>& like, Cursor& c) {
     std::vector<T> out;
