@@ -160,7 +160,8 @@ struct Traits<nn::ParamMap> {
     f.mix(m.names_hash());
     if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
     for (auto it = m.begin(), end = m.end(); it != end; ++it) {
-      if (end - it > 8) f.prefetch_leaf((it + 8)->second);
+      constexpr auto ahead = static_cast<std::ptrdiff_t>(Flat::kPrefetchAhead);
+      if (end - it > ahead) f.prefetch_leaf((it + ahead)->second);
       const std::string& name = it->first;
       const Tensor& t = it->second;
       at_path(

@@ -64,7 +64,8 @@ struct Flat {
     if (describing) parts.push_back(path + ": " + what);
   }
   void add_leaf(const Tensor& t);
-  bool prefetch = prefetch_leaves_on();  // pass prefetch_leaves
+  bool prefetch = prefetch_leaves_on();        // pass prefetch_leaves
+  static constexpr size_t kPrefetchAhead = 8;  // leaves between a prefetch and its read
   /** Starts loading a leaf that add_leaf will read soon (a list of a model's weights: each
    * tensor's metadata is a cache miss of its own when the model's forward has run since). */
   void prefetch_leaf(const Tensor& t) const {
@@ -148,7 +149,7 @@ struct Traits<std::vector<T>> {
     if (f.describing) f.describe("list of " + std::to_string(v.size()));
     for (size_t i = 0; i < v.size(); ++i) {
       if constexpr (std::is_same_v<T, Tensor>)
-        if (i + 8 < v.size()) f.prefetch_leaf(v[i + 8]);
+        if (i + Flat::kPrefetchAhead < v.size()) f.prefetch_leaf(v[i + Flat::kPrefetchAhead]);
       at_path(
           f, [&] { return index_path(i); }, [&] { Traits<T>::flatten(v[i], f); });
     }
