@@ -18,6 +18,7 @@
 #include <lazytrace/lazytrace.h>
 
 #include "backends/cpu/gemm.h"
+#include "runtime/thread_pool.h"
 
 namespace lt = lazytrace;
 namespace cpu = lazytrace::cpu;
@@ -335,6 +336,42 @@ TEST(GemmChoice, MatmulIsRightAndStableWithTheChoiceOnAndOff) {
   LtProduct off = lt_product(48, 80, 96, false, true);
   expect_near(off.c.to_vector<float>(), off.ref, 96);
   EXPECT_EQ(lt::debug::kernel_choices(), choices) << "measured with the pass off";
+  lt::debug::set_disabled_passes({});
+}
+
+// A product too small for the rule to cut (the rule runs it whole on one thread): with
+// gemm_cut_small on, GemmChoice times it cut into blocks over the threads too ("other
+// split" in kernel_choices), and whichever it keeps is right and gives the first run's bits
+// at every run; with the pass off, only whole.
+TEST(GemmChoice, ASmallProductIsTimedCutOverTheThreadsToo) {
+  if (lt::runtime::num_threads() < 2) GTEST_SKIP() << "one thread: nothing to cut over";
+  lt::debug::set_disabled_passes({});
+  // (one line per measured product; the shape's lines in the order they were measured)
+  auto lines_of = [](const std::string& shape) {
+    std::vector<std::string> found;
+    const std::string all = lt::debug::kernel_choices();
+    for (size_t at = all.find(shape); at != std::string::npos; at = all.find(shape, at + 1))
+      found.push_back(all.substr(at, all.find('\n', at) - at));
+    return found;
+  };
+  // 16 x 96 @ 96 x 112: 172032 multiply-adds, between GemmChoice's least and the rule's cut
+  for (const bool cut_on : {true, false}) {
+    SCOPED_TRACE(cut_on ? "gemm_cut_small on" : "gemm_cut_small off");
+    if (!cut_on) lt::debug::set_disabled_passes({"gemm_cut_small"});
+    for (int layout = 0; layout < 2; ++layout) {
+      const bool tb = layout == 1;
+      LtProduct first = lt_product(16, 112, 96, false, tb);
+      const std::vector<float> bits = first.c.to_vector<float>();
+      expect_near(bits, first.ref, 96);
+      for (int run = 0; run < 3; ++run)
+        EXPECT_EQ(lt_product(16, 112, 96, false, tb).c.to_vector<float>(), bits)
+            << "the kept plan must give the first run's bits";
+      const std::vector<std::string> lines =
+          lines_of(std::string("matmul 16 x 96 @ 96 x 112 (") + (tb ? "NT" : "NN"));
+      ASSERT_EQ(lines.size(), cut_on ? 1u : 2u);
+      EXPECT_EQ(lines.back().find("other split:") != std::string::npos, cut_on) << lines.back();
+    }
+  }
   lt::debug::set_disabled_passes({});
 }
 

@@ -86,6 +86,8 @@ void run_dgemm(int64_t m, int64_t n, int64_t k, const double* a, const GemmOpera
  */
 struct GemmPlan {
   GemmLib lib = GemmLib::Lazytrace;
+  // the product's blocks cut the other way than the rule's; for a product the rule runs
+  // whole on one thread, cut into blocks over the threads (matmul.cpp, gemm_cut_small)
   bool other_split = false;
   bool operator==(const GemmPlan&) const = default;
 };

@@ -56,7 +56,9 @@ void batch_offsets(const MatmulStep& s, int64_t bi, int64_t& oa, int64_t& ob) {
 // reported in `declined`.
 struct Kernel {
   GemmLib lib = GemmLib::Lazytrace;
-  bool other_split = false;  // GemmPlan::other_split: blocks cut the other way (Blocks)
+  // GemmPlan::other_split: blocks cut the other way (Blocks), or a product the rule runs
+  // whole cut into blocks (cut_small)
+  bool other_split = false;
   std::atomic<bool>* declined = nullptr;
 };
 
@@ -258,6 +260,21 @@ void split_reduction(const MatmulStep& s, const RunContext& ctx, Kernel kernel) 
     for (int64_t i = 0; i < m * n; ++i) C[i] += extra[(p - 1) * m * n + i];
 }
 
+// Whether a product the rule runs whole on one thread may be cut into blocks over the threads
+// instead (the gemm_cut_small pass): one matrix of enough work for GemmChoice to time.
+bool cut_small(const MatmulStep& s, const RunContext& ctx) {
+  const int64_t work = work_of(s);
+  return ctx.passes.on(runtime::Pass::GemmCutSmall) && runtime::num_threads() > 1 &&
+         batches_of(s) == 1 && work >= GemmChoice::kMinWork && work < kSplitWork;
+}
+
+// The kernel a product's blocks run with: `kernel`, its other_split meaning the rule's cut
+// where it asks for a small product cut.
+Kernel blocks_kernel(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
+  if (kernel.other_split && cut_small(s, ctx)) kernel.other_split = false;
+  return kernel;
+}
+
 // How run_product shares a product over the threads: along its reduction (split_reduction,
 // float32 only: few rows, a long reduction), or each batch in `parts` blocks of rows or
 // columns (1: whole; Blocks).
@@ -279,14 +296,16 @@ Sharing sharing_of(const MatmulStep& s) {
 
 template <typename S>
 void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
-  const Sharing sharing = sharing_of(s);
+  Sharing sharing = sharing_of(s);
   if constexpr (std::is_same_v<S, float>)
     if (sharing.along_reduction) return split_reduction(s, ctx, kernel);
   const int64_t work = work_of(s), nbatch = batches_of(s);
+  const bool cut = kernel.other_split && cut_small(s, ctx);  // GemmChoice kept the cut
+  if (cut) sharing.parts = runtime::num_threads();
   const bool big = work / nbatch >= kSplitWork;
-  const Blocks<S> blocks(s, ctx, sharing.parts, kernel);
+  const Blocks<S> blocks(s, ctx, sharing.parts, blocks_kernel(s, ctx, kernel));
   const int64_t grain =
-      big ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
+      big || cut ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
   runtime::parallel_for(blocks.items(), grain, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) blocks.run(w);
   });
@@ -308,12 +327,13 @@ bool chooses(const MatmulStep& s, const RunContext& ctx) {
 
 // What makes two products the same to GemmChoice: dtype, sizes, the strides of the
 // matrices, the batch count, the threads they are shared out over, and whether their cut is
-// chosen too (the gemm_split pass; on and off keep plans of their own).
+// chosen too (the gemm_split and gemm_cut_small passes; on and off keep plans of their own).
 GemmChoice::Key key_of(const MatmulStep& s, const RunContext& ctx) {
   const int na = s.a.shape.size(), nb = s.b.shape.size(), no = s.out_shape.size();
   return {{s.out_shape[no - 2], s.out_shape[no - 1], s.a.shape[na - 1], s.a.strides[na - 2],
            s.a.strides[na - 1], s.b.strides[nb - 2], s.b.strides[nb - 1], batches_of(s),
-           runtime::num_threads(), ctx.passes.on(runtime::Pass::GemmSplit),
+           runtime::num_threads(),
+           ctx.passes.on(runtime::Pass::GemmSplit) + 2 * ctx.passes.on(runtime::Pass::GemmCutSmall),
            static_cast<int64_t>(s.dtype)}};
 }
 
@@ -353,8 +373,9 @@ void measure_product(const MatmulStep& s, const RunContext& ctx) {
         run_product<S>(s, ctx, {plan.lib, plan.other_split, &declined});
         return !declined.load();
       },
-      key.v[9] != 0 && !sharing.along_reduction && sharing.parts > 1, describe_product(s),
-      2.0 * static_cast<double>(work_of(s)), ctx.passes.on(runtime::Pass::GemmChoiceCache));
+      ((key.v[9] & 1) != 0 && !sharing.along_reduction && sharing.parts > 1) || cut_small(s, ctx),
+      describe_product(s), 2.0 * static_cast<double>(work_of(s)),
+      ctx.passes.on(runtime::Pass::GemmChoiceCache));
 }
 
 template <typename S>
@@ -402,7 +423,8 @@ void run_matmuls(const MatmulStep& a, const MatmulStep& b, const RunContext& ctx
     return;
   }
   const int64_t split = std::max(1, threads / 2);
-  const Blocks<float> x(a, ctx, split, *ka), y(b, ctx, split, *kb);
+  const Blocks<float> x(a, ctx, split, blocks_kernel(a, ctx, *ka)),
+      y(b, ctx, split, blocks_kernel(b, ctx, *kb));
   runtime::parallel_for(x.items() + y.items(), 1, [&](int64_t w0, int64_t w1) {
     for (int64_t w = w0; w < w1; ++w) w < x.items() ? x.run(w) : y.run(w - x.items());
   });
