@@ -301,9 +301,12 @@ void run_product(const MatmulStep& s, const RunContext& ctx, Kernel kernel) {
     if (sharing.along_reduction) return split_reduction(s, ctx, kernel);
   const int64_t work = work_of(s), nbatch = batches_of(s);
   const bool cut = kernel.other_split && cut_small(s, ctx);  // GemmChoice kept the cut
-  if (cut) sharing.parts = runtime::num_threads();
+  if (cut) {
+    sharing.parts = runtime::num_threads();
+    kernel.other_split = false;  // on the rule's cut (blocks_kernel)
+  }
   const bool big = work / nbatch >= kSplitWork;
-  const Blocks<S> blocks(s, ctx, sharing.parts, blocks_kernel(s, ctx, kernel));
+  const Blocks<S> blocks(s, ctx, sharing.parts, kernel);
   const int64_t grain =
       big || cut ? 1 : std::max<int64_t>(1, kGrainWork * nbatch / std::max<int64_t>(work, 1));
   runtime::parallel_for(blocks.items(), grain, [&](int64_t w0, int64_t w1) {
