@@ -328,6 +328,49 @@ TEST(Passes, PrefetchTilesReadsAheadAndChangesNoValue) {
   EXPECT_EQ(again.to_vector<float>(), got);
 }
 
+// The forward of a SwiGLU block as a training step makes it: silu(x) * u for the next
+// product, and the derivative of silu(x) saved for the backward, lowered after that product.
+// merge_siblings runs the two as one step with one sigmoid, and changes no bit; where the
+// second reads what the product wrote, it stays a step of its own.
+TEST(Passes, MergeSiblingsComputesASiluAndItsDerivativeOnceAndChangesNoValue) {
+  auto steps_of_shape = [](const std::string& program, const std::string& shape) {
+    int n = 0;
+    for (size_t at = program.find("fused " + shape); at != std::string::npos;
+         at = program.find("fused " + shape, at + 1))
+      ++n;
+    return n;
+  };
+  for (const bool blocked : {false, true}) {
+    PassesOff none({});
+    Tensor x = lt::randn({16, 333}) * 4.0f, u = lt::randn({16, 333}), w = lt::randn({333, 333});
+    lt::sync({x, u, w});
+    auto block = [&] {
+      Tensor h = lt::silu(x) * u;
+      Tensor y = lt::matmul(h, w);
+      Tensor s = lt::sigmoid(x);
+      Tensor d = s * (1.0f + x * (1.0f - s));
+      return std::vector<Tensor>{h, y, blocked ? d * y : d};
+    };
+    std::vector<Tensor> on = block();
+    const std::string program = lt::debug::to_program(on);
+    EXPECT_EQ(steps_of_shape(program, "[16, 333]"), blocked ? 2 : 1) << program;
+    const std::vector<float> xs = x.to_vector<float>(), us = u.to_vector<float>(),
+                             ys = on[1].to_vector<float>(), hs = on[0].to_vector<float>(),
+                             ds = on[2].to_vector<float>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double v = xs[i], sig = 1 / (1 + std::exp(-v));
+      ASSERT_NEAR(hs[i], v * sig * us[i], 1e-5 * (1 + std::fabs(v * sig * us[i]))) << i;
+      const double d = sig * (1 + v * (1 - sig)) * (blocked ? ys[i] : 1.0);
+      ASSERT_NEAR(ds[i], d, 1e-5 * (1 + std::fabs(d))) << i;
+    }
+    PassesOff off({"merge_siblings"});
+    std::vector<Tensor> apart = block();
+    EXPECT_EQ(steps_of_shape(lt::debug::to_program(apart), "[16, 333]"), 2);
+    for (size_t k = 0; k < on.size(); ++k)
+      EXPECT_EQ(apart[k].to_vector<float>(), on[k].to_vector<float>()) << "result " << k;
+  }
+}
+
 // A fused step whose result is larger than the last-level cache streams its stores past
 // the caches, the last tile (not in whole 16-byte units) through the plain copy; a smaller
 // one does not; neither changes a bit.

@@ -21,6 +21,8 @@ const Stage kPipeline[] = {
     {updates_last, Pass::UpdatesLast},                // AdamW steps after their weight's readers
     {overlap_collectives, Pass::OverlapCollectives},  // collectives' Start and Wait
     {hoist_invariants, Pass::HoistInvariants},        // Program::invariant_steps
+    {merge_siblings, Pass::MergeSiblings},            // fused steps with common loads as one
+    {allocate_registers, std::nullopt},               // fused steps' physical registers
     {plan_arena, std::nullopt},                       // arena offsets (reuse: Pass::ArenaReuse)
     {find_donations, Pass::Donation},                 // Program::donations
     {pair_products, Pass::PairProducts},              // MatmulStep::beside_next

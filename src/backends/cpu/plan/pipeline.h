@@ -20,6 +20,8 @@ void attach_updates(Program& p, const Context& c);
 void updates_last(Program& p, const Context& c);
 void overlap_collectives(Program& p, const Context& c);
 void hoist_invariants(Program& p, const Context& c);
+void merge_siblings(Program& p, const Context& c);
+void allocate_registers(Program& p, const Context& c);
 void plan_arena(Program& p, const Context& c);
 void find_donations(Program& p, const Context& c);
 void pair_products(Program& p, const Context& c);
