@@ -26,6 +26,7 @@
 #include <lazytrace/lazytrace.h>
 
 #include "backends/cpu/cpu_features.h"
+#include "backends/cpu/reduce_row.h"
 #include "chain_loop.h"
 #include "gemm_shapes.h"
 #include "runtime/thread_pool.h"
@@ -386,6 +387,26 @@ void BM_Bandwidth_Scale(benchmark::State& state) {
 void BM_Bandwidth_Stream(benchmark::State& state) {
   bandwidth_bench(state, Copy::kStream);
 }
+// The rows of a reduction (reduce_row.h) as the small steps of a training step make them: 32
+// rows of 8 (a softmax's max and sum at 8 tokens), of 16, and of 128 (a norm's mean at hidden
+// 128); state.range(1) 0: sum (in float64), 1: max.
+static void BM_ReduceRows(benchmark::State& state) {
+  const int64_t n = state.range(0), rows = 32;
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist;
+  for (float& v : x) v = dist(gen);
+  for (auto _ : state) {
+    double acc = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      acc += state.range(1) == 0 ? lazytrace::cpu::sum_row_f32(x.data() + r * n, n)
+                                 : lazytrace::cpu::max_row_f32(x.data() + r * n, n);
+    benchmark::DoNotOptimize(acc);
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+BENCHMARK(BM_ReduceRows)->ArgsProduct({{8, 16, 128}, {0, 1}});
+
 BENCHMARK(BM_Bandwidth_Memcpy)
     ->Arg(kElems)
     ->Arg(kElemsBig)

@@ -122,6 +122,20 @@ void expect_row_reductions_baseline_bits(const Loops& loops) {
   EXPECT_TRUE(std::isnan(loops.max_row(a.data(), all)));
   EXPECT_TRUE(std::isnan(cpu::max_row_f32_inline(a.data(), all)));
   EXPECT_EQ(loops.max_row(a.data(), 17), std::numeric_limits<float>::infinity());  // no NaN
+  for (int64_t n = 1; n <= 18; ++n) {  // short rows (4 partials, then a scalar tail) too
+    bool nan = false;
+    float largest = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) {
+      nan = nan || std::isnan(a[static_cast<size_t>(j)]);
+      largest = std::max(largest, a[static_cast<size_t>(j)]);
+    }
+    for (const float got : {loops.max_row(a.data(), n), cpu::max_row_f32_inline(a.data(), n)}) {
+      if (nan)
+        EXPECT_TRUE(std::isnan(got)) << "max_row of the first " << n << " special values";
+      else
+        EXPECT_EQ(got, largest) << "max_row of the first " << n << " special values";
+    }
+  }
 }
 
 void expect_adamw_baseline_bits(const Loops& loops) {
