@@ -351,9 +351,11 @@ TEST(Passes, MergeSiblingsComputesASiluAndItsDerivativeOnceAndChangesNoValue) {
       Tensor d = s * (1.0f + x * (1.0f - s));
       return std::vector<Tensor>{h, y, blocked ? d * y : d};
     };
+    const int64_t merged = counter("FusedStepsMerged");
     std::vector<Tensor> on = block();
     const std::string program = lt::debug::to_program(on);
     EXPECT_EQ(steps_of_shape(program, "[16, 333]"), blocked ? 2 : 1) << program;
+    EXPECT_EQ(counter("FusedStepsMerged") - merged, blocked ? 0 : 1);
     const std::vector<float> xs = x.to_vector<float>(), us = u.to_vector<float>(),
                              ys = on[1].to_vector<float>(), hs = on[0].to_vector<float>(),
                              ds = on[2].to_vector<float>();

@@ -29,6 +29,7 @@ extern Counter updates_beside_loops;  // AdamW updates compiled to run beside a 
 extern Counter loop_slices_evicted;   // weight slices a loop's thread evicted once read (far cores)
 extern Counter body_compile_count;    // traced bodies compiled (calls and loops share them)
 extern Counter donated_buffers;       // outputs written into an input's buffer (sync)
+extern Counter fused_steps_merged;    // fused steps compiled into an earlier one (merge_siblings)
 extern Counter jit_kernels_made;      // native kernels generated (jit_elementwise.h)
 extern Counter jit_fused_runs;        // fused steps run as native code (jit_elementwise.h)
 extern Counter jit_ranged_runs;       // ... some ops without their clamps (jit_ranges)

@@ -177,6 +177,7 @@ Counter updates_beside_loops("UpdatesBesideLoops");
 Counter loop_slices_evicted("LoopSlicesEvicted");
 Counter body_compile_count("BodyCompileCount");
 Counter donated_buffers("DonatedBuffers");
+Counter fused_steps_merged("FusedStepsMerged");
 Counter jit_kernels_made("JitKernelsMade");
 Counter jit_fused_runs("JitFusedRuns");
 Counter jit_ranged_runs("JitRangedRuns");

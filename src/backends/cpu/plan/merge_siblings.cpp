@@ -13,6 +13,7 @@
 #include "backends/cpu/jit_elementwise.h"
 #include "backends/cpu/plan/pipeline.h"
 #include "backends/cpu/plan/walk.h"
+#include "metrics/known.h"
 
 namespace lazytrace::cpu::plan {
 namespace {
@@ -173,6 +174,7 @@ void merge_siblings(Program& p, const Context& c) {
         break;
       *a = std::move(m);
       gone[j] = 1;
+      metrics::fused_steps_merged.add();
       break;
     }
   }
