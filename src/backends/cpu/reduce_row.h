@@ -1,9 +1,10 @@
 #pragma once
 // The inner loops of sum, mean and amax over a contiguous row of float32 values (reduce.cpp),
 // in 16 partial results, value j going to partial j % 16 (the tail's to partial 0), then
-// combined pairwise in a fixed order. Each partial is its own chain that no compiler
-// reorders, so the baseline loops and their AVX2 and AVX-512 copies (one lane per partial)
-// compute the same bits.
+// combined pairwise in a fixed order; a row shorter than 16 is summed in order, its maximum
+// taken in 4 partials. Each partial is its own chain that no compiler reorders, so the
+// baseline loops and their AVX2 and AVX-512 copies (one lane per partial) compute the same
+// bits.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -31,8 +32,8 @@ typedef int32_t I4 __attribute__((vector_size(16)));
 typedef int32_t I2 __attribute__((vector_size(8)));
 constexpr int kParts = 16;
 
-// the larger of acc and v; NaN where either is; without branches,
-// which a row of random values would mispredict
+// the larger of acc and v; NaN where either is; without branches (a row of random values
+// would mispredict them)
 [[gnu::always_inline]] inline float max_nan(float acc, float v) {
   uint32_t a, b;
   std::memcpy(&a, &acc, 4);
@@ -82,7 +83,7 @@ template <typename V, typename I>
 
 /** The largest value, NaN where there is one (then which NaN is unspecified); -inf if n == 0. */
 [[gnu::always_inline]] inline float max_row_f32_inline(const float* x, int64_t n) {
-  if (n < row::kParts) {  // 4 partials, value j in partial j % 4 up to the last 4, the rest in 0
+  if (n < row::kParts) {  // value j in partial j % 4 up to the last whole 4, the rest after
     row::F4 acc4 = row::F4{} - HUGE_VALF;
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) {
