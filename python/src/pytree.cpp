@@ -228,7 +228,14 @@ struct Flattener {
           if (m.dict == o && m.version == version) found = &m;
         if (found && found->state == DictMemos::Memo::Recorded) {
           dicts_replayed.add();
-          for (size_t i = 0; i < found->leaves.size(); ++i) {
+          // (pass prefetch_leaves: each tensor's object asked for 2 × kPrefetchAhead leaves
+          // ahead, its metadata kPrefetchAhead ahead, once the object has arrived)
+          const size_t count = found->leaves.size(), ahead = pytree::Flat::kPrefetchAhead;
+          for (size_t i = 0; i < count; ++i) {
+            if (flat.prefetch) {
+              if (i + 2 * ahead < count) __builtin_prefetch(found->leaves[i + 2 * ahead]);
+              if (i + ahead < count) flat.prefetch_leaf(*found->leaves[i + ahead]);
+            }
             flat.mix(found->key_words[i]);
             flat.add_leaf(*found->leaves[i]);
           }
