@@ -397,10 +397,17 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
       grad_kinds_.push_back(kind);
       any = any || kind != 0;
     }
-    if (any) {
+    if (any) {  // the kinds (0, 1 or 2) two bits each, 32 to a word: one mix per 32 leaves
       pytree::Flat k;
       k.mix(key_);
-      for (char kind : grad_kinds_) k.mix(static_cast<uint64_t>(kind));
+      uint64_t word = 0;
+      for (size_t i = 0; i < grad_kinds_.size(); ++i) {
+        word |= static_cast<uint64_t>(grad_kinds_[i]) << (2 * (i % 32));
+        if (i % 32 == 31 || i + 1 == grad_kinds_.size()) {
+          k.mix(word);
+          word = 0;
+        }
+      }
       key_ = k.hash;
     }
   }
