@@ -31,6 +31,14 @@ struct JitOptions {
   bool ranges = true;
 };
 
+/** The options as the passes jit_cache, jit_interleave, jit_constants and jit_ranges set them. */
+inline JitOptions jit_options(const runtime::PassSet& passes) {
+  return {.shared = passes.on(runtime::Pass::JitCache),
+          .interleave = passes.on(runtime::Pass::JitInterleave),
+          .pin_constants = passes.on(runtime::Pass::JitConstants),
+          .ranges = passes.on(runtime::Pass::JitRanges)};
+}
+
 /**
  * A native kernel for fused step `s`, or null where the step has what the generator does
  * not take: a dtype other than float32 (bool for where's condition and comparisons, loaded

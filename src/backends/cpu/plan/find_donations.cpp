@@ -14,7 +14,8 @@ namespace lazytrace::cpu::plan {
 // Outputs that can take a parameter's buffer (Program::donations): written by a fused step
 // or an AdamW update, the step that reads that parameter last, at the same positions in the
 // same layout (each tile, or element, is read before it is written). A parameter that is
-// also a result, or read in another layout by the same step, is never given.
+// also a result, read in another layout by the same step, or stored by it as loaded, is
+// never given.
 void find_donations(Program& p, const Context&) {
   const int ns = static_cast<int>(p.storages.size());
   const int nsteps = static_cast<int>(p.steps.size());
@@ -83,9 +84,21 @@ void find_donations(Program& p, const Context&) {
         }
       }
     } else if (auto* f = std::get_if<FusedStep>(&p.steps[i])) {
+      // A store of a value as it was loaded (a copy beside other stores) reads the load's
+      // memory after the stores before it: that memory is no output's.
+      std::vector<int> stored_as_loaded;
+      for (const auto& st : f->stores) {
+        const Instr* last = nullptr;  // the register's value when the stores run
+        for (const Instr& ins : f->program)
+          if (ins.dst == st.reg) last = &ins;
+        if (last && last->op == ir::OpKind::Data) {
+          const View& v = f->loads[static_cast<size_t>(last->load)];
+          if (!v.is_scalar()) stored_as_loaded.push_back(v.storage);
+        }
+      }
       for (const auto& st : f->stores)
         for (const View& in : f->loads) {
-          if (in.is_scalar()) continue;
+          if (in.is_scalar() || std::ranges::count(stored_as_loaded, in.storage) > 0) continue;
           std::vector<const View*> reads;
           for (const View& v : f->loads)
             if (!v.is_scalar() && v.storage == in.storage) reads.push_back(&v);

@@ -11,10 +11,7 @@ namespace lazytrace::cpu::plan {
 // the interpreter writes every op's tile to memory and reads it back, where the native
 // kernel keeps the chain on vector registers and touches memory only to load and store.
 void jit_fused(Program& p, const Context& c) {
-  const JitOptions options{.shared = c.passes.on(runtime::Pass::JitCache),
-                           .interleave = c.passes.on(runtime::Pass::JitInterleave),
-                           .pin_constants = c.passes.on(runtime::Pass::JitConstants),
-                           .ranges = c.passes.on(runtime::Pass::JitRanges)};
+  const JitOptions options = jit_options(c.passes);
   for (Step& step : p.steps)
     if (auto* f = std::get_if<FusedStep>(&step)) f->jit = compile_jit(*f, options);
 }

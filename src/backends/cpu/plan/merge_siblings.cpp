@@ -34,16 +34,6 @@ int64_t computing(const FusedStep& s) {
   return n;
 }
 
-// Whether the step writes a value as it loaded it (a copy): such a store reads its input's
-// memory after the step's other stores, one of which may have been given that memory
-// (find_donations).
-bool stores_a_load(const FusedStep& s) {
-  return std::ranges::any_of(s.stores, [&](const FusedStep::Store& st) {
-    return std::ranges::any_of(
-        s.program, [&](const Instr& ins) { return ins.dst == st.reg && ins.op == OpKind::Data; });
-  });
-}
-
 bool shares_a_load(const FusedStep& a, const FusedStep& b) {
   for (const View& x : a.loads)
     for (const View& y : b.loads)
@@ -141,10 +131,7 @@ FusedStep merged(const FusedStep& a, const FusedStep& b) {
 void merge_siblings(Program& p, const Context& c) {
   if (!c.passes.on(runtime::Pass::Fusion)) return;  // each op a step of its own, for an A/B
   const bool jit = c.passes.on(runtime::Pass::JitFused) && jit_available();
-  const JitOptions options{.shared = c.passes.on(runtime::Pass::JitCache),
-                           .interleave = c.passes.on(runtime::Pass::JitInterleave),
-                           .pin_constants = c.passes.on(runtime::Pass::JitConstants),
-                           .ranges = c.passes.on(runtime::Pass::JitRanges)};
+  const JitOptions options = jit_options(c.passes);
   std::vector<char> gone(p.steps.size(), 0);
   for (size_t j = 1; j < p.steps.size(); ++j) {
     const auto* b = std::get_if<FusedStep>(&p.steps[j]);
@@ -166,7 +153,6 @@ void merge_siblings(Program& p, const Context& c) {
       if (blocks) break;
       auto* a = std::get_if<FusedStep>(&p.steps[i]);
       if (a == nullptr || !(a->shape == b->shape) || !shares_a_load(*a, *b)) continue;
-      if (stores_a_load(*a) || stores_a_load(*b)) break;
       FusedStep m = merged(*a, *b);
       if (computing(m) == computing(compute_once(*a, {})) + computing(compute_once(*b, {})))
         break;  // nothing computed once
