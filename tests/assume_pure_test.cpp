@@ -57,6 +57,40 @@ TEST(AssumePure, DoMathIsTracedOnceOver1000Calls) {
   EXPECT_EQ(counter("AssumePureTrace"), 3);
 }
 
+// The key takes each leaf's type times a number for its position, from a table for the
+// first 4096 leaves and computed past it: thousands of leaves are traced once, and a leaf of
+// another shape past the table, at one place or the next, makes a signature of its own.
+TEST(AssumePure, ThousandsOfLeavesAreTracedOnceAndEachPlaceOfANewShapeRetraces) {
+  auto plain = [](const std::vector<Tensor>& ts) {
+    Tensor s = lt::sum(ts[0]);
+    for (size_t i = 1; i < ts.size(); ++i) s = s + lt::sum(ts[i]) * static_cast<float>(i % 7);
+    return s;
+  };
+  auto f = lt::assume_pure(plain);
+  std::vector<Tensor> ts;
+  double expected = 0;
+  for (size_t i = 0; i < 5000; ++i) {
+    const float v = static_cast<float>(i % 11) - 5.0f;
+    ts.push_back(lt::tensor(std::vector<float>{v}, lt::Shape{1}));
+    expected += v * static_cast<double>(i == 0 ? 1 : i % 7);
+  }
+  lt::metrics::reset();
+  for (int k = 0; k < 3; ++k)
+    EXPECT_NEAR(f(ts).item<float>(), expected, 1e-3 * std::fabs(expected));
+  EXPECT_EQ(counter("AssumePureTrace"), 1);
+  // a [2] at leaf 4500, or at 4501: two new signatures, each traced once
+  std::vector<Tensor> swapped = ts, again = ts;
+  swapped[4500] = lt::tensor(std::vector<float>{1.0f, 2.0f}, lt::Shape{2});
+  again[4501] = lt::tensor(std::vector<float>{1.0f, 2.0f}, lt::Shape{2});
+  const double w0 = 4500 % 7, w1 = 4501 % 7;
+  const double base = expected - ts[4500].item<float>() * w0 - ts[4501].item<float>() * w1;
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_NEAR(f(swapped).item<float>(), base + 3 * w0 + ts[4501].item<float>() * w1, 1e-2);
+    EXPECT_NEAR(f(again).item<float>(), base + ts[4500].item<float>() * w0 + 3 * w1, 1e-2);
+  }
+  EXPECT_EQ(counter("AssumePureTrace"), 3);
+}
+
 TEST(AssumePure, ACallRecordsAFixedNumberOfNodesWhateverTheFunctionDoes) {
   auto deep = lt::assume_pure([](const Tensor& x) {
     Tensor h = x;

@@ -228,17 +228,7 @@ struct Flattener {
           if (m.dict == o && m.version == version) found = &m;
         if (found && found->state == DictMemos::Memo::Recorded) {
           dicts_replayed.add();
-          // (pass prefetch_leaves: each tensor's object asked for 2 × kPrefetchAhead leaves
-          // ahead, its metadata kPrefetchAhead ahead, once the object has arrived)
-          const size_t count = found->leaves.size(), ahead = pytree::Flat::kPrefetchAhead;
-          for (size_t i = 0; i < count; ++i) {
-            if (flat.prefetch) {
-              if (i + 2 * ahead < count) __builtin_prefetch(found->leaves[i + 2 * ahead]);
-              if (i + ahead < count) flat.prefetch_leaf(*found->leaves[i + ahead]);
-            }
-            flat.mix(found->key_words[i]);
-            flat.add_leaf(*found->leaves[i]);
-          }
+          flat.add_leaves(found->leaves.data(), found->key_words.data(), found->leaves.size());
           return;
         }
         if (found && found->state == DictMemos::Memo::Seen) record = found;
@@ -257,7 +247,7 @@ struct Flattener {
       // version read before the walk is still the dict's after it.
       while (PyDict_Next(o, &pos, &k, &v)) {
         const uint64_t word = key_word(k);
-        flat.mix(word);
+        flat.absorb(word);
         if (record && (PyUnicode_CheckExact(k) || PyLong_CheckExact(k)) && tensor_type(v) &&
             nb::inst_ready(v)) {
           record->key_words.push_back(word);

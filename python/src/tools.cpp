@@ -159,10 +159,10 @@ struct PyFunction {
     pytree::Flat flat;
     flatten_args(args, kwargs, flat);
     nb::object result;
-    if (!eager.count(flat.hash)) {
+    if (!eager.count(flat.hash())) {
       const bool traced = tools::run_traced(
           [&] { result = call_cached(fn, args, kwargs, modes, flipped); }, options);
-      if (!traced) eager.insert(flat.hash);
+      if (!traced) eager.insert(flat.hash());
     }
     if (!result.is_valid()) result = fn(*args, **kwargs);
     ReleaseGil release;
@@ -245,7 +245,7 @@ void bind_tools(nb::module_& m) {
         if (fx.leaves.empty())
           fail(tool, "xs has no tensors to scan over (", body->x.str(),
                "); pass at least one tensor whose first dim is the number of iterations.");
-        body->carry_hash = fc.hash;
+        body->carry_hash = fc.hash();
         tools::ScanArgs args;
         args.init = fc.leaves;
         args.xs = fx.leaves;
@@ -257,9 +257,9 @@ void bind_tools(nb::module_& m) {
           pytree::Flat key;
           key.mix(reinterpret_cast<uint64_t>(fn.ptr()));
           if (flipped) key.mix(flipped);
-          key.mix(fc.hash);
-          key.mix(fx.hash);
-          args.cache_key = key.hash | 1;
+          key.mix(fc.hash());
+          key.mix(fx.hash());
+          args.cache_key = key.hash() | 1;
         }
         nb::object xs_ref = nb::borrow(xs);
         args.xs_paths = [xs_ref, tool] {
@@ -285,7 +285,7 @@ void bind_tools(nb::module_& m) {
           nb::object nc = r[0], y = r[1];
           pytree::Flat fnc;
           flatten_tree(nc, fnc, nullptr, "carry", tool);
-          if (fnc.hash != body->carry_hash) carry_changed(tool, carry, nc, "carry");
+          if (fnc.hash() != body->carry_hash) carry_changed(tool, carry, nc, "carry");
           auto ys_def = std::make_shared<TreeDef>();
           pytree::Flat fy;
           flatten_tree(y, fy, ys_def.get(), "y", tool);
@@ -318,7 +318,7 @@ void bind_tools(nb::module_& m) {
         pytree::Flat fi;
         nb::list keep;  // the leaves, while cond and body (which may drop them) are traced
         flatten_tree(init, fi, &def, "carried_inputs", tool, &keep);
-        const uint64_t init_hash = fi.hash;
+        const uint64_t init_hash = fi.hash();
         tools::LoopTraceFn trace = [&](const std::vector<Tensor>& c, const std::vector<Tensor>&,
                                        const std::vector<Tensor>&) {
           nb::object carry = def.build(c);
@@ -331,7 +331,7 @@ void bind_tools(nb::module_& m) {
           if (PyList_Check(next.ptr())) next = nb::tuple(next);
           pytree::Flat fn;
           flatten_tree(next, fn, nullptr, "carried_inputs", tool);
-          if (fn.hash != init_hash) carry_changed(tool, carry, next, "carried_inputs");
+          if (fn.hash() != init_hash) carry_changed(tool, carry, next, "carried_inputs");
           tools::LoopTraced t;
           t.carry = fn.tensors();
           t.ys = {nb::cast<Tensor>(cond)};

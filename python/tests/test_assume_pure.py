@@ -291,6 +291,48 @@ def test_new_shape_or_dtype_retraces():
     assert calls == 3
 
 
+def test_the_key_holds_where_statics_sit_among_the_leaves():
+    """The key sums the leaves' words apart from the structure's chain: a static value just
+    before or just after a leaf must still make another key."""
+    calls = 0
+
+    @lt.assume_pure
+    def f(first, second):
+        nonlocal calls
+        calls += 1
+        items = [*first, second]
+        at = next(i for i, v in enumerate(items) if isinstance(v, int))
+        a, b = (v for v in items if isinstance(v, lt.Tensor))
+        return a * at + b * items[at]
+
+    an, bn = np.array([1.0, 2.0]), np.array([-3.0, 0.5])
+    a, b = lt.tensor(an), lt.tensor(bn)
+    for _ in range(3):
+        np.testing.assert_allclose(f([a, 5], b).numpy(), an * 1 + bn * 5)
+        np.testing.assert_allclose(f([a, b], 5).numpy(), an * 2 + bn * 5)
+    assert calls == 2
+
+
+def test_leaves_with_their_shapes_swapped_have_keys_of_their_own():
+    """Two leaves whose shapes trade places: two signatures, each traced once, alternating
+    calls never retrace (a key shared by both would trace on every call)."""
+    calls = 0
+
+    @lt.assume_pure
+    def f(x, y):
+        nonlocal calls
+        calls += 1
+        return lt.sum(x, dim=1) * 2.0 + lt.sum(y, dim=1)
+
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        for xs, ys in (((4, 10), (4, 11)), ((4, 11), (4, 10))):
+            xn, yn = rng.standard_normal(xs), rng.standard_normal(ys)
+            got = f(lt.tensor(xn, dtype=lt.float64), lt.tensor(yn, dtype=lt.float64))
+            np.testing.assert_allclose(got.numpy(), xn.sum(1) * 2 + yn.sum(1), rtol=1e-12)
+    assert calls == 2
+
+
 def test_matmul_grads():
     rng = np.random.default_rng(1)
     an, bn = rand_np(rng, 4, 5), rand_np(rng, 5, 3)

@@ -324,7 +324,7 @@ SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs) {
   return edges;
 }
 
-bool same_edges(const std::vector<Edge>& edges, std::span<const Tensor* const> inputs) {
+bool same_edges(std::span<const Edge> edges, std::span<const Tensor* const> inputs) {
   if (edges.size() != inputs.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Edge& e = edges[i];

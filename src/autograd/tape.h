@@ -224,7 +224,7 @@ void record_multi(const std::vector<Tensor>& outs, const char* name, SharedEdges
 SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs);
 /** Whether `edges` are still the edges to `inputs`: the same tensors' autograd state, with
  * nothing counted or copied. */
-bool same_edges(const std::vector<Edge>& edges, std::span<const Tensor* const> inputs);
+bool same_edges(std::span<const Edge> edges, std::span<const Tensor* const> inputs);
 
 /** Drops the gradient history of `t` (it becomes a constant, or stays a leaf). */
 void clear_history(const Tensor& t);

@@ -205,8 +205,10 @@ std::vector<trace::BodyInput> direct_inputs(const std::vector<trace::BodyInput>&
 // Whether `leaves` are of e's leaf types (else a hash collision: retrace), and in `pack`
 // e's Pack where this call can reuse it: its lifted tensors may not have new values and its
 // packed leaves have the same nodes (so the same types: they are not compared again).
-bool matches(Entry& e, const std::vector<const Tensor*>& leaves, ir::NodePtr& pack) {
+bool matches(Entry& e, const pytree::Flat& flat, ir::NodePtr& pack) {
+  const std::vector<const Tensor*>& leaves = flat.leaves;
   if (e.leaf_types.size() != leaves.size()) return false;
+  const pytree::LeafState* states = flat.has_states() ? flat.states.data() : nullptr;
   const uint32_t context = trace::current_context_id();
   {
     std::lock_guard<std::mutex> lock(e.pack_mu);
@@ -217,9 +219,11 @@ bool matches(Entry& e, const std::vector<const Tensor*>& leaves, ir::NodePtr& pa
   for (size_t i = 0; i < leaves.size(); ++i) {
     const int j = e.pack_pos.empty() ? -1 : e.pack_pos[i];
     if (j >= 0 && pack) {
-      const TensorImpl& impl = *leaves[i]->impl();
-      const ir::Node* node =
-          impl.context == context ? impl.node.get() : trace::node_of(*leaves[i]).get();
+      const void* node = states ? states[i].node : nullptr;
+      if (!node) {
+        const TensorImpl& impl = *leaves[i]->impl();
+        node = impl.context == context ? impl.node.get() : trace::node_of(*leaves[i]).get();
+      }
       if (node == pack->operand(j).get()) continue;
       pack = nullptr;
     }
@@ -227,6 +231,21 @@ bool matches(Entry& e, const std::vector<const Tensor*>& leaves, ir::NodePtr& pa
       return false;
   }
   return true;
+}
+
+// autograd::same_edges for a call's inputs (its leaves, then its lifted tensors), from the
+// leaves' states where the flattening read them.
+bool same_edges(const std::vector<autograd::Edge>& edges, const pytree::Flat& flat,
+                const std::vector<const Tensor*>& inputs) {
+  if (!flat.has_states()) return autograd::same_edges(edges, inputs);
+  const size_t n = flat.leaves.size();
+  if (edges.size() != inputs.size()) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const pytree::LeafState& s = flat.states[i];
+    const autograd::Edge& e = edges[i];
+    if (s.kind == 2 || (s.kind == 1 ? e.target() != s.grad : e.defined())) return false;
+  }
+  return autograd::same_edges(std::span(edges).subspan(n), std::span(inputs).subspan(n));
 }
 
 // A new Pack for a call of e with these explicit leaves, kept for the calls after it.
@@ -387,13 +406,17 @@ std::vector<Tensor> compile_stand_ins(trace::TraceScope& scope,
 CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn describe)
     : cache_(cache),
       flat_(std::move(flat)),
-      key_(keyed_by_thread_state(flat_.hash)),
+      key_(keyed_by_thread_state(flat_.hash())),
       describe_(describe) {
   key_ = key_with_modes(key_, cache_.modes);
   if (cache_.options.functional_writes && autograd::grad_enabled()) {
     bool any = false;
-    for (const Tensor* t : flat_.leaves) {
-      const char kind = !t->requires_grad() ? 0 : t->is_leaf() ? 1 : 2;
+    for (size_t i = 0; i < flat_.leaves.size(); ++i) {
+      const Tensor* t = flat_.leaves[i];
+      const char kind = flat_.has_states()    ? static_cast<char>(flat_.states[i].kind)
+                        : !t->requires_grad() ? 0
+                        : t->is_leaf()        ? 1
+                                              : 2;
       grad_kinds_.push_back(kind);
       any = any || kind != 0;
     }
@@ -408,12 +431,12 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
           word = 0;
         }
       }
-      key_ = k.hash;
+      key_ = k.hash();
     }
   }
   grad_kinds_.resize(flat_.leaves.size(), 0);
   entry_ = cache_.find(key_);
-  if (entry_ && !matches(*entry_, flat_.leaves, pack_)) entry_ = nullptr;
+  if (entry_ && !matches(*entry_, flat_, pack_)) entry_ = nullptr;
   if (entry_) {
     (cache_.options.count_as_compile ? metrics::compiled_hit : metrics::assume_pure_hit).add();
     if (cache_.check_purity) {
@@ -613,7 +636,7 @@ std::vector<Tensor> CachedCall::record() {
       std::lock_guard<std::mutex> lock(e->edges_mu);
       edges = e->edges;
     }
-    if (edges && autograd::same_edges(*edges, inputs)) {
+    if (edges && same_edges(*edges, flat_, inputs)) {
       differentiated = true;
     } else {
       edges = nullptr;

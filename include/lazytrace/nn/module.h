@@ -159,14 +159,13 @@ struct Traits<nn::ParamMap> {
   static void flatten(const nn::ParamMap& m, Flat& f) {
     f.mix(m.names_hash());
     if (f.describing) f.describe("ParamMap of " + std::to_string(m.size()));
-    for (auto it = m.begin(), end = m.end(); it != end; ++it) {
-      constexpr auto ahead = static_cast<std::ptrdiff_t>(Flat::kPrefetchAhead);
-      if (end - it > ahead) f.prefetch_leaf((it + ahead)->second);
-      const std::string& name = it->first;
-      const Tensor& t = it->second;
+    if (!f.describing) {
+      if (m.size()) f.add_leaves(&m.begin()->second, m.size(), sizeof(*m.begin()));
+      return;
+    }
+    for (const auto& [name, t] : m)
       at_path(
           f, [&] { return "['" + name + "']"; }, [&] { f.add_leaf(t); });
-    }
   }
   static nn::ParamMap rebuild(const nn::ParamMap& like, Cursor& c) {
     nn::ParamMap out;

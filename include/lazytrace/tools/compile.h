@@ -71,11 +71,11 @@ class CompiledFunction {
     pytree::Flat flat;
     pytree::flatten_args(flat, args...);
     std::shared_ptr<R> result;
-    if (!eager_->count(flat.hash)) {
+    if (!eager_->count(flat.hash())) {
       const bool traced = tools::run_traced(
           [&] { result = std::make_shared<R>(tools::call_cached(fn_, *cache_, args...)); },
           options_);
-      if (!traced) eager_->insert(flat.hash);
+      if (!traced) eager_->insert(flat.hash());
     }
     if (!result) result = std::make_shared<R>(fn_(args...));
     // everything pending now is the call's: its results and what it wrote (an optimizer's

@@ -24,6 +24,16 @@ namespace lazytrace::pytree {
 /** Whether the pass prefetch_leaves is on (lists of tensors load their leaves ahead). */
 bool prefetch_leaves_on();
 
+/** The trace this thread records into (0: none). */
+uint32_t current_trace_context();
+
+/** What a trace cache checks of a leaf on each call (Flat::states). */
+struct LeafState {
+  const void* node;  // its node (TensorImpl::node), or null where it is another trace's
+  const void* grad;  // its autograd metadata (a leaf's gradient slot), or null
+  uint8_t kind;      // 0: requires no grad, 1: a leaf that requires grad, 2: has history
+};
+
 /** An argument list (or a result) taken apart. */
 struct Flat {
   // The leaves, by address: the arguments outlive the call, and a leaf made while
@@ -43,7 +53,19 @@ struct Flat {
   // with many leaves (a model's weights) in a Pack it can reuse while they are unchanged.
   std::vector<uint32_t> arg_ends;
   void end_argument() { arg_ends.push_back(static_cast<uint32_t>(leaves.size())); }
-  uint64_t hash = 0x6a09e667f3bcc908ULL;  // structure, static values, leaf shapes and dtypes
+  // The key: structure and static values in order (`mix`, a chain of steps), and the dict
+  // keys and leaf types (`absorb`): the sum of each word times a random odd number for its
+  // position (a multilinear hash, which no two sequences of words are likely to share), so
+  // that a call with hundreds of leaves does not wait on a chain of hundreds of steps. Each
+  // chain step also takes the number absorbed before it: the key holds how the two interleave.
+  uint64_t chain = 0x6a09e667f3bcc908ULL;
+  uint64_t sum = 0;
+  uint64_t absorbed = 0;
+  /** The key: structure, static values, dict keys, leaf shapes and dtypes. */
+  uint64_t hash() const {
+    return (chain ^ (sum + 0x9e3779b97f4a7c15ULL + (chain << 6) + (chain >> 2))) *
+           0xff51afd7ed558ccdULL;
+  }
   // Describing (for error messages and cache-miss explanations): one entry per part of
   // the key, "argument 0: f32[2, 3]", in order. Off on the hot path.
   bool describing = false;
@@ -52,28 +74,38 @@ struct Flat {
   std::string path;
 
   void mix(uint64_t v) {
-    hash ^= v + 0x9e3779b97f4a7c15ULL + (hash << 6) + (hash >> 2);
-    hash *= 0xff51afd7ed558ccdULL;
+    v ^= absorbed * 0xc2b2ae3d27d4eb4fULL;
+    chain ^= v + 0x9e3779b97f4a7c15ULL + (chain << 6) + (chain >> 2);
+    chain *= 0xff51afd7ed558ccdULL;
   }
   void mix(std::string_view s) {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
     mix(h ^ s.size());
   }
+  /** A word that enters the key on its own, at the next position (a dict key, a leaf). */
+  void absorb(uint64_t w);
   void describe(std::string what) {
     if (describing) parts.push_back(path + ": " + what);
   }
+  /** A tensor leaf: its type enters the key. */
   void add_leaf(const Tensor& t);
+  /** Leaves at once, loading each tensor's metadata ahead (pass prefetch_leaves), with a
+   * word absorbed before each where `key_words` is given (a dict replayed); not while
+   * describing. */
+  void add_leaves(const Tensor* const* ts, const uint64_t* key_words, size_t n);
+  /** Leaves stored in an array, `stride` bytes apart (a vector of tensors, of pairs). */
+  void add_leaves(const Tensor* first, size_t n, size_t stride = sizeof(Tensor));
+
+  // Per leaf, what a trace cache checks of it (function_cache.h), read while add_leaf has the
+  // tensor's metadata at hand, so that a call with hundreds of leaves reads each of them
+  // once. Gathered outside a trace only (`context` 0), where no tensor stands for another.
+  std::vector<LeafState> states;
+  uint32_t context = current_trace_context();
+  bool has_states() const { return context == 0 && states.size() == leaves.size(); }
+
   bool prefetch = prefetch_leaves_on();        // pass prefetch_leaves
   static constexpr size_t kPrefetchAhead = 8;  // leaves between a prefetch and its read
-  /** Starts loading a leaf that add_leaf will read soon (a list of a model's weights: each
-   * tensor's metadata is a cache miss of its own when the model's forward has run since). */
-  void prefetch_leaf(const Tensor& t) const {
-    const auto* p = reinterpret_cast<const char*>(t.impl().get());
-    if (!p || !prefetch) return;
-    __builtin_prefetch(p);
-    __builtin_prefetch(p + 64);
-  }
   /** A static value: its kind and printed value enter the key. */
   void add_static(std::string_view kind, const std::string& value) {
     mix(kind);
@@ -147,12 +179,11 @@ struct Traits<std::vector<T>> {
     f.mix(uint64_t{0x4c});
     f.mix(v.size());
     if (f.describing) f.describe("list of " + std::to_string(v.size()));
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, Tensor>)
-        if (i + Flat::kPrefetchAhead < v.size()) f.prefetch_leaf(v[i + Flat::kPrefetchAhead]);
+    if constexpr (std::is_same_v<T, Tensor>)
+      if (!f.describing) return f.add_leaves(v.data(), v.size());
+    for (size_t i = 0; i < v.size(); ++i)
       at_path(
           f, [&] { return index_path(i); }, [&] { Traits<T>::flatten(v[i], f); });
-    }
   }
   static std::vector<T> rebuild(const std::vector<T>& like, Cursor& c) {
     std::vector<T> out;

@@ -145,7 +145,7 @@ size_t identity_of(const F& fn) {
       key.mix(word);
     }
   }
-  return static_cast<size_t>(key.hash) | 1;
+  return static_cast<size_t>(key.hash()) | 1;
 }
 
 /**
@@ -167,10 +167,10 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
   if (opts.is_fn_pure && fn_key != 0) {
     pytree::Flat key;
     key.mix(static_cast<uint64_t>(fn_key));
-    key.mix(fc.hash);
-    key.mix(fx.hash);
-    key.mix(fk.hash);
-    args.cache_key = key.hash | 1;
+    key.mix(fc.hash());
+    key.mix(fx.hash());
+    key.mix(fk.hash());
+    args.cache_key = key.hash() | 1;
   }
   // The structures, kept with the trace for retracing (backward): by value, with
   // placeholders in place of the first call's tensors once traced.
@@ -181,7 +181,7 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
     K consts;
     uint64_t init_hash;
   };
-  auto like = std::make_shared<Like>(Like{fn, init, xs, consts, fc.hash});
+  auto like = std::make_shared<Like>(Like{fn, init, xs, consts, fc.hash()});
   LoopTraceFn trace = [like, tool](const std::vector<Tensor>& c, const std::vector<Tensor>& x,
                                    const std::vector<Tensor>& k) {
     pytree::Cursor cc{c}, cx{x}, ck{k};
@@ -190,7 +190,7 @@ auto scan_with(const F& fn, const C& init, const X& xs, const K& consts, ScanOpt
     like->consts = pytree::Traits<K>::rebuild(like->consts, ck);
     P out = split_result<C>(tool, like->fn(like->init, like->xs, like->consts));
     pytree::Flat nc = pytree::flatten(out.first);
-    if (nc.hash != like->init_hash)
+    if (nc.hash() != like->init_hash)
       carry_mismatch(tool, pytree::flatten(like->init, true), pytree::flatten(out.first, true));
     LoopTraced t;
     t.carry = nc.tensors();
@@ -249,7 +249,7 @@ decltype(auto) apply_carry(const F& f, const V& v) {
 template <typename Cond, typename Body, typename Init>
 Init while_loop(const Cond& cond_fn, const Body& body_fn, const Init& init) {
   pytree::Flat fi = pytree::flatten(init);
-  const uint64_t init_hash = fi.hash;
+  const uint64_t init_hash = fi.hash();
   tools::LoopTraceFn trace = [&](const std::vector<Tensor>& c, const std::vector<Tensor>&,
                                  const std::vector<Tensor>&) {
     pytree::Cursor cur{c};
@@ -260,7 +260,7 @@ Init while_loop(const Cond& cond_fn, const Body& body_fn, const Init& init) {
                   "lazytrace: [while_loop] body_fn must return the carry with init's type");
     Init nc(next);
     pytree::Flat fn = pytree::flatten(nc);
-    if (fn.hash != init_hash)
+    if (fn.hash() != init_hash)
       tools::carry_mismatch("while_loop", pytree::flatten(init, true), pytree::flatten(nc, true));
     tools::LoopTraced t;
     t.carry = fn.tensors();
