@@ -73,16 +73,12 @@ void prefetch_impl(const Tensor& t) {
 // and position stay in registers.
 template <typename Leaf, typename Object>
 void add_all(Flat& f, size_t n, const uint64_t* key_words, const Leaf& leaf, const Object& object) {
-  const size_t base = f.leaves.size(), ahead = Flat::kPrefetchAhead;
+  const size_t ahead = Flat::kPrefetchAhead;
   const bool gather = f.context == 0;
   // room for the leaves of the arguments after these (a few inputs after the weights)
-  const size_t room = base + n + n / 8 + 16;
+  const size_t room = f.leaves.size() + n + n / 8 + 16;
   f.leaves.reserve(room);
-  f.leaves.resize(base + n);
-  if (gather) {
-    f.states.reserve(room);
-    f.states.resize(base + n);
-  }
+  if (gather) f.states.reserve(room);
   uint64_t sum = f.sum, position = f.absorbed;
   const uint64_t* table = position_table();
   for (size_t i = 0; i < n; ++i) {
@@ -100,8 +96,8 @@ void add_all(Flat& f, size_t n, const uint64_t* key_words, const Leaf& leaf, con
       undefined_leaf(f);
     }
     sum += absorb_word(table, type_word(*impl), position++);
-    f.leaves[base + i] = &t;
-    if (gather) f.states[base + i] = state_of(*impl);
+    f.leaves.push_back(&t);
+    if (gather) f.states.push_back(state_of(*impl));
   }
   f.sum = sum;
   f.absorbed = position;
