@@ -326,13 +326,14 @@ SharedEdges leaf_edges_of(std::span<const Tensor* const> inputs) {
 
 bool same_edges(std::span<const Edge> edges, std::span<const Tensor* const> inputs) {
   if (edges.size() != inputs.size()) return false;
+  const bool in_trace = trace::current_context_id() != 0;  // outside one, on_tape(t) is t
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Edge& e = edges[i];
     if (!inputs[i]) {
       if (e.defined()) return false;
       continue;
     }
-    const TensorImpl& impl = *on_tape(*inputs[i]).impl();
+    const TensorImpl& impl = *(in_trace ? on_tape(*inputs[i]) : *inputs[i]).impl();
     if (impl.grad_fn) return false;  // never shared (leaf_edges_of)
     const bool leaf = impl.requires_grad;
     if (leaf ? e.target() != impl.autograd.get() : e.defined()) return false;

@@ -630,8 +630,10 @@ std::vector<Tensor> CachedCall::record() {
   autograd::SharedEdges edges;
   const bool writes = !e->written.empty() || !e->written_args.empty();
   if (autograd::grad_enabled() && !writes && !e->inner_backward) {
-    inputs = flat_.leaves;
-    for (const Tensor& t : e->lifted) inputs.push_back(&t);
+    const size_t n = flat_.leaves.size();
+    inputs.resize(n + e->lifted.size());
+    std::copy(flat_.leaves.begin(), flat_.leaves.end(), inputs.begin());
+    for (size_t k = 0; k < e->lifted.size(); ++k) inputs[n + k] = &e->lifted[k];
     {
       std::lock_guard<std::mutex> lock(e->edges_mu);
       edges = e->edges;
