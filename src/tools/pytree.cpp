@@ -61,6 +61,15 @@ LeafState state_of(const TensorImpl& impl) {
   return {impl.context == 0 ? impl.node.get() : nullptr, impl.autograd.get(), kind};
 }
 
+// Whether the leaves' states are gathered once the flat holds `leaves` leaves (then from the
+// first: a call with a few tensors allocates none), and those of the leaves before then.
+bool gather_states(Flat& f, size_t leaves) {
+  if (f.context != 0 || leaves < Flat::kStatesFrom) return false;
+  for (size_t i = f.states.size(); i < f.leaves.size(); ++i)
+    f.states.push_back(state_of(*f.leaves[i]->impl()));
+  return true;
+}
+
 void prefetch_impl(const Tensor& t) {
   const auto* p = reinterpret_cast<const char*>(t.impl().get());
   if (!p) return;
@@ -74,10 +83,10 @@ void prefetch_impl(const Tensor& t) {
 template <typename Leaf, typename Object>
 void add_all(Flat& f, size_t n, const uint64_t* key_words, const Leaf& leaf, const Object& object) {
   const size_t ahead = Flat::kPrefetchAhead;
-  const bool gather = f.context == 0;
   // room for the leaves of the arguments after these (a few inputs after the weights)
   const size_t room = f.leaves.size() + n + n / 8 + 16;
   f.leaves.reserve(room);
+  const bool gather = gather_states(f, f.leaves.size() + n);
   if (gather) f.states.reserve(room);
   uint64_t sum = f.sum, position = f.absorbed;
   const uint64_t* table = position_table();
@@ -113,8 +122,9 @@ void Flat::add_leaf(const Tensor& t) {
   if (!t.defined()) undefined_leaf(*this);
   const TensorImpl& impl = *t.impl();
   absorb(type_word(impl));
+  const bool gather = gather_states(*this, leaves.size() + 1);
   leaves.push_back(&t);
-  if (context == 0) states.push_back(state_of(impl));
+  if (gather) states.push_back(state_of(impl));
   if (describing) {
     describe(t.type_str());
     leaf_paths.push_back(path);

@@ -100,9 +100,13 @@ struct Flat {
   // Per leaf, what a trace cache checks of it (function_cache.h), read while add_leaf has the
   // tensor's metadata at hand, so that a call with hundreds of leaves reads each of them
   // once. Gathered outside a trace only (`context` 0), where no tensor stands for another.
+  // A call with fewer leaves than kStatesFrom gathers none (nor allocates for them).
   std::vector<LeafState> states;
   uint32_t context = current_trace_context();
-  bool has_states() const { return context == 0 && states.size() == leaves.size(); }
+  static constexpr size_t kStatesFrom = 16;
+  bool has_states() const {
+    return context == 0 && !states.empty() && states.size() == leaves.size();
+  }
 
   bool prefetch = prefetch_leaves_on();        // pass prefetch_leaves
   static constexpr size_t kPrefetchAhead = 8;  // leaves between a prefetch and its read
