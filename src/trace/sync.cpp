@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "compiler/compile_cache.h"
 #include "compiler/passes.h"
@@ -346,9 +347,15 @@ std::vector<std::string> disabled_passes() {
 }
 
 bool pass_on(std::string_view name) {
-  for (int k = 0; k < runtime::kPassCount; ++k)
-    if (name == runtime::pass_name(static_cast<runtime::Pass>(k)))
-      return runtime::current_passes().on(static_cast<runtime::Pass>(k));
+  // by name on a call's hot path (the Python package's memo_dicts): looked up, not scanned
+  static const std::unordered_map<std::string_view, runtime::Pass> by_name = [] {
+    std::unordered_map<std::string_view, runtime::Pass> m;
+    for (int k = 0; k < runtime::kPassCount; ++k)
+      m.emplace(runtime::pass_name(static_cast<runtime::Pass>(k)), static_cast<runtime::Pass>(k));
+    return m;
+  }();
+  if (auto it = by_name.find(name); it != by_name.end())
+    return runtime::current_passes().on(it->second);
   runtime::PassSet::without({std::string(name)});  // fails, naming every pass
   return false;
 }
