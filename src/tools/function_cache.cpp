@@ -233,19 +233,31 @@ bool matches(Entry& e, const pytree::Flat& flat, ir::NodePtr& pack) {
   return true;
 }
 
-// autograd::same_edges for a call's inputs (its leaves, then its lifted tensors), from the
-// leaves' states where the flattening read them.
-bool same_edges(const std::vector<autograd::Edge>& edges, const pytree::Flat& flat,
-                const std::vector<const Tensor*>& inputs) {
-  if (!flat.has_states()) return autograd::same_edges(edges, inputs);
+// A call's inputs: its leaves, then its lifted tensors.
+std::vector<const Tensor*> inputs_of(const pytree::Flat& flat, const std::vector<Tensor>& lifted) {
   const size_t n = flat.leaves.size();
-  if (edges.size() != inputs.size()) return false;
+  std::vector<const Tensor*> inputs(n + lifted.size());
+  std::copy(flat.leaves.begin(), flat.leaves.end(), inputs.begin());
+  for (size_t k = 0; k < lifted.size(); ++k) inputs[n + k] = &lifted[k];
+  return inputs;
+}
+
+// autograd::same_edges for a call's inputs, its leaves from their states where the
+// flattening read them.
+bool same_edges(const std::vector<autograd::Edge>& edges, const pytree::Flat& flat,
+                const std::vector<Tensor>& lifted) {
+  const size_t n = flat.leaves.size();
+  if (edges.size() != n + lifted.size()) return false;
+  if (!flat.has_states()) return autograd::same_edges(edges, inputs_of(flat, lifted));
   for (size_t i = 0; i < n; ++i) {
     const pytree::LeafState& s = flat.states[i];
     const autograd::Edge& e = edges[i];
     if (s.kind == 2 || (s.kind == 1 ? e.target() != s.grad : e.defined())) return false;
   }
-  return autograd::same_edges(std::span(edges).subspan(n), std::span(inputs).subspan(n));
+  if (lifted.empty()) return true;
+  std::vector<const Tensor*> rest(lifted.size());
+  for (size_t k = 0; k < lifted.size(); ++k) rest[k] = &lifted[k];
+  return autograd::same_edges(std::span(edges).subspan(n), rest);
 }
 
 // A new Pack for a call of e with these explicit leaves, kept for the calls after it.
@@ -626,22 +638,19 @@ std::vector<Tensor> CachedCall::record() {
   // Differentiated where an input requires grad. The edges of the last differentiated call,
   // where they are still this call's, say so at once: they exist only where one does.
   bool differentiated = false;
-  std::vector<const Tensor*> inputs;  // explicit leaves, then lifted tensors
+  std::vector<const Tensor*> inputs;  // explicit leaves, then lifted tensors (new edges only)
   autograd::SharedEdges edges;
   const bool writes = !e->written.empty() || !e->written_args.empty();
   if (autograd::grad_enabled() && !writes && !e->inner_backward) {
-    const size_t n = flat_.leaves.size();
-    inputs.resize(n + e->lifted.size());
-    std::copy(flat_.leaves.begin(), flat_.leaves.end(), inputs.begin());
-    for (size_t k = 0; k < e->lifted.size(); ++k) inputs[n + k] = &e->lifted[k];
     {
       std::lock_guard<std::mutex> lock(e->edges_mu);
       edges = e->edges;
     }
-    if (edges && same_edges(*edges, flat_, inputs)) {
+    if (edges && same_edges(*edges, flat_, e->lifted)) {
       differentiated = true;
     } else {
       edges = nullptr;
+      inputs = inputs_of(flat_, e->lifted);
       for (const Tensor* t : inputs) differentiated = differentiated || autograd::requires_grad(*t);
     }
   }
