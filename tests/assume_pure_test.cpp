@@ -687,6 +687,62 @@ TEST(AssumePureGrad, CallsWithTheSameWeightsShareEdgesOnlyWhileTheyAreTheSame) {
   expect_close(w.grad(), r.grad(), 1e-5, "computed input");
 }
 
+// The same with 20 weights in a list, whose tape state the flattening reads once (from the
+// 16th leaf on) and the shared edges are checked against: each change of a weight's state
+// between calls, against the plain function's gradients.
+TEST(AssumePureGrad, ManyWeightsShareEdgesOnlyWhileEachIsTheSame) {
+  auto plain = [](const std::vector<Tensor>& ws, const Tensor& x) {
+    Tensor h = x;
+    for (const Tensor& w : ws) h = lt::tanh(h * w);
+    return lt::sum(h * h);
+  };
+  auto f = lt::assume_pure(plain);
+  std::vector<Tensor> ws;
+  for (uint64_t i = 0; i < 20; ++i) ws.push_back(random_tensor({4}, 300 + i).requires_grad_());
+  const Tensor x = random_tensor({4}, 299);
+  // the gradients the plain function gives leaves with ws' values, for those that require grad
+  auto expect_plain_grads = [&](const std::vector<Tensor>& args, const char* what) {
+    for (Tensor& w : ws) w.set_grad({});
+    lt::sum(f(args, x)).backward();
+    std::vector<Tensor> r;
+    for (const Tensor& t : args) {
+      Tensor d = t.detach();
+      r.push_back(t.requires_grad() ? d.requires_grad_() : d);
+    }
+    plain(r, x).backward();
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!args[i].is_leaf() || !args[i].requires_grad()) continue;
+      expect_close(args[i].grad(), r[i].grad(), 1e-5,
+                   std::string(what) + ", gradient " + std::to_string(i));
+    }
+  };
+  expect_plain_grads(ws, "first call");
+  expect_plain_grads(ws, "the same weights: shared edges");
+  ws[5].requires_grad_(false);
+  for (Tensor& w : ws) w.set_grad({});
+  lt::sum(f(ws, x)).backward();
+  EXPECT_FALSE(ws[5].grad().defined()) << "a weight that stopped requiring grad";
+  expect_plain_grads(ws, "one weight without grad");
+  ws[5].requires_grad_(true);
+  expect_plain_grads(ws, "requires grad again");
+  // a computed weight (not a leaf): its gradient goes on to the leaf behind it
+  std::vector<Tensor> computed = ws;
+  computed[3] = ws[3] * 2.0f;
+  for (Tensor& w : ws) w.set_grad({});
+  lt::sum(f(computed, x)).backward();
+  Tensor r3 = ws[3].detach().requires_grad_();
+  std::vector<Tensor> ref;
+  for (const Tensor& t : ws) ref.push_back(t.detach());
+  ref[3] = r3 * 2.0f;
+  plain(ref, x).backward();
+  expect_close(ws[3].grad(), r3.grad(), 1e-5, "computed weight");
+  // another leaf in one place: its own edge
+  std::vector<Tensor> other = ws;
+  other[11] = random_tensor({4}, 400).requires_grad_();
+  expect_plain_grads(other, "one weight replaced");
+  EXPECT_FALSE(ws[11].grad().defined());
+}
+
 // An argument with many leaves (a model's weights) travels in the call's Pack, reused while
 // its tensors keep their values: each case against the plain function, values and
 // gradients, and the Pack remade exactly when something in it changed.
