@@ -234,11 +234,11 @@ bool matches(Entry& e, const pytree::Flat& flat, ir::NodePtr& pack) {
 }
 
 // A call's inputs: its leaves, then its lifted tensors.
-std::vector<const Tensor*> inputs_of(const pytree::Flat& flat, const std::vector<Tensor>& lifted) {
-  const size_t n = flat.leaves.size();
-  std::vector<const Tensor*> inputs(n + lifted.size());
-  std::copy(flat.leaves.begin(), flat.leaves.end(), inputs.begin());
-  for (size_t k = 0; k < lifted.size(); ++k) inputs[n + k] = &lifted[k];
+std::vector<const Tensor*> inputs_of(std::span<const Tensor* const> leaves,
+                                     const std::vector<Tensor>& lifted) {
+  std::vector<const Tensor*> inputs(leaves.size() + lifted.size());
+  std::copy(leaves.begin(), leaves.end(), inputs.begin());
+  for (size_t k = 0; k < lifted.size(); ++k) inputs[leaves.size() + k] = &lifted[k];
   return inputs;
 }
 
@@ -248,16 +248,13 @@ bool same_edges(const std::vector<autograd::Edge>& edges, const pytree::Flat& fl
                 const std::vector<Tensor>& lifted) {
   const size_t n = flat.leaves.size();
   if (edges.size() != n + lifted.size()) return false;
-  if (!flat.has_states()) return autograd::same_edges(edges, inputs_of(flat, lifted));
+  if (!flat.has_states()) return autograd::same_edges(edges, inputs_of(flat.leaves, lifted));
   for (size_t i = 0; i < n; ++i) {
     const pytree::LeafState& s = flat.states[i];
     const autograd::Edge& e = edges[i];
     if (s.kind == 2 || (s.kind == 1 ? e.target() != s.grad : e.defined())) return false;
   }
-  if (lifted.empty()) return true;
-  std::vector<const Tensor*> rest(lifted.size());
-  for (size_t k = 0; k < lifted.size(); ++k) rest[k] = &lifted[k];
-  return autograd::same_edges(std::span(edges).subspan(n), rest);
+  return lifted.empty() || autograd::same_edges(std::span(edges).subspan(n), inputs_of({}, lifted));
 }
 
 // A new Pack for a call of e with these explicit leaves, kept for the calls after it.
@@ -423,9 +420,10 @@ CachedCall::CachedCall(FunctionCache& cache, pytree::Flat flat, DescribeFn descr
   key_ = key_with_modes(key_, cache_.modes);
   if (cache_.options.functional_writes && autograd::grad_enabled()) {
     bool any = false;
+    const pytree::LeafState* states = flat_.has_states() ? flat_.states.data() : nullptr;
     for (size_t i = 0; i < flat_.leaves.size(); ++i) {
       const Tensor* t = flat_.leaves[i];
-      const char kind = flat_.has_states()    ? static_cast<char>(flat_.states[i].kind)
+      const char kind = states                ? static_cast<char>(states[i].kind)
                         : !t->requires_grad() ? 0
                         : t->is_leaf()        ? 1
                                               : 2;
@@ -650,7 +648,7 @@ std::vector<Tensor> CachedCall::record() {
       differentiated = true;
     } else {
       edges = nullptr;
-      inputs = inputs_of(flat_, e->lifted);
+      inputs = inputs_of(flat_.leaves, e->lifted);
       for (const Tensor* t : inputs) differentiated = differentiated || autograd::requires_grad(*t);
     }
   }
