@@ -7,7 +7,9 @@
 
 namespace lazytrace {
 
-template <size_t Size>
+/** Blocks of `Size` bytes at multiples of `Align` (a cache line keeps an object's first 64
+ * bytes in one line). */
+template <size_t Size, size_t Align = __STDCPP_DEFAULT_NEW_ALIGNMENT__>
 class BlockPool {
  public:
   static void* allocate() {
@@ -18,10 +20,10 @@ class BlockPool {
         return f;
       }
     }
-    return ::operator new(Size < sizeof(Free) ? sizeof(Free) : Size);
+    return new_block();
   }
   static void deallocate(void* p) {
-    if (exited()) return ::operator delete(p);  // during the thread's own exit
+    if (exited()) return delete_block(p);  // during the thread's own exit
     auto* f = static_cast<Free*>(p);
     FreeList& l = list();
     f->next = l.head;
@@ -32,6 +34,16 @@ class BlockPool {
   struct Free {
     Free* next;
   };
+  static constexpr size_t kBytes = Size < sizeof(Free) ? sizeof(Free) : Size;
+  static constexpr bool kOverAligned = Align > __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+  static void* new_block() {
+    if constexpr (kOverAligned) return ::operator new(kBytes, std::align_val_t(Align));
+    return ::operator new(kBytes);
+  }
+  static void delete_block(void* p) {
+    if constexpr (kOverAligned) return ::operator delete(p, std::align_val_t(Align));
+    ::operator delete(p);
+  }
   // The thread's free blocks go back to the system when the thread exits.
   struct FreeList {
     Free* head = nullptr;
@@ -39,7 +51,7 @@ class BlockPool {
       exited() = true;
       while (head) {
         Free* next = head->next;
-        ::operator delete(head);
+        delete_block(head);
         head = next;
       }
     }

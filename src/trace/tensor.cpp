@@ -39,7 +39,7 @@ namespace {
 
 void destroy_impl(TensorImpl* p) {
   p->~TensorImpl();
-  BlockPool<sizeof(TensorImpl)>::deallocate(p);
+  BlockPool<sizeof(TensorImpl), alignof(TensorImpl)>::deallocate(p);
 }
 
 void drain_released(PendingList& list) {
@@ -130,7 +130,7 @@ struct ImplDeleter {
 };
 
 std::shared_ptr<TensorImpl> new_impl(Shape shape, DType dtype) {
-  void* mem = BlockPool<sizeof(TensorImpl)>::allocate();
+  void* mem = BlockPool<sizeof(TensorImpl), alignof(TensorImpl)>::allocate();
   auto* p = new (mem) TensorImpl(std::move(shape), dtype);
   p->context = trace::current_context_id();
   return std::shared_ptr<TensorImpl>(p, ImplDeleter{}, PoolAllocator<TensorImpl>());
