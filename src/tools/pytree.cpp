@@ -46,13 +46,16 @@ uint64_t absorb_word(const uint64_t* table, uint64_t w, uint64_t position) {
        " is undefined; pass tensors made by ops or lt::tensor().");
 }
 
-// A leaf's type folded into one word with cheap steps. (A lookup compares the types too, so
-// a collision costs a retrace, never a wrong graph.)
+// A leaf's type folded into one word with cheap steps, made once per tensor. (A lookup
+// compares the types too, so a collision costs a retrace, never a wrong graph.)
 uint64_t type_word(const TensorImpl& impl) {
+  uint64_t w = impl.type_key.load(std::memory_order_relaxed);
+  if (w != 0) return w;
   const Shape& s = impl.shape;
-  uint64_t w =
-      (static_cast<uint64_t>(impl.dtype) | 0x100) ^ (static_cast<uint64_t>(s.size()) << 12);
+  w = (static_cast<uint64_t>(impl.dtype) | 0x100) ^ (static_cast<uint64_t>(s.size()) << 12);
   for (int64_t d : s) w = ((w << 21) | (w >> 43)) ^ static_cast<uint64_t>(d);
+  if (w == 0) w = 0x9e3779b97f4a7c15ULL;  // 0 means "not made yet"
+  impl.type_key.store(w, std::memory_order_relaxed);
   return w;
 }
 
@@ -73,8 +76,7 @@ bool gather_states(Flat& f, size_t leaves) {
 void prefetch_impl(const Tensor& t) {
   const auto* p = reinterpret_cast<const char*>(t.impl().get());
   if (!p) return;
-  __builtin_prefetch(p);
-  __builtin_prefetch(p + 64);
+  __builtin_prefetch(p);  // the first line: all the flattening reads (TensorImpl)
 }
 
 // Flat::add_leaves: leaf(i) is the i-th tensor; object(i) its address where the tensors are

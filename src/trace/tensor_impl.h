@@ -1,6 +1,7 @@
 #pragma once
 // TensorImpl and the recording interface that ops/ uses: make a pending tensor from a
 // node, get the node of any tensor, time the recording.
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -17,17 +18,19 @@ struct Function;  // the autograd layer's tape, opaque here
 struct Meta;
 }  // namespace autograd
 
-// At the start of a cache line, so that what ops, the tape and a call's flattening read
-// (the first 128 bytes) is two lines, not three.
+// At the start of a cache line: what a call's flattening and the tape read is its first
+// line, what ops read its first two.
 struct alignas(64) TensorImpl {
-  // What ops and the tape read on every use, first (two cache lines); the rest after.
-  Shape shape;
-  DType dtype;
-  uint32_t context = 0;  // the trace (trace_context.h) it was made in; 0: none
-  int output_nr = 0;     // which output of grad_fn this tensor is
+  // The first line: a leaf's type key, grad state and node.
+  //
+  // The key of (dtype, shape) that a call's flattening hashes (pytree.cpp), there made once
+  // (0: not yet), so that it reads this line alone. Shape and dtype never change.
+  mutable std::atomic<uint64_t> type_key{0};
+  const DType dtype;
   // A leaf's requires_grad (its gradient accumulates in autograd->grad): beside grad_fn, so
   // that the tape's checks read no other memory.
   bool requires_grad = false;
+  uint32_t context = 0;  // the trace (trace_context.h) it was made in; 0: none
   // Pending: the op that computes this tensor. Materialized: the Data node that stands for
   // `buffer` in later graphs (or the op a sync computed, become Data).
   ir::NodePtr node;
@@ -35,6 +38,9 @@ struct alignas(64) TensorImpl {
   // for a leaf); a leaf's grad.
   std::shared_ptr<autograd::Function> grad_fn;
   std::shared_ptr<autograd::Meta> autograd;
+  // The second line.
+  const Shape shape;
+  int output_nr = 0;  // which output of grad_fn this tensor is
   runtime::BufferPtr buffer;
   // Link in the list of live pending tensors that sync() computes: the list of the thread
   // that recorded the tensor (`owner`); only that thread edits it.
@@ -43,7 +49,7 @@ struct alignas(64) TensorImpl {
   PendingList* owner = nullptr;
   TensorImpl* next_released = nullptr;  // while waiting to be destroyed by the owner thread
 
-  TensorImpl(Shape s, DType d) : shape(std::move(s)), dtype(d) {}
+  TensorImpl(Shape s, DType d) : dtype(d), shape(std::move(s)) {}
   ~TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
