@@ -1,4 +1,5 @@
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -137,6 +138,14 @@ std::shared_ptr<TensorImpl> new_impl(Shape shape, DType dtype) {
 }
 
 }  // namespace
+
+// What a call's flattening and the tape's checks read stays in the first cache line.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(TensorImpl, autograd) + sizeof(TensorImpl::autograd) <= 64 &&
+                  offsetof(TensorImpl, type_key) < 64 && offsetof(TensorImpl, context) < 64,
+              "TensorImpl's first line no longer holds what a call's flattening reads");
+#pragma GCC diagnostic pop
 
 TensorImpl::~TensorImpl() {
   unlink();
