@@ -117,8 +117,8 @@ struct FunctionOf final : Function {
   }
   bool alive() const override { return vjp.has_value(); }
   void free_saved() override { vjp.reset(); }
-  static void* operator new(size_t) { return BlockPool<sizeof(FunctionOf)>::allocate(); }
-  static void operator delete(void* p) { BlockPool<sizeof(FunctionOf)>::deallocate(p); }
+  static void* operator new(size_t) { return PoolFor<FunctionOf>::allocate(); }
+  static void operator delete(void* p) { PoolFor<FunctionOf>::deallocate(p); }
 };
 
 /** Deletes a Function; one released while another is being deleted waits its turn, so a

@@ -66,6 +66,12 @@ class BlockPool {
   }
 };
 
+/** The pool for objects of type T, at T's alignment (at least new's own). */
+template <typename T>
+using PoolFor = BlockPool<sizeof(T), (alignof(T) > __STDCPP_DEFAULT_NEW_ALIGNMENT__
+                                          ? alignof(T)
+                                          : __STDCPP_DEFAULT_NEW_ALIGNMENT__)>;
+
 /** A std allocator drawing single objects from BlockPool (for std::allocate_shared). */
 template <typename T>
 struct PoolAllocator {
@@ -74,12 +80,12 @@ struct PoolAllocator {
   template <typename U>
   PoolAllocator(const PoolAllocator<U>&) {}
   T* allocate(size_t n) {
-    if (n == 1) return static_cast<T*>(BlockPool<sizeof(T)>::allocate());
+    if (n == 1) return static_cast<T*>(PoolFor<T>::allocate());
     return static_cast<T*>(::operator new(n * sizeof(T)));
   }
   void deallocate(T* p, size_t n) {
     if (n == 1)
-      BlockPool<sizeof(T)>::deallocate(p);
+      PoolFor<T>::deallocate(p);
     else
       ::operator delete(p);
   }

@@ -40,7 +40,7 @@ namespace {
 
 void destroy_impl(TensorImpl* p) {
   p->~TensorImpl();
-  BlockPool<sizeof(TensorImpl), alignof(TensorImpl)>::deallocate(p);
+  PoolFor<TensorImpl>::deallocate(p);
 }
 
 void drain_released(PendingList& list) {
@@ -131,7 +131,7 @@ struct ImplDeleter {
 };
 
 std::shared_ptr<TensorImpl> new_impl(Shape shape, DType dtype) {
-  void* mem = BlockPool<sizeof(TensorImpl), alignof(TensorImpl)>::allocate();
+  void* mem = PoolFor<TensorImpl>::allocate();
   auto* p = new (mem) TensorImpl(std::move(shape), dtype);
   p->context = trace::current_context_id();
   return std::shared_ptr<TensorImpl>(p, ImplDeleter{}, PoolAllocator<TensorImpl>());
